@@ -1,0 +1,28 @@
+"""The plan language as data: typed models and document parsing (no Kubernetes, no I/O)."""
+
+from planops.api.documents import (
+    API_GROUP,
+    API_VERSION,
+    CapsuleDocument,
+    Document,
+    PlanDocument,
+    Problem,
+    parse_document,
+)
+from planops.api.models import CapsuleSpec, PlanSpec, ResourceList, Resources, Step, Tool
+
+__all__ = [
+    "API_GROUP",
+    "API_VERSION",
+    "CapsuleDocument",
+    "CapsuleSpec",
+    "Document",
+    "PlanDocument",
+    "PlanSpec",
+    "Problem",
+    "ResourceList",
+    "Resources",
+    "Step",
+    "Tool",
+    "parse_document",
+]

@@ -1,0 +1,130 @@
+"""Turn parsed documents (dicts from YAML/JSON or from the API) into typed Plans and Capsules.
+
+Three shapes are accepted: a `Plan` manifest, a `Capsule` manifest, and a bare seed-format plan
+object (`{"id": ..., "steps": [...]}`, snake_case or camelCase). Structural problems come back as
+`Problem`s with a dotted field path, never as exceptions, so callers can report all of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from planops.api.models import CapsuleSpec, PlanSpec, SeedPlan
+
+API_GROUP = "planops.dev"
+API_VERSION = f"{API_GROUP}/v1alpha1"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A structural problem of a document: where (dotted path) and what."""
+
+    path: str
+    message: str
+
+
+@dataclass(frozen=True)
+class PlanDocument:
+    plan_id: str
+    spec: PlanSpec
+    namespace: str | None = None
+
+
+@dataclass(frozen=True)
+class CapsuleDocument:
+    name: str
+    spec: CapsuleSpec
+    namespace: str | None = None
+
+
+Document = PlanDocument | CapsuleDocument
+
+
+def _path(loc: tuple[int | str, ...], prefix: str) -> str:
+    out = prefix
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def problems_of(error: ValidationError, prefix: str = "") -> list[Problem]:
+    """One Problem per pydantic error, with a readable message."""
+    problems = []
+    for err in error.errors():
+        loc = tuple(err["loc"])
+        if err["type"] == "extra_forbidden":
+            message = "unknown field"
+        elif err["type"] == "missing":
+            message = "required field is missing"
+        else:
+            message = str(err["msg"])
+            if message.startswith("Value error, "):
+                message = message[len("Value error, ") :]
+        problems.append(Problem(_path(loc, prefix), message))
+    return problems
+
+
+def _meta(doc: dict[str, Any]) -> tuple[str | None, str | None, list[Problem]]:
+    meta = doc.get("metadata")
+    if not isinstance(meta, dict):
+        return None, None, [Problem("metadata", "must be an object with a name")]
+    name, namespace = meta.get("name"), meta.get("namespace")
+    problems = []
+    if not isinstance(name, str) or not name:
+        problems.append(Problem("metadata.name", "required field is missing"))
+        name = None
+    if namespace is not None and not isinstance(namespace, str):
+        problems.append(Problem("metadata.namespace", "must be a string"))
+        namespace = None
+    return name, namespace, problems
+
+
+def parse_document(doc: Any) -> tuple[Document | None, list[Problem]]:
+    """Parse one document; returns (document, []) or (None, problems)."""
+    if not isinstance(doc, dict):
+        return None, [Problem("", f"expected an object, got {type(doc).__name__}")]
+    kind = doc.get("kind")
+    if kind is None and "steps" in doc:
+        try:
+            seed = SeedPlan.model_validate(doc)
+        except ValidationError as e:
+            return None, problems_of(e)
+        plan = PlanSpec.model_validate(seed.model_dump(exclude={"id"}))
+        return PlanDocument(seed.id, plan), []
+    if kind not in ("Plan", "Capsule"):
+        return None, [
+            Problem(
+                "kind", f"expected kind Plan or Capsule (or a bare plan with steps), got {kind!r}"
+            )
+        ]
+    problems: list[Problem] = []
+    api_version = doc.get("apiVersion")
+    if api_version != API_VERSION:
+        problems.append(Problem("apiVersion", f"expected {API_VERSION}, got {api_version!r}"))
+    name, namespace, meta_problems = _meta(doc)
+    problems += meta_problems
+    extra = sorted(set(doc) - {"apiVersion", "kind", "metadata", "spec", "status"})
+    problems += [Problem(k, "unknown field") for k in extra]
+    spec_raw = doc.get("spec")
+    if not isinstance(spec_raw, dict):
+        problems.append(Problem("spec", "required field is missing (must be an object)"))
+        return None, problems
+    try:
+        spec: PlanSpec | CapsuleSpec = (
+            PlanSpec.model_validate(spec_raw)
+            if kind == "Plan"
+            else CapsuleSpec.model_validate(spec_raw)
+        )
+    except ValidationError as e:
+        return None, problems + problems_of(e, "spec")
+    if problems or name is None:
+        return None, problems
+    if isinstance(spec, PlanSpec):
+        return PlanDocument(name, spec, namespace), []
+    return CapsuleDocument(name, spec, namespace), []

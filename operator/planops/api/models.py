@@ -1,0 +1,145 @@
+"""Typed models of what users write: Plan specs, steps and Capsules.
+
+Why pydantic: the structure of a document (unknown fields, wrong types) is checked here, once,
+with precise field paths; the *meaning* of a plan (duplicate ids, cycles, allowlists) is checked by
+`planops.engine.validation`, which reports every refusal at once with a code. So fields whose
+values carry a seed refusal (`onError`, the step kinds) are typed loosely here on purpose: a bad
+`onError` must come back as the seed's `on-error` refusal, not as a type error.
+
+Spelling: the Kubernetes spelling is camelCase; files may use the seeds' snake_case. Every model
+accepts both (alias + populate_by_name) and always *emits* camelCase. Only the plan language's own
+keys are normalized: a step's `input` belongs to its tool and is never rewritten.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.alias_generators import to_camel
+
+#: A step id: also a Job label value and part of a Job name, hence the restriction (the seed
+#: leaves ids free; planops needs them to be label-safe). Letters, digits, `_` and `-`.
+STEP_ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,62}$"
+
+#: A Kubernetes object name (RFC 1123 subdomain, shortened to what a label value may hold).
+NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$"
+
+
+class Model(BaseModel):
+    """Base: unknown fields refused, both spellings accepted, immutable."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+        alias_generator=to_camel,
+        frozen=True,
+    )
+
+    def dump(self) -> dict[str, Any]:
+        """The camelCase form, without unset optional fields (as the seed writes plans)."""
+        return self.model_dump(by_alias=True, exclude_none=True, exclude_defaults=True)
+
+
+class ResourceList(Model):
+    """Kubernetes quantities (`cpu: 500m`, `memory: 64Mi`)."""
+
+    cpu: str | None = None
+    memory: str | None = None
+
+
+class Resources(Model):
+    """Requests and limits of a step's container (the cgroup limits)."""
+
+    requests: ResourceList | None = None
+    limits: ResourceList | None = None
+
+
+class Step(Model):
+    """One step of a plan. Exactly one of tool / shell / capsule (checked by the validator)."""
+
+    id: str = Field(pattern=STEP_ID_PATTERN, description="Unique within the plan.")
+    tool: str | None = Field(default=None, description="A tool of the Capsule's inventory.")
+    shell: str | None = Field(
+        default=None,
+        description="A command line split into words (never given to a shell); "
+        "its first word must be in the Capsule's shell.allow.",
+    )
+    capsule: str | None = Field(
+        default=None, description="A Capsule name in spawn.allow, run as a child Plan."
+    )
+    input: Any = Field(default=None, description="Handed to the step (object or string).")
+    depends_on: list[str] = Field(default_factory=list)
+    if_: str | None = Field(default=None, alias="if")
+    # Typed loosely on purpose: a bad value is the seed's `on-error` refusal (see module doc).
+    on_error: Any = "fail"
+    retries: int = Field(default=0, ge=0, le=100)
+    timeout_seconds: int | None = Field(default=None, ge=1, le=7 * 24 * 3600)
+    image: str | None = None
+    resources: Resources | None = None
+
+
+class Workspace(Model):
+    """One volume shared by every step of a run (seed 1's workdir)."""
+
+    size: str | None = None
+    storage_class_name: str | None = None
+    claim_name: str | None = Field(default=None, description="Use an existing claim instead.")
+
+
+class PlanSpec(Model):
+    """The spec of a Plan resource (and of a Capsule's plan template)."""
+
+    capsule: str | None = None
+    parallelism: int | None = Field(default=None, ge=1)
+    workspace: Workspace | None = None
+    steps: list[Step]
+
+    @field_validator("steps", mode="before")
+    @classmethod
+    def _steps_is_list(cls, value: Any) -> Any:
+        if value is None:
+            raise ValueError("steps must be a list (an empty list is a plan that does nothing)")
+        return value
+
+
+class SeedPlan(PlanSpec):
+    """A bare seed-format plan object: `{"id": ..., "steps": [...]}`."""
+
+    id: str = Field(min_length=1)
+
+
+class Tool(Model):
+    """A tool of a Capsule's inventory: an image and a command that reads JSON input."""
+
+    name: str = Field(min_length=1)
+    image: str | None = None
+    command: list[str] = Field(min_length=1)
+    description: str | None = None
+    input_schema: dict[str, Any] | None = None
+
+
+class AllowList(Model):
+    allow: list[str] = Field(default_factory=list)
+
+
+class CapsuleSpec(Model):
+    """Policy and inventory a Plan runs under. Deny by default: empty lists allow nothing."""
+
+    image: str | None = Field(default=None, description="Default image of shell steps.")
+    images: list[str] = Field(default_factory=list, description="Allowed image patterns (fnmatch).")
+    shell: AllowList = Field(default_factory=AllowList)
+    tools: list[Tool] = Field(default_factory=list)
+    spawn: AllowList = Field(default_factory=AllowList)
+    resources: Resources | None = Field(default=None, description="Defaults of every step.")
+    max_resources: ResourceList | None = None
+    default_timeout_seconds: int | None = Field(default=None, ge=1)
+    max_timeout_seconds: int | None = Field(default=None, ge=1)
+    output_limit_bytes: int = Field(default=65536, ge=256, le=1 << 20)
+    service_account_name: str | None = None
+    automount_service_account_token: bool = False
+    read_only_paths: list[str] = Field(default_factory=list)
+    plan: PlanSpec | None = Field(default=None, description="What runs when a plan spawns it.")
+
+    def tool(self, name: str) -> Tool | None:
+        return next((t for t in self.tools if t.name == name), None)

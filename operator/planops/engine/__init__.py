@@ -1,0 +1,39 @@
+"""The pure engine: validation, the DAG, references, conditions, the decider and the report.
+
+No kopf, no kubernetes, no I/O (enforced by tests/unit/test_layering.py); the clock is passed in.
+This is the public surface; the modules behind it are private to the package.
+"""
+
+from planops.engine.decider import AttemptFact, Decision, Dispatch, Facts, Run, decide, step_kind
+from planops.engine.errors import CODES, PlanError
+from planops.engine.report import Report, StepRecord
+from planops.engine.validation import (
+    CapsuleResolver,
+    Policy,
+    capsule_name,
+    capsules,
+    image_allowed,
+    shell_words,
+    validate,
+)
+
+__all__ = [
+    "CODES",
+    "AttemptFact",
+    "CapsuleResolver",
+    "Decision",
+    "Dispatch",
+    "Facts",
+    "PlanError",
+    "Policy",
+    "Report",
+    "Run",
+    "StepRecord",
+    "capsule_name",
+    "capsules",
+    "decide",
+    "image_allowed",
+    "shell_words",
+    "step_kind",
+    "validate",
+]

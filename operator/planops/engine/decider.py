@@ -1,0 +1,335 @@
+"""The decider: what to do next, given a plan and the facts of its run. The only place where the
+scheduling rules of seed 1 live; the local runner and the reconciler are two executors of it.
+
+    run = Run(plan_id, spec)          # or Run.restore(plan_id, spec, facts)
+    decision = run.decide(now)        # dispatches to start, steps it settled itself, finished?
+    run.finish_attempt(...)           # an executor reports a dispatched attempt's result
+
+`decide(plan_id, spec, facts, now)` is the same thing as a pure function of (plan, facts, now):
+it restores a Run from the facts and decides. The reconciler uses that form (all run state lives
+in the Plan's status and its Jobs); the local runner keeps one Run and feeds it results, so a whole
+simulated plan costs O(steps + edges) (no rescans: ready steps are kept in heaps, readiness by
+counting unsettled dependencies).
+
+The rules (seed 1, word for word where quoted):
+- "Omitted, the step is ready immediately": readiness by dependsOn only; a dependency must
+  *settle* (success, failed or skipped), not succeed.
+- shell and capsule steps that do not depend on each other run at the same time; "tool steps are
+  dispatched one at a time even when the plan places no dependency between them". `parallelism`
+  caps all steps in flight. Among ready steps, declaration order decides.
+- `if` is evaluated when the step is about to be dispatched (its first attempt); false settles it
+  `skipped` without dispatch. References in `if` and `input` are resolved then; "a reference to a
+  step that has not settled fails the referring step" (a failed attempt, subject to retries).
+- "retries is applied first": a failed attempt with retries left is dispatched again.
+- onError once the last attempt failed: fail -> settles failed and stops the plan (steps never
+  dispatched are absent from the report; steps in flight still settle and are reported);
+  skip -> settles skipped; continue -> settles failed. Both continue.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from planops.api.models import PlanSpec, Step
+from planops.engine import conditions, references
+from planops.engine.dag import Graph
+from planops.engine.report import Report, StepRecord
+
+Status = Literal["success", "failed", "skipped"]
+Kind = Literal["tool", "shell", "capsule"]
+
+
+def step_kind(step: Step) -> Kind:
+    if step.tool is not None:
+        return "tool"
+    if step.capsule is not None:
+        return "capsule"
+    return "shell"
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """Start attempt `attempt` (1-based) of `step`, with its references resolved in `input`."""
+
+    step: Step
+    attempt: int
+    kind: Kind
+    input: Any
+
+
+@dataclass(frozen=True)
+class AttemptFact:
+    """What an executor knows about one attempt: in flight (`status` None) or finished."""
+
+    step_id: str
+    attempt: int
+    started_at: float
+    status: Literal["success", "failed"] | None = None
+    finished_at: float | None = None
+    output: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Facts:
+    """Everything a run has established: steps settled (in settle order) and attempts seen."""
+
+    settled: tuple[StepRecord, ...] = ()
+    attempts: tuple[AttemptFact, ...] = ()
+
+
+@dataclass(frozen=True)
+class Decision:
+    dispatch: tuple[Dispatch, ...]
+    settled: tuple[StepRecord, ...]  # settled since the previous decision (to persist/announce)
+    finished: bool
+
+
+@dataclass
+class _State:
+    attempts: int = 0
+    started_at: float | None = None
+    in_flight: bool = False
+    settled: StepRecord | None = None
+    queued: bool = False
+    condition_checked: bool = False
+
+
+@dataclass
+class Run:
+    """The state of one run of a plan. No I/O; the clock is always passed in."""
+
+    plan_id: str
+    spec: PlanSpec
+    graph: Graph = field(init=False)
+    _states: list[_State] = field(init=False)
+    _remaining: list[int] = field(init=False)
+    _ready_tools: list[int] = field(init=False, default_factory=list)
+    _ready_other: list[int] = field(init=False, default_factory=list)
+    _order: list[StepRecord] = field(init=False, default_factory=list)
+    _new: list[StepRecord] = field(init=False, default_factory=list)
+    _in_flight: int = field(init=False, default=0)
+    _tool_busy: bool = field(init=False, default=False)
+    failed_step: str | None = field(init=False, default=None)
+    _conditions: dict[int, conditions.Or] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        steps = self.spec.steps
+        self.graph = Graph.build([s.id for s in steps], [s.depends_on for s in steps])
+        self._states = [_State() for _ in steps]
+        self._remaining = [len(d) for d in self.graph.deps]
+        for i, step in enumerate(steps):
+            if step.if_ is not None:
+                self._conditions[i] = conditions.parse(step.if_)
+            self._push_if_ready(i)
+
+    # -- restoring from facts -----------------------------------------------------------------
+
+    @classmethod
+    def restore(cls, plan_id: str, spec: PlanSpec, facts: Facts) -> Run:
+        run = cls(plan_id, spec)
+        for record in facts.settled:
+            i = run.graph.index.get(record.step_id)
+            if i is None or run._states[i].settled is not None:
+                continue
+            run._states[i].attempts = record.attempts
+            run._states[i].condition_checked = True
+            run._settle(i, record, announce=False)
+        latest: dict[int, AttemptFact] = {}
+        for fact in facts.attempts:
+            i = run.graph.index.get(fact.step_id)
+            if i is None or run._states[i].settled is not None:
+                continue
+            st = run._states[i]
+            st.condition_checked = True
+            st.started_at = (
+                fact.started_at if st.started_at is None else min(st.started_at, fact.started_at)
+            )
+            if i not in latest or fact.attempt > latest[i].attempt:
+                latest[i] = fact
+        for i, fact in latest.items():
+            st = run._states[i]
+            st.attempts = fact.attempt
+            st.in_flight = True
+            run._in_flight += 1
+            if step_kind(spec.steps[i]) == "tool":
+                run._tool_busy = True
+        finished = sorted(
+            (f for f in latest.values() if f.status is not None),
+            key=lambda f: (f.finished_at or 0.0, run.graph.index[f.step_id]),
+        )
+        for f in finished:
+            assert f.status is not None
+            run.finish_attempt(
+                f.step_id, f.attempt, f.status, f.output, f.error, f.finished_at or 0.0
+            )
+        return run
+
+    # -- what executors call ------------------------------------------------------------------
+
+    def finish_attempt(
+        self,
+        step_id: str,
+        attempt: int,
+        status: Literal["success", "failed"],
+        output: str | None,
+        error: str | None,
+        now: float,
+    ) -> None:
+        """Record the result of a dispatched attempt. A stale or repeated report is ignored."""
+        i = self.graph.index[step_id]
+        st = self._states[i]
+        if not st.in_flight or st.attempts != attempt or st.settled is not None:
+            return
+        st.in_flight = False
+        self._in_flight -= 1
+        if step_kind(self.spec.steps[i]) == "tool":
+            self._tool_busy = False
+        if status == "success":
+            self._settle(i, self._record(i, "success", output, None, now))
+        else:
+            self._attempt_failed(i, output, error, now)
+
+    def decide(self, now: float) -> Decision:
+        """Start what can start; settle what settles without running. Marks dispatches in flight."""
+        dispatch: list[Dispatch] = []
+        cap = self.spec.parallelism
+        while self.failed_step is None:
+            top_other = self._ready_other[0] if self._ready_other else None
+            top_tool = self._ready_tools[0] if self._ready_tools and not self._tool_busy else None
+            candidates = [c for c in (top_other, top_tool) if c is not None]
+            if not candidates:
+                break
+            i = min(candidates)
+            st = self._states[i]
+            if st.settled is not None or st.in_flight:  # lazily dropped entry
+                heapq.heappop(self._ready_other if i == top_other else self._ready_tools)
+                st.queued = False
+                continue
+            if cap is not None and self._in_flight >= cap:
+                break
+            heapq.heappop(self._ready_other if i == top_other else self._ready_tools)
+            st.queued = False
+            action = self._start(i, now)
+            if action is not None:
+                dispatch.append(action)
+        new, self._new = tuple(self._new), []
+        return Decision(tuple(dispatch), new, self.finished)
+
+    @property
+    def finished(self) -> bool:
+        if self._in_flight:
+            return False
+        if self.failed_step is not None:
+            return True
+        return not self._ready_other and not (self._ready_tools and not self._tool_busy)
+
+    def report(self) -> Report:
+        settled_all = len(self._order) == len(self.spec.steps)
+        return Report(
+            plan_id=self.plan_id,
+            completed=settled_all and self.failed_step is None,
+            failed_step=self.failed_step,
+            steps=tuple(self._order),
+        )
+
+    def in_flight(self) -> list[str]:
+        return [self.spec.steps[i].id for i, s in enumerate(self._states) if s.in_flight]
+
+    def unsettled(self) -> list[str]:
+        return [self.spec.steps[i].id for i, s in enumerate(self._states) if s.settled is None]
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _lookup(self, step_id: str) -> tuple[str, str | None] | None:
+        i = self.graph.index.get(step_id)
+        rec = self._states[i].settled if i is not None else None
+        return (rec.status, rec.output) if rec is not None else None
+
+    def _start(self, i: int, now: float) -> Dispatch | None:
+        step, st = self.spec.steps[i], self._states[i]
+        if not st.condition_checked:
+            st.condition_checked = True
+            expr = self._conditions.get(i)
+            if expr is not None:
+                try:
+                    holds = conditions.evaluate(expr, self._lookup)
+                except references.UnsettledReference as e:
+                    st.attempts += 1
+                    st.started_at = now
+                    self._attempt_failed(i, None, str(e), now)
+                    return None
+                if not holds:
+                    self._settle(i, self._record(i, "skipped", None, None, now))
+                    return None
+        st.attempts += 1
+        if st.started_at is None:
+            st.started_at = now
+        try:
+            resolved = references.resolve_input(step.input, self._lookup)
+        except references.UnsettledReference as e:
+            self._attempt_failed(i, None, str(e), now)
+            return None
+        st.in_flight = True
+        self._in_flight += 1
+        kind = step_kind(step)
+        if kind == "tool":
+            self._tool_busy = True
+        return Dispatch(step, st.attempts, kind, resolved)
+
+    def _attempt_failed(self, i: int, output: str | None, error: str | None, now: float) -> None:
+        step, st = self.spec.steps[i], self._states[i]
+        if st.attempts <= step.retries and self.failed_step is None:
+            self._push_if_ready(i)
+            return
+        # onError: skip settles skipped; continue and fail settle failed (fail also stops the plan,
+        # in _settle). The error is kept on a skipped step: it says why it was skipped.
+        status: Status = "skipped" if step.on_error == "skip" else "failed"
+        self._settle(i, self._record(i, status, output, error, now))
+
+    def _record(
+        self, i: int, status: Status, output: str | None, error: str | None, now: float
+    ) -> StepRecord:
+        st = self._states[i]
+        return StepRecord(
+            step_id=self.spec.steps[i].id,
+            status=status,
+            output=output or None,
+            error=error,
+            attempts=st.attempts,
+            started_at=st.started_at,
+            finished_at=now,
+        )
+
+    def _settle(self, i: int, record: StepRecord, announce: bool = True) -> None:
+        st = self._states[i]
+        st.settled = record
+        self._order.append(record)
+        if announce:
+            self._new.append(record)
+        step = self.spec.steps[i]
+        if (
+            record.status == "failed"
+            and step.on_error not in ("continue", "skip")
+            and self.failed_step is None
+        ):
+            self.failed_step = step.id
+        for d in self.graph.dependents[i]:
+            self._remaining[d] -= 1
+            self._push_if_ready(d)
+
+    def _push_if_ready(self, i: int) -> None:
+        st = self._states[i]
+        if self._remaining[i] > 0 or st.queued or st.settled is not None or st.in_flight:
+            return
+        st.queued = True
+        tool = step_kind(self.spec.steps[i]) == "tool"
+        heapq.heappush(self._ready_tools if tool else self._ready_other, i)
+
+
+def decide(plan_id: str, spec: PlanSpec, facts: Facts, now: float) -> tuple[Run, Decision]:
+    """The decider as a pure function of (plan, facts, now); also returns the restored Run."""
+    run = Run.restore(plan_id, spec, facts)
+    return run, run.decide(now)

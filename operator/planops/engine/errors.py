@@ -1,0 +1,46 @@
+"""Validation errors: one record per refusal, with a stable code (see docs/plan-language.md).
+
+Codes are part of the CLI contract (`kubectl-plan validate -o json`): scripts match on them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+#: Every code the validator can return, with the seed rule it stands for.
+CODES: dict[str, str] = {
+    "schema": "the document's structure: unknown field, wrong type, missing field",
+    "duplicate-id": "two steps with the same id",
+    "step-kind": "a step declaring none of tool, shell, capsule, or more than one",
+    "unknown-tool": "a tool step naming a tool that is not in the capsule's inventory",
+    "plan-in-plan": "a tool step naming submit-plan: a plan cannot submit a plan",
+    "shell-not-allowed": "a shell step whose binary is absent from the capsule's shell.allow",
+    "shell-syntax": "a shell command line that cannot be split into words",
+    "capsule-input": 'a capsule step whose input is neither a string nor {"objective": "<text>"}',
+    "unknown-step": "a dependsOn entry or a $<id> reference naming an undeclared step",
+    "reference-field": "a reference field other than output or status",
+    "on-error": "an onError value other than fail, skip or continue",
+    "cycle": "a dependency cycle",
+    "condition": "an `if` expression that does not parse",
+    "no-capsule": "the plan's Capsule does not exist",
+    "image-not-allowed": "a step image outside the capsule's and the operator's allowlists",
+    "limits": "a plan or step beyond the operator's or the capsule's limits",
+}
+
+
+@dataclass(frozen=True, order=True)
+class PlanError:
+    """One refusal: `code` (see CODES), the step it concerns (or None), the field path, why."""
+
+    code: str
+    step: str | None
+    path: str
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        where = f"step {self.step!r}: " if self.step else ""
+        return f"[{self.code}] {where}{self.path}: {self.message}"

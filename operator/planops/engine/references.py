@@ -1,0 +1,78 @@
+"""Seed-1 references: `$<step id>.output` and `$<step id>.status`.
+
+A reference is recognised only where it is the *whole* of a string (anywhere inside `input`, at any
+depth) and as an operand of an `if` condition. It is resolved at dispatch time to the referenced
+step's real result; a reference to a step that has not settled fails the referring step (the
+caller decides that: `resolve_input` raises `UnsettledReference`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+#: `$id.field` where id follows the step-id rule; field is any word (only two are valid).
+REFERENCE = re.compile(r"^\$([A-Za-z_][A-Za-z0-9_-]*)\.([A-Za-z0-9_]+)$")
+FIELDS = ("output", "status")
+
+
+@dataclass(frozen=True)
+class Reference:
+    step: str
+    field: str
+
+    def __str__(self) -> str:
+        return f"${self.step}.{self.field}"
+
+
+class UnsettledReference(Exception):  # noqa: N818 - reads as a fact, like KeyError
+    """A reference names a step that has not settled (yet)."""
+
+    def __init__(self, ref: Reference) -> None:
+        super().__init__(f"reference {ref} names step {ref.step!r}, which has not settled")
+        self.ref = ref
+
+
+def parse(text: str) -> Reference | None:
+    m = REFERENCE.match(text)
+    return Reference(m.group(1), m.group(2)) if m else None
+
+
+def walk(value: Any, path: str = "input") -> Iterator[tuple[str, Reference]]:
+    """Every reference inside a JSON value, with its field path."""
+    if isinstance(value, str):
+        ref = parse(value)
+        if ref is not None:
+            yield path, ref
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from walk(v, f"{path}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from walk(v, f"{path}[{i}]")
+
+
+#: Looks up a settled step's (status, output); None when the step has not settled.
+Lookup = Callable[[str], "tuple[str, str | None] | None"]
+
+
+def resolve(ref: Reference, lookup: Lookup) -> str | None:
+    settled = lookup(ref.step)
+    if settled is None:
+        raise UnsettledReference(ref)
+    status, output = settled
+    return status if ref.field == "status" else output
+
+
+def resolve_input(value: Any, lookup: Lookup) -> Any:
+    """`value` with every whole-string reference replaced by its result (a new value)."""
+    if isinstance(value, str):
+        ref = parse(value)
+        return resolve(ref, lookup) if ref is not None else value
+    if isinstance(value, Mapping):
+        return {k: resolve_input(v, lookup) for k, v in value.items()}
+    if isinstance(value, list):
+        return [resolve_input(v, lookup) for v in value]
+    return value

@@ -1,0 +1,81 @@
+"""The report: seed 1's shape in camelCase, one entry per settled step in the order they settled.
+
+    {"planId", "completed", "failedStep", "steps": [{"stepId", "status", "output", "error",
+     "attempts", "startedAt", "finishedAt"}]}
+
+Steps never dispatched after a stop are absent, as the seed says. Times are RFC 3339 (UTC, ms).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+
+def rfc3339(t: float | None) -> str | None:
+    if t is None:
+        return None
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_rfc3339(text: str | None) -> float | None:
+    if not text:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    step_id: str
+    status: str
+    output: str | None
+    error: str | None
+    attempts: int
+    started_at: float | None
+    finished_at: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "stepId": self.step_id,
+            "status": self.status,
+            "output": self.output,
+            "error": self.error,
+            "attempts": self.attempts,
+            "startedAt": rfc3339(self.started_at),
+            "finishedAt": rfc3339(self.finished_at),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> StepRecord:
+        return cls(
+            step_id=data["stepId"],
+            status=data["status"],
+            output=data.get("output"),
+            error=data.get("error"),
+            attempts=int(data.get("attempts") or 0),
+            started_at=parse_rfc3339(data.get("startedAt")),
+            finished_at=parse_rfc3339(data.get("finishedAt")),
+        )
+
+    @property
+    def duration(self) -> float | None:
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return self.finished_at - self.started_at
+
+
+@dataclass(frozen=True)
+class Report:
+    plan_id: str
+    completed: bool
+    failed_step: str | None
+    steps: tuple[StepRecord, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "planId": self.plan_id,
+            "completed": self.completed,
+            "failedStep": self.failed_step,
+            "steps": [s.to_json() for s in self.steps],
+        }

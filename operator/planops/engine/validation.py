@@ -1,0 +1,265 @@
+"""The one validator: every refusal of seed 1 ("What is refused before anything runs"), plus
+planops' own, all reported together. The CLI, the admission webhook and the reconciler all call
+`validate`; whatever needs the cluster (the Capsule) comes through an injected `CapsuleResolver`.
+
+A plan with any error runs nothing at all.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import shlex
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from planops.api.models import CapsuleSpec, PlanSpec, Step
+from planops.engine import conditions, references
+from planops.engine.dag import Graph
+from planops.engine.errors import PlanError
+
+ON_ERROR = ("fail", "skip", "continue")
+SUBMIT_PLAN = "submit-plan"
+DEFAULT_CAPSULE = "default"
+
+
+class CapsuleResolver(Protocol):
+    """Finds a Capsule by name (in the plan's namespace, for the operator)."""
+
+    def __call__(self, name: str) -> CapsuleSpec | None: ...
+
+
+def capsules(mapping: Mapping[str, CapsuleSpec]) -> CapsuleResolver:
+    """A resolver over a fixed set of capsules (the CLI's `--capsule` files, tests)."""
+
+    def resolve(name: str) -> CapsuleSpec | None:
+        return mapping.get(name)
+
+    return resolve
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Operator-wide bounds that no Capsule can widen (Helm values in the cluster)."""
+
+    images: tuple[str, ...] = ("*",)
+    max_steps: int = 10_000
+    max_timeout_seconds: int = 7 * 24 * 3600
+
+
+@dataclass
+class _Checker:
+    spec: PlanSpec
+    capsule_name: str
+    capsule: CapsuleSpec | None
+    policy: Policy
+    errors: list[PlanError] = field(default_factory=list)
+
+    def add(self, code: str, step: str | None, path: str, message: str) -> None:
+        self.errors.append(PlanError(code, step, path, message))
+
+
+def shell_words(command: str) -> list[str]:
+    """The words of a shell step (shlex, POSIX rules); raises ValueError when it cannot split."""
+    return shlex.split(command, comments=False, posix=True)
+
+
+def image_allowed(image: str, capsule: CapsuleSpec, policy: Policy) -> bool:
+    """Allowed by the capsule's patterns (or its default image) *and* the operator's."""
+    by_capsule = image == capsule.image or any(
+        fnmatch.fnmatchcase(image, p) for p in capsule.images
+    )
+    return by_capsule and any(fnmatch.fnmatchcase(image, p) for p in policy.images)
+
+
+def capsule_name(spec: PlanSpec) -> str:
+    return spec.capsule or DEFAULT_CAPSULE
+
+
+def validate(
+    spec: PlanSpec, resolve_capsule: CapsuleResolver, policy: Policy | None = None
+) -> list[PlanError]:
+    """Every refusal of `spec`, sorted by step position; [] when the plan may run."""
+    name = capsule_name(spec)
+    checker = _Checker(spec, name, resolve_capsule(name), policy or Policy())
+    if checker.capsule is None:
+        checker.add(
+            "no-capsule",
+            None,
+            "capsule",
+            f"Capsule {name!r} not found: a plan runs only under a Capsule that grants what it "
+            "uses (create it, or name another in spec.capsule / pass --capsule FILE)",
+        )
+    if len(spec.steps) > checker.policy.max_steps:
+        checker.add(
+            "limits",
+            None,
+            "steps",
+            f"{len(spec.steps)} steps exceed the operator's limit of {checker.policy.max_steps}",
+        )
+    graph = Graph.build([s.id for s in spec.steps], [s.depends_on for s in spec.steps])
+    seen: set[str] = set()
+    for i, step in enumerate(spec.steps):
+        path = f"steps[{i}]"
+        if step.id in seen:
+            checker.add(
+                "duplicate-id", step.id, f"{path}.id", f"step id {step.id!r} is declared twice"
+            )
+        seen.add(step.id)
+        _check_step(checker, graph, step, path)
+    for cycle in graph.cycles():
+        first = graph.index[cycle[0]]
+        loop = " -> ".join([*cycle, cycle[0]])
+        checker.add(
+            "cycle",
+            cycle[0],
+            f"steps[{first}].dependsOn",
+            f"dependency cycle between steps {', '.join(cycle)} ({loop}); nothing could ever run",
+        )
+    return checker.errors
+
+
+def _check_step(c: _Checker, graph: Graph, step: Step, path: str) -> None:
+    kinds = [k for k in ("tool", "shell", "capsule") if getattr(step, k) is not None]
+    if len(kinds) != 1:
+        what = "none" if not kinds else " and ".join(kinds)
+        c.add(
+            "step-kind",
+            step.id,
+            path,
+            f"a step declares exactly one of tool, shell or capsule (found {what})",
+        )
+    if step.on_error not in ON_ERROR:
+        c.add(
+            "on-error",
+            step.id,
+            f"{path}.onError",
+            f"onError is {step.on_error!r}; expected one of fail, skip, continue",
+        )
+    for j, dep in enumerate(step.depends_on):
+        if dep not in graph.index:
+            c.add(
+                "unknown-step",
+                step.id,
+                f"{path}.dependsOn[{j}]",
+                f"dependsOn names {dep!r}, which the plan does not declare",
+            )
+    _check_references(c, graph, step, path, references.walk(step.input, f"{path}.input"))
+    if step.if_ is not None:
+        try:
+            expr = conditions.parse(step.if_)
+        except conditions.ConditionSyntaxError as e:
+            c.add("condition", step.id, f"{path}.if", f"cannot parse {step.if_!r}: {e}")
+        else:
+            refs = ((f"{path}.if", r) for r in conditions.references(expr))
+            _check_references(c, graph, step, path, refs)
+    if step.tool is not None:
+        _check_tool(c, step, path)
+    if step.shell is not None:
+        _check_shell(c, step, path)
+    if step.capsule is not None:
+        _check_capsule_step(c, step, path)
+    if (
+        step.image is not None
+        and c.capsule is not None
+        and not image_allowed(step.image, c.capsule, c.policy)
+    ):
+        c.add(
+            "image-not-allowed",
+            step.id,
+            f"{path}.image",
+            f"image {step.image!r} is not allowed by Capsule {c.capsule_name!r} (spec.images) "
+            "and the operator's allowlist",
+        )
+    if step.timeout_seconds is not None:
+        ceiling = min(
+            c.policy.max_timeout_seconds,
+            (c.capsule.max_timeout_seconds if c.capsule else None) or c.policy.max_timeout_seconds,
+        )
+        if step.timeout_seconds > ceiling:
+            c.add(
+                "limits",
+                step.id,
+                f"{path}.timeoutSeconds",
+                f"{step.timeout_seconds}s exceeds the maximum of {ceiling}s",
+            )
+
+
+def _check_references(
+    c: _Checker,
+    graph: Graph,
+    step: Step,
+    path: str,
+    found: Iterable[tuple[str, references.Reference]],
+) -> None:
+    for where, ref in found:
+        if ref.step not in graph.index:
+            c.add(
+                "unknown-step",
+                step.id,
+                where,
+                f"reference {ref} names {ref.step!r}, which the plan does not declare",
+            )
+        if ref.field not in references.FIELDS:
+            c.add(
+                "reference-field",
+                step.id,
+                where,
+                f"reference {ref} reads field {ref.field!r}; only output and status exist",
+            )
+
+
+def _check_tool(c: _Checker, step: Step, path: str) -> None:
+    assert step.tool is not None
+    if step.tool == SUBMIT_PLAN:
+        c.add(
+            "plan-in-plan",
+            step.id,
+            f"{path}.tool",
+            "a plan cannot submit a plan; use a capsule step to run another Capsule's plan",
+        )
+    elif c.capsule is not None and c.capsule.tool(step.tool) is None:
+        known = ", ".join(t.name for t in c.capsule.tools) or "none"
+        c.add(
+            "unknown-tool",
+            step.id,
+            f"{path}.tool",
+            f"tool {step.tool!r} is not in Capsule {c.capsule_name!r}'s inventory (tools: {known})",
+        )
+
+
+def _check_shell(c: _Checker, step: Step, path: str) -> None:
+    assert step.shell is not None
+    try:
+        words = shell_words(step.shell)
+    except ValueError as e:
+        c.add("shell-syntax", step.id, f"{path}.shell", f"cannot split the command line: {e}")
+        return
+    if not words:
+        c.add("shell-syntax", step.id, f"{path}.shell", "the command line is empty")
+        return
+    if c.capsule is not None and words[0] not in c.capsule.shell.allow:
+        allowed = ", ".join(c.capsule.shell.allow) or "nothing"
+        c.add(
+            "shell-not-allowed",
+            step.id,
+            f"{path}.shell",
+            f"binary {words[0]!r} is not in Capsule {c.capsule_name!r} shell.allow "
+            f"(allowed: {allowed}); add it there or use a tool",
+        )
+
+
+def _check_capsule_step(c: _Checker, step: Step, path: str) -> None:
+    value = step.input
+    ok = isinstance(value, str) or (
+        isinstance(value, dict)
+        and set(value) == {"objective"}
+        and isinstance(value["objective"], str)
+    )
+    if not ok:
+        c.add(
+            "capsule-input",
+            step.id,
+            f"{path}.input",
+            'a capsule step\'s input is its task text: a string or {"objective": "<text>"}',
+        )
