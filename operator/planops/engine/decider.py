@@ -29,6 +29,7 @@ The rules (seed 1, word for word where quoted):
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -234,6 +235,14 @@ class Run:
             failed_step=self.failed_step,
             steps=tuple(self._order),
         )
+
+    @property
+    def settled(self) -> Sequence[StepRecord]:
+        """Settled steps in settle order (a live, read-only view)."""
+        return self._order
+
+    def is_settled(self, step_id: str) -> bool:
+        return self._states[self.graph.index[step_id]].settled is not None
 
     def in_flight(self) -> list[str]:
         return [self.spec.steps[i].id for i, s in enumerate(self._states) if s.in_flight]

@@ -1,0 +1,45 @@
+"""Kubernetes resource quantities (`64Mi`, `500m`, `1.5G`) as numbers.
+
+Hand-written because the one library that parses them (`kubernetes.utils.quantity`) may not be
+imported by the pure layers (api, engine); it is twenty lines of the documented grammar.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "": Decimal(1),
+    "k": Decimal("1e3"),
+    "M": Decimal("1e6"),
+    "G": Decimal("1e9"),
+    "T": Decimal("1e12"),
+    "P": Decimal("1e15"),
+    "E": Decimal("1e18"),
+}
+
+
+def parse(text: str | int | float) -> Decimal:
+    """The quantity's value in base units (bytes, cores); raises ValueError when malformed."""
+    s = str(text).strip()
+    for suffix, factor in _BINARY.items():
+        if s.endswith(suffix):
+            return _number(s[: -len(suffix)], text) * factor
+    suffix = s[-1:] if s[-1:] in _DECIMAL else ""  # "" is also a key: a plain number
+    return _number(s[: len(s) - len(suffix)], text) * _DECIMAL[suffix]
+
+
+def _number(s: str, original: object) -> Decimal:
+    try:
+        value = Decimal(s)
+    except InvalidOperation:
+        raise ValueError(
+            f"{original!r} is not a Kubernetes quantity (e.g. 64Mi, 500m, 1G)"
+        ) from None
+    if not value.is_finite() or value < 0:
+        raise ValueError(f"{original!r} is not a non-negative quantity")
+    return value

@@ -1,0 +1,1 @@
+"""The `kubectl-plan` command line."""

@@ -1,0 +1,136 @@
+"""`kubectl-plan`: validate plans offline and run them with the local runner.
+
+Installed as a console script, so `kubectl plan ...` works when it is on PATH. The exit codes and
+`-o json` shapes are a contract (docs/cli.md): 0 valid/completed, 1 invalid/stopped on a failure,
+2 unreadable input or refused by validation (run), 4 ended by an `exit` step with status error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from planops import __version__
+from planops.cli import render
+from planops.cli.inputs import InputError, Loaded, load, with_default_capsule
+from planops.engine import PlanError, capsules, validate
+from planops.runners.local import LocalRunner
+
+EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+#: Refusals that mean "the input needed to judge the plan is missing", not "the plan is wrong".
+INPUT_CODES = {"no-capsule"}
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kubectl-plan", description="Validate and run planops Plans.")
+    p.add_argument("--version", action="version", version=f"kubectl-plan {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    v = sub.add_parser("validate", help="validate plan files offline")
+    v.add_argument("files", nargs="+", metavar="FILE")
+    v.add_argument("--capsule", action="append", default=[], metavar="FILE")
+    v.add_argument("-o", "--output", choices=["text", "json"], default="text")
+
+    r = sub.add_parser("run", help="run a plan")
+    r.add_argument("files", nargs="+", metavar="FILE")
+    r.add_argument(
+        "--local",
+        action="store_true",
+        required=True,
+        help="run on this machine with the embedded runner",
+    )
+    r.add_argument("--capsule", action="append", default=[], metavar="FILE")
+    r.add_argument(
+        "--workdir",
+        type=Path,
+        help="working directory shared by the steps (default: a fresh temporary directory)",
+    )
+    r.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    r.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    return p
+
+
+def _load(args: argparse.Namespace) -> Loaded | None:
+    try:
+        loaded = load(args.files, args.capsule)
+    except InputError as e:
+        for line in e.lines:
+            sys.stderr.write(f"error: {line}\n")
+        return None
+    loaded.plans = [(f, with_default_capsule(p, loaded.capsules)) for f, p in loaded.plans]
+    return loaded
+
+
+def _errors(loaded: Loaded) -> list[tuple[str, str, PlanError]]:
+    resolver = capsules(loaded.capsules)
+    return [(f, p.plan_id, e) for f, p in loaded.plans for e in validate(p.spec, resolver)]
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    loaded = _load(args)
+    if loaded is None:
+        if args.output == "json":
+            print(json.dumps({"valid": False, "errors": []}))
+        return EXIT_INPUT
+    found = _errors(loaded)
+    if args.output == "json":
+        errors = [{**e.to_json(), "plan": plan, "file": f} for f, plan, e in found]
+        print(json.dumps({"valid": not found, "errors": errors}, indent=2))
+    else:
+        for f, plan in {(f, p.plan_id) for f, p in loaded.plans}:
+            errs = [e for ff, pp, e in found if (ff, pp) == (f, plan)]
+            if errs:
+                render.errors(errs, sys.stdout, f"{f}: plan {plan}")
+            else:
+                print(f"{f}: plan {plan} is valid")
+    if any(e.code in INPUT_CODES for _, _, e in found):
+        return EXIT_INPUT
+    return EXIT_FAILED if found else EXIT_OK
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    loaded = _load(args)
+    if loaded is None:
+        return EXIT_INPUT
+    if len(loaded.plans) != 1:
+        sys.stderr.write(f"error: run takes exactly one plan; found {len(loaded.plans)}\n")
+        return EXIT_INPUT
+    found = _errors(loaded)
+    if found:
+        if args.output == "json":
+            errs = [e.to_json() for _, _, e in found]
+            print(json.dumps({"valid": False, "errors": errs}, indent=2))
+        else:
+            render.errors([e for _, _, e in found], sys.stderr, found[0][0])
+        return EXIT_INPUT
+    ((_, plan),) = loaded.plans
+    quiet = args.quiet or args.output == "json"
+    runner = LocalRunner(
+        loaded.capsules,
+        workdir=args.workdir,
+        observer=(lambda _r: None) if quiet else render.Progress(sys.stderr),
+    )
+    try:
+        report = asyncio.run(runner.run(plan.plan_id, plan.spec))
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted: every step process was stopped\n")
+        return EXIT_INTERRUPTED
+    if args.output == "json":
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        render.summary(report, sys.stdout)
+    return EXIT_OK if report.completed else EXIT_FAILED
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "validate":
+        return cmd_validate(args)
+    return cmd_run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

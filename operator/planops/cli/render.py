@@ -1,0 +1,90 @@
+"""Human output of the CLI: progress lines while a plan runs, tables, error lists."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from planops.engine import PlanError, Report
+
+_MARK = {"success": "✔", "failed": "✘", "skipped": "↷"}
+
+
+def table(rows: Sequence[Sequence[str]], out: TextIO) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
+
+
+def first_line(text: str | None, width: int = 60) -> str:
+    if not text:
+        return ""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def errors(errs: Sequence[PlanError], out: TextIO = sys.stderr, source: str = "") -> None:
+    head = f"{source}: " if source else ""
+    out.write(
+        f"{head}plan refused, {len(errs)} error{'s' if len(errs) != 1 else ''} (nothing ran):\n"
+    )
+    for e in errs:
+        where = f"step {e.step!r}, " if e.step else ""
+        out.write(f"  - [{e.code}] {where}{e.path}: {e.message}\n")
+
+
+class Progress:
+    """Prints one line per trace record that matters to a person watching a run."""
+
+    def __init__(self, out: TextIO = sys.stderr) -> None:
+        self.out = out
+        self.started: dict[tuple[str, str], float] = {}
+
+    def __call__(self, rec: dict[str, Any]) -> None:
+        event = rec.get("event")
+        indent = "  " * (int(rec.get("depth", 0)) + 1)
+        key = (str(rec.get("planId")), str(rec.get("stepId")))
+        if event == "plan_start":
+            self.out.write(f"{indent[2:]}plan {rec['planId']}: {rec['steps']} steps\n")
+        elif event == "plan_step_start":
+            self.started.setdefault(key, rec["time"])
+            attempt = f" (attempt {rec['attempt']})" if rec["attempt"] > 1 else ""
+            self.out.write(f"{indent}▸ {rec['stepId']} started{attempt}\n")
+        elif event == "plan_step_retry":
+            self.out.write(
+                f"{indent}↻ {rec['stepId']} attempt {rec['attempt']} failed: "
+                f"{first_line(rec.get('error'))}; retrying\n"
+            )
+        elif event == "plan_step":
+            start = self.started.pop(key, None)
+            took = f" {rec['time'] - start:.2f}s" if start is not None else ""
+            why = f": {first_line(rec.get('error'))}" if rec.get("error") else ""
+            self.out.write(
+                f"{indent}{_MARK.get(rec['status'], '?')} {rec['stepId']} "
+                f"{rec['status']}{took}{why}\n"
+            )
+        elif event == "call_denied":
+            self.out.write(f"{indent}⛔ {rec['stepId']} call denied: {rec['reason']}\n")
+        elif event == "delegation_start":
+            self.out.write(f"{indent}⇢ {rec['stepId']} delegates to capsule {rec['capsule']}\n")
+        elif event == "notice":
+            self.out.write(f"note: {rec['message']}\n")
+        self.out.flush()
+
+
+def summary(report: Report, out: TextIO = sys.stdout) -> None:
+    rows = [["STEP", "STATUS", "ATTEMPTS", "DURATION", "DETAIL"]]
+    for s in report.steps:
+        took = f"{s.duration:.2f}s" if s.duration is not None else "-"
+        detail = first_line(s.error) if s.error else first_line(s.output)
+        rows.append([s.step_id, s.status, str(s.attempts), took, detail])
+    if len(rows) > 1:
+        table(rows, out)
+    if report.completed:
+        verdict = "completed"
+    elif report.failed_step:
+        verdict = f"stopped: step {report.failed_step!r} failed"
+    else:
+        verdict = "did not complete"
+    out.write(f"plan {report.plan_id}: {verdict} ({len(report.steps)} steps settled)\n")

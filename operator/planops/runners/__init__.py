@@ -1,0 +1,1 @@
+"""Executors of the engine's decisions that need no cluster."""

@@ -1,0 +1,339 @@
+"""The embedded runner: a plan's steps as local subprocesses, no cluster needed.
+
+It is an *executor* of the engine's decider (planops.engine.Run), exactly as the reconciler is:
+it asks what to start, starts it, and reports results back. No scheduling rule lives here.
+
+- shell: the step's words (shlex) as a subprocess, first word looked up on PATH, never a shell.
+- tool: the tool's `command`, with the JSON input on stdin and in env PLANOPS_INPUT.
+- capsule: the target Capsule's `plan` run in-process as a sub-plan (nesting capped at 8,
+  cycles refused), its input given to the child as `input` (seed: the task text).
+- Every step of a run shares one working directory (seed 1: "the same accessible workdir").
+- Limits: the step's timeout and the memory limit (RLIMIT_DATA, the closest per-process
+  equivalent of the cgroup limit a Job gets); output capped at the capsule's outputLimitBytes.
+- Each subprocess is its own process group; cancelling the run (Ctrl-C) kills every group and
+  waits for it, so no child is left behind.
+- Dispatch-time policy refusals (binary or capsule no longer allowed) settle the step failed with
+  the refusal as its error and a `call_denied` trace record, as seed 1 says; nothing runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import resource
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from planops.api import CapsuleSpec, PlanSpec, quantity
+from planops.engine import Dispatch, Policy, Report, Run, capsule_name, shell_words, validate
+from planops.engine.validation import capsules as capsule_resolver
+
+#: Trace records, by the seed's names: plan_start, plan_step_start, plan_step, plan_end,
+#: delegation_start, delegation, call_denied, notice.
+Record = dict[str, Any]
+Observer = Callable[[Record], None]
+
+MAX_DEPTH = 8
+TRUNCATION_MARK = "\n[planops: output truncated: {kept} of {total} bytes kept]"
+DEFAULT_TIMEOUT_SECONDS = 3600
+
+
+@dataclass(frozen=True)
+class Result:
+    status: Literal["success", "failed"]
+    output: str | None
+    error: str | None
+
+
+class CallDenied(Exception):  # noqa: N818 - the seed's name for the record
+    """A dispatch-time policy refusal: the step fails and nothing runs."""
+
+
+@dataclass
+class LocalRunner:
+    """Runs plans on this machine. `capsules` are all Capsules known (by name)."""
+
+    capsules: Mapping[str, CapsuleSpec]
+    workdir: Path | None = None
+    observer: Observer = field(default=lambda _record: None)
+    policy: Policy = field(default_factory=Policy)
+    clock: Callable[[], float] = time.time
+    _noticed_images: bool = field(default=False, init=False)
+
+    async def run(self, plan_id: str, spec: PlanSpec, lineage: tuple[str, ...] = ()) -> Report:
+        """Run a *validated* plan to the end and return its report.
+
+        `lineage` names the capsules of the plans above this one (empty for a top-level plan).
+        """
+        top = not lineage
+        lineage = (*lineage, capsule_name(spec))
+        capsule = self.capsules[lineage[-1]]
+        self._notice_images(spec, capsule)
+        if self.workdir is not None and top:
+            self.workdir.mkdir(parents=True, exist_ok=True)
+            return await self._run_in(plan_id, spec, capsule, lineage, self.workdir)
+        with tempfile.TemporaryDirectory(prefix=f"planops-{plan_id}-") as tmp:
+            return await self._run_in(plan_id, spec, capsule, lineage, Path(tmp))
+
+    async def _run_in(
+        self,
+        plan_id: str,
+        spec: PlanSpec,
+        capsule: CapsuleSpec,
+        lineage: tuple[str, ...],
+        workdir: Path,
+    ) -> Report:
+        run = Run(plan_id, spec)
+        emit = self._emitter(plan_id, lineage)
+        emit({"event": "plan_start", "steps": len(spec.steps), "workdir": str(workdir)})
+        tasks: dict[asyncio.Task[Result], Dispatch] = {}
+        try:
+            while True:
+                decision = run.decide(self.clock())
+                for rec in decision.settled:  # settled by the decider itself (skips, refs)
+                    emit({"event": "plan_step", **rec.to_json()})
+                for d in decision.dispatch:
+                    emit(
+                        {
+                            "event": "plan_step_start",
+                            "stepId": d.step.id,
+                            "attempt": d.attempt,
+                            "kind": d.kind,
+                        }
+                    )
+                    task = asyncio.create_task(self._execute(d, capsule, lineage, workdir, emit))
+                    tasks[task] = d
+                if decision.finished:
+                    break
+                done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    d = tasks.pop(task)
+                    result = task.result()
+                    run.finish_attempt(
+                        d.step.id,
+                        d.attempt,
+                        result.status,
+                        result.output,
+                        result.error,
+                        self.clock(),
+                    )
+                    # settlements are announced by the next decision; a failure that did not
+                    # settle the step means another attempt follows
+                    if result.status == "failed" and not run.is_settled(d.step.id):
+                        emit(
+                            {
+                                "event": "plan_step_retry",
+                                "stepId": d.step.id,
+                                "attempt": d.attempt,
+                                "error": result.error,
+                            }
+                        )
+        finally:
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                await asyncio.gather(*tasks, return_exceptions=True)
+        report = run.report()
+        emit({"event": "plan_end", "completed": report.completed, "failedStep": report.failed_step})
+        return report
+
+    def _emitter(self, plan_id: str, lineage: tuple[str, ...]) -> Callable[[Record], None]:
+        def emit(record: Record) -> None:
+            self.observer(
+                {"time": self.clock(), "planId": plan_id, "depth": len(lineage) - 1, **record}
+            )
+
+        return emit
+
+    def _notice_images(self, spec: PlanSpec, capsule: CapsuleSpec) -> None:
+        uses_images = (
+            capsule.image or any(s.image for s in spec.steps) or any(t.image for t in capsule.tools)
+        )
+        if uses_images and not self._noticed_images:
+            self._noticed_images = True
+            self.observer(
+                {
+                    "time": self.clock(),
+                    "event": "notice",
+                    "message": "the local runner does not pull images: steps run with this "
+                    "machine's binaries",
+                }
+            )
+
+    # -- one attempt --------------------------------------------------------------------------
+
+    async def _execute(
+        self,
+        d: Dispatch,
+        capsule: CapsuleSpec,
+        lineage: tuple[str, ...],
+        workdir: Path,
+        emit: Callable[[Record], None],
+    ) -> Result:
+        try:
+            if d.kind == "capsule":
+                return await self._capsule_step(d, capsule, lineage, emit)
+            if d.kind == "tool":
+                assert d.step.tool is not None
+                tool = capsule.tool(d.step.tool)
+                if tool is None:
+                    raise CallDenied(
+                        f"tool {d.step.tool!r} is no longer in the capsule's inventory"
+                    )
+                payload = json.dumps(d.input if d.input is not None else {})
+                return await self._process(tool.command, d, capsule, workdir, payload)
+            assert d.step.shell is not None
+            words = shell_words(d.step.shell)
+            if words[0] not in capsule.shell.allow:
+                raise CallDenied(f"binary {words[0]!r} is not in the capsule's shell.allow")
+            return await self._process(words, d, capsule, workdir, None)
+        except CallDenied as denied:
+            emit({"event": "call_denied", "stepId": d.step.id, "reason": str(denied)})
+            return Result("failed", None, f"call denied: {denied}")
+
+    async def _capsule_step(
+        self,
+        d: Dispatch,
+        capsule: CapsuleSpec,
+        lineage: tuple[str, ...],
+        emit: Callable[[Record], None],
+    ) -> Result:
+        target = d.step.capsule
+        assert target is not None
+        if target not in capsule.spawn.allow:
+            raise CallDenied(f"capsule {target!r} is not in spawn.allow")
+        if target in lineage:
+            raise CallDenied(
+                f"capsule {target!r} is already running above this step (cycle: "
+                f"{' -> '.join([*lineage, target])})"
+            )
+        if len(lineage) >= MAX_DEPTH:
+            raise CallDenied(f"nesting is capped at {MAX_DEPTH} plans")
+        child = self.capsules.get(target)
+        if child is None or child.plan is None:
+            return Result("failed", None, f"capsule {target!r} does not exist or has no plan")
+        child_spec = child.plan.model_copy(update={"capsule": target})
+        errors = validate(child_spec, capsule_resolver(self.capsules), self.policy)
+        child_id = f"{d.step.id}-{target}"
+        delegation = {
+            "stepId": d.step.id,
+            "capsule": target,
+            "childPlanId": child_id,
+            "objective": d.input if isinstance(d.input, str) else (d.input or {}).get("objective"),
+        }
+        emit({"event": "delegation_start", **delegation})
+        if errors:
+            emit({"event": "delegation", **delegation, "completed": False})
+            return Result(
+                "failed",
+                None,
+                f"capsule {target!r}'s plan is invalid: " + "; ".join(str(e) for e in errors),
+            )
+        report = await self.run(child_id, child_spec, lineage)
+        emit({"event": "delegation", **delegation, "completed": report.completed})
+        last = report.steps[-1].output if report.steps else None
+        if report.completed:
+            return Result("success", last, None)
+        return Result(
+            "failed",
+            last,
+            f"sub-plan {child_id} did not complete (failed step: {report.failed_step})",
+        )
+
+    async def _process(
+        self, argv: list[str], d: Dispatch, capsule: CapsuleSpec, workdir: Path, stdin: str | None
+    ) -> Result:
+        timeout = (
+            d.step.timeout_seconds or capsule.default_timeout_seconds or DEFAULT_TIMEOUT_SECONDS
+        )
+        env = dict(os.environ)
+        env["PLANOPS_STEP"] = d.step.id
+        env["PLANOPS_ATTEMPT"] = str(d.attempt)
+        if stdin is not None:
+            env["PLANOPS_INPUT"] = stdin
+        memory = _memory_limit(d, capsule)
+        if shutil.which(argv[0], path=env.get("PATH")) is None and not Path(argv[0]).is_file():
+            return Result("failed", None, f"{argv[0]!r}: binary not found on PATH")
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=workdir,
+            env=env,
+            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,  # its own process group: killed as a whole
+            preexec_fn=(lambda: _limit_memory(memory)) if memory else None,
+        )
+        try:
+            output, timed_out = await _communicate(proc, stdin, timeout, capsule.output_limit_bytes)
+        finally:
+            if proc.returncode is None:
+                _kill_group(proc.pid)
+                await proc.wait()
+        _kill_group(proc.pid)  # leftovers of the group (background children of the step)
+        code = proc.returncode
+        if timed_out:
+            return Result("failed", output, f"timed out after {timeout}s")
+        if code == 0:
+            return Result("success", output, None)
+        if code is not None and code < 0:
+            name = signal.Signals(-code).name
+            hint = f" (memory limit {memory} bytes in force)" if memory else ""
+            return Result("failed", output, f"killed by {name}{hint}")
+        return Result("failed", output, f"exit code {code}")
+
+
+def _memory_limit(d: Dispatch, capsule: CapsuleSpec) -> int | None:
+    for res in (d.step.resources, capsule.resources):
+        if res is not None and res.limits is not None and res.limits.memory is not None:
+            return int(quantity.parse(res.limits.memory))
+    return None
+
+
+def _limit_memory(limit: int) -> None:  # runs in the child between fork and exec
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+async def _communicate(
+    proc: asyncio.subprocess.Process, stdin: str | None, timeout: float, limit: int
+) -> tuple[str | None, bool]:
+    """Feed stdin, read stdout+stderr up to `limit` bytes (counting the rest), wait for exit."""
+    kept = bytearray()
+    total = 0
+
+    async def pump() -> None:
+        nonlocal total
+        if stdin is not None and proc.stdin is not None:
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                proc.stdin.write(stdin.encode())
+                await proc.stdin.drain()
+            proc.stdin.close()
+        assert proc.stdout is not None
+        while chunk := await proc.stdout.read(65536):
+            total += len(chunk)
+            if len(kept) < limit:
+                kept.extend(chunk[: limit - len(kept)])
+        await proc.wait()
+
+    timed_out = False
+    try:
+        await asyncio.wait_for(pump(), timeout)
+    except TimeoutError:
+        timed_out = True
+    text = kept.decode(errors="replace")
+    if total > len(kept):
+        text += TRUNCATION_MARK.format(kept=len(kept), total=total)
+    return (text or None), timed_out
