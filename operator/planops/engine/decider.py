@@ -31,7 +31,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from planops.api.models import PlanSpec, Step
 from planops.engine import conditions, references
@@ -50,8 +50,7 @@ def step_kind(step: Step) -> Kind:
     return "shell"
 
 
-@dataclass(frozen=True)
-class Dispatch:
+class Dispatch(NamedTuple):
     """Start attempt `attempt` (1-based) of `step`, with its references resolved in `input`."""
 
     step: Step
@@ -88,7 +87,7 @@ class Decision:
     finished: bool
 
 
-@dataclass
+@dataclass(slots=True)
 class _State:
     attempts: int = 0
     started_at: float | None = None
@@ -111,14 +110,19 @@ class Run:
     _ready_other: list[int] = field(init=False, default_factory=list)
     _order: list[StepRecord] = field(init=False, default_factory=list)
     _new: list[StepRecord] = field(init=False, default_factory=list)
-    _in_flight: int = field(init=False, default=0)
+    _flying: dict[int, int] = field(init=False, default_factory=dict)  # index -> attempt
     _tool_busy: bool = field(init=False, default=False)
     failed_step: str | None = field(init=False, default=None)
     _conditions: dict[int, conditions.Or] = field(init=False, default_factory=dict)
+    _kinds: list[Kind] = field(init=False)
+    _has_refs: list[bool] = field(init=False)
 
     def __post_init__(self) -> None:
         steps = self.spec.steps
         self.graph = Graph.build([s.id for s in steps], [s.depends_on for s in steps])
+        # computed once: the hot path must not re-derive per-step facts (see bench/engine.py)
+        self._kinds = [step_kind(s) for s in steps]
+        self._has_refs = [next(references.walk(s.input), None) is not None for s in steps]
         self._states = [_State() for _ in steps]
         self._remaining = [len(d) for d in self.graph.deps]
         for i, step in enumerate(steps):
@@ -154,8 +158,8 @@ class Run:
             st = run._states[i]
             st.attempts = fact.attempt
             st.in_flight = True
-            run._in_flight += 1
-            if step_kind(spec.steps[i]) == "tool":
+            run._flying[i] = fact.attempt
+            if run._kinds[i] == "tool":
                 run._tool_busy = True
         finished = sorted(
             (f for f in latest.values() if f.status is not None),
@@ -185,8 +189,8 @@ class Run:
         if not st.in_flight or st.attempts != attempt or st.settled is not None:
             return
         st.in_flight = False
-        self._in_flight -= 1
-        if step_kind(self.spec.steps[i]) == "tool":
+        del self._flying[i]
+        if self._kinds[i] == "tool":
             self._tool_busy = False
         if status == "success":
             self._settle(i, self._record(i, "success", output, None, now))
@@ -197,21 +201,24 @@ class Run:
         """Start what can start; settle what settles without running. Marks dispatches in flight."""
         dispatch: list[Dispatch] = []
         cap = self.spec.parallelism
+        others, tools, states = self._ready_other, self._ready_tools, self._states
         while self.failed_step is None:
-            top_other = self._ready_other[0] if self._ready_other else None
-            top_tool = self._ready_tools[0] if self._ready_tools and not self._tool_busy else None
-            candidates = [c for c in (top_other, top_tool) if c is not None]
-            if not candidates:
+            # the lowest declaration index among ready steps that may start now
+            if others and (not tools or self._tool_busy or others[0] < tools[0]):
+                heap = others
+            elif tools and not self._tool_busy:
+                heap = tools
+            else:
                 break
-            i = min(candidates)
-            st = self._states[i]
+            i = heap[0]
+            st = states[i]
             if st.settled is not None or st.in_flight:  # lazily dropped entry
-                heapq.heappop(self._ready_other if i == top_other else self._ready_tools)
+                heapq.heappop(heap)
                 st.queued = False
                 continue
-            if cap is not None and self._in_flight >= cap:
+            if cap is not None and len(self._flying) >= cap:
                 break
-            heapq.heappop(self._ready_other if i == top_other else self._ready_tools)
+            heapq.heappop(heap)
             st.queued = False
             action = self._start(i, now)
             if action is not None:
@@ -221,7 +228,7 @@ class Run:
 
     @property
     def finished(self) -> bool:
-        if self._in_flight:
+        if self._flying:
             return False
         if self.failed_step is not None:
             return True
@@ -244,8 +251,9 @@ class Run:
     def is_settled(self, step_id: str) -> bool:
         return self._states[self.graph.index[step_id]].settled is not None
 
-    def in_flight(self) -> list[str]:
-        return [self.spec.steps[i].id for i, s in enumerate(self._states) if s.in_flight]
+    def in_flight_attempts(self) -> list[tuple[str, int]]:
+        """(step id, attempt) of every attempt in flight, in dispatch order."""
+        return [(self.spec.steps[i].id, attempt) for i, attempt in self._flying.items()]
 
     def unsettled(self) -> list[str]:
         return [self.spec.steps[i].id for i, s in enumerate(self._states) if s.settled is None]
@@ -277,13 +285,15 @@ class Run:
         if st.started_at is None:
             st.started_at = now
         try:
-            resolved = references.resolve_input(step.input, self._lookup)
+            resolved = (
+                references.resolve_input(step.input, self._lookup) if self._has_refs[i] else step.input
+            )
         except references.UnsettledReference as e:
             self._attempt_failed(i, None, str(e), now)
             return None
         st.in_flight = True
-        self._in_flight += 1
-        kind = step_kind(step)
+        self._flying[i] = st.attempts
+        kind = self._kinds[i]
         if kind == "tool":
             self._tool_busy = True
         return Dispatch(step, st.attempts, kind, resolved)
@@ -334,8 +344,7 @@ class Run:
         if self._remaining[i] > 0 or st.queued or st.settled is not None or st.in_flight:
             return
         st.queued = True
-        tool = step_kind(self.spec.steps[i]) == "tool"
-        heapq.heappush(self._ready_tools if tool else self._ready_other, i)
+        heapq.heappush(self._ready_tools if self._kinds[i] == "tool" else self._ready_other, i)
 
 
 def decide(plan_id: str, spec: PlanSpec, facts: Facts, now: float) -> tuple[Run, Decision]:

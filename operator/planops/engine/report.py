@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 
 def rfc3339(t: float | None) -> str | None:
@@ -25,8 +25,9 @@ def parse_rfc3339(text: str | None) -> float | None:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
-@dataclass(frozen=True)
-class StepRecord:
+class StepRecord(NamedTuple):
+    """One settled step (a NamedTuple: immutable, and cheap to build in the decider's hot path)."""
+
     step_id: str
     status: str
     output: str | None

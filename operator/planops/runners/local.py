@@ -242,11 +242,9 @@ class LocalRunner:
         last = report.steps[-1].output if report.steps else None
         if report.completed:
             return Result("success", last, None)
-        return Result(
-            "failed",
-            last,
-            f"sub-plan {child_id} did not complete (failed step: {report.failed_step})",
-        )
+        failed = next((r for r in report.steps if r.step_id == report.failed_step), None)
+        why = f": step {failed.step_id} failed: {failed.error}" if failed else ""
+        return Result("failed", last, f"sub-plan {child_id} did not complete{why}")
 
     async def _process(
         self, argv: list[str], d: Dispatch, capsule: CapsuleSpec, workdir: Path, stdin: str | None

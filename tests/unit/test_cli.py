@@ -1,0 +1,160 @@
+"""The CLI contract (DESIGN §6): exit codes, `-o json` shapes, one-line errors naming file+field."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+CAPSULE = str(EXAMPLES / "capsule.yaml")
+
+
+def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "planops.cli.main", *args],
+                          capture_output=True, text=True, cwd=cwd, timeout=60)
+
+
+def write(tmp_path: Path, name: str, text: str) -> str:
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+@pytest.mark.parametrize("example", ["hello", "fan-out-fan-in", "retries"])
+def test_examples_are_valid_and_run_to_completion(example):
+    f = str(EXAMPLES / f"{example}.yaml")
+    assert cli("validate", f, "--capsule", CAPSULE).returncode == 0
+    r = cli("run", "--local", f, "--capsule", CAPSULE, "-o", "json")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["completed"] is True and report["failedStep"] is None
+    assert set(report) == {"planId", "completed", "failedStep", "steps"}
+    assert set(report["steps"][0]) >= {"stepId", "status", "output", "error", "attempts", "startedAt", "finishedAt"}
+
+
+def test_validate_json_shape_and_exit_1_for_an_invalid_plan(tmp_path):
+    f = write(tmp_path, "p.json", json.dumps({"id": "x", "steps": [
+        {"id": "a", "shell": "rm -rf /"}, {"id": "a", "tool": "submit-plan", "on_error": "nope"}]}))
+    r = cli("validate", f, "--capsule", CAPSULE, "-o", "json")
+    assert r.returncode == 1
+    out = json.loads(r.stdout)
+    assert out["valid"] is False
+    assert {e["code"] for e in out["errors"]} == {"shell-not-allowed", "duplicate-id", "plan-in-plan", "on-error"}
+    assert all({"code", "step", "path", "message"} <= set(e) for e in out["errors"])
+
+
+def test_validate_text_lists_every_error(tmp_path):
+    f = write(tmp_path, "p.yaml", "id: x\nsteps:\n- {id: a, shell: 'rm x'}\n- {id: b, tool: nope, depends_on: [zz]}\n")
+    r = cli("validate", f, "--capsule", CAPSULE)
+    assert r.returncode == 1
+    assert "3 errors" in r.stdout and "[unknown-step]" in r.stdout and "[unknown-tool]" in r.stdout
+
+
+def test_snake_case_seed_plans_are_normalized(tmp_path):
+    f = write(tmp_path, "p.json", json.dumps({"id": "seed", "steps": [
+        {"id": "a", "shell": "echo one"},
+        {"id": "b", "shell": "false", "depends_on": ["a"], "on_error": "continue"},
+        {"id": "c", "tool": "echo-input", "depends_on": ["b"], "if": "$b.status == 'failed'",
+         "input": {"snake_key": "$a.output"}}]}))
+    r = cli("run", "--local", f, "--capsule", CAPSULE, "-o", "json")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["planId"] == "seed"
+    assert report["steps"][-1]["output"] == '{"snake_key": "one\\n"}'  # input keys untouched
+
+
+def test_multi_document_yaml_with_plan_and_capsule(tmp_path):
+    text = Path(CAPSULE).read_text() + "\n---\n" + (EXAMPLES / "hello.yaml").read_text()
+    f = write(tmp_path, "both.yaml", text)
+    assert cli("validate", f).returncode == 0
+    assert cli("run", "--local", f, "-q").returncode == 0
+
+
+def test_run_exit_1_when_the_plan_stopped_on_a_failure(tmp_path):
+    f = write(tmp_path, "p.yaml", "id: x\nsteps:\n- {id: a, shell: 'false'}\n- {id: b, shell: 'true', dependsOn: [a]}\n")
+    r = cli("run", "--local", f, "--capsule", CAPSULE, "-o", "json")
+    assert r.returncode == 1
+    report = json.loads(r.stdout)
+    assert report["failedStep"] == "a" and [s["stepId"] for s in report["steps"]] == ["a"]
+
+
+def test_run_exit_2_when_refused_by_validation_and_nothing_runs(tmp_path):
+    marker = tmp_path / "ran"
+    f = write(tmp_path, "p.yaml", f"id: x\nsteps:\n- {{id: a, shell: 'sh -c \"touch {marker}\"'}}\n- {{id: b, tool: nope}}\n")
+    r = cli("run", "--local", f, "--capsule", CAPSULE)
+    assert r.returncode == 2
+    assert "[unknown-tool]" in r.stderr and "nothing ran" in r.stderr
+    assert not marker.exists()
+
+
+def test_run_human_output_shows_progress_and_a_summary_table():
+    r = cli("run", "--local", str(EXAMPLES / "hello.yaml"), "--capsule", CAPSULE)
+    assert r.returncode == 0
+    assert "▸ greet started" in r.stderr and "✔ greet success" in r.stderr
+    assert r.stdout.splitlines()[0].split() == ["STEP", "STATUS", "ATTEMPTS", "DURATION", "DETAIL"]
+    assert "plan hello: completed" in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("steps: [\n", "line 2, column 1: malformed YAML/JSON"),
+        ("just a string\n", "(document): expected an object, got str"),
+        ("kind: Deployment\n", "kind: expected kind Plan or Capsule"),
+        ("id: x\nsteps:\n- {id: a, shell: 'true', colour: red}\n", "steps[0].colour: unknown field"),
+        ("id: x\nsteps:\n- {id: a, shell: 'true', retries: many}\n", "steps[0].retries: Input should be a valid integer"),
+        ("id: x\nsteps:\n- {shell: 'true'}\n", "steps[0].id: required field is missing"),
+        ("id: x\nsteps: {}\n", "steps: Input should be a valid list"),
+        ("apiVersion: planops.dev/v1alpha1\nkind: Plan\nmetadata: {name: p}\nspec: {steps: [], bogus: 1}\n", "spec.bogus: unknown field"),
+        ("", "the file holds no document"),
+    ],
+)
+def test_bad_input_is_one_line_naming_the_file_and_field_with_exit_2(tmp_path, content, expected):
+    f = write(tmp_path, "bad.yaml", content)
+    for args in (("validate", f, "--capsule", CAPSULE), ("run", "--local", f, "--capsule", CAPSULE)):
+        r = cli(*args)
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        assert f"error: {f}" in r.stderr and expected in r.stderr, r.stderr
+
+
+def test_a_missing_file_and_a_missing_capsule_exit_2(tmp_path):
+    r = cli("validate", str(tmp_path / "nope.yaml"))
+    assert r.returncode == 2 and "nope.yaml: cannot read: No such file or directory" in r.stderr
+    r = cli("validate", str(EXAMPLES / "hello.yaml"), "-o", "json")
+    assert r.returncode == 2
+    assert [e["code"] for e in json.loads(r.stdout)["errors"]] == ["no-capsule"]
+
+
+def test_a_plan_naming_no_capsule_uses_the_only_capsule_given(tmp_path):
+    text = Path(CAPSULE).read_text().replace("name: default", "name: team")
+    c = write(tmp_path, "c.yaml", text)
+    f = write(tmp_path, "p.yaml", "id: x\nsteps:\n- {id: a, shell: 'echo hi'}\n")
+    assert cli("run", "--local", f, "--capsule", c, "-q").returncode == 0
+
+
+def test_ctrl_c_stops_every_step_process(tmp_path):
+    import signal
+    import time
+
+    pidfile = tmp_path / "pids"
+    f = write(tmp_path, "p.yaml", "id: x\nsteps:\n" + "".join(
+        f"- {{id: s{i}, shell: \"sh -c 'echo $$ >> {pidfile}; sleep 60'\"}}\n" for i in range(3)))
+    proc = subprocess.Popen([sys.executable, "-m", "planops.cli.main", "run", "--local", f, "--capsule", CAPSULE],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for _ in range(200):
+        time.sleep(0.05)
+        if pidfile.exists() and len(pidfile.read_text().split()) == 3:
+            break
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    time.sleep(0.1)
+    for pid in map(int, pidfile.read_text().split()):
+        stat = Path(f"/proc/{pid}/stat")
+        assert not stat.exists() or stat.read_text().split()[2] == "Z", f"step process {pid} survived"

@@ -1,0 +1,43 @@
+"""The engine and the api layer are pure: no kopf, no kubernetes, no I/O layers (DESIGN §5)."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "operator" / "planops"
+FORBIDDEN = ("kopf", "kubernetes", "planops.kube", "planops.handlers", "planops.runners", "planops.cli")
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_engine_and_api_import_no_kubernetes_kopf_or_executors():
+    offenders = []
+    for layer in ("engine", "api"):
+        for path in sorted((PACKAGE / layer).rglob("*.py")):
+            for name in _imports(path):
+                if any(name == f or name.startswith(f + ".") for f in FORBIDDEN):
+                    offenders.append(f"{path.relative_to(PACKAGE)} imports {name}")
+    assert offenders == []
+
+
+def test_importing_the_engine_loads_neither_kopf_nor_kubernetes():
+    code = "import sys, planops.engine, planops.api; print(sorted(m for m in sys.modules if m.split('.')[0] in ('kopf','kubernetes')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_standard_library_operator_module_is_not_shadowed():
+    root = PACKAGE.parents[1]
+    code = "import operator; print(operator.itemgetter(1)([0, 42]))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=True)
+    assert out.stdout.strip() == "42"
+    assert not (root / "operator" / "__init__.py").exists()

@@ -1,0 +1,235 @@
+"""The local runner executes the engine's decisions with real subprocesses.
+
+Concurrency is judged from the steps' recorded start and finish times, not from wall-clock
+thresholds: overlapping intervals prove parallelism, disjoint ones prove serialization.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from planops.api import CapsuleSpec
+from planops.runners.local import MAX_DEPTH, LocalRunner
+
+from .helpers import capsule, plan
+
+PY = sys.executable
+
+
+def cap(**kw) -> CapsuleSpec:
+    base = {
+        "shell": {"allow": ["echo", "sh", "sleep", "true", "false", "cat", PY]},
+        "tools": [
+            {"name": "echo-input", "command": ["cat"]},
+            {"name": "env-input", "command": ["sh", "-c", 'printf %s "$PLANOPS_INPUT"']},
+            {"name": "nap", "command": ["sleep", "0.3"]},
+        ],
+    }
+    base.update(kw)
+    return capsule(**base)
+
+
+def run(spec, capsules=None, **kw):
+    records: list[dict] = []
+    runner = LocalRunner(capsules or {"default": cap()}, observer=records.append, **kw)
+    report = asyncio.run(runner.run("p", spec))
+    return report, records
+
+
+def by_id(report):
+    return {s.step_id: s for s in report.steps}
+
+
+def overlap(a, b) -> bool:
+    return a.started_at < b.finished_at and b.started_at < a.finished_at
+
+
+def test_parallel_shell_steps_overlap_in_time():
+    report, _ = run(plan(*[{"id": f"s{i}", "shell": "sleep 0.3"} for i in range(3)]))
+    s = by_id(report)
+    assert report.completed
+    assert overlap(s["s0"], s["s1"]) and overlap(s["s1"], s["s2"]) and overlap(s["s0"], s["s2"])
+
+
+def test_tool_steps_never_overlap_even_without_dependencies():
+    report, _ = run(plan(*[{"id": f"t{i}", "tool": "nap"} for i in range(3)]))
+    s = sorted(report.steps, key=lambda r: r.started_at)
+    assert report.completed and len(s) == 3
+    assert all(not overlap(a, b) for a in s for b in s if a is not b)
+
+
+def test_a_dependent_starts_after_its_dependency_finished():
+    report, _ = run(plan({"id": "a", "shell": "sleep 0.2"}, {"id": "b", "shell": "true", "dependsOn": ["a"]}))
+    s = by_id(report)
+    assert s["b"].started_at >= s["a"].finished_at
+
+
+def test_tool_gets_json_input_on_stdin_and_in_env_with_references_resolved():
+    report, _ = run(plan(
+        {"id": "a", "shell": "echo hello"},
+        {"id": "b", "tool": "echo-input", "dependsOn": ["a"], "input": {"x": "$a.output", "n": [1, "$a.status"]}},
+        {"id": "c", "tool": "env-input", "dependsOn": ["a"], "input": {"y": "$a.status"}},
+    ))
+    s = by_id(report)
+    assert s["b"].output == '{"x": "hello\\n", "n": [1, "success"]}'
+    assert s["c"].output == '{"y": "success"}'
+
+
+def test_steps_share_one_working_directory(tmp_path: Path):
+    report, _ = run(
+        plan({"id": "w", "shell": "sh -c 'echo data > f.txt'"}, {"id": "r", "shell": "cat f.txt", "dependsOn": ["w"]}),
+        workdir=tmp_path,
+    )
+    assert by_id(report)["r"].output == "data\n"
+    assert (tmp_path / "f.txt").read_text() == "data\n"
+
+
+def test_a_fresh_temporary_workdir_per_run_is_removed_afterwards():
+    report, records = run(plan({"id": "w", "shell": "sh -c 'pwd; touch x'"}))
+    workdir = by_id(report)["w"].output.strip()
+    assert records[0]["workdir"] == workdir and not Path(workdir).exists()
+
+
+def test_exit_code_and_output_of_a_failing_command():
+    report, _ = run(plan({"id": "x", "shell": "sh -c 'echo out; echo err >&2; exit 3'"}))
+    s = by_id(report)["x"]
+    assert (s.status, s.error, report.failed_step) == ("failed", "exit code 3", "x")
+    assert "out" in s.output and "err" in s.output
+
+
+def test_a_binary_missing_on_path_fails_the_step_with_a_clear_error():
+    c = cap(shell={"allow": ["no-such-binary-planops"]})
+    report, _ = run(plan({"id": "x", "shell": "no-such-binary-planops"}), {"default": c})
+    assert by_id(report)["x"].error == "'no-such-binary-planops': binary not found on PATH"
+
+
+def test_the_step_timeout_is_enforced():
+    report, _ = run(plan({"id": "slow", "shell": "sleep 30", "timeoutSeconds": 1}))
+    s = by_id(report)["slow"]
+    assert s.status == "failed" and s.error == "timed out after 1s"
+    assert s.finished_at - s.started_at < 10
+
+
+def test_the_memory_limit_is_enforced_on_the_process():
+    hog = f"{PY} -c 'x = bytearray(512 * 1024 * 1024); print(len(x))'"
+    ok = plan({"id": "m", "shell": hog})
+    limited = plan({"id": "m", "shell": hog, "resources": {"limits": {"memory": "128Mi"}}})
+    assert run(ok)[0].completed
+    report, _ = run(limited)
+    s = by_id(report)["m"]
+    assert s.status == "failed" and "MemoryError" in (s.output or "")
+
+
+def test_output_is_capped_at_the_capsule_limit_with_a_truncation_mark():
+    c = cap(outputLimitBytes=1000)
+    report, _ = run(plan({"id": "big", "shell": f"{PY} -c 'print(\"x\" * 5000)'"}), {"default": c})
+    out = by_id(report)["big"].output
+    assert out.startswith("x" * 1000)
+    assert out.endswith("[planops: output truncated: 1000 of 5001 bytes kept]")
+
+
+def test_empty_output_is_null():
+    report, _ = run(plan({"id": "q", "shell": "true"}))
+    assert by_id(report)["q"].output is None
+
+
+def test_a_dispatch_time_refusal_fails_the_step_with_call_denied_and_runs_nothing(tmp_path: Path):
+    # validation passed under an earlier capsule; at dispatch the binary is no longer allowed
+    c = cap(shell={"allow": ["true"]})
+    spec = plan({"id": "x", "shell": "sh -c 'touch ran'", "onError": "continue"})
+    report, records = run(spec, {"default": c}, workdir=tmp_path)
+    s = by_id(report)["x"]
+    assert s.status == "failed" and s.error.startswith("call denied: binary 'sh'")
+    assert [r["event"] for r in records if r["event"] == "call_denied"] == ["call_denied"]
+    assert not (tmp_path / "ran").exists()
+
+
+def test_trace_records_use_the_seed_names():
+    _, records = run(plan({"id": "a", "shell": "true"}))
+    assert [r["event"] for r in records] == ["plan_start", "plan_step_start", "plan_step", "plan_end"]
+
+
+def test_cancelling_a_run_kills_every_child_process(tmp_path: Path):
+    pidfile = tmp_path / "pids"
+    spec = plan(*[{"id": f"s{i}", "shell": f"sh -c 'echo $$ >> {pidfile}; sleep 60 & echo $! >> {pidfile}; wait'"} for i in range(3)])
+
+    async def main():
+        runner = LocalRunner({"default": cap()})
+        task = asyncio.create_task(runner.run("p", spec))
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            if pidfile.exists() and len(pidfile.read_text().split()) == 6:
+                break
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    pids = [int(p) for p in pidfile.read_text().split()]
+    assert len(pids) == 6
+    time.sleep(0.1)
+    alive = [p for p in pids if _alive(p)]
+    assert alive == []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie awaiting its reaper is not running
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().split()[2] != "Z"
+
+
+# -- capsule steps ------------------------------------------------------------------------
+
+
+def test_a_capsule_step_runs_the_target_capsules_plan_as_a_sub_plan():
+    child = cap(plan={"steps": [{"id": "inner", "shell": "echo from child"}]})
+    parent = cap(spawn={"allow": ["child"]})
+    report, records = run(plan({"id": "delegate", "capsule": "child", "input": "do it"}),
+                          {"default": parent, "child": child})
+    s = by_id(report)["delegate"]
+    assert (s.status, s.output) == ("success", "from child\n")
+    events = [r["event"] for r in records]
+    assert "delegation_start" in events and "delegation" in events
+    assert [r["depth"] for r in records if r["event"] == "plan_start"] == [0, 1]
+
+
+def test_a_capsule_step_fails_when_its_sub_plan_does_not_complete():
+    child = cap(plan={"steps": [{"id": "inner", "shell": "false"}]})
+    parent = cap(spawn={"allow": ["child"]})
+    report, _ = run(plan({"id": "d", "capsule": "child", "input": "x"}), {"default": parent, "child": child})
+    assert "did not complete" in by_id(report)["d"].error
+
+
+def test_a_capsule_not_in_spawn_allow_is_denied_at_dispatch():
+    child = cap(plan={"steps": [{"id": "inner", "shell": "true"}]})
+    report, _ = run(plan({"id": "d", "capsule": "child", "input": "x"}), {"default": cap(), "child": child})
+    assert "not in spawn.allow" in by_id(report)["d"].error
+
+
+def test_capsule_cycles_are_refused():
+    a = cap(spawn={"allow": ["b"]}, plan={"capsule": "a", "steps": [{"id": "to-b", "capsule": "b", "input": "x"}]})
+    b = cap(spawn={"allow": ["a"]}, plan={"steps": [{"id": "to-a", "capsule": "a", "input": "x"}]})
+    report, _ = run(plan({"id": "start", "capsule": "b", "input": "x"}, capsule="a"), {"a": a, "b": b})
+    assert report.failed_step == "start"
+    assert "cycle" in by_id(report)["start"].error
+
+
+def test_nesting_is_capped():
+    caps = {}
+    for i in range(MAX_DEPTH + 2):
+        caps[f"c{i}"] = cap(spawn={"allow": [f"c{i + 1}"]},
+                            plan={"steps": [{"id": f"to{i + 1}", "capsule": f"c{i + 1}", "input": "x"}]})
+    report, records = run(plan({"id": "go", "capsule": "c1", "input": "x"}, capsule="c0"), caps)
+    assert not report.completed
+    assert any("nesting is capped at 8" in (r.get("reason") or "") for r in records)
+    assert max(r["depth"] for r in records) == MAX_DEPTH - 1
