@@ -20,8 +20,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))
 
-from planops.api import CapsuleSpec, PlanSpec  # noqa: E402
-from planops.engine import Policy, Run, capsules, validate  # noqa: E402
+from planops.api import CapsuleSpec, PlanSpec
+from planops.engine import Policy, Run, capsules, validate
 
 CAPSULE = CapsuleSpec.model_validate(
     {"shell": {"allow": ["true"]}, "tools": [{"name": "t", "command": ["true"]}]}
@@ -83,8 +83,10 @@ def main() -> None:
     args = ap.parse_args()
     rng = random.Random(42)
     resolver = capsules({"default": CAPSULE})
-    print(f"{'shape':<10} {'steps':>7} {'edges':>7} {'parse ms':>9} {'validate ms':>12} "
-          f"{'schedule ms':>12} {'total ms':>9} {'µs/(step+edge)':>15} {'rounds':>7}")
+    print(
+        f"{'shape':<10} {'steps':>7} {'edges':>7} {'parse ms':>9} {'validate ms':>12} "
+        f"{'schedule ms':>12} {'total ms':>9} {'µs/(step+edge)':>15} {'rounds':>7}"
+    )
     for shape in (random_dag, fan_out):
         for n in (int(s) for s in args.sizes.split(",")):
             raw = {"steps": shape(n, rng)}
@@ -94,9 +96,12 @@ def main() -> None:
             assert errors == [], errors[:3]
             t_sched, rounds = best(lambda spec=spec: simulate(spec), args.repeat)
             total = t_parse + t_val + t_sched
-            print(f"{shape.__name__:<10} {n:>7} {edges:>7} {t_parse * 1e3:>9.1f} {t_val * 1e3:>12.1f} "
-                  f"{t_sched * 1e3:>12.1f} {total * 1e3:>9.1f} {total * 1e6 / (n + edges):>15.2f} "
-                  f"{rounds:>7}")
+            print(
+                f"{shape.__name__:<10} {n:>7} {edges:>7} {t_parse * 1e3:>9.1f} "
+                f"{t_val * 1e3:>12.1f} "
+                f"{t_sched * 1e3:>12.1f} {total * 1e3:>9.1f} {total * 1e6 / (n + edges):>15.2f} "
+                f"{rounds:>7}"
+            )
 
 
 if __name__ == "__main__":

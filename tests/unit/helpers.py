@@ -15,7 +15,10 @@ def plan(*steps: dict[str, Any], **spec: Any) -> PlanSpec:
 def capsule(**spec: Any) -> CapsuleSpec:
     base: dict[str, Any] = {
         "shell": {"allow": ["echo", "sh", "sleep", "true", "false", "cat", "python3"]},
-        "tools": [{"name": "notes", "command": ["cat"]}, {"name": "echo-input", "command": ["cat"]}],
+        "tools": [
+            {"name": "notes", "command": ["cat"]},
+            {"name": "echo-input", "command": ["cat"]},
+        ],
     }
     base.update(spec)
     return CapsuleSpec.model_validate(base)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -15,8 +17,13 @@ CAPSULE = str(EXAMPLES / "capsule.yaml")
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "planops.cli.main", *args],
-                          capture_output=True, text=True, cwd=cwd, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "planops.cli.main", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=60,
+    )
 
 
 def write(tmp_path: Path, name: str, text: str) -> str:
@@ -34,33 +41,76 @@ def test_examples_are_valid_and_run_to_completion(example):
     report = json.loads(r.stdout)
     assert report["completed"] is True and report["failedStep"] is None
     assert set(report) == {"planId", "completed", "failedStep", "steps"}
-    assert set(report["steps"][0]) >= {"stepId", "status", "output", "error", "attempts", "startedAt", "finishedAt"}
+    assert set(report["steps"][0]) >= {
+        "stepId",
+        "status",
+        "output",
+        "error",
+        "attempts",
+        "startedAt",
+        "finishedAt",
+    }
 
 
 def test_validate_json_shape_and_exit_1_for_an_invalid_plan(tmp_path):
-    f = write(tmp_path, "p.json", json.dumps({"id": "x", "steps": [
-        {"id": "a", "shell": "rm -rf /"}, {"id": "a", "tool": "submit-plan", "on_error": "nope"}]}))
+    f = write(
+        tmp_path,
+        "p.json",
+        json.dumps(
+            {
+                "id": "x",
+                "steps": [
+                    {"id": "a", "shell": "rm -rf /"},
+                    {"id": "a", "tool": "submit-plan", "on_error": "nope"},
+                ],
+            }
+        ),
+    )
     r = cli("validate", f, "--capsule", CAPSULE, "-o", "json")
     assert r.returncode == 1
     out = json.loads(r.stdout)
     assert out["valid"] is False
-    assert {e["code"] for e in out["errors"]} == {"shell-not-allowed", "duplicate-id", "plan-in-plan", "on-error"}
+    assert {e["code"] for e in out["errors"]} == {
+        "shell-not-allowed",
+        "duplicate-id",
+        "plan-in-plan",
+        "on-error",
+    }
     assert all({"code", "step", "path", "message"} <= set(e) for e in out["errors"])
 
 
 def test_validate_text_lists_every_error(tmp_path):
-    f = write(tmp_path, "p.yaml", "id: x\nsteps:\n- {id: a, shell: 'rm x'}\n- {id: b, tool: nope, depends_on: [zz]}\n")
+    f = write(
+        tmp_path,
+        "p.yaml",
+        "id: x\nsteps:\n- {id: a, shell: 'rm x'}\n- {id: b, tool: nope, depends_on: [zz]}\n",
+    )
     r = cli("validate", f, "--capsule", CAPSULE)
     assert r.returncode == 1
     assert "3 errors" in r.stdout and "[unknown-step]" in r.stdout and "[unknown-tool]" in r.stdout
 
 
 def test_snake_case_seed_plans_are_normalized(tmp_path):
-    f = write(tmp_path, "p.json", json.dumps({"id": "seed", "steps": [
-        {"id": "a", "shell": "echo one"},
-        {"id": "b", "shell": "false", "depends_on": ["a"], "on_error": "continue"},
-        {"id": "c", "tool": "echo-input", "depends_on": ["b"], "if": "$b.status == 'failed'",
-         "input": {"snake_key": "$a.output"}}]}))
+    f = write(
+        tmp_path,
+        "p.json",
+        json.dumps(
+            {
+                "id": "seed",
+                "steps": [
+                    {"id": "a", "shell": "echo one"},
+                    {"id": "b", "shell": "false", "depends_on": ["a"], "on_error": "continue"},
+                    {
+                        "id": "c",
+                        "tool": "echo-input",
+                        "depends_on": ["b"],
+                        "if": "$b.status == 'failed'",
+                        "input": {"snake_key": "$a.output"},
+                    },
+                ],
+            }
+        ),
+    )
     r = cli("run", "--local", f, "--capsule", CAPSULE, "-o", "json")
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
@@ -76,7 +126,11 @@ def test_multi_document_yaml_with_plan_and_capsule(tmp_path):
 
 
 def test_run_exit_1_when_the_plan_stopped_on_a_failure(tmp_path):
-    f = write(tmp_path, "p.yaml", "id: x\nsteps:\n- {id: a, shell: 'false'}\n- {id: b, shell: 'true', dependsOn: [a]}\n")
+    f = write(
+        tmp_path,
+        "p.yaml",
+        "id: x\nsteps:\n- {id: a, shell: 'false'}\n- {id: b, shell: 'true', dependsOn: [a]}\n",
+    )
     r = cli("run", "--local", f, "--capsule", CAPSULE, "-o", "json")
     assert r.returncode == 1
     report = json.loads(r.stdout)
@@ -85,7 +139,11 @@ def test_run_exit_1_when_the_plan_stopped_on_a_failure(tmp_path):
 
 def test_run_exit_2_when_refused_by_validation_and_nothing_runs(tmp_path):
     marker = tmp_path / "ran"
-    f = write(tmp_path, "p.yaml", f"id: x\nsteps:\n- {{id: a, shell: 'sh -c \"touch {marker}\"'}}\n- {{id: b, tool: nope}}\n")
+    f = write(
+        tmp_path,
+        "p.yaml",
+        f"id: x\nsteps:\n- {{id: a, shell: 'sh -c \"touch {marker}\"'}}\n- {{id: b, tool: nope}}\n",
+    )
     r = cli("run", "--local", f, "--capsule", CAPSULE)
     assert r.returncode == 2
     assert "[unknown-tool]" in r.stderr and "nothing ran" in r.stderr
@@ -106,17 +164,30 @@ def test_run_human_output_shows_progress_and_a_summary_table():
         ("steps: [\n", "line 2, column 1: malformed YAML/JSON"),
         ("just a string\n", "(document): expected an object, got str"),
         ("kind: Deployment\n", "kind: expected kind Plan or Capsule"),
-        ("id: x\nsteps:\n- {id: a, shell: 'true', colour: red}\n", "steps[0].colour: unknown field"),
-        ("id: x\nsteps:\n- {id: a, shell: 'true', retries: many}\n", "steps[0].retries: Input should be a valid integer"),
+        (
+            "id: x\nsteps:\n- {id: a, shell: 'true', colour: red}\n",
+            "steps[0].colour: unknown field",
+        ),
+        (
+            "id: x\nsteps:\n- {id: a, shell: 'true', retries: many}\n",
+            "steps[0].retries: Input should be a valid integer",
+        ),
         ("id: x\nsteps:\n- {shell: 'true'}\n", "steps[0].id: required field is missing"),
         ("id: x\nsteps: {}\n", "steps: Input should be a valid list"),
-        ("apiVersion: planops.dev/v1alpha1\nkind: Plan\nmetadata: {name: p}\nspec: {steps: [], bogus: 1}\n", "spec.bogus: unknown field"),
+        (
+            "apiVersion: planops.dev/v1alpha1\nkind: Plan\nmetadata: {name: p}\n"
+            "spec: {steps: [], bogus: 1}\n",
+            "spec.bogus: unknown field",
+        ),
         ("", "the file holds no document"),
     ],
 )
 def test_bad_input_is_one_line_naming_the_file_and_field_with_exit_2(tmp_path, content, expected):
     f = write(tmp_path, "bad.yaml", content)
-    for args in (("validate", f, "--capsule", CAPSULE), ("run", "--local", f, "--capsule", CAPSULE)):
+    for args in (
+        ("validate", f, "--capsule", CAPSULE),
+        ("run", "--local", f, "--capsule", CAPSULE),
+    ):
         r = cli(*args)
         assert r.returncode == 2, (args, r.stdout, r.stderr)
         assert f"error: {f}" in r.stderr and expected in r.stderr, r.stderr
@@ -138,14 +209,21 @@ def test_a_plan_naming_no_capsule_uses_the_only_capsule_given(tmp_path):
 
 
 def test_ctrl_c_stops_every_step_process(tmp_path):
-    import signal
-    import time
-
     pidfile = tmp_path / "pids"
-    f = write(tmp_path, "p.yaml", "id: x\nsteps:\n" + "".join(
-        f"- {{id: s{i}, shell: \"sh -c 'echo $$ >> {pidfile}; sleep 60'\"}}\n" for i in range(3)))
-    proc = subprocess.Popen([sys.executable, "-m", "planops.cli.main", "run", "--local", f, "--capsule", CAPSULE],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    f = write(
+        tmp_path,
+        "p.yaml",
+        "id: x\nsteps:\n"
+        + "".join(
+            f"- {{id: s{i}, shell: \"sh -c 'echo $$ >> {pidfile}; sleep 60'\"}}\n" for i in range(3)
+        ),
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "planops.cli.main", "run", "--local", f, "--capsule", CAPSULE],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     for _ in range(200):
         time.sleep(0.05)
         if pidfile.exists() and len(pidfile.read_text().split()) == 3:
@@ -157,4 +235,6 @@ def test_ctrl_c_stops_every_step_process(tmp_path):
     time.sleep(0.1)
     for pid in map(int, pidfile.read_text().split()):
         stat = Path(f"/proc/{pid}/stat")
-        assert not stat.exists() or stat.read_text().split()[2] == "Z", f"step process {pid} survived"
+        assert not stat.exists() or stat.read_text().split()[2] == "Z", (
+            f"step process {pid} survived"
+        )

@@ -35,7 +35,6 @@ def test_and_binds_tighter_than_or():
     assert not ev("'a' == 'b' && 'a' == 'a' || 'a' == 'c'")
 
 
-
 def test_an_operator_inside_quotes_is_part_of_the_literal():
     assert ev("'a == b || c' == 'a == b || c'")
     assert ev("\"&&\" != '||'")
@@ -47,8 +46,20 @@ def test_a_null_output_compares_as_empty_text():
 
 @pytest.mark.parametrize(
     "text",
-    ["", "$a.status", "$a.status = 'x'", "'x' == ", "'x' == 'y' &&", "'unterminated == 'x",
-     "x == 'y'", "$a == 'x'", "('a' == 'a')", "'a' == 'a' 'b'", "'a' === 'a'", "!'a'"],
+    [
+        "",
+        "$a.status",
+        "$a.status = 'x'",
+        "'x' == ",
+        "'x' == 'y' &&",
+        "'unterminated == 'x",
+        "x == 'y'",
+        "$a == 'x'",
+        "('a' == 'a')",
+        "'a' == 'a' 'b'",
+        "'a' === 'a'",
+        "!'a'",
+    ],
 )
 def test_malformed_conditions_are_syntax_errors(text):
     with pytest.raises(ConditionSyntaxError):
@@ -66,5 +77,5 @@ def test_an_unsettled_reference_raises_even_after_a_deciding_term():
 
 
 def test_single_and_double_quoted_literals():
-    assert ev("$test.status == \"failed\"")
+    assert ev('$test.status == "failed"')
     assert ev("'x' == \"x\"")

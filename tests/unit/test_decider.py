@@ -23,14 +23,26 @@ def test_a_step_without_depends_on_is_ready_immediately():
 
 
 def test_shell_and_capsule_steps_that_do_not_depend_on_each_other_run_at_the_same_time():
-    run = Run("p", plan({"id": "a", "shell": "true"}, {"id": "b", "capsule": "c", "input": "x"},
-                        {"id": "c", "shell": "true"}))
+    run = Run(
+        "p",
+        plan(
+            {"id": "a", "shell": "true"},
+            {"id": "b", "capsule": "c", "input": "x"},
+            {"id": "c", "shell": "true"},
+        ),
+    )
     assert ids(run.decide(0)) == ["a", "b", "c"]
 
 
 def test_tool_steps_are_dispatched_one_at_a_time_even_without_dependencies():
-    run = Run("p", plan({"id": "t1", "tool": "notes"}, {"id": "t2", "tool": "notes"},
-                        {"id": "s", "shell": "true"}))
+    run = Run(
+        "p",
+        plan(
+            {"id": "t1", "tool": "notes"},
+            {"id": "t2", "tool": "notes"},
+            {"id": "s", "shell": "true"},
+        ),
+    )
     assert ids(run.decide(0)) == ["t1", "s"]
     run.finish_attempt("t1", 1, "success", "x", None, 1)
     assert ids(run.decide(1)) == ["t2"]
@@ -44,8 +56,13 @@ def test_parallelism_caps_steps_in_flight():
 
 
 def test_a_step_waits_until_its_dependencies_settle_whatever_their_status():
-    run = Run("p", plan({"id": "a", "shell": "false", "onError": "continue"},
-                        {"id": "b", "shell": "true", "dependsOn": ["a"]}))
+    run = Run(
+        "p",
+        plan(
+            {"id": "a", "shell": "false", "onError": "continue"},
+            {"id": "b", "shell": "true", "dependsOn": ["a"]},
+        ),
+    )
     assert ids(run.decide(0)) == ["a"]
     run.finish_attempt("a", 1, "failed", None, "exit code 1", 1)
     d = run.decide(1)
@@ -53,9 +70,18 @@ def test_a_step_waits_until_its_dependencies_settle_whatever_their_status():
 
 
 def test_references_are_substituted_at_dispatch_with_the_real_result():
-    run = Run("p", plan({"id": "build", "shell": "true"},
-                        {"id": "r", "tool": "notes", "dependsOn": ["build"],
-                         "input": {"log": "$build.output", "s": ["$build.status"]}}))
+    run = Run(
+        "p",
+        plan(
+            {"id": "build", "shell": "true"},
+            {
+                "id": "r",
+                "tool": "notes",
+                "dependsOn": ["build"],
+                "input": {"log": "$build.output", "s": ["$build.status"]},
+            },
+        ),
+    )
     run.decide(0)
     run.finish_attempt("build", 1, "success", "ok\n", None, 1)
     (d,) = run.decide(1).dispatch
@@ -64,8 +90,13 @@ def test_references_are_substituted_at_dispatch_with_the_real_result():
 
 def test_a_reference_to_a_step_that_has_not_settled_fails_the_referring_step():
     """'References never imply ordering': without dependsOn, the referent may not have settled."""
-    run = Run("p", plan({"id": "slow", "shell": "sleep 1"},
-                        {"id": "r", "tool": "notes", "input": {"x": "$slow.output"}, "onError": "continue"}))
+    run = Run(
+        "p",
+        plan(
+            {"id": "slow", "shell": "sleep 1"},
+            {"id": "r", "tool": "notes", "input": {"x": "$slow.output"}, "onError": "continue"},
+        ),
+    )
     d = run.decide(0)
     assert ids(d) == ["slow"]
     (rec,) = d.settled
@@ -74,19 +105,32 @@ def test_a_reference_to_a_step_that_has_not_settled_fails_the_referring_step():
 
 
 def test_a_false_if_settles_the_step_skipped_without_dispatch():
-    run = Run("p", plan({"id": "a", "shell": "true"},
-                        {"id": "b", "shell": "true", "dependsOn": ["a"], "if": "$a.status == 'failed'"},
-                        {"id": "c", "shell": "true", "dependsOn": ["b"]}))
+    run = Run(
+        "p",
+        plan(
+            {"id": "a", "shell": "true"},
+            {"id": "b", "shell": "true", "dependsOn": ["a"], "if": "$a.status == 'failed'"},
+            {"id": "c", "shell": "true", "dependsOn": ["b"]},
+        ),
+    )
     run.decide(0)
     run.finish_attempt("a", 1, "success", None, None, 1)
     d = run.decide(1)
     assert ids(d) == ["c"]  # b skipped at once, which makes c ready in the same decision
-    assert [(r.step_id, r.status, r.attempts) for r in d.settled] == [("a", "success", 1), ("b", "skipped", 0)]
+    assert [(r.step_id, r.status, r.attempts) for r in d.settled] == [
+        ("a", "success", 1),
+        ("b", "skipped", 0),
+    ]
 
 
 def test_an_if_naming_an_unsettled_step_fails_the_step():
-    run = Run("p", plan({"id": "slow", "shell": "true"},
-                        {"id": "b", "shell": "true", "if": "$slow.status == 'success'", "onError": "continue"}))
+    run = Run(
+        "p",
+        plan(
+            {"id": "slow", "shell": "true"},
+            {"id": "b", "shell": "true", "if": "$slow.status == 'success'", "onError": "continue"},
+        ),
+    )
     d = run.decide(0)
     assert [(r.step_id, r.status) for r in d.settled] == [("b", "failed")]
 
@@ -111,12 +155,20 @@ def test_a_retry_that_succeeds_settles_success():
     run.decide(1)
     run.finish_attempt("a", 2, "success", "ok", None, 2)
     d = run.decide(2)
-    assert [(r.status, r.attempts, r.started_at, r.finished_at) for r in d.settled] == [("success", 2, 0, 2)]
+    assert [(r.status, r.attempts, r.started_at, r.finished_at) for r in d.settled] == [
+        ("success", 2, 0, 2)
+    ]
 
 
 def test_on_error_fail_stops_the_plan_and_undispatched_steps_are_absent():
-    run = Run("p", plan({"id": "a", "shell": "false"}, {"id": "long", "shell": "sleep 5"},
-                        {"id": "b", "shell": "true", "dependsOn": ["a"]}))
+    run = Run(
+        "p",
+        plan(
+            {"id": "a", "shell": "false"},
+            {"id": "long", "shell": "sleep 5"},
+            {"id": "b", "shell": "true", "dependsOn": ["a"]},
+        ),
+    )
     assert ids(run.decide(0)) == ["a", "long"]
     run.finish_attempt("a", 1, "failed", None, "exit code 1", 1)
     d = run.decide(1)
@@ -130,8 +182,13 @@ def test_on_error_fail_stops_the_plan_and_undispatched_steps_are_absent():
 
 
 def test_on_error_skip_settles_skipped_and_the_plan_continues():
-    run = Run("p", plan({"id": "a", "shell": "false", "onError": "skip"},
-                        {"id": "b", "shell": "true", "dependsOn": ["a"]}))
+    run = Run(
+        "p",
+        plan(
+            {"id": "a", "shell": "false", "onError": "skip"},
+            {"id": "b", "shell": "true", "dependsOn": ["a"]},
+        ),
+    )
     run.decide(0)
     run.finish_attempt("a", 1, "failed", "out", "exit code 1", 1)
     d = run.decide(1)
@@ -149,7 +206,9 @@ def test_on_error_continue_settles_failed_and_the_plan_continues_and_completes()
 
 
 def test_the_report_lists_steps_in_the_order_they_settled():
-    run = Run("p", plan({"id": "a", "shell": "x"}, {"id": "b", "shell": "x"}, {"id": "c", "shell": "x"}))
+    run = Run(
+        "p", plan({"id": "a", "shell": "x"}, {"id": "b", "shell": "x"}, {"id": "c", "shell": "x"})
+    )
     run.decide(0)
     for sid, t in (("c", 1), ("a", 2), ("b", 3)):
         run.finish_attempt(sid, 1, "success", None, None, t)
@@ -172,8 +231,12 @@ def test_stale_and_repeated_results_are_ignored():
 
 
 def test_the_pure_form_restores_from_facts_and_decides_the_same():
-    spec = plan({"id": "a", "shell": "x"}, {"id": "t1", "tool": "notes"}, {"id": "t2", "tool": "notes"},
-                {"id": "b", "shell": "x", "dependsOn": ["a"], "retries": 1})
+    spec = plan(
+        {"id": "a", "shell": "x"},
+        {"id": "t1", "tool": "notes"},
+        {"id": "t2", "tool": "notes"},
+        {"id": "b", "shell": "x", "dependsOn": ["a"], "retries": 1},
+    )
     live = Run("p", spec)
     live.decide(0)
     live.finish_attempt("a", 1, "success", "A", None, 1)
@@ -198,9 +261,12 @@ def random_plans(draw):
     for i in range(n):
         kind = draw(st.sampled_from(["tool", "shell", "capsule"]))
         deps = draw(st.lists(st.integers(0, max(i - 1, 0)), max_size=3)) if i else []
-        step = {"id": f"s{i}", "dependsOn": sorted({f"s{d}" for d in deps}),
-                "retries": draw(st.integers(0, 2)),
-                "onError": draw(st.sampled_from(["fail", "skip", "continue"]))}
+        step = {
+            "id": f"s{i}",
+            "dependsOn": sorted({f"s{d}" for d in deps}),
+            "retries": draw(st.integers(0, 2)),
+            "onError": draw(st.sampled_from(["fail", "skip", "continue"])),
+        }
         step[kind] = "notes" if kind == "tool" else "true" if kind == "shell" else "c"
         if kind == "capsule":
             step["input"] = "x"

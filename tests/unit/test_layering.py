@@ -6,7 +6,14 @@ import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "operator" / "planops"
-FORBIDDEN = ("kopf", "kubernetes", "planops.kube", "planops.handlers", "planops.runners", "planops.cli")
+FORBIDDEN = (
+    "kopf",
+    "kubernetes",
+    "planops.kube",
+    "planops.handlers",
+    "planops.runners",
+    "planops.cli",
+)
 
 
 def _imports(path: Path) -> set[str]:
@@ -30,7 +37,10 @@ def test_engine_and_api_import_no_kubernetes_kopf_or_executors():
 
 
 def test_importing_the_engine_loads_neither_kopf_nor_kubernetes():
-    code = "import sys, planops.engine, planops.api; print(sorted(m for m in sys.modules if m.split('.')[0] in ('kopf','kubernetes')))"
+    code = (
+        "import sys, planops.engine, planops.api; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('kopf', 'kubernetes')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -38,6 +48,8 @@ def test_importing_the_engine_loads_neither_kopf_nor_kubernetes():
 def test_the_standard_library_operator_module_is_not_shadowed():
     root = PACKAGE.parents[1]
     code = "import operator; print(operator.itemgetter(1)([0, 42]))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=True
+    )
     assert out.stdout.strip() == "42"
     assert not (root / "operator" / "__init__.py").exists()

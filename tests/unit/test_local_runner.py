@@ -65,17 +65,26 @@ def test_tool_steps_never_overlap_even_without_dependencies():
 
 
 def test_a_dependent_starts_after_its_dependency_finished():
-    report, _ = run(plan({"id": "a", "shell": "sleep 0.2"}, {"id": "b", "shell": "true", "dependsOn": ["a"]}))
+    report, _ = run(
+        plan({"id": "a", "shell": "sleep 0.2"}, {"id": "b", "shell": "true", "dependsOn": ["a"]})
+    )
     s = by_id(report)
     assert s["b"].started_at >= s["a"].finished_at
 
 
 def test_tool_gets_json_input_on_stdin_and_in_env_with_references_resolved():
-    report, _ = run(plan(
-        {"id": "a", "shell": "echo hello"},
-        {"id": "b", "tool": "echo-input", "dependsOn": ["a"], "input": {"x": "$a.output", "n": [1, "$a.status"]}},
-        {"id": "c", "tool": "env-input", "dependsOn": ["a"], "input": {"y": "$a.status"}},
-    ))
+    report, _ = run(
+        plan(
+            {"id": "a", "shell": "echo hello"},
+            {
+                "id": "b",
+                "tool": "echo-input",
+                "dependsOn": ["a"],
+                "input": {"x": "$a.output", "n": [1, "$a.status"]},
+            },
+            {"id": "c", "tool": "env-input", "dependsOn": ["a"], "input": {"y": "$a.status"}},
+        )
+    )
     s = by_id(report)
     assert s["b"].output == '{"x": "hello\\n", "n": [1, "success"]}'
     assert s["c"].output == '{"y": "success"}'
@@ -83,7 +92,10 @@ def test_tool_gets_json_input_on_stdin_and_in_env_with_references_resolved():
 
 def test_steps_share_one_working_directory(tmp_path: Path):
     report, _ = run(
-        plan({"id": "w", "shell": "sh -c 'echo data > f.txt'"}, {"id": "r", "shell": "cat f.txt", "dependsOn": ["w"]}),
+        plan(
+            {"id": "w", "shell": "sh -c 'echo data > f.txt'"},
+            {"id": "r", "shell": "cat f.txt", "dependsOn": ["w"]},
+        ),
         workdir=tmp_path,
     )
     assert by_id(report)["r"].output == "data\n"
@@ -152,12 +164,25 @@ def test_a_dispatch_time_refusal_fails_the_step_with_call_denied_and_runs_nothin
 
 def test_trace_records_use_the_seed_names():
     _, records = run(plan({"id": "a", "shell": "true"}))
-    assert [r["event"] for r in records] == ["plan_start", "plan_step_start", "plan_step", "plan_end"]
+    assert [r["event"] for r in records] == [
+        "plan_start",
+        "plan_step_start",
+        "plan_step",
+        "plan_end",
+    ]
 
 
 def test_cancelling_a_run_kills_every_child_process(tmp_path: Path):
     pidfile = tmp_path / "pids"
-    spec = plan(*[{"id": f"s{i}", "shell": f"sh -c 'echo $$ >> {pidfile}; sleep 60 & echo $! >> {pidfile}; wait'"} for i in range(3)])
+    spec = plan(
+        *[
+            {
+                "id": f"s{i}",
+                "shell": f"sh -c 'echo $$ >> {pidfile}; sleep 60 & echo $! >> {pidfile}; wait'",
+            }
+            for i in range(3)
+        ]
+    )
 
     async def main():
         runner = LocalRunner({"default": cap()})
@@ -194,8 +219,10 @@ def _alive(pid: int) -> bool:
 def test_a_capsule_step_runs_the_target_capsules_plan_as_a_sub_plan():
     child = cap(plan={"steps": [{"id": "inner", "shell": "echo from child"}]})
     parent = cap(spawn={"allow": ["child"]})
-    report, records = run(plan({"id": "delegate", "capsule": "child", "input": "do it"}),
-                          {"default": parent, "child": child})
+    report, records = run(
+        plan({"id": "delegate", "capsule": "child", "input": "do it"}),
+        {"default": parent, "child": child},
+    )
     s = by_id(report)["delegate"]
     assert (s.status, s.output) == ("success", "from child\n")
     events = [r["event"] for r in records]
@@ -206,20 +233,29 @@ def test_a_capsule_step_runs_the_target_capsules_plan_as_a_sub_plan():
 def test_a_capsule_step_fails_when_its_sub_plan_does_not_complete():
     child = cap(plan={"steps": [{"id": "inner", "shell": "false"}]})
     parent = cap(spawn={"allow": ["child"]})
-    report, _ = run(plan({"id": "d", "capsule": "child", "input": "x"}), {"default": parent, "child": child})
+    report, _ = run(
+        plan({"id": "d", "capsule": "child", "input": "x"}), {"default": parent, "child": child}
+    )
     assert "did not complete" in by_id(report)["d"].error
 
 
 def test_a_capsule_not_in_spawn_allow_is_denied_at_dispatch():
     child = cap(plan={"steps": [{"id": "inner", "shell": "true"}]})
-    report, _ = run(plan({"id": "d", "capsule": "child", "input": "x"}), {"default": cap(), "child": child})
+    report, _ = run(
+        plan({"id": "d", "capsule": "child", "input": "x"}), {"default": cap(), "child": child}
+    )
     assert "not in spawn.allow" in by_id(report)["d"].error
 
 
 def test_capsule_cycles_are_refused():
-    a = cap(spawn={"allow": ["b"]}, plan={"capsule": "a", "steps": [{"id": "to-b", "capsule": "b", "input": "x"}]})
+    a = cap(
+        spawn={"allow": ["b"]},
+        plan={"capsule": "a", "steps": [{"id": "to-b", "capsule": "b", "input": "x"}]},
+    )
     b = cap(spawn={"allow": ["a"]}, plan={"steps": [{"id": "to-a", "capsule": "a", "input": "x"}]})
-    report, _ = run(plan({"id": "start", "capsule": "b", "input": "x"}, capsule="a"), {"a": a, "b": b})
+    report, _ = run(
+        plan({"id": "start", "capsule": "b", "input": "x"}, capsule="a"), {"a": a, "b": b}
+    )
     assert report.failed_step == "start"
     assert "cycle" in by_id(report)["start"].error
 
@@ -227,8 +263,10 @@ def test_capsule_cycles_are_refused():
 def test_nesting_is_capped():
     caps = {}
     for i in range(MAX_DEPTH + 2):
-        caps[f"c{i}"] = cap(spawn={"allow": [f"c{i + 1}"]},
-                            plan={"steps": [{"id": f"to{i + 1}", "capsule": f"c{i + 1}", "input": "x"}]})
+        caps[f"c{i}"] = cap(
+            spawn={"allow": [f"c{i + 1}"]},
+            plan={"steps": [{"id": f"to{i + 1}", "capsule": f"c{i + 1}", "input": "x"}]},
+        )
     report, records = run(plan({"id": "go", "capsule": "c1", "input": "x"}, capsule="c0"), caps)
     assert not report.completed
     assert any("nesting is capped at 8" in (r.get("reason") or "") for r in records)

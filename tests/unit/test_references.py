@@ -10,7 +10,9 @@ SETTLED = {"build": ("success", "built ok"), "skip": ("skipped", None)}
 def test_whole_string_references_are_substituted_at_any_depth():
     value = {"log": "$build.output", "deep": [{"s": "$build.status"}, "$skip.output"], "n": 3}
     assert resolve_input(value, SETTLED.get) == {
-        "log": "built ok", "deep": [{"s": "success"}, None], "n": 3,
+        "log": "built ok",
+        "deep": [{"s": "success"}, None],
+        "n": 3,
     }
 
 

@@ -19,7 +19,12 @@ def test_a_valid_plan_has_no_errors():
     spec = plan(
         {"id": "list", "tool": "notes", "input": {"glob": "tests/**"}},
         {"id": "check", "shell": "sh -c 'cargo test --quiet'", "dependsOn": ["list"]},
-        {"id": "note", "tool": "notes", "if": "$check.status == 'failed'", "input": {"body": "$check.output"}},
+        {
+            "id": "note",
+            "tool": "notes",
+            "if": "$check.status == 'failed'",
+            "input": {"body": "$check.output"},
+        },
     )
     assert validate(spec, resolver()) == []
 
@@ -30,7 +35,9 @@ def test_an_empty_plan_is_valid():
 
 
 def test_two_steps_with_the_same_id():
-    assert codes(plan({"id": "a", "shell": "true"}, {"id": "a", "shell": "true"})) == [("duplicate-id", "a")]
+    assert codes(plan({"id": "a", "shell": "true"}, {"id": "a", "shell": "true"})) == [
+        ("duplicate-id", "a")
+    ]
 
 
 def test_a_step_declaring_none_of_tool_shell_capsule():
@@ -76,7 +83,9 @@ def test_a_capsule_step_whose_input_is_neither_a_string_nor_an_objective():
     ok2 = plan({"id": "a", "capsule": "c", "input": {"objective": "do it"}})
     assert codes(ok1) == codes(ok2) == []
     for bad in ({"objective": 3}, {"objective": "x", "extra": 1}, ["x"], 5, None):
-        assert codes(plan({"id": "a", "capsule": "c", "input": bad})) == [("capsule-input", "a")], bad
+        assert codes(plan({"id": "a", "capsule": "c", "input": bad})) == [("capsule-input", "a")], (
+            bad
+        )
 
 
 def test_a_depends_on_entry_naming_an_undeclared_step():
@@ -97,7 +106,9 @@ def test_a_reference_naming_an_undeclared_step_in_input_at_any_depth_and_in_if()
 
 
 def test_a_reference_field_other_than_output_or_status():
-    spec = plan({"id": "a", "shell": "true"}, {"id": "b", "tool": "notes", "input": {"x": "$a.stdout"}})
+    spec = plan(
+        {"id": "a", "shell": "true"}, {"id": "b", "tool": "notes", "input": {"x": "$a.stdout"}}
+    )
     assert codes(spec) == [("reference-field", "b")]
     spec = plan({"id": "a", "shell": "true"}, {"id": "b", "shell": "true", "if": "$a.exit == '0'"})
     assert codes(spec) == [("reference-field", "b")]
@@ -134,7 +145,9 @@ def test_a_malformed_if_is_refused():
 
 
 def test_a_missing_capsule_is_refused_and_other_errors_still_reported():
-    errs = validate(plan({"id": "a", "shell": "rm x", "onError": "bad"}, capsule="nope"), capsules({}))
+    errs = validate(
+        plan({"id": "a", "shell": "rm x", "onError": "bad"}, capsule="nope"), capsules({})
+    )
     assert [e.code for e in errs] == ["no-capsule", "on-error"]
     assert "Capsule 'nope' not found" in errs[0].message
 
@@ -142,7 +155,9 @@ def test_a_missing_capsule_is_refused_and_other_errors_still_reported():
 def test_step_image_must_be_allowed_by_capsule_and_operator():
     res = resolver(default=capsule(images=["local/*"]))
     assert codes(plan({"id": "a", "shell": "true", "image": "local/busybox:1"}), res) == []
-    assert codes(plan({"id": "a", "shell": "true", "image": "evil/miner:1"}), res) == [("image-not-allowed", "a")]
+    assert codes(plan({"id": "a", "shell": "true", "image": "evil/miner:1"}), res) == [
+        ("image-not-allowed", "a")
+    ]
 
 
 def test_every_refusal_is_reported_together():
@@ -154,20 +169,32 @@ def test_every_refusal_is_reported_together():
     )
     got = sorted({e.code for e in validate(spec, resolver())})
     assert got == sorted(
-        ["shell-not-allowed", "duplicate-id", "plan-in-plan", "unknown-tool", "unknown-step",
-         "on-error", "capsule-input", "reference-field"]
+        [
+            "shell-not-allowed",
+            "duplicate-id",
+            "plan-in-plan",
+            "unknown-tool",
+            "unknown-step",
+            "on-error",
+            "capsule-input",
+            "reference-field",
+        ]
     )
 
 
 def test_every_code_is_documented():
-    doc = (__import__("pathlib").Path(__file__).parents[2] / "docs" / "plan-language.md").read_text()
+    doc = (
+        __import__("pathlib").Path(__file__).parents[2] / "docs" / "plan-language.md"
+    ).read_text()
     missing = [c for c in CODES if f"`{c}`" not in doc]
     assert missing == []
 
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=12),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
     max_leaves=12,
 )
 step_like = st.fixed_dictionaries(
@@ -179,7 +206,8 @@ step_like = st.fixed_dictionaries(
         "capsule": st.text(max_size=3),
         "input": json_values | st.sampled_from(["$a.output", "$b.status", "$zz.x"]),
         "dependsOn": st.lists(st.sampled_from(["a", "b", "c", "q"]), max_size=3) | json_values,
-        "if": st.sampled_from(["$a.status == 'x'", "$b.output > \"1\" || '' < ''", "&&", "'"]) | st.text(max_size=10),
+        "if": st.sampled_from(["$a.status == 'x'", "$b.output > \"1\" || '' < ''", "&&", "'"])
+        | st.text(max_size=10),
         "onError": st.sampled_from(["fail", "skip", "continue", "bad"]) | json_values,
         "retries": st.integers(-2, 5) | json_values,
     },
@@ -187,7 +215,14 @@ step_like = st.fixed_dictionaries(
 
 
 @settings(max_examples=300, deadline=None)
-@given(doc=st.one_of(json_values, st.fixed_dictionaries({"id": st.text(max_size=3), "steps": st.lists(step_like, max_size=5) | json_values})))
+@given(
+    doc=st.one_of(
+        json_values,
+        st.fixed_dictionaries(
+            {"id": st.text(max_size=3), "steps": st.lists(step_like, max_size=5) | json_values}
+        ),
+    )
+)
 def test_the_validator_never_raises_on_arbitrary_input(doc: Any):
     parsed, problems = parse_document(doc)
     if parsed is None:

@@ -286,7 +286,9 @@ class Run:
             st.started_at = now
         try:
             resolved = (
-                references.resolve_input(step.input, self._lookup) if self._has_refs[i] else step.input
+                references.resolve_input(step.input, self._lookup)
+                if self._has_refs[i]
+                else step.input
             )
         except references.UnsettledReference as e:
             self._attempt_failed(i, None, str(e), now)

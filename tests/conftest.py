@@ -1,0 +1,134 @@
+"""Fixtures for tests that need the real test control plane (marker `cluster`).
+
+The cluster: the one named by PLANOPS_TEST_KUBECONFIG if set (a developer's running cluster, see
+tests/cluster/up), otherwise one started for this session by tests/cluster/up in a temporary
+directory and stopped by tests/cluster/down at the end, pass or fail.
+
+Tests only touch namespaces they create (the `namespace` fixture), never anything else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+CLUSTER = ROOT / "tests" / "cluster"
+
+
+def _versions() -> dict[str, str]:
+    lines = (CLUSTER / "versions.env").read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith("#"))
+
+
+CACHE = Path(os.environ.get("PLANOPS_CACHE", Path.home() / ".cache" / "planops"))
+KUBECTL = CACHE / "bin" / f"kubernetes-{_versions()['K8S_VERSION']}" / "kubectl"
+
+
+class Kube:
+    """kubectl against the test cluster (the real binary of the cluster's release)."""
+
+    def __init__(self, kubeconfig: str) -> None:
+        self.kubeconfig = kubeconfig
+
+    def run(
+        self,
+        *args: str,
+        input: str | None = None,
+        check: bool = True,
+        token: str | None = None,
+        timeout: float = 60,
+    ) -> subprocess.CompletedProcess[str]:
+        cmd = [
+            str(KUBECTL),
+            "--kubeconfig",
+            self._token_kubeconfig(token) if token else self.kubeconfig,
+        ]
+        proc = subprocess.run(
+            [*cmd, *args], input=input, capture_output=True, text=True, timeout=timeout
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(
+                f"kubectl {' '.join(args)} failed ({proc.returncode}): {proc.stderr}"
+            )
+        return proc
+
+    def _token_kubeconfig(self, token: str) -> str:
+        """A kubeconfig with the same cluster and *only* this bearer token (no client cert)."""
+        cfg = yaml.safe_load(Path(self.kubeconfig).read_text())
+        cluster = cfg["clusters"][0]
+        out = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [cluster],
+            "users": [{"name": "token", "user": {"token": token}}],
+            "contexts": [
+                {"name": "token", "context": {"cluster": cluster["name"], "user": "token"}}
+            ],
+            "current-context": "token",
+        }
+        path = (
+            Path(tempfile.gettempdir())
+            / f"planops-token-{hashlib.sha256(token.encode()).hexdigest()[:12]}.kubeconfig"
+        )
+        path.write_text(yaml.safe_dump(out))
+        path.chmod(0o600)
+        return str(path)
+
+    def apply(self, manifest: dict[str, Any] | str, *args: str) -> str:
+        text = manifest if isinstance(manifest, str) else json.dumps(manifest)
+        return self.run("apply", "-f", "-", *args, input=text).stdout
+
+    def get(self, *args: str) -> dict[str, Any]:
+        return json.loads(self.run("get", *args, "-o", "json").stdout)  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="session")
+def kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    given = os.environ.get("PLANOPS_TEST_KUBECONFIG")
+    if given:
+        yield given
+        return
+    cluster_dir = tmp_path_factory.mktemp("cluster")
+    env = {**os.environ, "PLANOPS_CLUSTER_DIR": str(cluster_dir)}
+    up = subprocess.run([str(CLUSTER / "up")], env=env, capture_output=True, text=True)
+    try:
+        if up.returncode != 0:
+            pytest.fail(f"tests/cluster/up failed:\n{up.stderr[-4000:]}", pytrace=False)
+        yield str(cluster_dir / "admin.kubeconfig")
+    finally:
+        subprocess.run([str(CLUSTER / "down")], env=env, capture_output=True, text=True)
+
+
+@pytest.fixture(scope="session")
+def kube(kubeconfig: str) -> Kube:
+    return Kube(kubeconfig)
+
+
+@pytest.fixture
+def namespace(kube: Kube) -> Iterator[str]:
+    """A fresh namespace for one test, deleted afterwards (without waiting)."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    kube.run("create", "namespace", name)
+    kube.run(
+        "wait",
+        "--for=jsonpath={.metadata.name}",
+        "-n",
+        name,
+        "serviceaccount/default",
+        "--timeout=30s",
+    )
+    try:
+        yield name
+    finally:
+        kube.run("delete", "namespace", name, "--wait=false", check=False)
