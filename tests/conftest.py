@@ -1,8 +1,11 @@
 """Fixtures for tests that need the real test control plane (marker `cluster`).
 
 The cluster: the one named by PLANOPS_TEST_KUBECONFIG if set (a developer's running cluster, see
-tests/cluster/up), otherwise one started for this session by tests/cluster/up in a temporary
-directory and stopped by tests/cluster/down at the end, pass or fail.
+tests/cluster/up), otherwise one started for this session by `tests/cluster/up --with-node` in a
+temporary directory and stopped by tests/cluster/down at the end, pass or fail.
+
+Tests that need pods to really run also carry the `node` marker and use the `node` fixture, which
+fails (never skips) when the cluster has no Ready node.
 
 Tests only touch namespaces they create (the `namespace` fixture), never anything else.
 """
@@ -101,7 +104,7 @@ def kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         return
     cluster_dir = tmp_path_factory.mktemp("cluster")
     env = {**os.environ, "PLANOPS_CLUSTER_DIR": str(cluster_dir)}
-    up = subprocess.run([str(CLUSTER / "up")], env=env, capture_output=True, text=True)
+    up = subprocess.run([str(CLUSTER / "up"), "--with-node"], env=env, capture_output=True, text=True)
     try:
         if up.returncode != 0:
             pytest.fail(f"tests/cluster/up failed:\n{up.stderr[-4000:]}", pytrace=False)
@@ -132,3 +135,25 @@ def namespace(kube: Kube) -> Iterator[str]:
         yield name
     finally:
         kube.run("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="session")
+def node(kube: Kube) -> dict[str, Any]:
+    """The Ready node of the test cluster (fails when there is none: pods must really run)."""
+    nodes = kube.get("nodes")["items"]
+    ready = [n for n in nodes if any(c["type"] == "Ready" and c["status"] == "True"
+                                     for c in n["status"].get("conditions", []))]
+    if not ready:
+        pytest.fail("the test cluster has no Ready node: start it with tests/cluster/up --with-node",
+                    pytrace=False)
+    return ready[0]  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="session")
+def busybox(node: dict[str, Any]) -> str:
+    """The busybox image imported into the node (tests/cluster/images.py), e.g. local/busybox:1.35.0."""
+    for image in node["status"].get("images", []):
+        for name in image.get("names", []):
+            if name.startswith("docker.io/local/busybox:"):
+                return name.removeprefix("docker.io/")  # type: ignore[no-any-return]
+    pytest.fail("the node has no local/busybox image (tests/cluster/images.py)", pytrace=False)
