@@ -150,7 +150,7 @@ def test_job_controller_creates_the_pod_and_gc_deletes_it_with_the_job(kube: Kub
                     "containers": [
                         {
                             "name": "c",
-                            "image": "local/busybox:1.36",
+                            "image": "local/busybox:1.35.0",
                             "imagePullPolicy": "Never",
                             "command": ["true"],
                         }
@@ -230,7 +230,7 @@ def test_a_watch_from_a_compacted_resource_version_gets_410_gone(kubeconfig: str
         metadata=client.V1ObjectMeta(name="old", labels={"n": "0"}),
         template=client.V1PodTemplateSpec(
             spec=client.V1PodSpec(
-                containers=[client.V1Container(name="c", image="local/busybox:1.36")]
+                containers=[client.V1Container(name="c", image="local/busybox:1.35.0")]
             )
         ),
     )

@@ -44,8 +44,8 @@ class Model(BaseModel):
 class ResourceList(Model):
     """Kubernetes quantities (`cpu: 500m`, `memory: 64Mi`)."""
 
-    cpu: str | None = None
-    memory: str | None = None
+    cpu: str | int | None = None
+    memory: str | int | None = None
 
 
 class Resources(Model):

@@ -1,0 +1,364 @@
+"""The CustomResourceDefinitions of planops, as data.
+
+Why generated: the Plan spec schema appears twice (in Plan and in a Capsule's `plan` template), and
+every field needs a description (`kubectl explain plan.spec.steps` must teach the language). One
+source here; `python -m planops.api.crd DIR` writes `crds/*.yaml`, and tests/unit/test_crds.py
+checks the committed files are current and cover every field of the pydantic models.
+
+The API server enforces the cheap structural rules (types, enums, patterns, bounds, exactly one
+step kind via CEL); the validator (planops.engine) judges the rest with the seed's codes.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from planops.api.documents import API_GROUP
+from planops.api.models import NAME_PATTERN, STEP_ID_PATTERN
+
+VERSION = "v1alpha1"
+MAX_STEPS = 5000
+MAX_DEPENDS_ON = 256
+
+Schema = dict[str, Any]
+
+
+def _s(description: str, **kw: Any) -> Schema:
+    return {"type": "string", "description": description, **kw}
+
+
+def _i(description: str, **kw: Any) -> Schema:
+    return {"type": "integer", "description": description, **kw}
+
+
+def _obj(description: str, properties: dict[str, Schema], **kw: Any) -> Schema:
+    return {"type": "object", "description": description, "properties": properties, **kw}
+
+
+def _list(description: str, items: Schema, **kw: Any) -> Schema:
+    return {"type": "array", "description": description, "items": items, **kw}
+
+
+def _quantities(description: str) -> Schema:
+    q = {"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}]}
+    return _obj(
+        description,
+        {
+            "cpu": {**q, "description": "CPU, in cores or millicores (500m)."},
+            "memory": {**q, "description": "Memory, in bytes or with a suffix (64Mi)."},
+        },
+    )
+
+
+def _resources(description: str) -> Schema:
+    return _obj(
+        description,
+        {
+            "requests": _quantities("What the step's container is guaranteed (scheduling)."),
+            "limits": _quantities(
+                "The cgroup limits of the step's container; exceeding memory is OOMKilled."
+            ),
+        },
+    )
+
+
+def step_schema() -> Schema:
+    one_kind = (
+        "(has(self.tool) ? 1 : 0) + (has(self.shell) ? 1 : 0) + (has(self.capsule) ? 1 : 0) == 1"
+    )
+    return _obj(
+        "One step. Exactly one of tool, shell or capsule.",
+        {
+            "id": _s(
+                "Unique within the plan; other steps name it in dependsOn and in "
+                "$<id>.output / $<id>.status references. Letters, digits, _ and -.",
+                pattern=STEP_ID_PATTERN,
+                maxLength=63,
+            ),
+            "tool": _s(
+                "A tool of the Capsule's inventory (spec.tools of the Capsule). The tool "
+                "receives the step's input as JSON. Tool steps of one plan run one at a time.",
+                minLength=1,
+                maxLength=253,
+            ),
+            "shell": _s(
+                "A command line, split into words (POSIX shell quoting rules) but never given "
+                "to a shell: quote a pipeline as an argument (sh -c '...'). Its first word "
+                "must be in the Capsule's shell.allow.",
+                minLength=1,
+                maxLength=16384,
+            ),
+            "capsule": _s(
+                "A Capsule in the plan's Capsule's spawn.allow; its plan runs as a child "
+                "Plan, whose result becomes this step's.",
+                pattern=NAME_PATTERN,
+                maxLength=63,
+            ),
+            "input": {
+                "description": "Handed to the step: a tool step gets it as JSON (env "
+                "PLANOPS_INPUT); "
+                "a capsule step's input is its task text, a string or {objective: <text>}; a shell "
+                "step ignores it. A string that is exactly $<id>.output or $<id>.status, at any "
+                "depth, is replaced by that step's result when this step is dispatched.",
+                "x-kubernetes-preserve-unknown-fields": True,
+            },
+            "dependsOn": _list(
+                "Steps that must settle (succeed, fail or be skipped) before this one "
+                "is dispatched. Omitted: the step is ready immediately.",
+                {"type": "string", "maxLength": 63},
+                maxItems=MAX_DEPENDS_ON,
+            ),
+            "if": _s(
+                "A condition over references and quoted literals: == != > < (text comparison), "
+                "&& (binds tighter) and ||, e.g. \"$test.status == 'failed'\". False settles the "
+                "step skipped without running it.",
+                maxLength=4096,
+            ),
+            "onError": _s(
+                "What a failed step (after its retries) does to the plan: fail (settles "
+                "failed, stops the plan), skip (settles skipped, continues), continue "
+                "(settles failed, continues).",
+                enum=["fail", "skip", "continue"],
+                default="fail",
+            ),
+            "retries": _i(
+                "Extra dispatches after a failure: retries: 2 runs the step up to three "
+                "times. Each attempt is its own Job.",
+                minimum=0,
+                maximum=100,
+                default=0,
+            ),
+            "timeoutSeconds": _i(
+                "Deadline of each attempt (the Job's activeDeadlineSeconds). Default: "
+                "the Capsule's defaultTimeoutSeconds.",
+                minimum=1,
+                maximum=604800,
+            ),
+            "image": _s(
+                "Container image of a shell step; must match the Capsule's images. Default: "
+                "the Capsule's image.",
+                maxLength=512,
+            ),
+            "resources": _resources(
+                "Requests and limits of the step's container. Default: the "
+                "Capsule's resources; bounded by its maxResources."
+            ),
+        },
+        required=["id"],
+        **{
+            "x-kubernetes-validations": [
+                {
+                    "rule": one_kind,
+                    "message": "a step declares exactly one of tool, shell or capsule",
+                }
+            ]
+        },
+    )
+
+
+def plan_spec_schema(description: str) -> Schema:
+    return _obj(
+        description,
+        {
+            "capsule": _s(
+                "The Capsule (policy and inventory) this plan runs under, in the plan's "
+                "namespace. Default: default. No such Capsule: the plan is Invalid.",
+                pattern=NAME_PATTERN,
+                maxLength=63,
+            ),
+            "parallelism": _i("The most steps in flight at once. Default: no cap.", minimum=1),
+            "workspace": _obj(
+                "One volume shared by every step of a run, mounted at /workspace, "
+                "the steps' working directory.",
+                {
+                    "size": _s("Size of a new claim made for the run (1Gi)."),
+                    "storageClassName": _s("Storage class of that claim."),
+                    "claimName": _s("Use this existing PersistentVolumeClaim instead."),
+                },
+            ),
+            "steps": _list(
+                "The steps. An empty list is a plan that completes having done nothing.",
+                step_schema(),
+                maxItems=MAX_STEPS,
+            ),
+        },
+        required=["steps"],
+    )
+
+
+def capsule_spec_schema() -> Schema:
+    def allow(what: str) -> Schema:
+        names = _list("The allowed names. Empty: nothing is allowed.", {"type": "string"})
+        return _obj(what, {"allow": names})
+
+    return _obj(
+        "Policy and inventory plans run under. Deny by default: empty lists allow nothing.",
+        {
+            "image": _s("Default image of shell steps."),
+            "images": _list(
+                "Image patterns steps and tools may use (shell-style wildcards, e.g. "
+                "registry.example.com/team/*). Intersected with the operator's allowlist.",
+                {"type": "string"},
+            ),
+            "shell": allow(
+                "Binaries shell steps may start (the command line's first word, exactly)."
+            ),
+            "tools": _list(
+                "The tool inventory.",
+                _obj(
+                    "A tool: an image and a command that reads "
+                    "its JSON input from env PLANOPS_INPUT (and stdin when run locally).",
+                    {
+                        "name": _s("The name tool steps use.", minLength=1),
+                        "image": _s("The tool's image (default: the Capsule's image)."),
+                        "command": _list("The container command.", {"type": "string"}, minItems=1),
+                        "description": _s("What the tool does, for people and `kubectl explain`."),
+                        "inputSchema": {
+                            "description": "JSON Schema of the tool's input.",
+                            "x-kubernetes-preserve-unknown-fields": True,
+                            "type": "object",
+                        },
+                    },
+                    required=["name", "command"],
+                ),
+            ),
+            "spawn": allow("Capsules that capsule steps may run as child plans."),
+            "resources": _resources("Default requests and limits of every step."),
+            "maxResources": _quantities("The most any step may ask for."),
+            "defaultTimeoutSeconds": _i("Default deadline of each step attempt.", minimum=1),
+            "maxTimeoutSeconds": _i("The longest deadline a step may ask for.", minimum=1),
+            "outputLimitBytes": _i(
+                "Cap on each step's recorded output (a truncation mark is appended).",
+                minimum=256,
+                maximum=1 << 20,
+                default=65536,
+            ),
+            "serviceAccountName": _s("Service account of step pods."),
+            "automountServiceAccountToken": {
+                "type": "boolean",
+                "default": False,
+                "description": "Mount the service account token into step pods. Default false.",
+            },
+            "readOnlyPaths": _list(
+                "Paths inside /workspace mounted read-only in every step.", {"type": "string"}
+            ),
+            "plan": plan_spec_schema(
+                "What runs when another plan's capsule step spawns this Capsule."
+            ),
+        },
+    )
+
+
+def plan_status_schema() -> Schema:
+    return {
+        "type": "object",
+        "description": "The run's report, written by the operator.",
+        "x-kubernetes-preserve-unknown-fields": True,
+    }
+
+
+def _crd(
+    plural: str,
+    kind: str,
+    short: list[str],
+    spec: Schema,
+    status: Schema | None,
+    columns: list[dict[str, Any]],
+    description: str,
+) -> dict[str, Any]:
+    props: dict[str, Schema] = {"spec": spec}
+    if status is not None:
+        props["status"] = status
+    version: dict[str, Any] = {
+        "name": VERSION,
+        "served": True,
+        "storage": True,
+        "schema": {
+            "openAPIV3Schema": {
+                "type": "object",
+                "description": description,
+                "properties": props,
+                "required": ["spec"],
+            }
+        },
+        "additionalPrinterColumns": columns,
+    }
+    if status is not None:
+        version["subresources"] = {"status": {}}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{API_GROUP}"},
+        "spec": {
+            "group": API_GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "plural": plural,
+                "singular": kind.lower(),
+                "kind": kind,
+                "shortNames": short,
+                "categories": ["planops"],
+            },
+            "versions": [version],
+        },
+    }
+
+
+def plan_crd() -> dict[str, Any]:
+    return _crd(
+        "plans",
+        "Plan",
+        ["pl"],
+        plan_spec_schema("A set of steps and the order they may run in."),
+        plan_status_schema(),
+        [
+            {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+            {
+                "name": "Steps",
+                "type": "string",
+                "jsonPath": ".status.progress",
+                "description": "Steps settled / steps in the plan",
+            },
+            {"name": "Failed", "type": "string", "jsonPath": ".status.report.failedStep"},
+            {"name": "Duration", "type": "string", "jsonPath": ".status.duration"},
+            {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        ],
+        "A Plan: one run of a set of steps. planops validates it, runs each ready step as a Job, "
+        "and writes the report to status.",
+    )
+
+
+def capsule_crd() -> dict[str, Any]:
+    return _crd(
+        "capsules",
+        "Capsule",
+        ["cap"],
+        capsule_spec_schema(),
+        None,
+        [
+            {"name": "Image", "type": "string", "jsonPath": ".spec.image"},
+            {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        ],
+        "A Capsule: the policy and inventory Plans run under (images, binaries, tools, limits).",
+    )
+
+
+def render() -> dict[str, str]:
+    """File name -> YAML text of every CRD."""
+    head = "# Generated by `python -m planops.api.crd crds/`: edit operator/planops/api/crd.py.\n"
+    return {
+        f"{crd['metadata']['name']}.yaml": head + yaml.safe_dump(crd, sort_keys=False, width=100)
+        for crd in (plan_crd(), capsule_crd())
+    }
+
+
+if __name__ == "__main__":
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else "crds")
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in render().items():
+        (out / name).write_text(text)
+        print(out / name)

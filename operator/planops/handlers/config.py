@@ -1,0 +1,20 @@
+"""Operator-wide settings (from the command line / Helm values), read by the handlers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from planops.engine import Policy
+
+
+@dataclass
+class Config:
+    kubeconfig: str | None = None
+    policy: Policy = field(default_factory=Policy)
+    workers: int = 4
+    metrics_port: int = 0
+    metrics_address: str = "0.0.0.0"
+    resync_seconds: float = 60.0
+
+
+CONFIG = Config()

@@ -1,0 +1,76 @@
+"""A coalescing work queue: one reconcile at a time per Plan, bursts collapsed into one pass.
+
+Event-driven dispatch (no fixed requeue floor, unlike Argo's 10 s): a Job event enqueues its Plan
+at once. A key enqueued while it is being reconciled is marked dirty and runs again right after,
+so no event is lost and no Plan is reconciled twice concurrently. A failed reconcile is retried
+with capped exponential backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+log = logging.getLogger("planops.queue")
+Key = tuple[str, str]
+
+
+class Coalescer:
+    def __init__(
+        self, fn: Callable[[str, str], Awaitable[None]], workers: int = 4, max_backoff: float = 30.0
+    ) -> None:
+        self.fn = fn
+        self.workers = workers
+        self.max_backoff = max_backoff
+        self.queue: asyncio.Queue[Key] = asyncio.Queue()
+        self.pending: set[Key] = set()
+        self.running: set[Key] = set()
+        self.dirty: set[Key] = set()
+        self.failures: dict[Key, int] = {}
+        self.tasks: list[asyncio.Task[None]] = []
+
+    def put(self, key: Key) -> None:
+        if key in self.running:
+            self.dirty.add(key)
+        elif key not in self.pending:
+            self.pending.add(key)
+            self.queue.put_nowait(key)
+
+    def start(self) -> None:
+        self.tasks = [
+            asyncio.create_task(self._work(), name=f"planops-worker-{i}")
+            for i in range(self.workers)
+        ]
+
+    async def stop(self) -> None:
+        for t in self.tasks:
+            t.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+    async def _work(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            key = await self.queue.get()
+            self.pending.discard(key)
+            self.running.add(key)
+            try:
+                await self.fn(*key)
+                self.failures.pop(key, None)
+            except Exception as e:
+                n = self.failures[key] = self.failures.get(key, 0) + 1
+                delay = min(self.max_backoff, 0.5 * 2 ** (n - 1))
+                log.warning(
+                    "reconcile of %s/%s failed (attempt %d, retry in %.1fs): %s",
+                    *key,
+                    n,
+                    delay,
+                    e,
+                    exc_info=not isinstance(e, OSError) and n == 1,
+                )
+                loop.call_later(delay, self.put, key)
+            finally:
+                self.running.discard(key)
+                if key in self.dirty:
+                    self.dirty.discard(key)
+                    self.put(key)

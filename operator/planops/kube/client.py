@@ -1,0 +1,229 @@
+"""The one place that talks to the Kubernetes API (enforced by tests/unit/test_layering.py).
+
+A thin layer over the official async client (`kubernetes.aio`): every call uses its
+`*_without_preload_content` form, so objects stay plain dicts (as users write them, as Jobs are
+built) and a non-2xx answer becomes one `ApiError` with the API's reason and message, which the
+reconciler turns into a defined outcome (AlreadyExists = adopt, Forbidden from an admission policy
+= the step is refused, anything else = retry on the next reconcile).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, cast
+
+from kubernetes.aio import client
+from kubernetes.aio import config as _config
+
+from planops.api.documents import API_GROUP
+
+VERSION = "v1alpha1"
+Obj = dict[str, Any]
+
+
+class ApiError(Exception):
+    """A non-2xx answer of the API server."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status, self.reason, self.message = status, reason, message
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def already_exists(self) -> bool:
+        return self.status == 409 and self.reason == "AlreadyExists"
+
+    @property
+    def refused_by_admission(self) -> bool:
+        """Refused by an admission webhook or policy (ValidatingAdmissionPolicy, Kyverno, ...)."""
+        return self.status in (400, 403, 422) and (
+            "admission" in self.message.lower()
+            or "denied" in self.message.lower()
+            or "policy" in self.message.lower()
+        )
+
+
+# kubernetes.aio.config is untyped
+config: Any = _config
+
+
+async def _json(resp: Any) -> Any:
+    if resp.status >= 300:
+        try:
+            body = await resp.json()
+        except Exception:  # not JSON: report the raw text
+            body = {"reason": resp.reason or "", "message": (await resp.text())[:2000]}
+        resp.release()
+        raise ApiError(resp.status, str(body.get("reason", "")), str(body.get("message", "")))
+    data = await resp.json()
+    resp.release()
+    return data
+
+
+async def _obj(resp: Any) -> Obj:
+    return cast(Obj, await _json(resp))
+
+
+async def _text(resp: Any) -> str:
+    if resp.status >= 300:
+        await _json(resp)  # raises ApiError
+    text = await resp.text(errors="replace")
+    resp.release()
+    return str(text)
+
+
+@dataclass
+class Kube:
+    """Typed-by-convention access to the objects planops reads and writes."""
+
+    api: client.ApiClient
+
+    @classmethod
+    async def connect(cls, kubeconfig: str | None = None) -> Kube:
+        if kubeconfig:
+            await config.load_kube_config(config_file=kubeconfig)
+        else:
+            try:
+                config.load_incluster_config()
+            except config.ConfigException:
+                await config.load_kube_config()
+        return cls(client.ApiClient())
+
+    async def close(self) -> None:
+        await cast(Any, self.api).close()
+
+    # The generated APIs are typed with their pydantic models but accept plain dicts at runtime;
+    # planops keeps objects as dicts throughout, so the APIs are used as `Any` here, in one place.
+    @property
+    def _custom(self) -> Any:
+        return client.CustomObjectsApi(self.api)
+
+    @property
+    def _batch(self) -> Any:
+        return client.BatchV1Api(self.api)
+
+    @property
+    def _core(self) -> Any:
+        return client.CoreV1Api(self.api)
+
+    # -- planops resources ------------------------------------------------------------------
+
+    async def get_plan(self, namespace: str, name: str) -> Obj | None:
+        try:
+            return await _obj(
+                await self._custom.get_namespaced_custom_object_without_preload_content(
+                    API_GROUP, VERSION, namespace, "plans", name
+                )
+            )
+        except ApiError as e:
+            if e.not_found:
+                return None
+            raise
+
+    async def list_plans(self, namespace: str, selector: str) -> list[Obj]:
+        data = await _json(
+            await self._custom.list_namespaced_custom_object_without_preload_content(
+                API_GROUP, VERSION, namespace, "plans", label_selector=selector
+            )
+        )
+        return list(data["items"])
+
+    async def create_plan(self, namespace: str, body: Obj) -> Obj:
+        return await _obj(
+            await self._custom.create_namespaced_custom_object_without_preload_content(
+                API_GROUP, VERSION, namespace, "plans", body
+            )
+        )
+
+    async def delete_plan(self, namespace: str, name: str) -> None:
+        try:
+            await _json(
+                await self._custom.delete_namespaced_custom_object_without_preload_content(
+                    API_GROUP, VERSION, namespace, "plans", name, propagation_policy="Background"
+                )
+            )
+        except ApiError as e:
+            if not e.not_found:
+                raise
+
+    async def patch_plan_status(self, namespace: str, name: str, status: Obj) -> Obj:
+        """One merge patch of .status (the status subresource; spec is never touched)."""
+        return await _obj(
+            await self._custom.patch_namespaced_custom_object_status_without_preload_content(
+                API_GROUP,
+                VERSION,
+                namespace,
+                "plans",
+                name,
+                {"status": status},
+                _content_type="application/merge-patch+json",
+            )
+        )
+
+    async def get_capsule(self, namespace: str, name: str) -> Obj | None:
+        try:
+            return await _obj(
+                await self._custom.get_namespaced_custom_object_without_preload_content(
+                    API_GROUP, VERSION, namespace, "capsules", name
+                )
+            )
+        except ApiError as e:
+            if e.not_found:
+                return None
+            raise
+
+    # -- Jobs and pods --------------------------------------------------------------------------
+
+    async def list_jobs(self, namespace: str, selector: str) -> list[Obj]:
+        data = await _json(
+            await self._batch.list_namespaced_job_without_preload_content(
+                namespace, label_selector=selector
+            )
+        )
+        return list(data["items"])
+
+    async def create_job(self, namespace: str, body: Obj) -> Obj:
+        return await _obj(
+            await self._batch.create_namespaced_job_without_preload_content(namespace, body)
+        )
+
+    async def delete_job(self, namespace: str, name: str) -> None:
+        try:
+            await _json(
+                await self._batch.delete_namespaced_job_without_preload_content(
+                    name, namespace, propagation_policy="Background"
+                )
+            )
+        except ApiError as e:
+            if not e.not_found:
+                raise
+
+    async def list_pods(self, namespace: str, selector: str) -> list[Obj]:
+        data = await _json(
+            await self._core.list_namespaced_pod_without_preload_content(
+                namespace, label_selector=selector
+            )
+        )
+        return list(data["items"])
+
+    async def read_log(self, namespace: str, pod: str, container: str, limit_bytes: int) -> str:
+        return await _text(
+            await self._core.read_namespaced_pod_log_without_preload_content(
+                pod, namespace, container=container, limit_bytes=limit_bytes
+            )
+        )
+
+    # -- events ----------------------------------------------------------------------------------
+
+    async def create_event(self, namespace: str, body: Obj) -> None:
+        await _json(
+            await self._core.create_namespaced_event_without_preload_content(namespace, body)
+        )
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True)

@@ -1,0 +1,247 @@
+"""What planops creates, as manifests: one Job per step attempt, one child Plan per capsule step.
+
+Pure functions (no API calls). Names are deterministic (plan, run, step, attempt hashed into 63
+characters), so a create after an operator restart finds the same object (AlreadyExists = adopt)
+instead of making a second one. Labels are built fresh, never copied from the parent: copying
+Argo CD's tracking label would make children look Argo-owned and get them pruned.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from planops.api import API_VERSION, CapsuleSpec, ResourceList, Resources
+from planops.engine import Dispatch, shell_words
+
+LABEL_PLAN = "planops.dev/plan"
+LABEL_RUN = "planops.dev/run"
+LABEL_STEP = "planops.dev/step"
+LABEL_ATTEMPT = "planops.dev/attempt"
+LABEL_PARENT = "planops.dev/parent"
+LABEL_DEPTH = "planops.dev/depth"
+ANNOTATION_LINEAGE = "planops.dev/lineage"
+ANNOTATION_SPAWNED_BY = "planops.dev/spawned-by"
+ANNOTATION_DELEGATION = "planops.dev/delegation-id"
+ANNOTATION_OBJECTIVE = "planops.dev/objective"
+ANNOTATION_RERUN = "planops.dev/rerun"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "planops"}
+CONTAINER = "step"
+NON_ROOT_UID = 65534
+WORKSPACE_MOUNT = "/workspace"
+
+#: Applied when neither the step nor the Capsule says: requests and limits are always set.
+DEFAULT_RESOURCES = Resources(
+    requests=ResourceList(cpu="10m", memory="32Mi"), limits=ResourceList(cpu="1", memory="256Mi")
+)
+
+
+@dataclass(frozen=True)
+class PlanRef:
+    """The Plan a child object belongs to."""
+
+    namespace: str
+    name: str
+    uid: str
+    run: str
+    depth: int = 0
+    lineage: tuple[str, ...] = ()
+
+    def owner(self) -> dict[str, Any]:
+        return {
+            "apiVersion": API_VERSION,
+            "kind": "Plan",
+            "name": self.name,
+            "uid": self.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+
+    def labels(self, step: str, attempt: int) -> dict[str, str]:
+        return {
+            LABEL_PLAN: self.name,
+            LABEL_RUN: self.run,
+            LABEL_STEP: step,
+            LABEL_ATTEMPT: str(attempt),
+            **MANAGED_BY,
+        }
+
+    def selector(self) -> str:
+        """Jobs (and their pods) of this run."""
+        return f"{LABEL_PLAN}={self.name},{LABEL_RUN}={self.run}"
+
+    def children_selector(self) -> str:
+        """Child Plans of this run."""
+        return f"{LABEL_PARENT}={self.name},{LABEL_RUN}={self.run}"
+
+
+def run_id(uid: str, generation: int, rerun: str) -> str:
+    """A run: one generation of a Plan, and each re-run requested by annotation."""
+    return hashlib.sha256(f"{uid}/{generation}/{rerun}".encode()).hexdigest()[:10]
+
+
+def child_name(plan: str, run: str, step: str, attempt: int) -> str:
+    """Deterministic, DNS-1123, at most 63 characters (a Job's pods carry it as a label)."""
+    digest = hashlib.sha256(f"{plan}/{run}/{step}/{attempt}".encode()).hexdigest()[:8]
+    step_part = re.sub(r"[^a-z0-9-]+", "-", step.lower()).strip("-")[:16] or "step"
+    plan_part = re.sub(r"[^a-z0-9-]+", "-", plan.lower()).strip("-")[:30] or "plan"
+    return f"{plan_part}-{step_part}-{attempt}-{digest}"
+
+
+def _merged(step: Resources | None, capsule: Resources | None) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    for part in ("requests", "limits"):
+        merged: dict[str, str] = {}
+        for source in (DEFAULT_RESOURCES, capsule, step):  # later wins
+            rl: ResourceList | None = getattr(source, part) if source is not None else None
+            if rl is not None:
+                merged.update({k: str(v) for k, v in rl.model_dump().items() if v is not None})
+        out[part] = merged
+    return out
+
+
+def resources(step: Resources | None, capsule: Resources | None) -> dict[str, dict[str, str]]:
+    """Requests and limits, both always set: step -> capsule -> planops defaults; a request never
+    exceeds its limit (a step that lowers a limit lowers the default request with it)."""
+    from planops.api.quantity import parse  # noqa: PLC0415 - keep module import light
+
+    res = _merged(step, capsule)
+    for key, limit in res["limits"].items():
+        request = res["requests"].get(key)
+        if request is not None and parse(request) > parse(limit):
+            res["requests"][key] = limit
+    return res
+
+
+def step_image(d: Dispatch, capsule: CapsuleSpec) -> str | None:
+    if d.kind == "tool":
+        tool = capsule.tool(d.step.tool or "")
+        return (tool.image if tool is not None else None) or capsule.image
+    return d.step.image or capsule.image
+
+
+def step_command(d: Dispatch, capsule: CapsuleSpec) -> list[str]:
+    if d.kind == "tool":
+        tool = capsule.tool(d.step.tool or "")
+        return list(tool.command) if tool is not None else []
+    return shell_words(d.step.shell or "")
+
+
+def job(
+    ref: PlanRef,
+    d: Dispatch,
+    capsule: CapsuleSpec,
+    image: str,
+    *,
+    timeout_seconds: int,
+    workspace_claim: str | None = None,
+) -> dict[str, Any]:
+    """The Job of one attempt of a tool or shell step: restricted pod security, limits set,
+    backoffLimit 0 (planops owns retries, each attempt visible), deadline = the step timeout."""
+    labels = ref.labels(d.step.id, d.attempt)
+    env = [
+        {"name": "PLANOPS_PLAN", "value": ref.name},
+        {"name": "PLANOPS_STEP", "value": d.step.id},
+        {"name": "PLANOPS_ATTEMPT", "value": str(d.attempt)},
+    ]
+    if d.kind == "tool":
+        env.append(
+            {"name": "PLANOPS_INPUT", "value": json.dumps(d.input if d.input is not None else {})}
+        )
+    container: dict[str, Any] = {
+        "name": CONTAINER,
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": step_command(d, capsule),
+        "env": env,
+        "resources": resources(d.step.resources, capsule.resources),
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "runAsNonRoot": True,
+        },
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": capsule.automount_service_account_token,
+        "enableServiceLinks": False,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": NON_ROOT_UID,
+            "runAsGroup": NON_ROOT_UID,
+            "fsGroup": NON_ROOT_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [container],
+    }
+    if capsule.service_account_name:
+        pod_spec["serviceAccountName"] = capsule.service_account_name
+    if workspace_claim is not None:
+        container["workingDir"] = WORKSPACE_MOUNT
+        mounts: list[dict[str, Any]] = [{"name": "workspace", "mountPath": WORKSPACE_MOUNT}]
+        mounts += [
+            {
+                "name": "workspace",
+                "mountPath": f"{WORKSPACE_MOUNT}/{p.strip('/')}",
+                "subPath": p.strip("/"),
+                "readOnly": True,
+            }
+            for p in capsule.read_only_paths
+        ]
+        container["volumeMounts"] = mounts
+        pod_spec["volumes"] = [
+            {"name": "workspace", "persistentVolumeClaim": {"claimName": workspace_claim}}
+        ]
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": child_name(ref.name, ref.run, d.step.id, d.attempt),
+            "namespace": ref.namespace,
+            "labels": labels,
+            "annotations": {"planops.dev/step-id": d.step.id},
+            "ownerReferences": [ref.owner()],
+        },
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": timeout_seconds,
+            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+        },
+    }
+
+
+def child_plan(ref: PlanRef, d: Dispatch, target: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """The child Plan of a capsule step: the target Capsule's plan, under the target Capsule."""
+    name = child_name(ref.name, ref.run, d.step.id, d.attempt)
+    objective = d.input if isinstance(d.input, str) else (d.input or {}).get("objective", "")
+    lineage = (*ref.lineage, target)
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "Plan",
+        "metadata": {
+            "name": name,
+            "namespace": ref.namespace,
+            "labels": {
+                LABEL_PARENT: ref.name,
+                LABEL_RUN: ref.run,
+                LABEL_STEP: d.step.id,
+                LABEL_ATTEMPT: str(d.attempt),
+                LABEL_DEPTH: str(ref.depth + 1),
+                **MANAGED_BY,
+            },
+            "annotations": {
+                ANNOTATION_LINEAGE: ",".join(lineage),
+                ANNOTATION_SPAWNED_BY: ref.uid,
+                ANNOTATION_DELEGATION: hashlib.sha256(f"{ref.uid}/{name}".encode()).hexdigest()[
+                    :16
+                ],
+                ANNOTATION_OBJECTIVE: str(objective)[:4096],
+            },
+            "ownerReferences": [ref.owner()],
+        },
+        "spec": {**spec, "capsule": target},
+    }

@@ -1,0 +1,100 @@
+"""`planops-operator`: runs the kopf operator (as a module; `operator` is never shadowed).
+
+planops-operator [--namespace NS ...|--all-namespaces] [--metrics-port 9090]
+                 [--health-port 8080] [--json-logs] [--peering NAME] [--kubeconfig FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+
+from planops.engine import Policy
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        out = {
+            "time": self.formatTime(record),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        return json.dumps(out)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="planops-operator", description="The planops operator.")
+    scope = p.add_mutually_exclusive_group()
+    scope.add_argument(
+        "-n",
+        "--namespace",
+        action="append",
+        default=[],
+        help="watch this namespace (repeatable); default: all namespaces",
+    )
+    scope.add_argument("-A", "--all-namespaces", action="store_true")
+    p.add_argument("--kubeconfig", help="default: in-cluster, then $KUBECONFIG")
+    p.add_argument("--metrics-port", type=int, default=9090, help="0 disables")
+    p.add_argument("--health-port", type=int, default=8080, help="liveness at /healthz; 0 disables")
+    p.add_argument("--json-logs", action="store_true")
+    p.add_argument(
+        "--peering", metavar="NAME", help="kopf peering object (default: standalone, one replica)"
+    )
+    p.add_argument("--workers", type=int, default=4, help="plans reconciled at once")
+    p.add_argument(
+        "--allowed-images",
+        default="*",
+        help="operator-wide image allowlist, comma-"
+        "separated patterns; a Capsule can only narrow it",
+    )
+    p.add_argument("--max-steps", type=int, default=5000)
+    p.add_argument("--max-timeout-seconds", type=int, default=7 * 24 * 3600)
+    p.add_argument("--resync-seconds", type=float, default=60.0)
+    p.add_argument("-v", "--verbose", action="store_true")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    handler = logging.StreamHandler(sys.stderr)
+    if args.json_logs:
+        handler.setFormatter(JsonFormatter())
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, handlers=[handler])
+    if args.kubeconfig:
+        os.environ["KUBECONFIG"] = args.kubeconfig  # kopf's own login reads it too
+
+    import kopf  # noqa: PLC0415 - after logging is configured
+
+    from planops.handlers.config import CONFIG  # noqa: PLC0415
+
+    CONFIG.kubeconfig = args.kubeconfig
+    CONFIG.workers = args.workers
+    CONFIG.metrics_port = args.metrics_port
+    CONFIG.resync_seconds = args.resync_seconds
+    CONFIG.policy = Policy(
+        images=tuple(p.strip() for p in args.allowed_images.split(",") if p.strip()),
+        max_steps=args.max_steps,
+        max_timeout_seconds=args.max_timeout_seconds,
+    )
+    import planops.handlers  # noqa: F401, PLC0415 - registers the handlers
+
+    kopf.run(
+        standalone=args.peering is None,
+        peering_name=args.peering,
+        clusterwide=not args.namespace,
+        namespaces=args.namespace,
+        liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz"
+        if args.health_port
+        else None,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

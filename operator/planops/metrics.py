@@ -1,0 +1,77 @@
+"""Prometheus metrics of the operator (prometheus-client). Names follow Prometheus conventions:
+`planops_` prefix, `_total` counters, `_seconds` durations; no per-plan label (cardinality).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+_FAST = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_SLOW = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0)
+
+plans = Counter(
+    "planops_plans_total",
+    "Plans finished, by result (succeeded, failed, invalid).",
+    ["result"],
+    registry=REGISTRY,
+)
+plan_duration = Histogram(
+    "planops_plan_duration_seconds",
+    "Duration of finished plan runs.",
+    buckets=_SLOW,
+    registry=REGISTRY,
+)
+steps = Counter(
+    "planops_steps_total",
+    "Steps settled, by kind and status.",
+    ["kind", "status"],
+    registry=REGISTRY,
+)
+step_duration = Histogram(
+    "planops_step_duration_seconds",
+    "Duration of settled steps, first dispatch to settlement.",
+    ["kind"],
+    buckets=_SLOW,
+    registry=REGISTRY,
+)
+steps_running = Gauge(
+    "planops_steps_running", "Step attempts in flight across all plans.", registry=REGISTRY
+)
+retries = Counter("planops_step_retries_total", "Step attempts after the first.", registry=REGISTRY)
+refusals = Counter(
+    "planops_validation_refusals_total",
+    "Validation errors of refused plans, by code.",
+    ["code"],
+    registry=REGISTRY,
+)
+calls_denied = Counter(
+    "planops_calls_denied_total",
+    "Step attempts refused at dispatch (planops policy or a cluster admission policy).",
+    registry=REGISTRY,
+)
+dispatch_latency = Histogram(
+    "planops_dispatch_latency_seconds",
+    "From a step becoming ready (its last dependency settled) to its Job or child Plan created.",
+    buckets=_FAST,
+    registry=REGISTRY,
+)
+reconcile_duration = Histogram(
+    "planops_reconcile_duration_seconds",
+    "Duration of one reconcile.",
+    buckets=_FAST,
+    registry=REGISTRY,
+)
+reconcile_errors = Counter(
+    "planops_reconcile_errors_total",
+    "Reconciles that ended in an error, by kind (api, unexpected).",
+    ["kind"],
+    registry=REGISTRY,
+)
+status_patches = Counter(
+    "planops_status_patches_total", "Status patches written.", registry=REGISTRY
+)
+
+
+def serve(port: int, address: str = "0.0.0.0") -> None:
+    start_http_server(port, addr=address, registry=REGISTRY)

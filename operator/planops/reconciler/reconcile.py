@@ -1,0 +1,455 @@
+"""One reconcile of one Plan: observe -> facts -> the engine's decision -> act -> one status patch.
+
+Level-based: everything is derived from the Plan (its spec and status) and the objects of its
+current run (Jobs, their pods, child Plans), read fresh from the API each time. Nothing lives only
+in memory, so a restarted operator resumes exactly where it was: the same deterministic names
+make a repeated create an adoption, never a second Job.
+
+The scheduling rules are not here: `planops.engine.Run` decides; this module only executes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from planops import metrics
+from planops.api import CapsuleSpec, PlanSpec, parse_document
+from planops.api.documents import problems_of
+from planops.engine import (
+    AttemptFact,
+    Dispatch,
+    Facts,
+    PlanError,
+    Policy,
+    Run,
+    StepRecord,
+    capsule_name,
+    image_allowed,
+    shell_words,
+    validate,
+)
+from planops.kube import manifests
+from planops.kube.client import ApiError, Kube
+from planops.kube.events import Recorder
+from planops.reconciler import status as status_
+from planops.reconciler.observe import Observed, child_attempt, job_attempt, pods_by_job
+
+log = logging.getLogger("planops.reconciler")
+MAX_DEPTH = 8
+DEFAULT_TIMEOUT_SECONDS = 3600
+FINISHED = ("Succeeded", "Failed")
+
+
+@dataclass
+class Reconciler:
+    kube: Kube
+    policy: Policy = field(default_factory=Policy)
+    clock: Callable[[], float] = time.time
+
+    async def reconcile(self, namespace: str, name: str) -> None:
+        started = time.perf_counter()
+        try:
+            await self._reconcile(namespace, name)
+        except ApiError:
+            metrics.reconcile_errors.labels("api").inc()
+            raise
+        except Exception:
+            metrics.reconcile_errors.labels("unexpected").inc()
+            raise
+        finally:
+            metrics.reconcile_duration.observe(time.perf_counter() - started)
+
+    async def _reconcile(self, namespace: str, name: str) -> None:
+        plan = await self.kube.get_plan(namespace, name)
+        if plan is None or plan["metadata"].get("deletionTimestamp"):
+            return
+        meta, previous = plan["metadata"], plan.get("status") or {}
+        generation = int(meta.get("generation", 1))
+        rerun = (meta.get("annotations") or {}).get(manifests.ANNOTATION_RERUN, "")
+        rid = manifests.run_id(meta["uid"], generation, rerun)
+        labels = meta.get("labels") or {}
+        ref = manifests.PlanRef(
+            namespace,
+            name,
+            meta["uid"],
+            rid,
+            depth=int(labels.get(manifests.LABEL_DEPTH, 0)),
+            lineage=tuple(
+                a
+                for a in (meta.get("annotations") or {})
+                .get(manifests.ANNOTATION_LINEAGE, "")
+                .split(",")
+                if a
+            ),
+        )
+        fresh = (previous.get("run") or {}).get("id") != rid
+        if not fresh and previous.get("phase") in FINISHED:
+            return
+        events = Recorder(self.kube, plan)
+        now = self.clock()
+        run_info = {
+            "id": rid,
+            "generation": generation,
+            "rerun": rerun or None,
+            "startedAt": (previous.get("run") or {}).get("startedAt") if not fresh else None,
+        }
+        run_info["startedAt"] = run_info["startedAt"] or status_.rfc3339(now)
+        if fresh:
+            await self._stop_other_runs(ref)
+            previous = {"conditions": previous.get("conditions", [])}
+
+        spec, capsule, errors = await self._validate(plan)
+        if errors:
+            if previous.get("phase") != "Invalid":
+                for e in errors:
+                    metrics.refusals.labels(e.code).inc()
+                metrics.plans.labels("invalid").inc()
+                events(
+                    "ValidationFailed",
+                    f"{len(errors)} error(s), nothing runs: "
+                    + "; ".join(str(e) for e in errors[:5]),
+                    warning=True,
+                )
+            new = status_.invalid(
+                errors, generation=generation, run=run_info, previous=previous, now=now
+            )
+            await self._write(plan, previous, new)
+            await events.flush()
+            return
+        assert spec is not None and capsule is not None
+        if fresh or previous.get("phase") == "Invalid":
+            events(
+                "PlanStarted",
+                f"run {rid} of generation {generation}: {len(spec.steps)} steps",
+                run=rid,
+                generation=generation,
+            )
+
+        facts, observed = await self._observe(ref, spec, capsule, previous)
+        run = Run.restore(name, spec, facts)
+        with_object = {(o.step_id, o.attempt) for o in observed}
+        refused = [
+            f
+            for f in facts.attempts
+            if f.status == "failed" and (f.step_id, f.attempt) not in with_object
+        ]
+        dispatched: list[Dispatch] = []
+        new_settled: list[StepRecord] = []
+        while True:
+            decision = run.decide(now)
+            new_settled += decision.settled
+            refusal_made = False
+            for d in decision.dispatch:
+                refusal = await self._dispatch(ref, d, capsule, spec, events)
+                if refusal is None:
+                    dispatched.append(d)
+                    continue
+                refusal_made = True
+                metrics.calls_denied.inc()
+                events(
+                    "CallDenied",
+                    f"step {d.step.id} attempt {d.attempt}: {refusal}",
+                    warning=True,
+                    step=d.step.id,
+                    attempt=d.attempt,
+                )
+                run.finish_attempt(d.step.id, d.attempt, "failed", None, refusal, now)
+                refused.append(AttemptFact(d.step.id, d.attempt, now, "failed", now, None, refusal))
+            if not refusal_made:
+                break
+        finished = decision.finished
+        report = run.report()
+        started_at = status_.parse_rfc3339(str(run_info["startedAt"])) or now
+        new = status_.running(
+            report,
+            total=len(spec.steps),
+            finished=finished,
+            dispatched_any=bool(dispatched or run.in_flight_attempts()),
+            generation=generation,
+            run=run_info,
+            refused=refused,
+            previous=previous,
+            started_at=started_at,
+            now=now,
+        )
+        self._announce(
+            events, spec, dispatched, new_settled, run, report, finished, previous, now, started_at
+        )
+        await self._write(plan, previous, new)
+        await events.flush()
+
+    # -- validation ---------------------------------------------------------------------------
+
+    async def _validate(
+        self, plan: dict[str, Any]
+    ) -> tuple[PlanSpec | None, CapsuleSpec | None, list[PlanError]]:
+        doc, problems = parse_document(
+            {k: plan[k] for k in ("apiVersion", "kind", "metadata", "spec")}
+        )
+        if problems or doc is None:
+            return None, None, [PlanError("schema", None, p.path, p.message) for p in problems]
+        spec = doc.spec
+        assert isinstance(spec, PlanSpec)
+        cname = capsule_name(spec)
+        raw = await self.kube.get_capsule(plan["metadata"]["namespace"], cname)
+        capsule: CapsuleSpec | None = None
+        if raw is not None:
+            try:
+                capsule = CapsuleSpec.model_validate(raw.get("spec") or {})
+            except ValidationError as e:
+                why = "; ".join(f"{p.path}: {p.message}" for p in problems_of(e, "spec"))
+                return (
+                    spec,
+                    None,
+                    [
+                        PlanError(
+                            "no-capsule",
+                            None,
+                            "capsule",
+                            f"Capsule {cname!r} cannot be used: {why}",
+                        )
+                    ],
+                )
+        errors = validate(spec, lambda n: capsule if n == cname else None, self.policy)
+        return spec, capsule, errors
+
+    # -- observe ------------------------------------------------------------------------------
+
+    async def _observe(
+        self, ref: manifests.PlanRef, spec: PlanSpec, capsule: CapsuleSpec, previous: dict[str, Any]
+    ) -> tuple[Facts, list[Observed]]:
+        report = previous.get("report") or {}
+        settled = tuple(StepRecord.from_json(s) for s in report.get("steps") or [])
+        settled_ids = {s.step_id for s in settled}
+        jobs = await self.kube.list_jobs(ref.namespace, ref.selector())
+        pods = pods_by_job(await self.kube.list_pods(ref.namespace, ref.selector())) if jobs else {}
+        observed = [job_attempt(j, pods.get(j["metadata"]["name"])) for j in jobs]
+        if any(s.capsule is not None for s in spec.steps):
+            children = await self.kube.list_plans(ref.namespace, ref.children_selector())
+            observed += [child_attempt(c) for c in children]
+        cap = status_.output_cap(capsule.output_limit_bytes, len(spec.steps))
+        attempts: list[AttemptFact] = []
+        for obs in observed:
+            if obs.step_id in settled_ids:
+                continue
+            output = obs.output
+            if obs.kind == "job" and obs.status is not None:
+                output = await self._output(ref.namespace, obs, cap)
+            if obs.stuck:
+                await self.kube.delete_job(ref.namespace, obs.object_name)
+            attempts.append(
+                AttemptFact(
+                    obs.step_id,
+                    obs.attempt,
+                    obs.started_at,
+                    obs.status,
+                    (obs.finished_at or self.clock()) if obs.status else None,
+                    status_.cap_text(output, cap),
+                    status_.cap_text(obs.error, status_.ERROR_LIMIT),
+                )
+            )
+        for r in previous.get("refusedAttempts") or []:
+            if r["stepId"] not in settled_ids:
+                t = status_.parse_rfc3339(r.get("startedAt")) or 0.0
+                attempts.append(
+                    AttemptFact(
+                        r["stepId"],
+                        int(r["attempt"]),
+                        t,
+                        "failed",
+                        status_.parse_rfc3339(r.get("finishedAt")) or t,
+                        None,
+                        r.get("error"),
+                    )
+                )
+        return Facts(settled, tuple(attempts)), observed
+
+    async def _output(self, namespace: str, obs: Observed, cap: int) -> str | None:
+        """The container log, read once when the attempt settles (before any cleanup can race
+        it); the termination message when the log is gone."""
+        if obs.pod is not None:
+            try:
+                text = await self.kube.read_log(namespace, obs.pod, manifests.CONTAINER, cap + 1)
+                return text or None
+            except ApiError as e:
+                log.info(
+                    "log of %s/%s unavailable (%s); using the termination message",
+                    namespace,
+                    obs.pod,
+                    e,
+                )
+        return obs.termination_message
+
+    # -- act ------------------------------------------------------------------------------------
+
+    async def _stop_other_runs(self, ref: manifests.PlanRef) -> None:
+        """A new run (new generation or re-run): stop the in-flight objects of earlier runs."""
+        other = f"{manifests.LABEL_PLAN}={ref.name},{manifests.LABEL_RUN}!={ref.run}"
+        for job in await self.kube.list_jobs(ref.namespace, other):
+            await self.kube.delete_job(ref.namespace, job["metadata"]["name"])
+        other_children = f"{manifests.LABEL_PARENT}={ref.name},{manifests.LABEL_RUN}!={ref.run}"
+        for child in await self.kube.list_plans(ref.namespace, other_children):
+            await self.kube.delete_plan(ref.namespace, child["metadata"]["name"])
+
+    async def _dispatch(
+        self,
+        ref: manifests.PlanRef,
+        d: Dispatch,
+        capsule: CapsuleSpec,
+        spec: PlanSpec,
+        events: Recorder,
+    ) -> str | None:
+        """Create the attempt's Job or child Plan; returns a refusal (nothing created) or None."""
+        if d.kind == "capsule":
+            body_or_refusal = await self._child(ref, d, capsule, spec)
+        else:
+            body_or_refusal = self._job(ref, d, capsule, spec)
+        if isinstance(body_or_refusal, str):
+            return body_or_refusal
+        try:
+            if d.kind == "capsule":
+                await self.kube.create_plan(ref.namespace, body_or_refusal)
+                events(
+                    "DelegationStarted",
+                    f"step {d.step.id} delegates to capsule {d.step.capsule} "
+                    f"as plan {body_or_refusal['metadata']['name']}",
+                    step=d.step.id,
+                    child=body_or_refusal["metadata"]["name"],
+                )
+            else:
+                await self.kube.create_job(ref.namespace, body_or_refusal)
+        except ApiError as e:
+            if e.already_exists:  # created before a restart: adopt it
+                return None
+            if e.refused_by_admission:
+                return f"refused by the cluster's admission policy: {e.message}"
+            raise
+        return None
+
+    def _job(
+        self, ref: manifests.PlanRef, d: Dispatch, capsule: CapsuleSpec, spec: PlanSpec
+    ) -> dict[str, Any] | str:
+        if d.kind == "tool" and capsule.tool(d.step.tool or "") is None:
+            return f"call denied: tool {d.step.tool!r} is no longer in the Capsule's inventory"
+        if d.kind == "shell" and shell_words(d.step.shell or "")[0] not in capsule.shell.allow:
+            return "call denied: the binary is no longer in the Capsule's shell.allow"
+        image = manifests.step_image(d, capsule)
+        if image is None:
+            return (
+                "call denied: no image for this step (set the Capsule's image or the step's image)"
+            )
+        if not image_allowed(image, capsule, self.policy):
+            return f"call denied: image {image!r} is not allowed by the Capsule and the operator"
+        timeout = min(
+            d.step.timeout_seconds or capsule.default_timeout_seconds or DEFAULT_TIMEOUT_SECONDS,
+            capsule.max_timeout_seconds or self.policy.max_timeout_seconds,
+            self.policy.max_timeout_seconds,
+        )
+        claim = spec.workspace.claim_name if spec.workspace is not None else None
+        return manifests.job(ref, d, capsule, image, timeout_seconds=timeout, workspace_claim=claim)
+
+    async def _child(
+        self, ref: manifests.PlanRef, d: Dispatch, capsule: CapsuleSpec, spec: PlanSpec
+    ) -> dict[str, Any] | str:
+        target = d.step.capsule or ""
+        if target not in capsule.spawn.allow:
+            return f"call denied: capsule {target!r} is not in the Capsule's spawn.allow"
+        lineage = (*ref.lineage, capsule_name(spec))
+        if target in lineage:
+            return (
+                f"call denied: capsule {target!r} already runs above this step (cycle: "
+                f"{' -> '.join([*lineage, target])})"
+            )
+        if ref.depth + 1 >= MAX_DEPTH:
+            return f"call denied: plans nest at most {MAX_DEPTH} deep"
+        raw = await self.kube.get_capsule(ref.namespace, target)
+        plan_spec = ((raw or {}).get("spec") or {}).get("plan")
+        if plan_spec is None:
+            return f"capsule {target!r} does not exist or has no plan"
+        parent = manifests.PlanRef(
+            ref.namespace, ref.name, ref.uid, ref.run, ref.depth, tuple(lineage)
+        )
+        return manifests.child_plan(parent, d, target, plan_spec)
+
+    # -- report -----------------------------------------------------------------------------------
+
+    def _announce(
+        self,
+        events: Recorder,
+        spec: PlanSpec,
+        dispatched: list[Dispatch],
+        new_settled: list[StepRecord],
+        run: Run,
+        report: Any,
+        finished: bool,
+        previous: dict[str, Any],
+        now: float,
+        started_at: float,
+    ) -> None:
+        kinds = {
+            s.id: ("tool" if s.tool else "capsule" if s.capsule else "shell") for s in spec.steps
+        }
+        settled_at = {r.step_id: r.finished_at for r in run.settled if r.finished_at is not None}
+        for d in dispatched:
+            if d.attempt > 1:
+                metrics.retries.inc()
+            events(
+                "StepStarted",
+                f"step {d.step.id} attempt {d.attempt} ({d.kind})",
+                step=d.step.id,
+                attempt=d.attempt,
+            )
+            metrics.dispatch_latency.observe(max(0.0, now - _ready_at(settled_at, d, started_at)))
+        for rec in new_settled:
+            reason = {"success": "StepSucceeded", "failed": "StepFailed"}.get(
+                rec.status, "StepSkipped"
+            )
+            events(
+                reason,
+                f"step {rec.step_id} {rec.status}" + (f": {rec.error}" if rec.error else ""),
+                warning=rec.status == "failed",
+                step=rec.step_id,
+                status=rec.status,
+                attempts=rec.attempts,
+            )
+            metrics.steps.labels(kinds.get(rec.step_id, "shell"), rec.status).inc()
+            if rec.duration is not None:
+                metrics.step_duration.labels(kinds.get(rec.step_id, "shell")).observe(rec.duration)
+            if kinds.get(rec.step_id) == "capsule" and rec.attempts:
+                events(
+                    "DelegationFinished",
+                    f"step {rec.step_id}: child plan {rec.status}",
+                    step=rec.step_id,
+                )
+        if finished and previous.get("phase") not in FINISHED:
+            result = "succeeded" if report.completed else "failed"
+            metrics.plans.labels(result).inc()
+            metrics.plan_duration.observe(max(0.0, now - started_at))
+            events(
+                "PlanSucceeded" if report.completed else "PlanFailed",
+                f"{len(report.steps)}/{len(spec.steps)} steps settled"
+                + (f"; step {report.failed_step} stopped the plan" if report.failed_step else ""),
+                warning=not report.completed,
+            )
+
+    async def _write(
+        self, plan: dict[str, Any], previous: dict[str, Any], new: dict[str, Any]
+    ) -> None:
+        """One status patch per reconcile, and none when nothing changed."""
+        current = plan.get("status") or {}
+        if all(current.get(k) == v for k, v in new.items()):
+            return
+        meta = plan["metadata"]
+        await self.kube.patch_plan_status(meta["namespace"], meta["name"], new)
+        metrics.status_patches.inc()
+
+
+def _ready_at(finished: dict[str, float], d: Dispatch, default: float) -> float:
+    """When a dispatched step became ready: its last dependency's settlement (or the run start)."""
+    return max((finished[dep] for dep in d.step.depends_on if dep in finished), default=default)
