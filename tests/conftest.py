@@ -104,7 +104,9 @@ def kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         return
     cluster_dir = tmp_path_factory.mktemp("cluster")
     env = {**os.environ, "PLANOPS_CLUSTER_DIR": str(cluster_dir)}
-    up = subprocess.run([str(CLUSTER / "up"), "--with-node"], env=env, capture_output=True, text=True)
+    up = subprocess.run(
+        [str(CLUSTER / "up"), "--with-node"], env=env, capture_output=True, text=True
+    )
     try:
         if up.returncode != 0:
             pytest.fail(f"tests/cluster/up failed:\n{up.stderr[-4000:]}", pytrace=False)
@@ -141,17 +143,25 @@ def namespace(kube: Kube) -> Iterator[str]:
 def node(kube: Kube) -> dict[str, Any]:
     """The Ready node of the test cluster (fails when there is none: pods must really run)."""
     nodes = kube.get("nodes")["items"]
-    ready = [n for n in nodes if any(c["type"] == "Ready" and c["status"] == "True"
-                                     for c in n["status"].get("conditions", []))]
+    ready = [
+        n
+        for n in nodes
+        if any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in n["status"].get("conditions", [])
+        )
+    ]
     if not ready:
-        pytest.fail("the test cluster has no Ready node: start it with tests/cluster/up --with-node",
-                    pytrace=False)
+        pytest.fail(
+            "the test cluster has no Ready node: start it with tests/cluster/up --with-node",
+            pytrace=False,
+        )
     return ready[0]  # type: ignore[no-any-return]
 
 
 @pytest.fixture(scope="session")
 def busybox(node: dict[str, Any]) -> str:
-    """The busybox image imported into the node (tests/cluster/images.py), e.g. local/busybox:1.35.0."""
+    """The busybox image imported into the node (by tests/cluster/images.py)."""
     for image in node["status"].get("images", []):
         for name in image.get("names", []):
             if name.startswith("docker.io/local/busybox:"):

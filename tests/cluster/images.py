@@ -26,13 +26,24 @@ BUSYBOX = Path("/bin/busybox")
 
 
 def busybox_version() -> str:
-    out = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "busybox-static"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["dpkg-query", "-W", "-f=${Version}", "busybox-static"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return out.split(":", 1)[-1].split("-", 1)[0]  # 1:1.35.0-4+deb12u1 -> 1.35.0
 
 
-def _add(tar: tarfile.TarFile, name: str, *, data: bytes | None = None, mode: int = 0o644,
-         kind: bytes = tarfile.REGTYPE, link: str = "") -> None:
+def _add(
+    tar: tarfile.TarFile,
+    name: str,
+    *,
+    data: bytes | None = None,
+    mode: int = 0o644,
+    kind: bytes = tarfile.REGTYPE,
+    link: str = "",
+) -> None:
     info = tarfile.TarInfo(name)
     info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
     info.mode, info.type, info.linkname = mode, kind, link
@@ -51,43 +62,79 @@ def layer(entries: list[tuple[str, dict[str, object]]]) -> bytes:
 
 def image(out: Path, name: str, layer_tar: bytes, config: dict[str, object]) -> Path:
     diff_id = "sha256:" + hashlib.sha256(layer_tar).hexdigest()
-    cfg = json.dumps({"architecture": "amd64", "os": "linux", "config": config,
-                      "rootfs": {"type": "layers", "diff_ids": [diff_id]}},
-                     sort_keys=True).encode()
+    cfg = json.dumps(
+        {
+            "architecture": "amd64",
+            "os": "linux",
+            "config": config,
+            "rootfs": {"type": "layers", "diff_ids": [diff_id]},
+        },
+        sort_keys=True,
+    ).encode()
     cfg_name = hashlib.sha256(cfg).hexdigest() + ".json"
-    manifest = json.dumps([{"Config": cfg_name, "RepoTags": [name], "Layers": ["layer.tar"]}]).encode()
+    manifest = json.dumps(
+        [{"Config": cfg_name, "RepoTags": [name], "Layers": ["layer.tar"]}]
+    ).encode()
     path = out / (name.replace("/", "_").replace(":", "_") + ".tar")
     tmp = path.with_suffix(".tmp")
     with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
-        for member, data in (("manifest.json", manifest), (cfg_name, cfg), ("layer.tar", layer_tar)):
+        for member, data in (
+            ("manifest.json", manifest),
+            (cfg_name, cfg),
+            ("layer.tar", layer_tar),
+        ):
             _add(tar, member, data=data)
     tmp.rename(path)
     return path
 
 
 def busybox_image(out: Path) -> tuple[str, Path]:
-    applets = subprocess.run([str(BUSYBOX), "--list-full"], capture_output=True, text=True,
-                             check=True).stdout.split()
+    applets = subprocess.run(
+        [str(BUSYBOX), "--list-full"], capture_output=True, text=True, check=True
+    ).stdout.split()
     entries: list[tuple[str, dict[str, object]]] = [
-        (d, {"kind": tarfile.DIRTYPE, "mode": 0o755}) for d in ("bin", "etc", "sbin", "usr", "usr/bin", "usr/sbin", "workspace")
+        (d, {"kind": tarfile.DIRTYPE, "mode": 0o755})
+        for d in ("bin", "etc", "sbin", "usr", "usr/bin", "usr/sbin", "workspace")
     ]
     entries.append(("tmp", {"kind": tarfile.DIRTYPE, "mode": 0o1777}))
     entries.append(("bin/busybox", {"data": BUSYBOX.read_bytes(), "mode": 0o755}))
     for applet in applets:
         if applet != "bin/busybox":
-            entries.append((applet, {"kind": tarfile.SYMTYPE, "link": "/bin/busybox", "mode": 0o777}))
-    entries.append(("etc/passwd", {"data": b"root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"}))
+            entries.append(
+                (applet, {"kind": tarfile.SYMTYPE, "link": "/bin/busybox", "mode": 0o777})
+            )
+    entries.append(
+        (
+            "etc/passwd",
+            {
+                "data": b"root:x:0:0:root:/root:/bin/sh\n"
+                b"nobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"
+            },
+        )
+    )
     entries.append(("etc/group", {"data": b"root:x:0:\nnogroup:x:65534:\n"}))
     name = f"local/busybox:{busybox_version()}"
-    return name, image(out, name, layer(entries), {
-        "Env": ["PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"], "Cmd": ["sh"], "WorkingDir": "/"})
+    return name, image(
+        out,
+        name,
+        layer(entries),
+        {
+            "Env": ["PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"],
+            "Cmd": ["sh"],
+            "WorkingDir": "/",
+        },
+    )
 
 
 def pause_image(out: Path, binary: Path) -> tuple[str, Path]:
     data = binary.read_bytes()
     name = f"local/pause:{hashlib.sha256(data).hexdigest()[:12]}"
-    return name, image(out, name, layer([("pause", {"data": data, "mode": 0o755})]),
-                       {"Entrypoint": ["/pause"], "User": "65535:65535"})
+    return name, image(
+        out,
+        name,
+        layer([("pause", {"data": data, "mode": 0o755})]),
+        {"Entrypoint": ["/pause"], "User": "65535:65535"},
+    )
 
 
 def main() -> None:

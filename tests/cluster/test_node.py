@@ -18,24 +18,45 @@ from tests.conftest import Kube
 pytestmark = [pytest.mark.cluster, pytest.mark.node]
 
 
-def job(name: str, namespace: str, image: str, command: list[str], *, memory: str = "64Mi",
-        deadline: int | None = None, pull: str = "Never") -> dict[str, Any]:
+def job(
+    name: str,
+    namespace: str,
+    image: str,
+    command: list[str],
+    *,
+    memory: str = "64Mi",
+    deadline: int | None = None,
+    pull: str = "Never",
+) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "backoffLimit": 0,
-        "template": {"spec": {
-            "restartPolicy": "Never",
-            "automountServiceAccountToken": False,
-            "containers": [{
-                "name": "step", "image": image, "imagePullPolicy": pull, "command": command,
-                "resources": {"requests": {"cpu": "10m", "memory": memory},
-                              "limits": {"cpu": "500m", "memory": memory}},
-            }],
-        }},
+        "template": {
+            "spec": {
+                "restartPolicy": "Never",
+                "automountServiceAccountToken": False,
+                "containers": [
+                    {
+                        "name": "step",
+                        "image": image,
+                        "imagePullPolicy": pull,
+                        "command": command,
+                        "resources": {
+                            "requests": {"cpu": "10m", "memory": memory},
+                            "limits": {"cpu": "500m", "memory": memory},
+                        },
+                    }
+                ],
+            }
+        },
     }
     if deadline is not None:
         spec["activeDeadlineSeconds"] = deadline
-    return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
 
 
 def wait_job(kube: Kube, name: str, namespace: str, timeout: float = 90) -> dict[str, Any]:
@@ -47,7 +68,9 @@ def wait_job(kube: Kube, name: str, namespace: str, timeout: float = 90) -> dict
             if cond["type"] in ("Complete", "Failed") and cond["status"] == "True":
                 return obj
         time.sleep(0.25)
-    raise AssertionError(f"job {name} did not finish within {timeout}s: {json.dumps(obj.get('status'))}")
+    raise AssertionError(
+        f"job {name} did not finish within {timeout}s: {json.dumps(obj.get('status'))}"
+    )
 
 
 def pod_of(kube: Kube, name: str, namespace: str) -> dict[str, Any]:
@@ -59,7 +82,9 @@ def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
     return next(c for c in obj["status"]["conditions"] if c["type"] == kind)
 
 
-def test_a_job_running_echo_completes_and_its_log_reads_hello(kube: Kube, namespace: str, busybox: str):
+def test_a_job_running_echo_completes_and_its_log_reads_hello(
+    kube: Kube, namespace: str, busybox: str
+):
     kube.apply(job("hello", namespace, busybox, ["echo", "hello"]))
     assert condition(wait_job(kube, "hello", namespace), "Complete")["status"] == "True"
     assert kube.run("logs", "-n", namespace, "job/hello").stdout == "hello\n"
@@ -69,26 +94,41 @@ def test_a_job_running_echo_completes_and_its_log_reads_hello(kube: Kube, namesp
 
 def test_a_container_over_its_memory_limit_is_oomkilled(kube: Kube, namespace: str, busybox: str):
     # dd fills a 256 MiB buffer from /dev/zero: far over the 32Mi cgroup limit
-    kube.apply(job("hog", namespace, busybox, ["dd", "if=/dev/zero", "of=/dev/null", "bs=256M", "count=1"],
-                   memory="32Mi"))
+    kube.apply(
+        job(
+            "hog",
+            namespace,
+            busybox,
+            ["dd", "if=/dev/zero", "of=/dev/null", "bs=256M", "count=1"],
+            memory="32Mi",
+        )
+    )
     assert condition(wait_job(kube, "hog", namespace), "Failed")["status"] == "True"
     term = pod_of(kube, "hog", namespace)["status"]["containerStatuses"][0]["state"]["terminated"]
     assert term["reason"] == "OOMKilled"
     assert term["exitCode"] == 137
 
 
-def test_active_deadline_seconds_fails_the_job_with_deadline_exceeded(kube: Kube, namespace: str, busybox: str):
+def test_active_deadline_seconds_fails_the_job_with_deadline_exceeded(
+    kube: Kube, namespace: str, busybox: str
+):
     kube.apply(job("slow", namespace, busybox, ["sleep", "60"], deadline=2))
     failed = condition(wait_job(kube, "slow", namespace), "Failed")
     assert failed["reason"] == "DeadlineExceeded"
 
 
-def test_a_missing_image_fails_with_a_pull_error_that_never_left_loopback(kube: Kube, namespace: str, node):
+def test_a_missing_image_fails_with_a_pull_error_that_never_left_loopback(
+    kube: Kube, namespace: str, node
+):
     kube.apply(job("ghost", namespace, "local/does-not-exist:0.0.1", ["true"], pull="IfNotPresent"))
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         pods = kube.get("pods", "-n", namespace, "-l", "job-name=ghost")["items"]
-        waiting = pods[0]["status"].get("containerStatuses", [{}])[0].get("state", {}).get("waiting") if pods else None
+        waiting = (
+            pods[0]["status"].get("containerStatuses", [{}])[0].get("state", {}).get("waiting")
+            if pods
+            else None
+        )
         if waiting and waiting.get("reason") in ("ErrImagePull", "ImagePullBackOff"):
             break
         time.sleep(0.25)
@@ -96,7 +136,7 @@ def test_a_missing_image_fails_with_a_pull_error_that_never_left_loopback(kube: 
         raise AssertionError("no pull error reported")
     events = kube.get("events", "-n", namespace, "--field-selector", "reason=Failed")["items"]
     messages = " ".join(e["message"] for e in events)
-    # the node's registry configuration and proxy send every pull to loopback (tests/cluster/node.sh)
+    # the node's registry configuration and proxy send every pull to loopback (see node.sh)
     assert "127.0.0.1:9" in messages, messages
 
 

@@ -53,3 +53,16 @@ def test_the_standard_library_operator_module_is_not_shadowed():
     )
     assert out.stdout.strip() == "42"
     assert not (root / "operator" / "__init__.py").exists()
+
+
+def test_only_planops_kube_imports_the_kubernetes_client_and_only_handlers_and_main_import_kopf():
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        for name in _imports(path):
+            top = name.split(".")[0]
+            if top == "kubernetes" and not rel.startswith("kube/"):
+                offenders.append(f"{rel} imports {name}: only planops.kube talks to the API")
+            if top == "kopf" and not (rel.startswith("handlers/") or rel == "main.py"):
+                offenders.append(f"{rel} imports {name}: kopf belongs to planops.handlers")
+    assert offenders == []
