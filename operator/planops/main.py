@@ -66,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json_logs:
         handler.setFormatter(JsonFormatter())
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, handlers=[handler])
+    if not args.verbose:  # kopf logs every handler call at INFO: keep our trace records readable
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     if args.kubeconfig:
         os.environ["KUBECONFIG"] = args.kubeconfig  # kopf's own login reads it too
 

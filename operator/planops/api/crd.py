@@ -323,7 +323,12 @@ def plan_crd() -> dict[str, Any]:
                 "jsonPath": ".status.progress",
                 "description": "Steps settled / steps in the plan",
             },
-            {"name": "Failed", "type": "string", "jsonPath": ".status.report.failedStep"},
+            {
+                "name": "Failed",
+                "type": "string",
+                "jsonPath": ".status.failedStep",
+                "description": "The step that stopped the plan",
+            },
             {"name": "Duration", "type": "string", "jsonPath": ".status.duration"},
             {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
         ],

@@ -151,7 +151,8 @@ class Kube:
                 raise
 
     async def patch_plan_status(self, namespace: str, name: str, status: Obj) -> Obj:
-        """One merge patch of .status (the status subresource; spec is never touched)."""
+        """Replace .status whole (status subresource; spec untouched), with one JSON Patch `add`:
+        unlike a merge patch, explicit nulls of the report (failedStep: null) are kept."""
         return await _obj(
             await self._custom.patch_namespaced_custom_object_status_without_preload_content(
                 API_GROUP,
@@ -159,8 +160,8 @@ class Kube:
                 namespace,
                 "plans",
                 name,
-                {"status": status},
-                _content_type="application/merge-patch+json",
+                [{"op": "add", "path": "/status", "value": status}],
+                _content_type="application/json-patch+json",
             )
         )
 

@@ -11,6 +11,7 @@ import logging
 import os
 import time
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 from planops.engine.report import rfc3339
@@ -37,7 +38,9 @@ RECORDS = {
 
 def event(plan: dict[str, Any], reason: str, message: str, warning: bool = False) -> dict[str, Any]:
     meta = plan["metadata"]
-    now = rfc3339(time.time())
+    t = time.time()
+    now = rfc3339(t)
+    micro = datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     return {
         "apiVersion": "v1",
         "kind": "Event",
@@ -58,6 +61,9 @@ def event(plan: dict[str, Any], reason: str, message: str, warning: bool = False
         "source": {"component": COMPONENT},
         "reportingComponent": "planops.dev/operator",
         "reportingInstance": os.environ.get("HOSTNAME", "planops")[:128],
+        "action": reason,
+        # eventTime has microseconds (firstTimestamp only seconds): it orders a plan's trace
+        "eventTime": micro,
         "firstTimestamp": now,
         "lastTimestamp": now,
         "count": 1,

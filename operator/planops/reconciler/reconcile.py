@@ -442,8 +442,8 @@ class Reconciler:
         self, plan: dict[str, Any], previous: dict[str, Any], new: dict[str, Any]
     ) -> None:
         """One status patch per reconcile, and none when nothing changed."""
-        current = plan.get("status") or {}
-        if all(current.get(k) == v for k, v in new.items()):
+        new = {k: v for k, v in new.items() if v is not None}
+        if (plan.get("status") or {}) == new:
             return
         meta = plan["metadata"]
         await self.kube.patch_plan_status(meta["namespace"], meta["name"], new)

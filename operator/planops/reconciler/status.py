@@ -92,6 +92,7 @@ def invalid(
             )
         ],
         "report": None,
+        "failedStep": None,
         "refusedAttempts": None,
         "startedAt": None,
         "finishedAt": None,
@@ -161,6 +162,7 @@ def running(
         "errorCount": None,
         "conditions": [cond],
         "report": {**report.to_json(), "generation": generation},
+        "failedStep": report.failed_step,  # top level for the printer column (absent when null)
         "refusedAttempts": [
             {
                 "stepId": f.step_id,

@@ -1,0 +1,201 @@
+"""End-to-end fixtures: the CRDs, a running operator, namespaces with a Capsule.
+
+The operator runs as a real subprocess (`planops-operator`) against the test cluster, watching
+namespaces named `e2e-*` (tests that need an operator of their own, like the restart test, use
+other names). Its log is printed when a test fails, to see why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT, Kube
+
+OPERATOR = [sys.executable, "-m", "planops.main"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Operator:
+    proc: subprocess.Popen[bytes]
+    log: Path
+    metrics_port: int
+    health_port: int
+
+    def logs(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5
+        ) as r:
+            return str(r.read().decode())
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+
+def start_operator(kubeconfig: str, namespaces: list[str], log: Path, *extra: str) -> Operator:
+    metrics_port, health_port = free_port(), free_port()
+    args = [
+        *OPERATOR,
+        "--kubeconfig",
+        kubeconfig,
+        "--metrics-port",
+        str(metrics_port),
+        "--health-port",
+        str(health_port),
+        "--resync-seconds",
+        "3",
+        *extra,
+    ]
+    for ns in namespaces:
+        args += ["--namespace", ns]
+    out = log.open("ab")
+    proc = subprocess.Popen(
+        args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT
+    )
+    op = Operator(proc, log, metrics_port, health_port)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"the operator exited ({proc.returncode}):\n{op.logs()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{health_port}/healthz", timeout=2):
+                return op
+        except OSError:
+            time.sleep(0.2)
+    op.stop()
+    raise AssertionError(f"the operator did not become healthy:\n{op.logs()[-3000:]}")
+
+
+@pytest.fixture(scope="session")
+def crds(kube: Kube) -> None:
+    kube.run("apply", "-f", str(ROOT / "crds"))
+    kube.run(
+        "wait",
+        "--for=condition=Established",
+        "crd/plans.planops.dev",
+        "crd/capsules.planops.dev",
+        "--timeout=60s",
+    )
+    deadline = time.monotonic() + 30  # discovery catches up with a new CRD shortly after
+    while kube.run("get", "plans", "-A", check=False).returncode != 0:
+        assert time.monotonic() < deadline, "the Plan resource never became available"
+        time.sleep(0.5)
+
+
+@pytest.fixture(scope="session")
+def operator(
+    kubeconfig: str, crds: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Operator]:
+    log = tmp_path_factory.mktemp("operator") / "operator.log"
+    op = start_operator(kubeconfig, ["e2e-*"], log)
+    try:
+        yield op
+    finally:
+        op.stop()
+
+
+@pytest.fixture
+def ns(
+    kube: Kube, operator: Operator, busybox: str, request: pytest.FixtureRequest
+) -> Iterator[str]:
+    """A namespace the session operator watches, holding the example Capsule `default`."""
+    name = f"e2e-{uuid.uuid4().hex[:10]}"
+    kube.run("create", "namespace", name)
+    kube.apply(capsule(busybox), "-n", name)
+    try:
+        yield name
+    finally:
+        failed = request.node.rep_call.failed if hasattr(request.node, "rep_call") else False
+        if failed:
+            print(f"--- operator log (last 6000 chars) ---\n{operator.logs()[-6000:]}")
+        if failed and os.environ.get("PLANOPS_KEEP_FAILED"):
+            print(f"--- namespace {name} kept for inspection (PLANOPS_KEEP_FAILED) ---")
+        else:
+            kube.run("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    rep = yield
+    setattr(item, f"rep_{rep.when}", rep)
+    return rep
+
+
+def capsule(busybox: str, name: str = "default", **spec: Any) -> dict[str, Any]:
+    """The example Capsule (examples/capsule.yaml) with the node's busybox image."""
+    doc = yaml.safe_load((ROOT / "examples" / "capsule.yaml").read_text())
+    text = json.dumps(doc).replace("local/busybox:1.35.0", busybox)
+    doc = json.loads(text)
+    doc["metadata"]["name"] = name
+    doc["spec"]["tools"].append({"name": "nap", "image": busybox, "command": ["sleep", "2"]})
+    doc["spec"].update(spec)
+    return doc  # type: ignore[no-any-return]
+
+
+def plan(name: str, *steps: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "planops.dev/v1alpha1",
+        "kind": "Plan",
+        "metadata": {"name": name},
+        "spec": {"steps": list(steps), **spec},
+    }
+
+
+def wait_plan(
+    kube: Kube,
+    ns: str,
+    name: str,
+    phases: tuple[str, ...] = ("Succeeded", "Failed", "Invalid"),
+    timeout: float = 120,
+    until: Callable[[dict[str, Any]], bool] | None = None,
+) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    obj: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        obj = kube.get("plan", name, "-n", ns)
+        status = obj.get("status") or {}
+        if status.get("phase") in phases and (until is None or until(obj)):
+            return obj
+        time.sleep(0.3)
+    raise AssertionError(
+        f"plan {ns}/{name} not in {phases} after {timeout}s: "
+        f"{json.dumps(obj.get('status'), indent=1)[:3000]}"
+    )
+
+
+def steps(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {s["stepId"]: s for s in obj["status"]["report"]["steps"]}
+
+
+def events(kube: Kube, ns: str, name: str) -> list[str]:
+    items = kube.get("events", "-n", ns, "--field-selector", f"involvedObject.name={name}")["items"]
+    return [e["reason"] for e in sorted(items, key=lambda e: e.get("eventTime") or "")]

@@ -1,0 +1,332 @@
+"""Seed 1 through the running operator, with real Jobs on a real node.
+
+Every behaviour is judged from what the cluster records: the Plan's report, its Events, the Jobs
+(one per attempt) and their pods' start and finish times.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from tests.conftest import Kube
+from tests.e2e.conftest import Operator, capsule, events, plan, steps, wait_plan
+
+pytestmark = [pytest.mark.cluster, pytest.mark.node]
+
+
+def jobs_of(kube: Kube, ns: str, name: str) -> list[dict[str, Any]]:
+    return kube.get("jobs", "-n", ns, "-l", f"planops.dev/plan={name}")["items"]  # type: ignore[no-any-return]
+
+
+def container_interval(kube: Kube, ns: str, job: str) -> tuple[datetime, datetime]:
+    (pod,) = kube.get("pods", "-n", ns, "-l", f"job-name={job}")["items"]
+    term = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+    parse = lambda s: datetime.fromisoformat(s.replace("Z", "+00:00"))  # noqa: E731
+    return parse(term["startedAt"]), parse(term["finishedAt"])
+
+
+def test_a_plan_runs_to_success_with_output_conditions_and_events(kube: Kube, ns: str):
+    kube.apply(plan("hello", {"id": "greet", "shell": "echo hello from planops"}), "-n", ns)
+    obj = wait_plan(kube, ns, "hello")
+    st = obj["status"]
+    assert st["phase"] == "Succeeded" and st["progress"] == "1/1"
+    assert st["report"]["completed"] is True and st["report"]["failedStep"] is None
+    assert st["report"]["generation"] == 1
+    assert steps(obj)["greet"]["output"] == "hello from planops\n"
+    (cond,) = st["conditions"]
+    assert (cond["type"], cond["status"]) == ("Succeeded", "True")
+    assert events(kube, ns, "hello") == [
+        "PlanStarted",
+        "StepStarted",
+        "StepSucceeded",
+        "PlanSucceeded",
+    ]
+    # kubectl habits: printer columns and the short name
+    row = kube.run("get", "pl", "hello", "-n", ns, "--no-headers").stdout.split()
+    assert row[:3] == ["hello", "Succeeded", "1/1"]
+    # no kopf bookkeeping on the user's object (it would show as drift in Argo CD), no finalizer
+    meta = kube.get("plan", "hello", "-n", ns)["metadata"]
+    assert not any("kopf" in k for k in (meta.get("annotations") or {}))
+    assert not meta.get("finalizers")
+
+
+def test_shell_steps_overlap_in_time_and_tool_steps_never_do(kube: Kube, ns: str):
+    kube.apply(
+        plan(
+            "conc",
+            {"id": "s1", "shell": "sleep 3"},
+            {"id": "s2", "shell": "sleep 3"},
+            {"id": "t1", "tool": "nap"},
+            {"id": "t2", "tool": "nap"},
+        ),
+        "-n",
+        ns,
+    )
+    obj = wait_plan(kube, ns, "conc", timeout=180)
+    assert obj["status"]["phase"] == "Succeeded"
+    by_step = {
+        j["metadata"]["labels"]["planops.dev/step"]: j["metadata"]["name"]
+        for j in jobs_of(kube, ns, "conc")
+    }
+    (a0, a1), (b0, b1) = (container_interval(kube, ns, by_step[s]) for s in ("s1", "s2"))
+    assert a0 < b1 and b0 < a1, "the two shell steps did not run at the same time"
+    (t10, t11), (t20, t21) = (container_interval(kube, ns, by_step[s]) for s in ("t1", "t2"))
+    assert t20 >= t11 or t10 >= t21, "two tool steps of one plan overlapped"
+    rep = steps(obj)
+    first, second = sorted(("t1", "t2"), key=lambda s: rep[s]["startedAt"])
+    assert rep[second]["startedAt"] >= rep[first]["finishedAt"]  # dispatched after it settled
+
+
+def test_references_conditions_and_on_error(kube: Kube, ns: str):
+    kube.apply(
+        plan(
+            "flow",
+            {"id": "a", "shell": "echo hello"},
+            {
+                "id": "b",
+                "tool": "echo-input",
+                "dependsOn": ["a"],
+                "input": {"x": "$a.output", "deep": ["$a.status"]},
+            },
+            {"id": "c", "shell": "sh -c 'echo broken; exit 3'", "onError": "continue"},
+            {"id": "d", "shell": "echo ran", "dependsOn": ["c"], "if": "$c.status == 'failed'"},
+            {"id": "e", "shell": "echo never", "dependsOn": ["c"], "if": "$c.status == 'success'"},
+            {"id": "f", "shell": "false", "onError": "skip"},
+        ),
+        "-n",
+        ns,
+    )
+    obj = wait_plan(kube, ns, "flow", timeout=180)
+    rep = steps(obj)
+    assert obj["status"]["phase"] == "Succeeded" and obj["status"]["report"]["completed"] is True
+    assert json.loads(rep["b"]["output"]) == {"x": "hello\n", "deep": ["success"]}
+    assert (rep["c"]["status"], rep["c"]["error"], rep["c"]["output"]) == (
+        "failed",
+        "exit code 3",
+        "broken\n",
+    )
+    assert rep["d"]["status"] == "success"
+    assert (rep["e"]["status"], rep["e"]["attempts"]) == ("skipped", 0)
+    assert (rep["f"]["status"], rep["f"]["error"]) == ("skipped", "exit code 1")
+    assert "e" not in {
+        j["metadata"]["labels"]["planops.dev/step"] for j in jobs_of(kube, ns, "flow")
+    }
+
+
+def test_retries_run_as_new_jobs_one_per_attempt(kube: Kube, ns: str):
+    flaky = "sh -c '[ \"$PLANOPS_ATTEMPT\" -ge 3 ] && echo third || { echo no; exit 1; }'"
+    kube.apply(plan("retry", {"id": "flaky", "shell": flaky, "retries": 2}), "-n", ns)
+    obj = wait_plan(kube, ns, "retry", timeout=180)
+    rec = steps(obj)["flaky"]
+    assert (rec["status"], rec["attempts"], rec["output"]) == ("success", 3, "third\n")
+    attempts = sorted(
+        int(j["metadata"]["labels"]["planops.dev/attempt"]) for j in jobs_of(kube, ns, "retry")
+    )
+    assert attempts == [1, 2, 3]
+
+
+def test_on_error_fail_stops_the_plan_and_undispatched_steps_are_absent(kube: Kube, ns: str):
+    kube.apply(
+        plan(
+            "stop",
+            {"id": "a", "shell": "false"},
+            {"id": "b", "shell": "echo b", "dependsOn": ["a"]},
+        ),
+        "-n",
+        ns,
+    )
+    obj = wait_plan(kube, ns, "stop")
+    st = obj["status"]
+    assert st["phase"] == "Failed" and st["report"]["failedStep"] == "a"
+    assert list(steps(obj)) == ["a"]
+    assert st["conditions"][0]["status"] == "False"
+    assert "PlanFailed" in events(kube, ns, "stop")
+
+
+def test_a_refused_plan_creates_nothing_and_reads_invalid_with_every_error(kube: Kube, ns: str):
+    kube.apply(
+        plan(
+            "bad",
+            {"id": "a", "shell": "rm -rf /"},
+            {"id": "a", "tool": "submit-plan"},
+            {"id": "b", "tool": "nope", "dependsOn": ["ghost"]},
+            {"id": "c", "shell": "echo x", "dependsOn": ["d"]},
+            {"id": "d", "shell": "echo y", "dependsOn": ["c"]},
+            {"id": "e", "capsule": "other", "input": {"not": "an objective"}},
+        ),
+        "-n",
+        ns,
+    )
+    obj = wait_plan(kube, ns, "bad")
+    st = obj["status"]
+    assert st["phase"] == "Invalid"
+    codes = sorted({e["code"] for e in st["errors"]})
+    assert codes == [
+        "capsule-input",
+        "cycle",
+        "duplicate-id",
+        "plan-in-plan",
+        "shell-not-allowed",
+        "unknown-step",
+        "unknown-tool",
+    ]
+    assert all({"code", "step", "path", "message"} <= set(e) for e in st["errors"])
+    assert st["conditions"][0]["reason"] == "ValidationFailed"
+    assert jobs_of(kube, ns, "bad") == []
+    assert "ValidationFailed" in events(kube, ns, "bad")
+
+
+def test_a_plan_whose_capsule_is_missing_is_invalid_until_the_capsule_exists(
+    kube: Kube, ns: str, busybox: str
+):
+    kube.apply(plan("later", {"id": "a", "shell": "echo ok"}, capsule="late"), "-n", ns)
+    obj = wait_plan(kube, ns, "later", phases=("Invalid",))
+    assert [e["code"] for e in obj["status"]["errors"]] == ["no-capsule"]
+    kube.apply(capsule(busybox, name="late"), "-n", ns)
+    done = wait_plan(kube, ns, "later", phases=("Succeeded", "Failed"), timeout=60)
+    assert done["status"]["phase"] == "Succeeded"
+
+
+def test_a_capsule_step_runs_a_child_plan_whose_result_becomes_the_steps(
+    kube: Kube, ns: str, busybox: str
+):
+    kube.apply(
+        capsule(
+            busybox, name="helper", plan={"steps": [{"id": "work", "shell": "echo delegated"}]}
+        ),
+        "-n",
+        ns,
+    )
+    kube.apply(capsule(busybox, name="default", spawn={"allow": ["helper"]}), "-n", ns)
+    kube.apply(
+        plan(
+            "parent",
+            {"id": "ask", "capsule": "helper", "input": "do the work"},
+            {
+                "id": "after",
+                "tool": "echo-input",
+                "dependsOn": ["ask"],
+                "input": {"got": "$ask.output"},
+            },
+        ),
+        "-n",
+        ns,
+    )
+    obj = wait_plan(kube, ns, "parent", timeout=180)
+    rep = steps(obj)
+    assert (rep["ask"]["status"], rep["ask"]["output"]) == ("success", "delegated\n")
+    assert json.loads(rep["after"]["output"]) == {"got": "delegated\n"}
+    (child,) = kube.get("plans", "-n", ns, "-l", "planops.dev/parent=parent")["items"]
+    meta = child["metadata"]
+    assert (
+        meta["ownerReferences"][0]["name"] == "parent" and meta["ownerReferences"][0]["controller"]
+    )
+    assert meta["labels"]["planops.dev/depth"] == "1"
+    assert meta["annotations"]["planops.dev/objective"] == "do the work"
+    assert (
+        meta["annotations"]["planops.dev/spawned-by"]
+        == kube.get("plan", "parent", "-n", ns)["metadata"]["uid"]
+    )
+    assert child["spec"]["capsule"] == "helper" and child["status"]["phase"] == "Succeeded"
+    assert {"DelegationStarted", "DelegationFinished"} <= set(events(kube, ns, "parent"))
+
+
+def test_readable_errors_for_oom_and_deadline(kube: Kube, ns: str, busybox: str):
+    allow = ["sleep", "dd"]
+    kube.apply(capsule(busybox, shell={"allow": allow}), "-n", ns)
+    kube.apply(
+        plan(
+            "limits",
+            {
+                "id": "hog",
+                "shell": "dd if=/dev/zero of=/dev/null bs=256M count=1",
+                "resources": {"limits": {"memory": "32Mi"}},
+                "onError": "continue",
+            },
+            {"id": "slow", "shell": "sleep 60", "timeoutSeconds": 2, "onError": "continue"},
+        ),
+        "-n",
+        ns,
+    )
+    rep = steps(wait_plan(kube, ns, "limits", timeout=180))
+    assert rep["hog"]["error"] == "OOMKilled: the container exceeded its memory limit (32Mi)"
+    assert rep["slow"]["error"] == "deadline exceeded: the attempt ran longer than 2s"
+
+
+def test_an_image_outside_the_allowlist_is_refused_before_anything_runs(kube: Kube, ns: str):
+    kube.apply(plan("img", {"id": "x", "shell": "echo hi", "image": "evil/miner:1"}), "-n", ns)
+    obj = wait_plan(kube, ns, "img")
+    assert [e["code"] for e in obj["status"]["errors"]] == ["image-not-allowed"]
+    assert jobs_of(kube, ns, "img") == []
+
+
+def test_a_pod_that_cannot_start_fails_its_step_at_once_not_at_the_deadline(kube: Kube, ns: str):
+    # allowed by the Capsule's pattern local/busybox:*, but not on the node: the pull goes to
+    # loopback only (tests/cluster/node.sh) and fails; the step must not wait for its deadline
+    kube.apply(
+        plan("pull", {"id": "x", "shell": "echo hi", "image": "local/busybox:absent"}), "-n", ns
+    )
+    obj = wait_plan(kube, ns, "pull", timeout=60)
+    rec = steps(obj)["x"]
+    assert rec["status"] == "failed" and rec["error"].startswith("cannot start: ErrImagePull")
+    assert "127.0.0.1:9" in rec["error"]
+    assert jobs_of(kube, ns, "pull") == []  # the stuck Job was removed
+
+
+def test_step_pods_are_admitted_under_the_restricted_pod_security_level(kube: Kube, ns: str):
+    kube.run(
+        "label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted", "--overwrite"
+    )
+    kube.apply(
+        plan("psa", {"id": "a", "shell": "echo restricted"}, {"id": "b", "tool": "notes"}), "-n", ns
+    )
+    obj = wait_plan(kube, ns, "psa", timeout=120)
+    assert obj["status"]["phase"] == "Succeeded", obj["status"]
+
+
+def test_a_spec_change_starts_a_fresh_run_and_rerun_does_too(kube: Kube, ns: str):
+    kube.apply(plan("gitops", {"id": "a", "shell": "echo one"}), "-n", ns)
+    first = wait_plan(kube, ns, "gitops")
+    assert steps(first)["a"]["output"] == "one\n"
+    kube.apply(plan("gitops", {"id": "a", "shell": "echo two"}), "-n", ns)
+    second = wait_plan(kube, ns, "gitops", until=lambda o: o["status"]["report"]["generation"] == 2)
+    assert steps(second)["a"]["output"] == "two\n"
+    assert second["status"]["run"]["id"] != first["status"]["run"]["id"]
+    kube.run("annotate", "plan", "gitops", "-n", ns, "planops.dev/rerun=again", "--overwrite")
+    third = wait_plan(
+        kube,
+        ns,
+        "gitops",
+        until=lambda o: (
+            o["status"]["run"].get("rerun") == "again" and o["status"]["phase"] == "Succeeded"
+        ),
+    )
+    assert third["status"]["run"]["id"] != second["status"]["run"]["id"]
+    runs = {j["metadata"]["labels"]["planops.dev/run"] for j in jobs_of(kube, ns, "gitops")}
+    assert third["status"]["run"]["id"] in runs
+
+
+def test_the_metrics_endpoint_serves_real_values(kube: Kube, ns: str, operator: Operator):
+    kube.apply(plan("m", {"id": "a", "shell": "echo m"}), "-n", ns)
+    wait_plan(kube, ns, "m")
+    text = operator.metrics()
+    for name in (
+        "planops_plans_total",
+        "planops_steps_total",
+        "planops_step_duration_seconds",
+        "planops_dispatch_latency_seconds",
+        "planops_reconcile_duration_seconds",
+        "planops_status_patches_total",
+        "planops_steps_running",
+    ):
+        assert name in text, name
+    value = next(
+        float(line.split()[-1])
+        for line in text.splitlines()
+        if line.startswith('planops_plans_total{result="succeeded"}')
+    )
+    assert value >= 1
