@@ -53,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
         help="operator-wide image allowlist, comma-"
         "separated patterns; a Capsule can only narrow it",
     )
-    p.add_argument("--max-steps", type=int, default=5000)
+    p.add_argument("--max-steps", type=int, default=2000, help="at most 2000 (the status bound)")
     p.add_argument("--max-timeout-seconds", type=int, default=7 * 24 * 3600)
     p.add_argument("--resync-seconds", type=float, default=60.0)
     p.add_argument("-v", "--verbose", action="store_true")

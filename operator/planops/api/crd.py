@@ -21,7 +21,7 @@ from planops.api.documents import API_GROUP
 from planops.api.models import NAME_PATTERN, STEP_ID_PATTERN
 
 VERSION = "v1alpha1"
-MAX_STEPS = 5000
+MAX_STEPS = 2000  # the status bound (planops.reconciler.status) is computed for it
 MAX_DEPENDS_ON = 256
 
 Schema = dict[str, Any]

@@ -234,6 +234,7 @@ class Reconciler:
             children = await self.kube.list_plans(ref.namespace, ref.children_selector())
             observed += [child_attempt(c) for c in children]
         cap = status_.output_cap(capsule.output_limit_bytes, len(spec.steps))
+        n = len(spec.steps)
         attempts: list[AttemptFact] = []
         for obs in observed:
             if obs.step_id in settled_ids:
@@ -243,15 +244,11 @@ class Reconciler:
                 output = await self._output(ref.namespace, obs, cap)
             if obs.stuck:
                 await self.kube.delete_job(ref.namespace, obs.object_name)
+            out, err = status_.cap_step(output, obs.error, capsule.output_limit_bytes, n)
+            finished = (obs.finished_at or self.clock()) if obs.status else None
             attempts.append(
                 AttemptFact(
-                    obs.step_id,
-                    obs.attempt,
-                    obs.started_at,
-                    obs.status,
-                    (obs.finished_at or self.clock()) if obs.status else None,
-                    status_.cap_text(output, cap),
-                    status_.cap_text(obs.error, status_.ERROR_LIMIT),
+                    obs.step_id, obs.attempt, obs.started_at, obs.status, finished, out, err
                 )
             )
         for r in previous.get("refusedAttempts") or []:

@@ -1,14 +1,20 @@
 """The Plan's `.status`: phase, a `Succeeded` condition, the report, and what a restart needs.
 
-Bounded by design (a Plan must stay far under etcd's 1.5 MiB object limit whatever its size):
-- each step's recorded output is capped at min(Capsule outputLimitBytes, OUTPUT_BUDGET / steps),
-  with a truncation mark: the *documented trimming rule* (docs/operator.md) — a plan's outputs
-  together never exceed OUTPUT_BUDGET, however many steps print however much;
-- each error is capped at ERROR_LIMIT bytes; validation errors at MAX_ERRORS entries.
+Bounded by design: a Plan's status stays under 1 MiB whatever the plan's size or its steps'
+output (etcd refuses objects over 1.5 MiB, and the spec needs room too). The trimming rule
+(docs/operator.md):
+- a plan has at most MAX_STEPS steps (CRD maxItems); each settled step's record costs at most
+  STEP_OVERHEAD bytes besides its texts;
+- what remains of STATUS_BUDGET is shared equally: each step may record `text_share(steps)` bytes
+  of error + output, the error first (at most ERROR_LIMIT), the output in the rest, capped also at
+  the Capsule's outputLimitBytes; a cut text ends with a truncation mark. The full output stays in
+  the step's pod log (`kubectl plan logs`);
+- validation errors: at most MAX_ERRORS entries of at most MAX_ERROR_MESSAGE bytes.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from planops.engine import AttemptFact, PlanError, Report
@@ -16,27 +22,63 @@ from planops.engine.report import parse_rfc3339, rfc3339
 
 __all__ = ["cap_text", "invalid", "output_cap", "parse_rfc3339", "rfc3339", "running"]
 
-OUTPUT_BUDGET = 512 * 1024
-MIN_OUTPUT_SHARE = 256
+STATUS_BUDGET = 900 * 1024
+STEP_OVERHEAD = 256  # stepId (63), status, attempts, two timestamps, keys and JSON punctuation
+MAX_STEPS = 2000
 ERROR_LIMIT = 2048
 MAX_ERRORS = 200
+MAX_ERROR_MESSAGE = 512
 TRUNCATED = "\n[planops: output truncated at {kept} bytes]"
+MARK_ROOM = 48  # the truncation mark's own bytes
+
+
+def text_share(steps: int) -> int:
+    """Bytes of error + output each step may record (the trimming rule above)."""
+    n = max(1, min(steps, MAX_STEPS))
+    return (STATUS_BUDGET - n * STEP_OVERHEAD) // n - MARK_ROOM * 2
 
 
 def output_cap(capsule_limit: int, steps: int) -> int:
-    """Bytes of output recorded per step (the trimming rule above)."""
-    return max(MIN_OUTPUT_SHARE, min(capsule_limit, OUTPUT_BUDGET // max(1, steps)))
+    """Bytes of output recorded per step when its error takes nothing."""
+    return max(0, min(capsule_limit, text_share(steps)))
+
+
+def error_cap(steps: int) -> int:
+    return max(0, min(ERROR_LIMIT, text_share(steps)))
+
+
+def stored_len(text: str) -> int:
+    """Bytes `text` takes as a JSON string in the API server's encoding: UTF-8 (not \\u-escaped),
+    but with Go's escapes (\\n, \\", control characters, and <, >, & as \\u003c: 6 bytes)."""
+    n = len(json.dumps(text, ensure_ascii=False).encode()) - 2  # not the quotes
+    return n + 5 * (text.count("<") + text.count(">") + text.count("&"))
 
 
 def cap_text(text: str | None, limit: int) -> str | None:
-    """`text` within `limit` UTF-8 bytes, marked when cut; None for no text."""
+    """`text` within `limit` stored bytes (stored_len), marked when cut; None for no text."""
     if not text:
         return None
-    data = text.encode()
-    if len(data) <= limit:
+    if stored_len(text) <= limit:
         return text
-    kept = data[:limit].decode(errors="ignore")
+    lo, hi = 0, min(len(text), max(0, limit))  # longest prefix that fits: binary search
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if stored_len(text[:mid]) <= limit:
+            lo = mid
+        else:
+            hi = mid - 1
+    kept = text[:lo]
     return kept + TRUNCATED.format(kept=len(kept.encode()))
+
+
+def cap_step(
+    output: str | None, error: str | None, capsule_limit: int, steps: int
+) -> tuple[str | None, str | None]:
+    """(output, error) of one step within its share: the error first, the output in the rest."""
+    share = text_share(steps)
+    error = cap_text(error, min(ERROR_LIMIT, share))
+    room = share - (stored_len(error) if error else 0)
+    return cap_text(output, max(0, min(capsule_limit, room))), error
 
 
 def human_duration(seconds: float) -> str:
@@ -79,7 +121,7 @@ def invalid(
         "run": run,
         "phase": "Invalid",
         "progress": "0/0",
-        "errors": [{**e.to_json(), "message": e.message[:ERROR_LIMIT]} for e in shown],
+        "errors": [{**e.to_json(), "message": e.message[:MAX_ERROR_MESSAGE]} for e in shown],
         "errorCount": len(errors),
         "conditions": [
             condition(
