@@ -92,9 +92,8 @@ def test_sigkill_at_random_points_never_duplicates_a_job_and_the_report_is_exact
             (sid, str(a)) for sid, (_, _, n) in EXPECTED.items() for a in range(1, n + 1)
         )
     except BaseException:
-        print(
-            f"--- operator log ({kills} kills) ---\n{log.read_text()[-6000:] if log.exists() else ''}"
-        )
+        tail = log.read_text()[-6000:] if log.exists() else ""
+        print(f"--- operator log ({kills} kills) ---\n{tail}")
         raise
     finally:
         kube.run("delete", "namespace", ns, "--wait=false", check=False)
