@@ -12,7 +12,7 @@ _SLOW = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0
 
 plans = Counter(
     "planops_plans_total",
-    "Plans finished, by result (succeeded, failed, invalid).",
+    "Plans finished, by result (succeeded, failed, cancelled, invalid).",
     ["result"],
     registry=REGISTRY,
 )

@@ -330,3 +330,23 @@ def test_the_metrics_endpoint_serves_real_values(kube: Kube, ns: str, operator: 
         if line.startswith('planops_plans_total{result="succeeded"}')
     )
     assert value >= 1
+
+
+def test_a_1000_step_plan_with_large_outputs_keeps_its_status_under_one_mib(
+    kube: Kube, ns: str, busybox: str
+):
+    """Each step prints 100 kB; the status must stay bounded (the trimming rule of
+    planops.reconciler.status) and every step must still be reported. parallelism keeps the
+    node's 110-pod capacity from making queued Jobs outlive their deadline."""
+    n = 1000
+    kube.apply(capsule(busybox, shell={"allow": ["sh"]}), "-n", ns)
+    big = [{"id": f"s{i}", "shell": "sh -c 'yes planops | head -c 100000'"} for i in range(n)]
+    kube.apply(plan("big", *big, parallelism=60), "-n", ns)
+    obj = wait_plan(kube, ns, "big", timeout=900)
+    st = obj["status"]
+    assert st["phase"] == "Succeeded", st["conditions"]
+    assert len(st["report"]["steps"]) == n
+    size = len(json.dumps(st, separators=(",", ":"), ensure_ascii=False).encode())
+    assert size < 1 << 20, f"status is {size} bytes"
+    out = st["report"]["steps"][0]["output"]
+    assert out.startswith("planops\nplanops\n") and "[planops: output truncated at" in out

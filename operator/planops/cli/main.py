@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from planops import __version__
-from planops.cli import render
+from planops.cli import cluster, render
 from planops.cli.inputs import InputError, Loaded, load, with_default_capsule
 from planops.engine import PlanError, capsules, validate
 from planops.runners.local import LocalRunner
@@ -50,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     r.add_argument("-o", "--output", choices=["text", "json"], default="text")
     r.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    cluster.add_parsers(sub)
     return p
 
 
@@ -129,7 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "validate":
         return cmd_validate(args)
-    return cmd_run(args)
+    if args.command == "run":
+        return cmd_run(args)
+    return cluster.run(args)
 
 
 if __name__ == "__main__":

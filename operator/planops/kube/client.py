@@ -83,9 +83,10 @@ class Kube:
     api: client.ApiClient
 
     @classmethod
-    async def connect(cls, kubeconfig: str | None = None) -> Kube:
-        if kubeconfig:
-            await config.load_kube_config(config_file=kubeconfig)
+    async def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> Kube:
+        """In-cluster credentials, else the kubeconfig (given, $KUBECONFIG, ~/.kube/config)."""
+        if kubeconfig or context:
+            await config.load_kube_config(config_file=kubeconfig, context=context)
         else:
             try:
                 config.load_incluster_config()
@@ -165,6 +166,20 @@ class Kube:
             )
         )
 
+    async def patch_plan(self, namespace: str, name: str, patch: Obj) -> Obj:
+        """A merge patch of the Plan itself (metadata: the rerun / cancel annotations)."""
+        return await _obj(
+            await self._custom.patch_namespaced_custom_object_without_preload_content(
+                API_GROUP,
+                VERSION,
+                namespace,
+                "plans",
+                name,
+                patch,
+                _content_type="application/merge-patch+json",
+            )
+        )
+
     async def get_capsule(self, namespace: str, name: str) -> Obj | None:
         try:
             return await _obj(
@@ -219,6 +234,14 @@ class Kube:
         )
 
     # -- events ----------------------------------------------------------------------------------
+
+    async def list_events(self, namespace: str, name: str) -> list[Obj]:
+        data = await _json(
+            await self._core.list_namespaced_event_without_preload_content(
+                namespace, field_selector=f"involvedObject.name={name},involvedObject.kind=Plan"
+            )
+        )
+        return list(data["items"])
 
     async def create_event(self, namespace: str, body: Obj) -> None:
         await _json(

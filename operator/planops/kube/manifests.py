@@ -28,6 +28,7 @@ ANNOTATION_SPAWNED_BY = "planops.dev/spawned-by"
 ANNOTATION_DELEGATION = "planops.dev/delegation-id"
 ANNOTATION_OBJECTIVE = "planops.dev/objective"
 ANNOTATION_RERUN = "planops.dev/rerun"
+ANNOTATION_CANCEL = "planops.dev/cancel"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "planops"}
 CONTAINER = "step"
 NON_ROOT_UID = 65534

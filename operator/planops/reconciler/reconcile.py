@@ -10,11 +10,12 @@ The scheduling rules are not here: `planops.engine.Run` decides; this module onl
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -27,6 +28,7 @@ from planops.engine import (
     Facts,
     PlanError,
     Policy,
+    Report,
     Run,
     StepRecord,
     capsule_name,
@@ -41,9 +43,13 @@ from planops.reconciler import status as status_
 from planops.reconciler.observe import Observed, child_attempt, job_attempt, pods_by_job
 
 log = logging.getLogger("planops.reconciler")
+T = TypeVar("T")
 MAX_DEPTH = 8
 DEFAULT_TIMEOUT_SECONDS = 3600
 FINISHED = ("Succeeded", "Failed")
+#: Jobs / child Plans created at once by one reconcile (a wide fan-out must not be created one by
+#: one: the last step's dispatch latency would grow with the width of the plan).
+CREATE_CONCURRENCY = 16
 
 
 @dataclass
@@ -133,6 +139,22 @@ class Reconciler:
 
         facts, observed = await self._observe(ref, spec, capsule, previous)
         run = Run.restore(name, spec, facts)
+        cancel = (meta.get("annotations") or {}).get(manifests.ANNOTATION_CANCEL)
+        if cancel:
+            await self._cancel(
+                plan,
+                ref,
+                spec,
+                run,
+                observed,
+                previous,
+                run_info,
+                generation,
+                events,
+                now,
+                str(cancel),
+            )
+            return
         with_object = {(o.step_id, o.attempt) for o in observed}
         refused = [
             f
@@ -145,8 +167,11 @@ class Reconciler:
             decision = run.decide(now)
             new_settled += decision.settled
             refusal_made = False
-            for d in decision.dispatch:
-                refusal = await self._dispatch(ref, d, capsule, spec, events)
+            refusals = await _bounded(
+                [self._dispatch(ref, d, capsule, spec, events) for d in decision.dispatch],
+                CREATE_CONCURRENCY,
+            )
+            for d, refusal in zip(decision.dispatch, refusals, strict=True):
                 if refusal is None:
                     dispatched.append(d)
                     continue
@@ -236,12 +261,14 @@ class Reconciler:
         cap = status_.output_cap(capsule.output_limit_bytes, len(spec.steps))
         n = len(spec.steps)
         attempts: list[AttemptFact] = []
-        for obs in observed:
-            if obs.step_id in settled_ids:
-                continue
-            output = obs.output
-            if obs.kind == "job" and obs.status is not None:
-                output = await self._output(ref.namespace, obs, cap)
+        pending = [o for o in observed if o.step_id not in settled_ids]
+        outputs = await _bounded(
+            [self._output(ref.namespace, o, cap) for o in pending if o.kind == "job" and o.status],
+            CREATE_CONCURRENCY,
+        )
+        read = iter(outputs)
+        for obs in pending:
+            output = next(read) if obs.kind == "job" and obs.status else obs.output
             if obs.stuck:
                 await self.kube.delete_job(ref.namespace, obs.object_name)
             out, err = status_.cap_step(output, obs.error, capsule.output_limit_bytes, n)
@@ -374,6 +401,59 @@ class Reconciler:
         )
         return manifests.child_plan(parent, d, target, plan_spec)
 
+    async def _cancel(
+        self,
+        plan: dict[str, Any],
+        ref: manifests.PlanRef,
+        spec: PlanSpec,
+        run: Run,
+        observed: list[Observed],
+        previous: dict[str, Any],
+        run_info: dict[str, Any],
+        generation: int,
+        events: Recorder,
+        now: float,
+        why: str,
+    ) -> None:
+        """`kubectl plan cancel`: stop what runs, report it as failed (cancelled), end the plan."""
+        objects = {(o.step_id, o.attempt): o for o in observed}
+        cancelled = []
+        for step_id, attempt in run.in_flight_attempts():
+            obj = objects.get((step_id, attempt))
+            if obj is not None and obj.kind == "job":
+                await self.kube.delete_job(ref.namespace, obj.object_name)
+            elif obj is not None:
+                await self.kube.delete_plan(ref.namespace, obj.object_name)
+            started = obj.started_at if obj is not None else now
+            cancelled.append(
+                StepRecord(step_id, "failed", None, f"cancelled ({why})", attempt, started, now)
+            )
+        report = run.report()
+        report = Report(report.plan_id, False, None, (*report.steps, *cancelled))
+        started_at = status_.parse_rfc3339(str(run_info["startedAt"])) or now
+        new = status_.running(
+            report,
+            total=len(spec.steps),
+            finished=True,
+            dispatched_any=True,
+            generation=generation,
+            run=run_info,
+            refused=[],
+            previous=previous,
+            started_at=started_at,
+            now=now,
+            cancelled=why,
+        )
+        if previous.get("phase") not in FINISHED:
+            metrics.plans.labels("cancelled").inc()
+            events(
+                "PlanFailed",
+                f"cancelled ({why}); {len(cancelled)} running step(s) stopped",
+                warning=True,
+            )
+        await self._write(plan, previous, new)
+        await events.flush()
+
     # -- report -----------------------------------------------------------------------------------
 
     def _announce(
@@ -445,6 +525,22 @@ class Reconciler:
         meta = plan["metadata"]
         await self.kube.patch_plan_status(meta["namespace"], meta["name"], new)
         metrics.status_patches.inc()
+
+
+async def _bounded(calls: list[Coroutine[Any, Any, T]], limit: int) -> list[T]:
+    """Await `calls` with at most `limit` in flight; results in order. The first error propagates
+    after every call has ended (nothing is left running behind a failed reconcile)."""
+    gate = asyncio.Semaphore(limit)
+
+    async def one(call: Coroutine[Any, Any, T]) -> T:
+        async with gate:
+            return await call
+
+    results = await asyncio.gather(*(one(c) for c in calls), return_exceptions=True)
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    return results  # type: ignore[return-value]
 
 
 def _ready_at(finished: dict[str, float], d: Dispatch, default: float) -> float:

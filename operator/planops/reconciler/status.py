@@ -154,6 +154,7 @@ def running(
     previous: dict[str, Any],
     started_at: float,
     now: float,
+    cancelled: str | None = None,
 ) -> dict[str, Any]:
     if finished:
         phase = "Succeeded" if report.completed else "Failed"
@@ -164,6 +165,15 @@ def running(
             "True",
             "Succeeded",
             f"all {total} steps settled",
+            generation,
+            previous.get("conditions", []),
+            now,
+        )
+    elif phase == "Failed" and cancelled:
+        cond = condition(
+            "False",
+            "Cancelled",
+            f"cancelled: {cancelled}",
             generation,
             previous.get("conditions", []),
             now,

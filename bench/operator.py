@@ -1,0 +1,240 @@
+"""Benchmark of the operator on the local test cluster (tests/cluster/up --with-node).
+
+    eval "$(tests/cluster/up --with-node)"
+    .venv/bin/python bench/operator.py [--chain 30] [--plans 200] [--pod-plans 40] [--active 1000]
+
+Starts its own operator (watching one namespace it creates and deletes), then prints:
+- dispatch latency p50/p99: a dependency's Job seen Complete on a watch -> the next step's Job
+  seen ADDED (millisecond timing on the watch stream; Kubernetes timestamps have 1 s precision);
+- throughput of one-step plans: plans whose step needs no pod (a false `if`), which measures the
+  operator alone, and plans with a real pod, which measures this 2-core node;
+- status patches per settled step (from the operator's own metric);
+- operator memory (RSS) with N active plans (their pods unschedulable, so the node stays idle).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.conftest import Kube  # noqa: E402
+from tests.e2e.conftest import capsule, start_operator  # noqa: E402
+
+
+def plan(name: str, *steps: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "planops.dev/v1alpha1",
+        "kind": "Plan",
+        "metadata": {"name": name},
+        "spec": {"steps": list(steps), **spec},
+    }
+
+
+def apply_many(kube: Kube, ns: str, objs: list[dict[str, Any]]) -> None:
+    for i in range(0, len(objs), 100):
+        kube.run(
+            "apply",
+            "-n",
+            ns,
+            "-f",
+            "-",
+            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs[i : i + 100]}),
+            timeout=300,
+        )
+
+
+def phases(kube: Kube, ns: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for p in kube.get("plans", "-n", ns)["items"]:
+        ph = (p.get("status") or {}).get("phase", "none")
+        out[ph] = out.get(ph, 0) + 1
+    return out
+
+
+def wait_all(kube: Kube, ns: str, n: int, phase: str, timeout: float) -> float:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if phases(kube, ns).get(phase, 0) >= n:
+            return time.monotonic() - t0
+        time.sleep(0.2)
+    raise SystemExit(f"timed out: {phases(kube, ns)}")
+
+
+def dispatch_latency(kube: Kube, ns: str, chain: int) -> list[float]:
+    """Watch Jobs; for each step k > 0: time(Job k ADDED) - time(Job k-1 seen Complete)."""
+    seen_done: dict[str, float] = {}
+    added: dict[str, float] = {}
+    stop = threading.Event()
+    cmd = [
+        str(kube_bin()),
+        "--kubeconfig",
+        kube.kubeconfig,
+        "get",
+        "jobs",
+        "-n",
+        ns,
+        "-l",
+        "planops.dev/plan=chain",
+        "--watch",
+        "--output-watch-events",
+        "-o",
+        "json",
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+
+    def read() -> None:
+        buf = ""
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            buf += line
+            if line.rstrip() != "}":
+                continue
+            try:
+                ev = json.loads(buf)
+            except json.JSONDecodeError:
+                continue
+            buf = ""
+            now = time.monotonic()
+            job = ev["object"]
+            step = job["metadata"]["labels"]["planops.dev/step"]
+            added.setdefault(step, now)
+            if any(
+                c["type"] == "Complete" and c["status"] == "True"
+                for c in job.get("status", {}).get("conditions", []) or []
+            ):
+                seen_done.setdefault(step, now)
+            if stop.is_set():
+                return
+
+    t = threading.Thread(target=read, daemon=True)
+    t.start()
+    time.sleep(1)
+    steps = [{"id": "s0", "shell": "true"}] + [
+        {"id": f"s{i}", "shell": "true", "dependsOn": [f"s{i - 1}"]} for i in range(1, chain)
+    ]
+    kube.apply(plan("chain", *steps), "-n", ns)
+    wait_all(kube, ns, 1, "Succeeded", 60 + chain * 20)
+    time.sleep(1)
+    stop.set()
+    proc.terminate()
+    return [
+        added[f"s{i}"] - seen_done[f"s{i - 1}"]
+        for i in range(1, chain)
+        if f"s{i}" in added and f"s{i - 1}" in seen_done
+    ]
+
+
+def kube_bin() -> Path:
+    from tests.conftest import KUBECTL  # noqa: PLC0415
+
+    return KUBECTL
+
+
+def metric(text: str, name: str) -> float:
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name) and not line.startswith("#"):
+            total += float(line.split()[-1])
+    return total
+
+
+def rss_mib(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    kb = int(re.search(r"VmRSS:\s+(\d+)", status).group(1))  # type: ignore[union-attr]
+    return kb / 1024
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--chain", type=int, default=30)
+    ap.add_argument("--plans", type=int, default=200)
+    ap.add_argument("--pod-plans", type=int, default=40)
+    ap.add_argument("--active", type=int, default=1000)
+    args = ap.parse_args()
+    kubeconfig = os.environ["KUBECONFIG"]
+    kube = Kube(kubeconfig)
+    kube.run("apply", "-f", str(ROOT / "crds"))
+    busybox = "local/busybox:1.35.0"
+    ns = f"bench-{uuid.uuid4().hex[:6]}"
+    kube.run("create", "namespace", ns)
+    kube.apply(capsule(busybox), "-n", ns)
+    log = Path(f"/tmp/{ns}-operator.log")
+    op = start_operator(kubeconfig, [ns], log)
+    try:
+        lat = sorted(dispatch_latency(kube, ns, args.chain))
+        p50 = statistics.median(lat)
+        p99 = lat[min(len(lat) - 1, round(0.99 * (len(lat) - 1)))]
+        print(
+            f"dispatch latency over a {args.chain}-step chain ({len(lat)} samples): "
+            f"p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, max {lat[-1] * 1000:.0f} ms"
+        )
+
+        skip = {"id": "only", "shell": "true", "if": "'a' == 'b'"}
+        plans = [plan(f"np-{i}", skip) for i in range(args.plans)]
+        t0 = time.monotonic()
+        apply_many(kube, ns, plans)
+        wait_all(kube, ns, args.plans + 1, "Succeeded", 600)
+        took = time.monotonic() - t0
+        print(
+            f"throughput, {args.plans} one-step plans needing no pod (operator-bound): "
+            f"{args.plans / took:.1f} plans/s ({took:.1f} s, including kubectl apply)"
+        )
+
+        pods = [plan(f"pp-{i}", {"id": "only", "shell": "true"}) for i in range(args.pod_plans)]
+        t0 = time.monotonic()
+        apply_many(kube, ns, pods)
+        wait_all(kube, ns, args.plans + args.pod_plans + 1, "Succeeded", 1200)
+        took = time.monotonic() - t0
+        print(
+            f"throughput, {args.pod_plans} one-step plans with a pod (node-bound): "
+            f"{args.pod_plans / took:.2f} plans/s ({took:.1f} s)"
+        )
+
+        m = op.metrics()
+        patches, settled = (
+            metric(m, "planops_status_patches_total"),
+            metric(m, "planops_steps_total"),
+        )
+        print(
+            f"status patches per settled step: {patches / settled:.2f} "
+            f"({patches:.0f} patches, {settled:.0f} steps)"
+        )
+        rec = metric(m, "planops_reconcile_duration_seconds_count")
+        print(
+            f"reconciles: {rec:.0f}; mean reconcile "
+            f"{metric(m, 'planops_reconcile_duration_seconds_sum') / rec * 1000:.1f} ms"
+        )
+
+        before = rss_mib(op.proc.pid)
+        huge = {
+            "id": "wait",
+            "shell": "sleep 3600",
+            "resources": {"requests": {"cpu": "1000"}, "limits": {"cpu": "1000"}},
+        }
+        apply_many(kube, ns, [plan(f"act-{i}", huge) for i in range(args.active)])
+        wait_all(kube, ns, args.active, "Running", 1200)
+        time.sleep(5)
+        print(
+            f"operator RSS: {before:.0f} MiB before, {rss_mib(op.proc.pid):.0f} MiB with "
+            f"{args.active} active plans (pods unschedulable: the node stays idle)"
+        )
+    finally:
+        op.stop()
+        kube.run("delete", "namespace", ns, "--wait=false", check=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,390 @@
+"""The cluster verbs of `kubectl-plan`: submit --wait, get, describe, logs, trace, rerun, cancel.
+
+kubectl habits: -n/--namespace (default: the kubeconfig context's namespace, else `default`),
+--context, --kubeconfig, -o table|json|yaml. Everything goes through planops.kube (the only code
+that talks to the API). Exit codes: 0 success, 1 the plan failed, 2 bad input or invalid plan,
+3 the cluster could not be reached or refused the request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+
+from planops.api import API_VERSION
+from planops.cli import render
+from planops.cli.inputs import InputError, load
+from planops.engine.report import parse_rfc3339
+from planops.kube.client import ApiError, Kube
+from planops.kube.manifests import (
+    ANNOTATION_CANCEL,
+    ANNOTATION_RERUN,
+    CONTAINER,
+    LABEL_ATTEMPT,
+    LABEL_PLAN,
+    LABEL_STEP,
+)
+
+EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_CLUSTER = 0, 1, 2, 3
+FINISHED = ("Succeeded", "Failed", "Invalid")
+
+
+def add_common(p: argparse.ArgumentParser, output: bool = True) -> None:
+    p.add_argument("-n", "--namespace")
+    p.add_argument("--context")
+    p.add_argument("--kubeconfig")
+    if output:
+        p.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
+
+
+def add_parsers(sub: Any) -> None:
+    s = sub.add_parser("submit", help="create Plans in the cluster")
+    s.add_argument("files", nargs="+", metavar="FILE")
+    s.add_argument(
+        "--wait", action="store_true", help="wait for the plan to finish, showing progress"
+    )
+    s.add_argument("--timeout", type=float, default=0, help="seconds to wait (0: no limit)")
+    add_common(s)
+    g = sub.add_parser("get", help="list Plans, or show one")
+    g.add_argument("name", nargs="?")
+    add_common(g)
+    d = sub.add_parser("describe", help="a Plan's report as a table, its errors and events")
+    d.add_argument("name")
+    add_common(d, output=False)
+    lg = sub.add_parser("logs", help="the log of a step's pod (its full output)")
+    lg.add_argument("name")
+    lg.add_argument("step")
+    lg.add_argument("--attempt", type=int, help="default: the latest")
+    add_common(lg, output=False)
+    t = sub.add_parser("trace", help="a Plan's events (its trace) as rows")
+    t.add_argument("name")
+    add_common(t)
+    r = sub.add_parser("rerun", help="start a fresh run of a Plan (same spec)")
+    r.add_argument("name")
+    add_common(r, output=False)
+    c = sub.add_parser("cancel", help="stop a running Plan")
+    c.add_argument("name")
+    add_common(c, output=False)
+
+
+def namespace_of(args: argparse.Namespace) -> str:
+    if args.namespace:
+        return str(args.namespace)
+    path = (
+        args.kubeconfig
+        or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+        or str(Path.home() / ".kube" / "config")
+    )
+    try:
+        cfg = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return "default"
+    current = args.context or cfg.get("current-context")
+    for ctx in cfg.get("contexts") or []:
+        if ctx.get("name") == current:
+            return str((ctx.get("context") or {}).get("namespace") or "default")
+    return "default"
+
+
+def run(args: argparse.Namespace) -> int:
+    verb: Callable[[Kube, argparse.Namespace, str], Awaitable[int]] = VERBS[args.command]
+
+    async def main() -> int:
+        kube = await Kube.connect(args.kubeconfig, args.context)
+        try:
+            return await verb(kube, args, namespace_of(args))
+        finally:
+            await kube.close()
+
+    try:
+        return asyncio.run(main())
+    except ApiError as e:
+        hint = " (is the planops CRD installed? kubectl apply -f crds/)" if e.not_found else ""
+        sys.stderr.write(f"error: the cluster answered {e.status} {e.reason}: {e.message}{hint}\n")
+        return EXIT_CLUSTER
+    except (OSError, Exception) as e:
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        sys.stderr.write(f"error: cannot reach the cluster: {e}\n")
+        return EXIT_CLUSTER
+
+
+def _emit(obj: Any, fmt: str, out: TextIO = sys.stdout) -> None:
+    if fmt == "json":
+        out.write(json.dumps(obj, indent=2) + "\n")
+    else:
+        out.write(yaml.safe_dump(obj, sort_keys=False))
+
+
+def _age(ts: str | None) -> str:
+    t = parse_rfc3339(ts)
+    if t is None:
+        return "-"
+    s = int(time.time() - t)
+    return f"{s}s" if s < 120 else f"{s // 60}m" if s < 7200 else f"{s // 3600}h"
+
+
+def _row(p: dict[str, Any]) -> list[str]:
+    st = p.get("status") or {}
+    return [
+        p["metadata"]["name"],
+        st.get("phase", ""),
+        st.get("progress", ""),
+        st.get("failedStep", ""),
+        st.get("duration", ""),
+        _age(p["metadata"].get("creationTimestamp")),
+    ]
+
+
+async def cmd_get(kube: Kube, args: argparse.Namespace, ns: str) -> int:
+    if args.name:
+        plan = await kube.get_plan(ns, args.name)
+        if plan is None:
+            sys.stderr.write(f"error: plan {args.name!r} not found in namespace {ns}\n")
+            return EXIT_INPUT
+        plans = [plan]
+    else:
+        plans = await kube.list_plans(ns, "")
+    if args.output != "table":
+        _emit(
+            plans[0] if args.name else {"apiVersion": "v1", "kind": "List", "items": plans},
+            args.output,
+        )
+        return EXIT_OK
+    if not plans:
+        print(f"No plans in namespace {ns}.")
+        return EXIT_OK
+    render.table(
+        [["NAME", "PHASE", "STEPS", "FAILED", "DURATION", "AGE"], *map(_row, plans)], sys.stdout
+    )
+    return EXIT_OK
+
+
+async def cmd_describe(kube: Kube, args: argparse.Namespace, ns: str) -> int:
+    plan = await kube.get_plan(ns, args.name)
+    if plan is None:
+        sys.stderr.write(f"error: plan {args.name!r} not found in namespace {ns}\n")
+        return EXIT_INPUT
+    st = plan.get("status") or {}
+    cond = (st.get("conditions") or [{}])[0]
+    print(
+        f"Name:       {args.name}\nNamespace:  {ns}\n"
+        f"Capsule:    {plan['spec'].get('capsule', 'default')}"
+    )
+    print(
+        f"Phase:      {st.get('phase', '(not reconciled yet)')}  ({cond.get('reason', '')}: "
+        f"{cond.get('message', '')})"
+    )
+    run = st.get("run") or {}
+    print(
+        f"Run:        {run.get('id', '-')} (generation {run.get('generation', '-')})  "
+        f"started {st.get('startedAt', '-')}  duration {st.get('duration', '-')}"
+    )
+    if st.get("errors"):
+        print(f"\nValidation errors ({st.get('errorCount', len(st['errors']))}):")
+        for e in st["errors"]:
+            where = f"step {e['step']!r}, " if e.get("step") else ""
+            print(f"  - [{e['code']}] {where}{e['path']}: {e['message']}")
+    report = st.get("report") or {}
+    if report.get("steps"):
+        print("\nSteps (in the order they settled):")
+        rows = [["STEP", "STATUS", "ATTEMPTS", "STARTED", "FINISHED", "DETAIL"]]
+        for s in report["steps"]:
+            detail = (
+                render.first_line(s.get("error"))
+                if s.get("error")
+                else render.first_line(s.get("output"))
+            )
+            rows.append(
+                [
+                    s["stepId"],
+                    s["status"],
+                    str(s.get("attempts", "")),
+                    s.get("startedAt") or "-",
+                    s.get("finishedAt") or "-",
+                    detail,
+                ]
+            )
+        render.table(rows, sys.stdout)
+    events = sorted(await kube.list_events(ns, args.name), key=_event_time)[-10:]
+    if events:
+        print("\nRecent events:")
+        render.table(
+            [
+                ["TYPE", "REASON", "MESSAGE"],
+                *[
+                    [
+                        e.get("type", ""),
+                        e.get("reason", ""),
+                        render.first_line(e.get("message"), 90),
+                    ]
+                    for e in events
+                ],
+            ],
+            sys.stdout,
+        )
+    return EXIT_OK
+
+
+def _event_time(e: dict[str, Any]) -> str:
+    return str(e.get("eventTime") or e.get("lastTimestamp") or e.get("firstTimestamp") or "")
+
+
+async def cmd_trace(kube: Kube, args: argparse.Namespace, ns: str) -> int:
+    events = sorted(await kube.list_events(ns, args.name), key=_event_time)
+    if args.output != "table":
+        _emit(
+            [{k: e.get(k) for k in ("eventTime", "type", "reason", "message")} for e in events],
+            args.output,
+        )
+        return EXIT_OK
+    rows = [["TIME", "TYPE", "REASON", "MESSAGE"]]
+    rows += [
+        [_event_time(e), e.get("type", ""), e.get("reason", ""), e.get("message", "")]
+        for e in events
+    ]
+    render.table(rows, sys.stdout)
+    return EXIT_OK
+
+
+async def cmd_logs(kube: Kube, args: argparse.Namespace, ns: str) -> int:
+    selector = f"{LABEL_PLAN}={args.name},{LABEL_STEP}={args.step}"
+    if args.attempt:
+        selector += f",{LABEL_ATTEMPT}={args.attempt}"
+    pods = await kube.list_pods(ns, selector)
+    if pods:
+        pods.sort(
+            key=lambda p: (
+                int(p["metadata"]["labels"].get(LABEL_ATTEMPT, 0)),
+                p["metadata"].get("creationTimestamp", ""),
+            )
+        )
+        sys.stdout.write(await kube.read_log(ns, pods[-1]["metadata"]["name"], CONTAINER, 64 << 20))
+        return EXIT_OK
+    plan = await kube.get_plan(ns, args.name)  # the pod is gone: the recorded output remains
+    for s in ((plan or {}).get("status") or {}).get("report", {}).get("steps", []):
+        if s["stepId"] == args.step:
+            sys.stderr.write(
+                "note: the step's pod is gone; showing the output recorded in the report\n"
+            )
+            sys.stdout.write(s.get("output") or "")
+            return EXIT_OK
+    sys.stderr.write(
+        f"error: no pod and no recorded output for step {args.step!r} of plan {args.name!r}\n"
+    )
+    return EXIT_INPUT
+
+
+async def _annotate(kube: Kube, ns: str, name: str, key: str, value: str) -> int:
+    if await kube.get_plan(ns, name) is None:
+        sys.stderr.write(f"error: plan {name!r} not found in namespace {ns}\n")
+        return EXIT_INPUT
+    await kube.patch_plan(ns, name, {"metadata": {"annotations": {key: value}}})
+    return EXIT_OK
+
+
+async def cmd_rerun(kube: Kube, args: argparse.Namespace, ns: str) -> int:
+    token = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    rc = await _annotate(kube, ns, args.name, ANNOTATION_RERUN, token)
+    if rc == EXIT_OK:
+        print(f"plan {args.name}: re-run {token} requested")
+    return rc
+
+
+async def cmd_cancel(kube: Kube, args: argparse.Namespace, ns: str) -> int:
+    rc = await _annotate(
+        kube,
+        ns,
+        args.name,
+        ANNOTATION_CANCEL,
+        f"kubectl plan cancel at {time.strftime('%H:%M:%SZ', time.gmtime())}",
+    )
+    if rc == EXIT_OK:
+        print(f"plan {args.name}: cancel requested")
+    return rc
+
+
+async def cmd_submit(kube: Kube, args: argparse.Namespace, ns: str) -> int:
+    try:
+        loaded = load(args.files)
+    except InputError as e:
+        for line in e.lines:
+            sys.stderr.write(f"error: {line}\n")
+        return EXIT_INPUT
+    names = []
+    for _, doc in loaded.plans:
+        body = {
+            "apiVersion": API_VERSION,
+            "kind": "Plan",
+            "metadata": {"name": doc.plan_id, "namespace": doc.namespace or ns},
+            "spec": doc.spec.dump(),
+        }
+        try:
+            await kube.create_plan(doc.namespace or ns, body)
+        except ApiError as e:
+            if e.already_exists:
+                sys.stderr.write(
+                    f"error: plan {doc.plan_id!r} already exists in {doc.namespace or ns}: "
+                    f"`kubectl plan rerun {doc.plan_id}` runs it again\n"
+                )
+                return EXIT_INPUT
+            if e.status in (400, 422):
+                sys.stderr.write(f"error: the cluster refused plan {doc.plan_id!r}: {e.message}\n")
+                return EXIT_INPUT
+            raise
+        names.append((doc.namespace or ns, doc.plan_id))
+        print(f"plan.planops.dev/{doc.plan_id} created")
+    if not args.wait:
+        return EXIT_OK
+    results = [await _wait(kube, pns, name, args.timeout) for pns, name in names]
+    return max(results)
+
+
+async def _wait(kube: Kube, ns: str, name: str, timeout: float) -> int:
+    """Progress lines while the plan runs (one per settled step), then the verdict."""
+    deadline = time.monotonic() + timeout if timeout else None
+    shown = 0
+    while True:
+        plan = await kube.get_plan(ns, name)
+        st = (plan or {}).get("status") or {}
+        steps = (st.get("report") or {}).get("steps") or []
+        for s in steps[shown:]:
+            mark = {"success": "✔", "failed": "✘", "skipped": "↷"}.get(s["status"], "?")
+            why = f": {render.first_line(s.get('error'))}" if s.get("error") else ""
+            sys.stderr.write(f"  {mark} {s['stepId']} {s['status']}{why}\n")
+        shown = len(steps)
+        phase = st.get("phase")
+        if phase in FINISHED:
+            if phase == "Invalid":
+                sys.stderr.write(
+                    f"plan {name}: refused, {st.get('errorCount')} error(s) (nothing ran):\n"
+                )
+                for e in st.get("errors") or []:
+                    sys.stderr.write(f"  - [{e['code']}] {e['path']}: {e['message']}\n")
+                return EXIT_INPUT
+            print(f"plan {name}: {phase} ({st.get('progress')} steps, {st.get('duration')})")
+            return EXIT_OK if phase == "Succeeded" else EXIT_FAILED
+        if deadline is not None and time.monotonic() > deadline:
+            sys.stderr.write(f"plan {name}: still {phase or 'pending'} after {timeout:.0f}s\n")
+            return EXIT_FAILED
+        await asyncio.sleep(0.5)
+
+
+VERBS: dict[str, Callable[[Kube, argparse.Namespace, str], Awaitable[int]]] = {
+    "submit": cmd_submit,
+    "get": cmd_get,
+    "describe": cmd_describe,
+    "logs": cmd_logs,
+    "trace": cmd_trace,
+    "rerun": cmd_rerun,
+    "cancel": cmd_cancel,
+}
