@@ -233,6 +233,34 @@ class Kube:
             )
         )
 
+    # -- workspace claims ------------------------------------------------------------------------
+
+    async def create_pvc(self, namespace: str, body: Obj) -> Obj:
+        return await _obj(
+            await self._core.create_namespaced_persistent_volume_claim_without_preload_content(
+                namespace, body
+            )
+        )
+
+    async def list_pvcs(self, namespace: str, selector: str) -> list[Obj]:
+        data = await _json(
+            await self._core.list_namespaced_persistent_volume_claim_without_preload_content(
+                namespace, label_selector=selector
+            )
+        )
+        return list(data["items"])
+
+    async def delete_pvc(self, namespace: str, name: str) -> None:
+        try:
+            await _json(
+                await self._core.delete_namespaced_persistent_volume_claim_without_preload_content(
+                    name, namespace
+                )
+            )
+        except ApiError as e:
+            if not e.not_found:
+                raise
+
     # -- events ----------------------------------------------------------------------------------
 
     async def list_events(self, namespace: str, name: str) -> list[Obj]:

@@ -215,6 +215,27 @@ def job(
     }
 
 
+def workspace_claim(ref: PlanRef, size: str, storage_class: str | None) -> dict[str, Any]:
+    """The run's workspace: one claim, owned by the Plan (removed with it), named per run."""
+    spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": size}},
+    }
+    if storage_class:
+        spec["storageClassName"] = storage_class
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": child_name(ref.name, ref.run, "workspace", 0),
+            "namespace": ref.namespace,
+            "labels": {LABEL_PLAN: ref.name, LABEL_RUN: ref.run, **MANAGED_BY},
+            "ownerReferences": [ref.owner()],
+        },
+        "spec": spec,
+    }
+
+
 def child_plan(ref: PlanRef, d: Dispatch, target: str, spec: dict[str, Any]) -> dict[str, Any]:
     """The child Plan of a capsule step: the target Capsule's plan, under the target Capsule."""
     name = child_name(ref.name, ref.run, d.step.id, d.attempt)

@@ -137,6 +137,7 @@ class Reconciler:
                 generation=generation,
             )
 
+        claim = await self._workspace(ref, spec)
         facts, observed = await self._observe(ref, spec, capsule, previous)
         run = Run.restore(name, spec, facts)
         cancel = (meta.get("annotations") or {}).get(manifests.ANNOTATION_CANCEL)
@@ -168,7 +169,7 @@ class Reconciler:
             new_settled += decision.settled
             refusal_made = False
             refusals = await _bounded(
-                [self._dispatch(ref, d, capsule, spec, events) for d in decision.dispatch],
+                [self._dispatch(ref, d, capsule, spec, events, claim) for d in decision.dispatch],
                 CREATE_CONCURRENCY,
             )
             for d, refusal in zip(decision.dispatch, refusals, strict=True):
@@ -320,6 +321,23 @@ class Reconciler:
         other_children = f"{manifests.LABEL_PARENT}={ref.name},{manifests.LABEL_RUN}!={ref.run}"
         for child in await self.kube.list_plans(ref.namespace, other_children):
             await self.kube.delete_plan(ref.namespace, child["metadata"]["name"])
+        for pvc in await self.kube.list_pvcs(ref.namespace, other):
+            await self.kube.delete_pvc(ref.namespace, pvc["metadata"]["name"])
+
+    async def _workspace(self, ref: manifests.PlanRef, spec: PlanSpec) -> str | None:
+        """The claim mounted at /workspace in every step pod of this run, if the plan has one."""
+        ws = spec.workspace
+        if ws is None:
+            return None
+        if ws.claim_name:
+            return ws.claim_name
+        body = manifests.workspace_claim(ref, ws.size or "1Gi", ws.storage_class_name)
+        try:
+            await self.kube.create_pvc(ref.namespace, body)
+        except ApiError as e:
+            if not e.already_exists:
+                raise
+        return str(body["metadata"]["name"])
 
     async def _dispatch(
         self,
@@ -328,12 +346,13 @@ class Reconciler:
         capsule: CapsuleSpec,
         spec: PlanSpec,
         events: Recorder,
+        claim: str | None,
     ) -> str | None:
         """Create the attempt's Job or child Plan; returns a refusal (nothing created) or None."""
         if d.kind == "capsule":
             body_or_refusal = await self._child(ref, d, capsule, spec)
         else:
-            body_or_refusal = self._job(ref, d, capsule, spec)
+            body_or_refusal = self._job(ref, d, capsule, claim)
         if isinstance(body_or_refusal, str):
             return body_or_refusal
         try:
@@ -357,7 +376,7 @@ class Reconciler:
         return None
 
     def _job(
-        self, ref: manifests.PlanRef, d: Dispatch, capsule: CapsuleSpec, spec: PlanSpec
+        self, ref: manifests.PlanRef, d: Dispatch, capsule: CapsuleSpec, claim: str | None
     ) -> dict[str, Any] | str:
         if d.kind == "tool" and capsule.tool(d.step.tool or "") is None:
             return f"call denied: tool {d.step.tool!r} is no longer in the Capsule's inventory"
@@ -375,7 +394,6 @@ class Reconciler:
             capsule.max_timeout_seconds or self.policy.max_timeout_seconds,
             self.policy.max_timeout_seconds,
         )
-        claim = spec.workspace.claim_name if spec.workspace is not None else None
         return manifests.job(ref, d, capsule, image, timeout_seconds=timeout, workspace_claim=claim)
 
     async def _child(
