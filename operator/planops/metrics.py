@@ -68,6 +68,12 @@ reconcile_errors = Counter(
     ["kind"],
     registry=REGISTRY,
 )
+scheduled_runs = Counter(
+    "planops_scheduled_runs_total",
+    "Scheduled times, by outcome: started, missed (never run), skipped (Forbid kept it waiting).",
+    ["result"],
+    registry=REGISTRY,
+)
 status_patches = Counter(
     "planops_status_patches_total", "Status patches written.", registry=REGISTRY
 )

@@ -1,8 +1,8 @@
-"""kopf registrations: watches that feed the work queue, and the operator's lifecycle.
+"""kopf registrations: watches that feed the work queues, and the operator's lifecycle.
 
-Only `on.event` handlers and an index: no state-changing handlers, so kopf writes no annotations
-on Plans (nothing shows as drift in Argo CD) and adds no finalizers (a finalizer would block
-Argo CD prunes while the operator is down). Garbage collection removes children with their Plan.
+Only `on.event` handlers: no state-changing handlers, so kopf writes no annotations on Plans
+(nothing shows as drift in Argo CD) and adds no finalizers (a finalizer would block Argo CD prunes
+while the operator is down). Garbage collection removes children with their owner.
 """
 
 from __future__ import annotations
@@ -19,6 +19,11 @@ from planops.handlers.queue import Coalescer
 from planops.kube.client import Kube
 from planops.kube.manifests import LABEL_PARENT, LABEL_PLAN
 from planops.reconciler.reconcile import Reconciler
+from planops.reconciler.scheduled import (
+    LABEL_CLUSTER_SCHEDULED_BY,
+    LABEL_SCHEDULED_BY,
+    ScheduleReconciler,
+)
 
 log = logging.getLogger("planops.handlers")
 GROUP, VERSION = "planops.dev", "v1alpha1"
@@ -34,9 +39,12 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     memo.kube = kube
     memo.queue = Coalescer(Reconciler(kube, CONFIG.policy).reconcile, workers=CONFIG.workers)
     memo.queue.start()
+    memo.schedules = Coalescer(ScheduleReconciler(kube, CONFIG.policy).reconcile, workers=2)
+    memo.schedules.start()
     if CONFIG.metrics_port:
         metrics.serve(CONFIG.metrics_port, CONFIG.metrics_address)
     memo.active = set()  # plans not finished, kept by plan_event, for the resync
+    memo.cluster_schedules = set()
     memo.resync = asyncio.create_task(_resync(memo))
 
 
@@ -44,6 +52,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     memo.resync.cancel()
     await memo.queue.stop()
+    await memo.schedules.stop()
     await memo.kube.close()
 
 
@@ -67,9 +76,13 @@ async def plan_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_
         memo.active.add((ns, name))
     if event["type"] != "DELETED":
         memo.queue.put((ns, name))
-    parent = (meta.get("labels") or {}).get(LABEL_PARENT)
-    if parent:
-        memo.queue.put((ns, parent))
+    labels = meta.get("labels") or {}
+    if labels.get(LABEL_PARENT):
+        memo.queue.put((ns, labels[LABEL_PARENT]))
+    if labels.get(LABEL_SCHEDULED_BY):  # a run changed: its schedule may start the next (Forbid)
+        memo.schedules.put(("scheduledplans", ns, labels[LABEL_SCHEDULED_BY]))
+    if labels.get(LABEL_CLUSTER_SCHEDULED_BY):
+        memo.schedules.put(("clusterscheduledplans", "", labels[LABEL_CLUSTER_SCHEDULED_BY]))
 
 
 @kopf.on.event("batch", "v1", "jobs", labels={LABEL_PLAN: kopf.PRESENT})
@@ -80,6 +93,33 @@ async def job_event(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
 @kopf.on.event("", "v1", "pods", labels={LABEL_PLAN: kopf.PRESENT})
 async def pod_event(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     memo.queue.put((body["metadata"]["namespace"], body["metadata"]["labels"][LABEL_PLAN]))
+
+
+@kopf.on.event(GROUP, VERSION, "scheduledplans")
+async def scheduled_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    if event["type"] != "DELETED":
+        memo.schedules.put(
+            ("scheduledplans", body["metadata"]["namespace"], body["metadata"]["name"])
+        )
+
+
+@kopf.on.event(GROUP, VERSION, "clusterscheduledplans")
+async def cluster_scheduled_event(
+    event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any
+) -> None:
+    name = body["metadata"]["name"]
+    if event["type"] == "DELETED":
+        memo.cluster_schedules.discard(name)
+    else:
+        memo.cluster_schedules.add(name)
+        memo.schedules.put(("clusterscheduledplans", "", name))
+
+
+@kopf.on.event("", "v1", "namespaces")
+async def namespace_event(memo: kopf.Memo, **_: Any) -> None:
+    """A namespace appeared or its labels changed: every ClusterScheduledPlan looks again."""
+    for name in list(memo.cluster_schedules):
+        memo.schedules.put(("clusterscheduledplans", "", name))
 
 
 @kopf.on.probe(id="queue")

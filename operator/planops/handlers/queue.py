@@ -1,9 +1,10 @@
-"""A coalescing work queue: one reconcile at a time per Plan, bursts collapsed into one pass.
+"""A coalescing work queue: one reconcile at a time per key, bursts collapsed into one pass.
 
 Event-driven dispatch (no fixed requeue floor, unlike Argo's 10 s): a Job event enqueues its Plan
 at once. A key enqueued while it is being reconciled is marked dirty and runs again right after,
-so no event is lost and no Plan is reconciled twice concurrently. A failed reconcile is retried
-with capped exponential backoff.
+so no event is lost and no object is reconciled twice concurrently. A failed reconcile is retried
+with capped exponential backoff. `fn(*key)` may return seconds after which the key is looked at
+again (a schedule's next time), or None for "when an event comes".
 """
 
 from __future__ import annotations
@@ -13,12 +14,15 @@ import logging
 from collections.abc import Awaitable, Callable
 
 log = logging.getLogger("planops.queue")
-Key = tuple[str, str]
+Key = tuple[str, ...]
 
 
 class Coalescer:
     def __init__(
-        self, fn: Callable[[str, str], Awaitable[None]], workers: int = 4, max_backoff: float = 30.0
+        self,
+        fn: Callable[..., Awaitable[float | None]],
+        workers: int = 4,
+        max_backoff: float = 30.0,
     ) -> None:
         self.fn = fn
         self.workers = workers
@@ -55,18 +59,20 @@ class Coalescer:
             self.pending.discard(key)
             self.running.add(key)
             try:
-                await self.fn(*key)
+                again = await self.fn(*key)
                 self.failures.pop(key, None)
+                if again is not None:
+                    loop.call_later(again, self.put, key)
             except Exception as e:
                 n = self.failures[key] = self.failures.get(key, 0) + 1
                 delay = min(self.max_backoff, 0.5 * 2 ** (n - 1))
                 log.warning(
-                    "reconcile of %s/%s failed (attempt %d, retry in %.1fs): %s",
-                    *key,
+                    "reconcile of %s failed (attempt %d, retry in %.1fs): %s",
+                    "/".join(key),
                     n,
                     delay,
                     e,
-                    exc_info=not isinstance(e, OSError) and n == 1,
+                    exc_info=n == 1,
                 )
                 loop.call_later(delay, self.put, key)
             finally:

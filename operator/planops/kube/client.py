@@ -192,6 +192,51 @@ class Kube:
                 return None
             raise
 
+    # -- any planops kind (scheduled plans; cluster-scoped when namespace is None) -----------------
+
+    async def get_object(self, plural: str, namespace: str | None, name: str) -> Obj | None:
+        try:
+            if namespace is None:
+                return await _obj(
+                    await self._custom.get_cluster_custom_object_without_preload_content(
+                        API_GROUP, VERSION, plural, name
+                    )
+                )
+            return await _obj(
+                await self._custom.get_namespaced_custom_object_without_preload_content(
+                    API_GROUP, VERSION, namespace, plural, name
+                )
+            )
+        except ApiError as e:
+            if e.not_found:
+                return None
+            raise
+
+    async def patch_status(
+        self, plural: str, namespace: str | None, name: str, status: Obj
+    ) -> None:
+        """Replace .status whole (JSON Patch `add`, as for Plans)."""
+        body = [{"op": "add", "path": "/status", "value": status}]
+        ct = "application/json-patch+json"
+        if namespace is None:
+            await _json(
+                await self._custom.patch_cluster_custom_object_status_without_preload_content(
+                    API_GROUP, VERSION, plural, name, body, _content_type=ct
+                )
+            )
+        else:
+            await _json(
+                await self._custom.patch_namespaced_custom_object_status_without_preload_content(
+                    API_GROUP, VERSION, namespace, plural, name, body, _content_type=ct
+                )
+            )
+
+    async def list_namespaces(self, selector: str) -> list[Obj]:
+        data = await _json(
+            await self._core.list_namespace_without_preload_content(label_selector=selector)
+        )
+        return list(data["items"])
+
     # -- Jobs and pods --------------------------------------------------------------------------
 
     async def list_jobs(self, namespace: str, selector: str) -> list[Obj]:

@@ -46,13 +46,13 @@ def event(plan: dict[str, Any], reason: str, message: str, warning: bool = False
         "kind": "Event",
         "metadata": {
             "name": f"{meta['name'][:200]}.{uuid.uuid4().hex[:16]}",
-            "namespace": meta["namespace"],
+            "namespace": meta.get("namespace") or "default",  # cluster-scoped objects: default
         },
         "involvedObject": {
             "apiVersion": plan["apiVersion"],
-            "kind": "Plan",
+            "kind": plan["kind"],
             "name": meta["name"],
-            "namespace": meta["namespace"],
+            "namespace": meta.get("namespace") or "",
             "uid": meta["uid"],
         },
         "reason": reason,
@@ -87,7 +87,7 @@ class Recorder:
                     {
                         "record": RECORDS.get(reason, reason),
                         "reason": reason,
-                        "namespace": meta["namespace"],
+                        "namespace": (meta.get("namespace") or "default"),
                         "plan": meta["name"],
                         "message": message,
                         **fields,
@@ -97,13 +97,13 @@ class Recorder:
             )
             try:
                 await self.kube.create_event(
-                    meta["namespace"], event(self.plan, reason, message, warning)
+                    (meta.get("namespace") or "default"), event(self.plan, reason, message, warning)
                 )
             except ApiError as e:
                 log.warning(
                     "could not post event %s on plan %s/%s: %s",
                     reason,
-                    meta["namespace"],
+                    (meta.get("namespace") or "default"),
                     meta["name"],
                     e,
                 )

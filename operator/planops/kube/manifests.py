@@ -31,6 +31,7 @@ ANNOTATION_RERUN = "planops.dev/rerun"
 ANNOTATION_CANCEL = "planops.dev/cancel"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "planops"}
 CONTAINER = "step"
+QUEUE_ALLOWANCE_SECONDS = 3600
 NON_ROOT_UID = 65534
 WORKSPACE_MOUNT = "/workspace"
 
@@ -168,6 +169,7 @@ def job(
     }
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
+        "activeDeadlineSeconds": timeout_seconds,
         "automountServiceAccountToken": capsule.automount_service_account_token,
         "enableServiceLinks": False,
         "securityContext": {
@@ -209,7 +211,10 @@ def job(
         },
         "spec": {
             "backoffLimit": 0,
-            "activeDeadlineSeconds": timeout_seconds,
+            # the step's timeout bounds its *running* time (on the pod, from the kubelet's start);
+            # the Job's own deadline adds room for waiting on a busy cluster, so nothing waits
+            # forever, and a step never times out only because the cluster was full
+            "activeDeadlineSeconds": timeout_seconds + QUEUE_ALLOWANCE_SECONDS,
             "template": {"metadata": {"labels": labels}, "spec": pod_spec},
         },
     }

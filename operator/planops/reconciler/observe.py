@@ -109,9 +109,15 @@ def job_attempt(job: Obj, pod: Obj | None) -> Observed:
         )
     if (failed := _condition(job, "Failed")) is not None:
         finished = parse_rfc3339(failed.get("lastTransitionTime"))
-        if failed.get("reason") == "DeadlineExceeded":
-            limit = spec.get("activeDeadlineSeconds")
-            error = f"deadline exceeded: the attempt ran longer than {limit}s"
+        pod_deadline = (pod or {}).get("spec", {}).get("activeDeadlineSeconds")
+        if (pod or {}).get("status", {}).get("reason") == "DeadlineExceeded":
+            error = f"deadline exceeded: the attempt ran longer than {pod_deadline}s"
+        elif failed.get("reason") == "DeadlineExceeded":
+            waited = spec.get("activeDeadlineSeconds")
+            error = (
+                f"deadline exceeded: the attempt did not finish within {waited}s of its Job's "
+                "creation (the cluster had no room to start it in time)"
+            )
         else:
             error = _pod_error(pod, limits) or f"{failed.get('reason')}: {failed.get('message')}"
         return Observed(

@@ -1,0 +1,363 @@
+"""Reconcile ScheduledPlans and ClusterScheduledPlans: stamp a Plan run when one is due.
+
+The rules are planops.engine.schedule's (a pure function of spec, history and now); this module
+observes the runs, acts on the decision and writes the status. Idempotent by construction: a run
+is named after its scheduled time, so a restart or two replicas create it once (AlreadyExists =
+adopt). Returns how long until the next schedule time, so the caller can wake up then.
+
+A ClusterScheduledPlan applies the same decision per matching namespace, with per-namespace
+history: each run uses the Capsule of its own namespace. A namespace that starts matching is
+scheduled from the moment it is first seen (no backfill of older times); one that stops matching
+gets no new runs (its runs finish and stay until the history limits or the owner remove them).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from planops import metrics
+from planops.api import API_VERSION
+from planops.api.documents import problems_of
+from planops.api.models import CapsuleSpec, ClusterScheduledPlanSpec, ScheduledPlanSpec
+from planops.engine import Policy, capsule_name, validate
+from planops.engine import schedule as rules
+from planops.engine.report import parse_rfc3339, rfc3339
+from planops.kube.client import ApiError, Kube
+from planops.kube.events import Recorder
+from planops.kube.manifests import MANAGED_BY
+
+log = logging.getLogger("planops.scheduled")
+LABEL_SCHEDULED_BY = "planops.dev/scheduled-by"
+LABEL_CLUSTER_SCHEDULED_BY = "planops.dev/cluster-scheduled-by"
+ANNOTATION_SCHEDULED_TIME = "planops.dev/scheduled-time"
+FINISHED = ("Succeeded", "Failed", "Invalid")
+MIN_WAKE, MAX_WAKE = 0.5, 3600.0
+
+
+@dataclass
+class NamespaceResult:
+    last_scheduled: datetime | None
+    last_successful: datetime | None
+    active: list[str]
+    missed_key: str | None
+
+
+@dataclass
+class ScheduleReconciler:
+    kube: Kube
+    policy: Policy = field(default_factory=Policy)
+    clock: Callable[[], float] = time.time
+
+    async def reconcile(self, plural: str, namespace: str, name: str) -> float | None:
+        cluster = plural == "clusterscheduledplans"
+        obj = await self.kube.get_object(plural, None if cluster else namespace, name)
+        if obj is None or obj["metadata"].get("deletionTimestamp"):
+            return None
+        now = datetime.fromtimestamp(self.clock(), UTC)
+        previous = obj.get("status") or {}
+        events = Recorder(self.kube, obj)
+        model = ClusterScheduledPlanSpec if cluster else ScheduledPlanSpec
+        try:
+            spec = model.model_validate(obj.get("spec") or {})
+        except ValidationError as e:
+            errors = [f"{p.path}: {p.message}" for p in problems_of(e, "spec")]
+            await self._invalid(obj, plural, cluster, previous, errors, events)
+            return None
+        sched = rules.ScheduleSpec(
+            spec.schedule,
+            spec.time_zone,
+            spec.starting_deadline_seconds,
+            spec.concurrency_policy,
+            spec.suspend,
+        )
+        errors = rules.check(sched)
+        if errors:
+            await self._invalid(obj, plural, cluster, previous, errors, events)
+            return None
+
+        if cluster:
+            assert isinstance(spec, ClusterScheduledPlanSpec)
+            namespaces = [
+                n["metadata"]["name"]
+                for n in await self.kube.list_namespaces(spec.namespace_selector.to_selector())
+            ]
+        else:
+            namespaces = [namespace]
+        per_ns: dict[str, Any] = previous.get("namespaces") or {}
+        new_ns: dict[str, Any] = {}
+        invalid: list[str] = []
+        for ns in sorted(namespaces):
+            before = per_ns.get(ns, {}) if cluster else previous
+            errs = await self._template_errors(spec, ns)
+            if errs:
+                invalid += [f"{ns}: {e}" if cluster else e for e in errs]
+                continue
+            since = parse_rfc3339(before.get("since")) if cluster else None
+            created = (
+                (datetime.fromtimestamp(since, UTC) if since else now)
+                if cluster
+                else datetime.fromtimestamp(
+                    parse_rfc3339(obj["metadata"]["creationTimestamp"]) or 0, UTC
+                )
+            )
+            result = await self._namespace(
+                obj, ns, cluster, spec, sched, created, before, now, events
+            )
+            new_ns[ns] = {
+                "since": before.get("since") or rfc3339(now.timestamp()),
+                "lastScheduleTime": _iso(result.last_scheduled),
+                "lastSuccessfulTime": _iso(result.last_successful),
+                "active": result.active,
+                "missedReported": result.missed_key,
+            }
+        if invalid and not new_ns:
+            await self._invalid(obj, plural, cluster, previous, invalid, events)
+            return None
+        next_at = rules.decide(
+            sched, name=obj["metadata"]["name"], created=now, last_scheduled=now, now=now, active=0
+        ).next_at
+        status = self._status(obj, cluster, new_ns, next_at, invalid)
+        await self._write(obj, plural, cluster, status)
+        await events.flush()
+        return min(MAX_WAKE, max(MIN_WAKE, (next_at - now).total_seconds() + 0.05))
+
+    async def _template_errors(self, spec: ScheduledPlanSpec, namespace: str) -> list[str]:
+        """The run template, judged by the one validator with this namespace's Capsule."""
+        cname = capsule_name(spec.plan_template.spec)
+        raw = await self.kube.get_capsule(namespace, cname)
+        capsule = None
+        if raw is not None:
+            try:
+                capsule = CapsuleSpec.model_validate(raw.get("spec") or {})
+            except ValidationError:
+                capsule = None
+        errs = validate(
+            spec.plan_template.spec, lambda n: capsule if n == cname else None, self.policy
+        )
+        return [f"planTemplate.spec.{e.path}: [{e.code}] {e.message}" for e in errs]
+
+    async def _namespace(
+        self,
+        owner: dict[str, Any],
+        ns: str,
+        cluster: bool,
+        spec: ScheduledPlanSpec,
+        sched: rules.ScheduleSpec,
+        created: datetime,
+        before: dict[str, Any],
+        now: datetime,
+        events: Recorder,
+    ) -> NamespaceResult:
+        name = owner["metadata"]["name"]
+        label = LABEL_CLUSTER_SCHEDULED_BY if cluster else LABEL_SCHEDULED_BY
+        runs = await self.kube.list_plans(ns, f"{label}={name}")
+        active = [r for r in runs if (r.get("status") or {}).get("phase") not in FINISHED]
+        last_ts = parse_rfc3339(before.get("lastScheduleTime"))
+        last = datetime.fromtimestamp(last_ts, UTC) if last_ts else None
+        decision = rules.decide(
+            sched, name=name, created=created, last_scheduled=last, now=now, active=len(active)
+        )
+        where = f" in {ns}" if cluster else ""
+        if decision.replace:
+            for r in active:
+                await self.kube.delete_plan(ns, r["metadata"]["name"])
+                events("RunReplaced", f"run {r['metadata']['name']}{where} stopped: Replace policy")
+            active = []
+        if decision.run_at is not None and decision.run_name is not None:
+            body = self._run(owner, ns, label, spec, decision.run_name, decision.run_at)
+            try:
+                await self.kube.create_plan(ns, body)
+                events(
+                    "RunStarted",
+                    f"run {decision.run_name}{where} for {rfc3339(decision.run_at.timestamp())}",
+                )
+                metrics.scheduled_runs.labels("started").inc()
+            except ApiError as e:
+                if not e.already_exists:
+                    raise  # retried by the queue; the time stays due
+            last = decision.run_at
+            active.append(body)
+        missed_key = before.get("missedReported")
+        if decision.missed:
+            key = f"{_iso(last)}/{decision.missed}"
+            if key != missed_key:
+                reported = (
+                    int((missed_key or "/0").split("/")[-1])
+                    if missed_key and missed_key.startswith(f"{_iso(last)}/")
+                    else 0
+                )
+                new = max(0, decision.missed - reported)
+                metrics.scheduled_runs.labels("missed").inc(new)
+                why = " (suspended)" if sched.suspend else ""
+                many = (
+                    " (more than 100: check the schedule and startingDeadlineSeconds)"
+                    if decision.too_many_missed
+                    else ""
+                )
+                events(
+                    "MissedSchedule",
+                    f"{decision.missed} scheduled time(s){where} missed{why}{many}",
+                    warning=True,
+                )
+                missed_key = key
+        if decision.skipped_by_policy and before.get("skippedFor") != _iso(last):
+            metrics.scheduled_runs.labels("skipped").inc()
+            events("RunSkipped", f"a run is due{where} but another is active (Forbid): it waits")
+        await self._prune(ns, runs, spec)
+        succeeded = [
+            parse_rfc3339((r["metadata"].get("annotations") or {}).get(ANNOTATION_SCHEDULED_TIME))
+            for r in runs
+            if (r.get("status") or {}).get("phase") == "Succeeded"
+        ]
+        prev_ok = parse_rfc3339(before.get("lastSuccessfulTime"))
+        best = max([t for t in [*succeeded, prev_ok] if t is not None], default=None)
+        return NamespaceResult(
+            last,
+            datetime.fromtimestamp(best, UTC) if best else None,
+            sorted(r["metadata"]["name"] for r in active),
+            missed_key,
+        )
+
+    def _run(
+        self,
+        owner: dict[str, Any],
+        ns: str,
+        label: str,
+        spec: ScheduledPlanSpec,
+        name: str,
+        at: datetime,
+    ) -> dict[str, Any]:
+        meta = owner["metadata"]
+        tmpl = spec.plan_template
+        return {
+            "apiVersion": API_VERSION,
+            "kind": "Plan",
+            "metadata": {
+                "name": name,
+                "namespace": ns,
+                "labels": {**tmpl.metadata.labels, label: meta["name"], **MANAGED_BY},
+                "annotations": {
+                    **tmpl.metadata.annotations,
+                    ANNOTATION_SCHEDULED_TIME: rfc3339(at.timestamp()) or "",
+                },
+                "ownerReferences": [
+                    {
+                        "apiVersion": owner["apiVersion"],
+                        "kind": owner["kind"],
+                        "name": meta["name"],
+                        "uid": meta["uid"],
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+            },
+            "spec": tmpl.spec.dump(),
+        }
+
+    async def _prune(self, ns: str, runs: list[dict[str, Any]], spec: ScheduledPlanSpec) -> None:
+        """History limits: keep the newest finished runs of each outcome, delete the rest."""
+
+        def when(r: dict[str, Any]) -> str:
+            return str((r["metadata"].get("annotations") or {}).get(ANNOTATION_SCHEDULED_TIME, ""))
+
+        for phases, keep in (
+            (("Succeeded",), spec.successful_runs_history_limit),
+            (("Failed", "Invalid"), spec.failed_runs_history_limit),
+        ):
+            done = sorted(
+                (r for r in runs if (r.get("status") or {}).get("phase") in phases),
+                key=when,
+                reverse=True,
+            )
+            for r in done[keep:]:
+                await self.kube.delete_plan(ns, r["metadata"]["name"])
+
+    def _status(
+        self,
+        obj: dict[str, Any],
+        cluster: bool,
+        per_ns: dict[str, Any],
+        next_at: datetime,
+        invalid: list[str],
+    ) -> dict[str, Any]:
+        lasts = [v["lastScheduleTime"] for v in per_ns.values() if v.get("lastScheduleTime")]
+        oks = [v["lastSuccessfulTime"] for v in per_ns.values() if v.get("lastSuccessfulTime")]
+        active = [f"{ns}/{a}" if cluster else a for ns, v in per_ns.items() for a in v["active"]]
+        status: dict[str, Any] = {
+            "observedGeneration": obj["metadata"].get("generation"),
+            "lastScheduleTime": max(lasts) if lasts else None,
+            "lastSuccessfulTime": max(oks) if oks else None,
+            "active": active,
+            "activeCount": len(active),
+            "nextScheduleTime": rfc3339(next_at.timestamp()),
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "Scheduling",
+                    "message": ""
+                    if not invalid
+                    else f"{len(invalid)} namespace(s) skipped: " + "; ".join(invalid[:3]),
+                }
+            ],
+        }
+        if cluster:
+            status["namespaces"] = per_ns
+        else:
+            (only,) = per_ns.values() if per_ns else ({},)
+            status.update({k: only.get(k) for k in ("missedReported",)})
+        if invalid:
+            status["errors"] = invalid[:50]
+        return {k: v for k, v in status.items() if v is not None}
+
+    async def _invalid(
+        self,
+        obj: dict[str, Any],
+        plural: str,
+        cluster: bool,
+        previous: dict[str, Any],
+        errors: list[str],
+        events: Recorder,
+    ) -> None:
+        if previous.get("errors") != errors[:50]:
+            events(
+                "ValidationFailed",
+                f"{len(errors)} error(s), nothing is scheduled: " + "; ".join(errors[:5]),
+                warning=True,
+            )
+        status = {
+            "observedGeneration": obj["metadata"].get("generation"),
+            "errors": errors[:50],
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "False",
+                    "reason": "Invalid",
+                    "message": errors[0][:1000],
+                }
+            ],
+            "activeCount": 0,
+        }
+        await self._write(obj, plural, cluster, status)
+        await events.flush()
+
+    async def _write(
+        self, obj: dict[str, Any], plural: str, cluster: bool, status: dict[str, Any]
+    ) -> None:
+        if (obj.get("status") or {}) == status:
+            return
+        meta = obj["metadata"]
+        await self.kube.patch_status(
+            plural, None if cluster else meta["namespace"], meta["name"], status
+        )
+
+
+def _iso(t: datetime | None) -> str | None:
+    return rfc3339(t.timestamp()) if t is not None else None
