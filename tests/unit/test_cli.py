@@ -238,3 +238,22 @@ def test_ctrl_c_stops_every_step_process(tmp_path):
         assert not stat.exists() or stat.read_text().split()[2] == "Z", (
             f"step process {pid} survived"
         )
+
+
+def test_validate_judges_a_scheduled_plans_schedule_and_template(tmp_path):
+    f = write(
+        tmp_path,
+        "s.yaml",
+        "apiVersion: planops.dev/v1alpha1\nkind: ScheduledPlan\n"
+        "metadata: {name: s}\nspec:\n  schedule: '61 * * * *'\n  timeZone: Mars/Base\n"
+        "  planTemplate: {spec: {steps: [{id: a, shell: 'rm x'}]}}\n",
+    )
+    r = cli("validate", f, "--capsule", CAPSULE, "-o", "json")
+    assert r.returncode == 1
+    got = [(e["code"], e["path"]) for e in json.loads(r.stdout)["errors"]]
+    assert got == [
+        ("schedule", "spec.schedule"),
+        ("schedule", "spec.timeZone"),
+        ("shell-not-allowed", "steps[0].shell"),
+    ]
+    assert cli("validate", str(EXAMPLES / "scheduled.yaml"), "--capsule", CAPSULE).returncode == 0

@@ -144,5 +144,7 @@ def test_dst_fall_back_a_repeated_hour_runs_once_per_distinct_instant():
 
 def test_check_reports_bad_schedules_and_zones():
     assert check(ScheduleSpec("*/5 * * * *", "Europe/Berlin")) == []
-    assert "not a cron expression" in check(ScheduleSpec("61 * * * *"))[0]
-    assert "IANA" in check(ScheduleSpec("@daily", "Mars/Olympus"))[0]
+    ((field, message),) = check(ScheduleSpec("61 * * * *"))
+    assert field == "schedule" and "not a cron expression" in message
+    ((field, message),) = check(ScheduleSpec("@daily", "Mars/Olympus"))
+    assert field == "timeZone" and "IANA" in message

@@ -12,7 +12,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from planops.api.models import CapsuleSpec, PlanSpec, SeedPlan
+from planops.api.models import (
+    CapsuleSpec,
+    ClusterScheduledPlanSpec,
+    PlanSpec,
+    ScheduledPlanSpec,
+    SeedPlan,
+)
 
 API_GROUP = "planops.dev"
 API_VERSION = f"{API_GROUP}/v1alpha1"
@@ -28,9 +34,12 @@ class Problem:
 
 @dataclass(frozen=True)
 class PlanDocument:
+    """A plan to validate or run; for a (Cluster)ScheduledPlan, its planTemplate and `schedule`."""
+
     plan_id: str
     spec: PlanSpec
     namespace: str | None = None
+    schedule: ScheduledPlanSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -41,6 +50,13 @@ class CapsuleDocument:
 
 
 Document = PlanDocument | CapsuleDocument
+
+KINDS: dict[str, type[PlanSpec] | type[CapsuleSpec] | type[ScheduledPlanSpec]] = {
+    "Plan": PlanSpec,
+    "Capsule": CapsuleSpec,
+    "ScheduledPlan": ScheduledPlanSpec,
+    "ClusterScheduledPlan": ClusterScheduledPlanSpec,
+}
 
 
 def _path(loc: tuple[int | str, ...], prefix: str) -> str:
@@ -97,11 +113,10 @@ def parse_document(doc: Any) -> tuple[Document | None, list[Problem]]:
             return None, problems_of(e)
         plan = PlanSpec.model_validate(seed.model_dump(exclude={"id"}))
         return PlanDocument(seed.id, plan), []
-    if kind not in ("Plan", "Capsule"):
+    if kind not in KINDS:
+        expected = ", ".join(KINDS)
         return None, [
-            Problem(
-                "kind", f"expected kind Plan or Capsule (or a bare plan with steps), got {kind!r}"
-            )
+            Problem("kind", f"expected kind {expected} (or a bare plan with steps), got {kind!r}")
         ]
     problems: list[Problem] = []
     api_version = doc.get("apiVersion")
@@ -115,16 +130,16 @@ def parse_document(doc: Any) -> tuple[Document | None, list[Problem]]:
     if not isinstance(spec_raw, dict):
         problems.append(Problem("spec", "required field is missing (must be an object)"))
         return None, problems
+    model = KINDS[kind]
     try:
-        spec: PlanSpec | CapsuleSpec = (
-            PlanSpec.model_validate(spec_raw)
-            if kind == "Plan"
-            else CapsuleSpec.model_validate(spec_raw)
-        )
+        spec = model.model_validate(spec_raw)
     except ValidationError as e:
         return None, problems + problems_of(e, "spec")
     if problems or name is None:
         return None, problems
+    if isinstance(spec, ScheduledPlanSpec):
+        return PlanDocument(name, spec.plan_template.spec, namespace, schedule=spec), []
     if isinstance(spec, PlanSpec):
         return PlanDocument(name, spec, namespace), []
+    assert isinstance(spec, CapsuleSpec)
     return CapsuleDocument(name, spec, namespace), []

@@ -16,7 +16,7 @@ from pathlib import Path
 from planops import __version__
 from planops.cli import cluster, render
 from planops.cli.inputs import InputError, Loaded, load, with_default_capsule
-from planops.engine import PlanError, capsules, validate
+from planops.engine import PlanError, capsules, schedule, validate
 from planops.runners.local import LocalRunner
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -66,8 +66,25 @@ def _load(args: argparse.Namespace) -> Loaded | None:
 
 
 def _errors(loaded: Loaded) -> list[tuple[str, str, PlanError]]:
+    """Every plan's refusals; a ScheduledPlan's schedule is judged too (code `schedule`)."""
     resolver = capsules(loaded.capsules)
-    return [(f, p.plan_id, e) for f, p in loaded.plans for e in validate(p.spec, resolver)]
+    found = []
+    for f, p in loaded.plans:
+        if p.schedule is not None:
+            s = p.schedule
+            spec = schedule.ScheduleSpec(
+                s.schedule,
+                s.time_zone,
+                s.starting_deadline_seconds,
+                s.concurrency_policy,
+                s.suspend,
+            )
+            found += [
+                (f, p.plan_id, PlanError("schedule", None, f"spec.{field}", m))
+                for field, m in schedule.check(spec)
+            ]
+        found += [(f, p.plan_id, e) for e in validate(p.spec, resolver)]
+    return found
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

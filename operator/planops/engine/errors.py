@@ -26,6 +26,7 @@ CODES: dict[str, str] = {
     "no-capsule": "the plan's Capsule does not exist",
     "image-not-allowed": "a step image outside the capsule's and the operator's allowlists",
     "limits": "a plan or step beyond the operator's or the capsule's limits",
+    "schedule": "a ScheduledPlan's schedule or time zone that cannot be used",
 }
 
 

@@ -56,19 +56,25 @@ class ScheduleDecision:
     next_at: datetime  # the next schedule time after now (when to look again)
 
 
-def check(spec: ScheduleSpec) -> list[str]:
-    """Problems of the schedule itself (empty when usable)."""
+def check(spec: ScheduleSpec) -> list[tuple[str, str]]:
+    """Problems of the schedule itself, as (field, message); empty when usable."""
     problems = []
     if not croniter.is_valid(spec.schedule):
         problems.append(
-            f"schedule {spec.schedule!r} is not a cron expression (5 fields, or "
-            "@yearly @monthly @weekly @daily @hourly)"
+            (
+                "schedule",
+                f"schedule {spec.schedule!r} is not a cron expression (5 "
+                "fields, or @yearly @monthly @weekly @daily @hourly)",
+            )
         )
     try:
         _zone(spec.time_zone)
-    except ZoneInfoNotFoundError:
+    except (ZoneInfoNotFoundError, ValueError):
         problems.append(
-            f"timeZone {spec.time_zone!r} is not an IANA time zone (e.g. Europe/Berlin)"
+            (
+                "timeZone",
+                f"timeZone {spec.time_zone!r} is not an IANA time zone (e.g. Europe/Berlin)",
+            )
         )
     return problems
 

@@ -77,7 +77,7 @@ class ScheduleReconciler:
             spec.concurrency_policy,
             spec.suspend,
         )
-        errors = rules.check(sched)
+        errors = [f"spec.{field}: {message}" for field, message in rules.check(sched)]
         if errors:
             await self._invalid(obj, plural, cluster, previous, errors, events)
             return None
