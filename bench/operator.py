@@ -31,16 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.conftest import Kube  # noqa: E402
-from tests.e2e.conftest import capsule, start_operator  # noqa: E402
-
-
-def plan(name: str, *steps: dict[str, Any], **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "planops.dev/v1alpha1",
-        "kind": "Plan",
-        "metadata": {"name": name},
-        "spec": {"steps": list(steps), **spec},
-    }
+from tests.e2e.conftest import capsule, plan, start_operator  # noqa: E402
 
 
 def apply_many(kube: Kube, ns: str, objs: list[dict[str, Any]]) -> None:

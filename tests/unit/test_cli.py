@@ -163,7 +163,10 @@ def test_run_human_output_shows_progress_and_a_summary_table():
     [
         ("steps: [\n", "line 2, column 1: malformed YAML/JSON"),
         ("just a string\n", "(document): expected an object, got str"),
-        ("kind: Deployment\n", "kind: expected kind Plan or Capsule"),
+        (
+            "kind: Deployment\n",
+            "kind: expected kind Plan, Capsule, ScheduledPlan, ClusterScheduledPlan",
+        ),
         (
             "id: x\nsteps:\n- {id: a, shell: 'true', colour: red}\n",
             "steps[0].colour: unknown field",

@@ -114,16 +114,7 @@ class Kube:
     # -- planops resources ------------------------------------------------------------------
 
     async def get_plan(self, namespace: str, name: str) -> Obj | None:
-        try:
-            return await _obj(
-                await self._custom.get_namespaced_custom_object_without_preload_content(
-                    API_GROUP, VERSION, namespace, "plans", name
-                )
-            )
-        except ApiError as e:
-            if e.not_found:
-                return None
-            raise
+        return await self.get_object("plans", namespace, name)
 
     async def list_plans(self, namespace: str, selector: str) -> list[Obj]:
         data = await _json(
@@ -181,16 +172,7 @@ class Kube:
         )
 
     async def get_capsule(self, namespace: str, name: str) -> Obj | None:
-        try:
-            return await _obj(
-                await self._custom.get_namespaced_custom_object_without_preload_content(
-                    API_GROUP, VERSION, namespace, "capsules", name
-                )
-            )
-        except ApiError as e:
-            if e.not_found:
-                return None
-            raise
+        return await self.get_object("capsules", namespace, name)
 
     # -- any planops kind (scheduled plans; cluster-scoped when namespace is None) -----------------
 
