@@ -66,3 +66,10 @@ def test_only_planops_kube_imports_the_kubernetes_client_and_only_handlers_and_m
             if top == "kopf" and not (rel.startswith("handlers/") or rel == "main.py"):
                 offenders.append(f"{rel} imports {name}: kopf belongs to planops.handlers")
     assert offenders == []
+
+
+def test_no_file_of_the_project_shadows_the_standard_library_operator_module():
+    """A script named operator.py on sys.path breaks `import enum` (it imports `operator`)."""
+    root = PACKAGE.parents[1]
+    shadows = [p for p in root.rglob("operator.py") if ".venv" not in p.parts]
+    assert shadows == []

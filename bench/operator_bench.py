@@ -1,7 +1,8 @@
 """Benchmark of the operator on the local test cluster (tests/cluster/up --with-node).
 
     eval "$(tests/cluster/up --with-node)"
-    .venv/bin/python bench/operator.py [--chain 30] [--plans 200] [--pod-plans 40] [--active 1000]
+    .venv/bin/python bench/operator_bench.py [--chain 30] [--plans 200] [--pod-plans 40]
+                                             [--active 1000] [--workers 4]
 
 Starts its own operator (watching one namespace it creates and deletes), then prints:
 - dispatch latency p50/p99: a dependency's Job seen Complete on a watch -> the next step's Job
@@ -87,19 +88,10 @@ def dispatch_latency(kube: Kube, ns: str, chain: int) -> list[float]:
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
 
     def read() -> None:
-        buf = ""
         assert proc.stdout is not None
-        for line in proc.stdout:
-            buf += line
-            if line.rstrip() != "}":
-                continue
-            try:
-                ev = json.loads(buf)
-            except json.JSONDecodeError:
-                continue
-            buf = ""
+        for line in proc.stdout:  # one compact JSON watch event per line
             now = time.monotonic()
-            job = ev["object"]
+            job = json.loads(line)["object"]
             step = job["metadata"]["labels"]["planops.dev/step"]
             added.setdefault(step, now)
             if any(
@@ -154,6 +146,7 @@ def main() -> None:
     ap.add_argument("--plans", type=int, default=200)
     ap.add_argument("--pod-plans", type=int, default=40)
     ap.add_argument("--active", type=int, default=1000)
+    ap.add_argument("--workers", type=int, default=4, help="the operator's --workers")
     args = ap.parse_args()
     kubeconfig = os.environ["KUBECONFIG"]
     kube = Kube(kubeconfig)
@@ -163,7 +156,7 @@ def main() -> None:
     kube.run("create", "namespace", ns)
     kube.apply(capsule(busybox), "-n", ns)
     log = Path(f"/tmp/{ns}-operator.log")
-    op = start_operator(kubeconfig, [ns], log)
+    op = start_operator(kubeconfig, [ns], log, "--workers", str(args.workers))
     try:
         lat = sorted(dispatch_latency(kube, ns, args.chain))
         p50 = statistics.median(lat)
