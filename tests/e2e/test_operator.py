@@ -7,6 +7,7 @@ Every behaviour is judged from what the cluster records: the Plan's report, its 
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime
 from typing import Any
 
@@ -310,9 +311,24 @@ def test_a_spec_change_starts_a_fresh_run_and_rerun_does_too(kube: Kube, ns: str
     assert third["status"]["run"]["id"] in runs
 
 
+def _gauge(operator: Operator, name: str) -> float:
+    return next(
+        float(line.split()[-1])
+        for line in operator.metrics().splitlines()
+        if line.startswith(name + " ")
+    )
+
+
 def test_the_metrics_endpoint_serves_real_values(kube: Kube, ns: str, operator: Operator):
-    kube.apply(plan("m", {"id": "a", "shell": "echo m"}), "-n", ns)
+    kube.apply(plan("m", {"id": "a", "shell": "sleep 4"}), "-n", ns)
+    deadline = time.monotonic() + 60
+    while _gauge(operator, "planops_steps_running") < 1:
+        assert time.monotonic() < deadline, "planops_steps_running never counted the running step"
+        time.sleep(0.2)
     wait_plan(kube, ns, "m")
+    while _gauge(operator, "planops_steps_running") != 0:
+        assert time.monotonic() < deadline + 30, "planops_steps_running did not come back to 0"
+        time.sleep(0.2)
     text = operator.metrics()
     for name in (
         "planops_plans_total",

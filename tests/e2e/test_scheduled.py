@@ -62,6 +62,7 @@ def test_scheduled_and_cluster_scheduled_plans_start_real_runs(kube: Kube, ns: s
         kube.apply(scheduled("minutely", "* * * * *", concurrencyPolicy="Forbid"), "-n", ns)
         kube.apply(scheduled("paused", "* * * * *", suspend=True), "-n", ns)
         kube.apply(scheduled("broken", "61 * * * *"), "-n", ns)
+        kube.apply(scheduled("pruned", "* * * * *", successfulRunsHistoryLimit=0), "-n", ns)
         kube.apply(
             scheduled(
                 cluster_name,
@@ -109,6 +110,18 @@ def test_scheduled_and_cluster_scheduled_plans_start_real_runs(kube: Kube, ns: s
         st = sp["status"]
         assert st["lastScheduleTime"] and st["nextScheduleTime"] > st["lastScheduleTime"]
         assert "RunStarted" in events_of(kube, ns, "minutely")
+
+        # history limits: a succeeded run beyond successfulRunsHistoryLimit (0) is deleted
+        wait(lambda: "RunStarted" in events_of(kube, ns, "pruned"), 60)
+        wait(
+            lambda: (
+                kube.get("plans", "-n", ns, "-l", "planops.dev/scheduled-by=pruned")["items"] == []
+                and (kube.get("scheduledplan", "pruned", "-n", ns).get("status") or {}).get(
+                    "lastSuccessfulTime"
+                )
+            ),
+            90,
+        )
 
         # suspended: nothing runs, the passing time is reported missed (never silent)
         assert kube.get("plans", "-n", ns, "-l", "planops.dev/scheduled-by=paused")["items"] == []

@@ -180,6 +180,23 @@ def plan_spec_schema(description: str) -> Schema:
                     "claimName": _s("Use this existing PersistentVolumeClaim instead."),
                 },
             ),
+            "inputSchema": {
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": True,
+                "description": "JSON Schema (Draft 2020-12) the input must satisfy before any step "
+                "runs (seed 2); every violation is reported with its path.",
+            },
+            "input": {
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": True,
+                "description": "Values for {{input.*}} templates in steps and output.",
+            },
+            "output": {
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": True,
+                "description": "A template map rendered into the report's output (status.report."
+                "output) once every step settled, e.g. {count: '{{list.json.count}}'}.",
+            },
             "steps": _list(
                 "The steps. An empty list is a plan that completes having done nothing.",
                 step_schema(),

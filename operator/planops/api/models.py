@@ -93,7 +93,16 @@ class PlanSpec(Model):
     capsule: str | None = None
     parallelism: int | None = Field(default=None, ge=1)
     workspace: Workspace | None = None
+    input_schema: dict[str, Any] | None = Field(
+        default=None, description="Seed 2: JSON Schema (Draft 2020-12) the input must satisfy."
+    )
+    input: dict[str, Any] | None = Field(default=None, description="Seed 2: values of {{input.*}}.")
     steps: list[Step]
+    output: dict[str, Any] | None = Field(
+        default=None,
+        description="Seed 2: a template map "
+        "rendered into the report's output when the plan completes.",
+    )
 
     @field_validator("steps", mode="before")
     @classmethod

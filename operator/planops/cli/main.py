@@ -12,8 +12,12 @@ import asyncio
 import json
 import sys
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from planops import __version__
+from planops.api import PlanDocument
 from planops.cli import cluster, render
 from planops.cli.inputs import InputError, Loaded, load, with_default_capsule
 from planops.engine import PlanError, capsules, schedule, validate
@@ -50,6 +54,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     r.add_argument("-o", "--output", choices=["text", "json"], default="text")
     r.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    r.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a value of {{input.KEY}} (JSON if it parses, else text); repeatable",
+    )
+    r.add_argument("--input-file", metavar="FILE", help="input values as a JSON/YAML object")
     cluster.add_parsers(sub)
     return p
 
@@ -62,7 +74,48 @@ def _load(args: argparse.Namespace) -> Loaded | None:
             sys.stderr.write(f"error: {line}\n")
         return None
     loaded.plans = [(f, with_default_capsule(p, loaded.capsules)) for f, p in loaded.plans]
+    given = _inputs(args)
+    if given is None:
+        return None
+    if given:
+        loaded.plans = [
+            (
+                f,
+                PlanDocument(
+                    p.plan_id,
+                    p.spec.model_copy(update={"input": {**(p.spec.input or {}), **given}}),
+                    p.namespace,
+                    p.schedule,
+                ),
+            )
+            for f, p in loaded.plans
+        ]
     return loaded
+
+
+def _inputs(args: argparse.Namespace) -> dict[str, Any] | None:
+    """--input-file, then each --input KEY=VALUE over it; None after printing an error."""
+    values: dict[str, Any] = {}
+    if getattr(args, "input_file", None):
+        try:
+            data = yaml.safe_load(Path(args.input_file).read_text())
+        except (OSError, yaml.YAMLError) as e:
+            sys.stderr.write(f"error: {args.input_file}: cannot read input values: {e}\n")
+            return None
+        if not isinstance(data, dict):
+            sys.stderr.write(f"error: {args.input_file}: input values must be an object\n")
+            return None
+        values.update(data)
+    for item in getattr(args, "input", None) or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            sys.stderr.write(f"error: --input {item!r}: expected KEY=VALUE\n")
+            return None
+        try:
+            values[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            values[key] = raw
+    return values
 
 
 def _errors(loaded: Loaded) -> list[tuple[str, str, PlanError]]:

@@ -34,9 +34,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 from planops.api.models import PlanSpec, Step
-from planops.engine import conditions, references
+from planops.engine import conditions, references, templates
 from planops.engine.dag import Graph
-from planops.engine.report import Report, StepRecord
+from planops.engine.report import NO_OUTPUT, OutputError, Report, StepRecord
+from planops.engine.validation import shell_words
 
 Status = Literal["success", "failed", "skipped"]
 Kind = Literal["tool", "shell", "capsule"]
@@ -57,6 +58,8 @@ class Dispatch(NamedTuple):
     attempt: int
     kind: Kind
     input: Any
+    #: a shell step's words, templates rendered per word (None: no shell step)
+    words: list[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,7 @@ class Run:
     _conditions: dict[int, conditions.Or] = field(init=False, default_factory=dict)
     _kinds: list[Kind] = field(init=False)
     _has_refs: list[bool] = field(init=False)
+    _has_templates: list[bool] = field(init=False)
 
     def __post_init__(self) -> None:
         steps = self.spec.steps
@@ -123,6 +127,10 @@ class Run:
         # computed once: the hot path must not re-derive per-step facts (see bench/engine.py)
         self._kinds = [step_kind(s) for s in steps]
         self._has_refs = [next(references.walk(s.input), None) is not None for s in steps]
+        self._has_templates = [
+            "{{" in (s.shell or "") or next(templates.find(s.input), None) is not None
+            for s in steps
+        ]
         self._states = [_State() for _ in steps]
         self._remaining = [len(d) for d in self.graph.deps]
         for i, step in enumerate(steps):
@@ -236,12 +244,18 @@ class Run:
 
     def report(self) -> Report:
         settled_all = len(self._order) == len(self.spec.steps)
-        return Report(
-            plan_id=self.plan_id,
-            completed=settled_all and self.failed_step is None,
-            failed_step=self.failed_step,
-            steps=tuple(self._order),
-        )
+        completed = settled_all and self.failed_step is None
+        output: Any = NO_OUTPUT
+        if self.spec.output is not None:
+            # seed 2: the output template map, rendered once every step settled; a template that
+            # cannot render leaves it null (the report says why in outputError)
+            output = None
+            if completed:
+                try:
+                    output = templates.render(self.spec.output, self._template_lookup)
+                except templates.TemplateError as e:
+                    output = OutputError(str(e))
+        return Report(self.plan_id, completed, self.failed_step, tuple(self._order), output)
 
     @property
     def settled(self) -> Sequence[StepRecord]:
@@ -284,13 +298,20 @@ class Run:
         st.attempts += 1
         if st.started_at is None:
             st.started_at = now
+        words = None
         try:
             resolved = (
                 references.resolve_input(step.input, self._lookup)
                 if self._has_refs[i]
                 else step.input
             )
-        except references.UnsettledReference as e:
+            if self._has_templates[i]:
+                resolved = templates.render(resolved, self._template_lookup)
+            if step.shell is not None:
+                words = shell_words(step.shell)
+                if self._has_templates[i]:
+                    words = [words[0], *templates.render_words(words[1:], self._template_lookup)]
+        except (references.UnsettledReference, templates.TemplateError) as e:
             self._attempt_failed(i, None, str(e), now)
             return None
         st.in_flight = True
@@ -298,7 +319,13 @@ class Run:
         kind = self._kinds[i]
         if kind == "tool":
             self._tool_busy = True
-        return Dispatch(step, st.attempts, kind, resolved)
+        return Dispatch(step, st.attempts, kind, resolved, words)
+
+    def _template_lookup(self, root: str) -> Any:
+        if root == "input":
+            return self.spec.input or {}
+        settled = self._lookup(root)
+        return None if settled is None else {"status": settled[0], "output": settled[1]}
 
     def _attempt_failed(self, i: int, output: str | None, error: str | None, now: float) -> None:
         step, st = self.spec.steps[i], self._states[i]

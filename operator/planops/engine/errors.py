@@ -27,6 +27,9 @@ CODES: dict[str, str] = {
     "image-not-allowed": "a step image outside the capsule's and the operator's allowlists",
     "limits": "a plan or step beyond the operator's or the capsule's limits",
     "schedule": "a ScheduledPlan's schedule or time zone that cannot be used",
+    "input-schema": "an inputSchema that is not a JSON Schema, or input that does not satisfy it",
+    "template": "a {{...}} template that is malformed, names an unknown root, uses a step result "
+    "the step does not depend on, or sits in a shell step's first word",
 }
 
 

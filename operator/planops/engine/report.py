@@ -66,17 +66,37 @@ class StepRecord(NamedTuple):
         return self.finished_at - self.started_at
 
 
+class _NoOutput:
+    """The plan declares no `output` (so the report has no `output` key)."""
+
+
+NO_OUTPUT = _NoOutput()
+
+
+@dataclass(frozen=True)
+class OutputError:
+    """The plan's `output` could not be rendered (reported as output: null, outputError)."""
+
+    message: str
+
+
 @dataclass(frozen=True)
 class Report:
     plan_id: str
     completed: bool
     failed_step: str | None
     steps: tuple[StepRecord, ...]
+    output: Any = NO_OUTPUT  # seed 2's structured output, when the plan declares one
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "planId": self.plan_id,
             "completed": self.completed,
             "failedStep": self.failed_step,
             "steps": [s.to_json() for s in self.steps],
         }
+        if isinstance(self.output, OutputError):
+            out["output"], out["outputError"] = None, self.output.message
+        elif self.output is not NO_OUTPUT:
+            out["output"] = self.output
+        return out

@@ -14,8 +14,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import jsonschema
+
 from planops.api.models import CapsuleSpec, PlanSpec, Step
-from planops.engine import conditions, references
+from planops.engine import conditions, references, templates
 from planops.engine.dag import Graph
 from planops.engine.errors import PlanError
 
@@ -117,6 +119,8 @@ def validate(
             )
         seen.add(step.id)
         _check_step(checker, graph, step, path)
+    _check_input(checker)
+    _check_templates(checker, graph)
     for cycle in graph.cycles():
         first = graph.index[cycle[0]]
         loop = " -> ".join(graph.cycle_path(cycle))
@@ -274,3 +278,102 @@ def _check_capsule_step(c: _Checker, step: Step, path: str) -> None:
             f"{path}.input",
             'a capsule step\'s input is its task text: a string or {"objective": "<text>"}',
         )
+
+
+def _check_input(c: _Checker) -> None:
+    """Seed 2: the input schema is a Draft 2020-12 schema and the input satisfies it (every
+    violation reported, with its path)."""
+    spec = c.spec
+    if spec.input_schema is None:
+        return
+    try:
+        jsonschema.Draft202012Validator.check_schema(spec.input_schema)
+    except jsonschema.SchemaError as e:
+        where = ".".join(str(p) for p in e.absolute_path)
+        c.add(
+            "input-schema",
+            None,
+            "inputSchema" + (f".{where}" if where else ""),
+            f"not a valid JSON Schema: {e.message}",
+        )
+        return
+    validator = jsonschema.Draft202012Validator(spec.input_schema)
+    for err in sorted(
+        validator.iter_errors(spec.input or {}), key=lambda e: list(map(str, e.path))
+    ):
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path)
+        c.add("input-schema", None, f"input{where}", err.message)
+
+
+def _ancestors(graph: Graph, i: int) -> set[str]:
+    seen: set[int] = set()
+    stack = list(graph.deps[i])
+    while stack:
+        j = stack.pop()
+        if j not in seen:
+            seen.add(j)
+            stack.extend(graph.deps[j])
+    return {graph.ids[j] for j in seen}
+
+
+def _check_templates(c: _Checker, graph: Graph) -> None:
+    """Seed 2 templates: known roots, step results only from dependencies, never a shell step's
+    first word; step ids may not shadow the reserved roots."""
+    for i, step in enumerate(c.spec.steps):
+        path = f"steps[{i}]"
+        if step.id in templates.RESERVED:
+            c.add(
+                "template",
+                step.id,
+                f"{path}.id",
+                f"step id {step.id!r} shadows a reserved template root "
+                f"({', '.join(templates.RESERVED)})",
+            )
+        found = [(f"{path}.input{w}", t) for w, t in templates.find(step.input)]
+        if step.shell is not None:
+            try:
+                words = shell_words(step.shell)
+            except ValueError:
+                words = []
+            if words and "{{" in words[0]:
+                c.add(
+                    "template",
+                    step.id,
+                    f"{path}.shell",
+                    "a template may not be the binary (the "
+                    "first word): the allowlist is checked before anything runs",
+                )
+            found += [(f"{path}.shell", t) for w in words[1:] for _, t in templates.find(w)]
+        ancestors: set[str] | None = None
+        for where, t in found:
+            if isinstance(t, templates.TemplateError):
+                c.add("template", step.id, where, str(t))
+                continue
+            problem = _template_root_problem(graph, t)
+            if problem is None and t.root not in templates.RESERVED:
+                ancestors = _ancestors(graph, i) if ancestors is None else ancestors
+                if t.root not in ancestors:
+                    problem = (
+                        f"{t.text} uses step {t.root!r}, which this step does not depend on "
+                        "(add it to dependsOn, directly or through another step)"
+                    )
+            if problem:
+                c.add("template", step.id, where, problem)
+    for where, t in templates.find(c.spec.output):
+        problem = (
+            str(t) if isinstance(t, templates.TemplateError) else _template_root_problem(graph, t)
+        )
+        if problem:
+            c.add("template", None, f"output{where}", problem)
+
+
+def _template_root_problem(graph: Graph, t: templates.Template) -> str | None:
+    if t.root == "input":
+        return None
+    if t.root in templates.RESERVED:
+        return f"{t.text}: {{{{{t.root}}}}} exists only inside map and reduce bodies"
+    if t.root not in graph.index:
+        return f"{t.text}: no step {t.root!r} and not a template root (input, or a step id)"
+    if t.step_field not in templates.STEP_FIELDS:
+        return f"{t.text}: a step result has output, status or json"
+    return None

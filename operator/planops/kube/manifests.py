@@ -129,7 +129,7 @@ def step_command(d: Dispatch, capsule: CapsuleSpec) -> list[str]:
     if d.kind == "tool":
         tool = capsule.tool(d.step.tool or "")
         return list(tool.command) if tool is not None else []
-    return shell_words(d.step.shell or "")
+    return d.words or shell_words(d.step.shell or "")
 
 
 def job(

@@ -57,6 +57,15 @@ class Reconciler:
     kube: Kube
     policy: Policy = field(default_factory=Policy)
     clock: Callable[[], float] = time.time
+    #: attempts in flight per plan, for the planops_steps_running gauge (their sum)
+    _running: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def _set_running(self, key: tuple[str, str], n: int) -> None:
+        if n:
+            self._running[key] = n
+        else:
+            self._running.pop(key, None)
+        metrics.steps_running.set(sum(self._running.values()))
 
     async def reconcile(self, namespace: str, name: str) -> None:
         started = time.perf_counter()
@@ -74,6 +83,7 @@ class Reconciler:
     async def _reconcile(self, namespace: str, name: str) -> None:
         plan = await self.kube.get_plan(namespace, name)
         if plan is None or plan["metadata"].get("deletionTimestamp"):
+            self._set_running((namespace, name), 0)
             return
         meta, previous = plan["metadata"], plan.get("status") or {}
         generation = int(meta.get("generation", 1))
@@ -96,6 +106,7 @@ class Reconciler:
         )
         fresh = (previous.get("run") or {}).get("id") != rid
         if not fresh and previous.get("phase") in FINISHED:
+            self._set_running((namespace, name), 0)
             return
         events = Recorder(self.kube, plan)
         now = self.clock()
@@ -192,6 +203,7 @@ class Reconciler:
         finished = decision.finished
         report = run.report()
         started_at = status_.parse_rfc3339(str(run_info["startedAt"])) or now
+        self._set_running((namespace, name), len(run.in_flight_attempts()))
         new = status_.running(
             report,
             total=len(spec.steps),
@@ -446,6 +458,7 @@ class Reconciler:
             cancelled.append(
                 StepRecord(step_id, "failed", None, f"cancelled ({why})", attempt, started, now)
             )
+        self._set_running((ref.namespace, ref.name), 0)
         report = run.report()
         report = Report(report.plan_id, False, None, (*report.steps, *cancelled))
         started_at = status_.parse_rfc3339(str(run_info["startedAt"])) or now

@@ -191,7 +191,7 @@ class LocalRunner:
                 payload = json.dumps(d.input if d.input is not None else {})
                 return await self._process(tool.command, d, capsule, workdir, payload)
             assert d.step.shell is not None
-            words = shell_words(d.step.shell)
+            words = d.words or shell_words(d.step.shell)
             if words[0] not in capsule.shell.allow:
                 raise CallDenied(f"binary {words[0]!r} is not in the capsule's shell.allow")
             return await self._process(words, d, capsule, workdir, None)

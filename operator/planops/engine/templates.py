@@ -1,0 +1,129 @@
+"""Seed 2 templates: `{{input.x}}`, `{{<id>.output}}`, `{{<id>.status}}`, `{{<id>.json.a.0}}`.
+
+- A string that is exactly one template is a *typed splice*: it becomes the value itself (a number
+  stays a number, an object an object). Anywhere else in a string, the value is interpolated as
+  text (strings as they are, other values as JSON).
+- Rendered at dispatch time, like seed 1's references; a step result may only be used by a step
+  that depends on it, directly or transitively (the validator refuses the rest, code `template`),
+  so at dispatch the value is always there.
+- In a shell step a template is substituted *per word*, after the command line is split, and
+  never in the first word (the allowlist check stays static): a value can never add words or
+  options, whatever it contains.
+
+Reserved roots (seed 2): input, item, index, accumulator, length; step ids may not shadow them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+RESERVED = ("input", "item", "index", "accumulator", "length")
+STEP_FIELDS = ("output", "status", "json")
+TEMPLATE = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
+PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$")
+
+
+class TemplateError(ValueError):
+    """A template that cannot be rendered (or parsed); the message says which and why."""
+
+
+@dataclass(frozen=True)
+class Template:
+    text: str  # as written, for messages
+    root: str
+    path: tuple[str, ...]
+
+    @property
+    def step_field(self) -> str | None:
+        return self.path[0] if self.root not in RESERVED and self.path else None
+
+
+def parse(expr: str, text: str) -> Template:
+    if not PATH.match(expr):
+        raise TemplateError(f"{text}: expected a dotted path such as input.name or build.output")
+    root, *path = expr.split(".")
+    return Template(text, root, tuple(path))
+
+
+def find(value: Any) -> Iterator[tuple[str, Template | TemplateError]]:
+    """Every template in a JSON value (any depth) as (field path suffix, template or error)."""
+    yield from _find(value, "")
+
+
+def _find(value: Any, where: str) -> Iterator[tuple[str, Template | TemplateError]]:
+    if isinstance(value, str):
+        for m in TEMPLATE.finditer(value):
+            try:
+                yield where, parse(m.group(1), m.group(0))
+            except TemplateError as e:
+                yield where, e
+        if value.count("{{") != len(TEMPLATE.findall(value)):
+            yield where, TemplateError(f"{value!r}: an unclosed or nested '{{{{'")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _find(v, f"{where}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _find(v, f"{where}[{i}]")
+
+
+#: Looks up a root: `input` -> the plan's input; a step id -> {"output", "status"} or None.
+Lookup = Callable[[str], Any]
+
+
+def _resolve(t: Template, lookup: Lookup) -> Any:
+    base = lookup(t.root)
+    path = list(t.path)
+    if t.root not in RESERVED:  # a step: output | status | json[.path]
+        if base is None:
+            raise TemplateError(f"{t.text}: step {t.root!r} has not settled")
+        field = path.pop(0) if path else ""
+        if field not in STEP_FIELDS:
+            raise TemplateError(f"{t.text}: a step result has output, status or json")
+        if field == "json":
+            try:
+                base = json.loads(base["output"] or "")
+            except json.JSONDecodeError:
+                raise TemplateError(
+                    f"{t.text}: the output of step {t.root!r} is not JSON"
+                ) from None
+        else:
+            base = base[field]
+    for part in path:
+        if isinstance(base, dict) and part in base:
+            base = base[part]
+        elif isinstance(base, list) and part.isdigit() and int(part) < len(base):
+            base = base[int(part)]
+        else:
+            raise TemplateError(f"{t.text}: no {part!r} in the value")
+    return base
+
+
+def render(value: Any, lookup: Lookup) -> Any:
+    """`value` with every template rendered (a new value); raises TemplateError."""
+    if isinstance(value, str):
+        whole = TEMPLATE.fullmatch(value)
+        if whole is not None:
+            return _resolve(parse(whole.group(1), value), lookup)
+        if "{{" not in value:
+            return value
+        return TEMPLATE.sub(lambda m: _text(_resolve(parse(m.group(1), m.group(0)), lookup)), value)
+    if isinstance(value, dict):
+        return {k: render(v, lookup) for k, v in value.items()}
+    if isinstance(value, list):
+        return [render(v, lookup) for v in value]
+    return value
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def render_words(words: list[str], lookup: Lookup) -> list[str]:
+    """A shell step's words after splitting: each word rendered to text on its own (never
+    re-split, so a value cannot inject words or options)."""
+    return [_text(render(w, lookup)) for w in words]
