@@ -230,3 +230,14 @@ def test_the_validator_never_raises_on_arbitrary_input(doc: Any):
         return
     errs = validate(parsed.spec, resolver())  # type: ignore[union-attr]
     assert all(e.code in CODES for e in errs)
+
+
+def test_resources_must_be_quantities_and_requests_not_above_limits():
+    ok = {"requests": {"cpu": "100m", "memory": "32Mi"}, "limits": {"cpu": 1, "memory": "64Mi"}}
+    assert codes(plan({"id": "a", "shell": "true", "resources": ok})) == []
+    bad = {"requests": {"memory": "128Mi"}, "limits": {"cpu": "lots", "memory": "64Mi"}}
+    errs = validate(plan({"id": "a", "shell": "true", "resources": bad}), resolver())
+    assert [(e.code, e.path) for e in errs] == [
+        ("limits", "steps[0].resources.limits.cpu"),
+        ("limits", "steps[0].resources.requests.memory"),
+    ]

@@ -12,10 +12,12 @@ import re
 import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Protocol
 
 import jsonschema
 
+from planops.api import quantity
 from planops.api.models import CapsuleSpec, PlanSpec, Step
 from planops.engine import conditions, references, templates
 from planops.engine.dag import Graph
@@ -186,6 +188,8 @@ def _check_step(c: _Checker, graph: Graph, step: Step, path: str) -> None:
             f"image {step.image!r} is not allowed by Capsule {c.capsule_name!r} (spec.images) "
             "and the operator's allowlist",
         )
+    if step.resources is not None:
+        _check_quantities(c, step, path)
     if step.timeout_seconds is not None:
         ceiling = min(
             c.policy.max_timeout_seconds,
@@ -377,3 +381,30 @@ def _template_root_problem(graph: Graph, t: templates.Template) -> str | None:
     if t.step_field not in templates.STEP_FIELDS:
         return f"{t.text}: a step result has output, status or json"
     return None
+
+
+def _check_quantities(c: _Checker, step: Step, path: str) -> None:
+    """Requests and limits must be Kubernetes quantities, and a request not above its limit."""
+    res = step.resources
+    assert res is not None
+    parsed: dict[tuple[str, str], Decimal] = {}
+    for part in ("requests", "limits"):
+        rl = getattr(res, part)
+        for key in ("cpu", "memory"):
+            value = getattr(rl, key) if rl is not None else None
+            if value is None:
+                continue
+            try:
+                parsed[part, key] = quantity.parse(value)
+            except ValueError as e:
+                c.add("limits", step.id, f"{path}.resources.{part}.{key}", str(e))
+    for key in ("cpu", "memory"):
+        req, lim = parsed.get(("requests", key)), parsed.get(("limits", key))
+        if req is not None and lim is not None and req > lim:
+            c.add(
+                "limits",
+                step.id,
+                f"{path}.resources.requests.{key}",
+                f"the request ({getattr(res.requests, key)}) exceeds the limit "
+                f"({getattr(res.limits, key)})",
+            )

@@ -384,7 +384,10 @@ class Reconciler:
                 return None
             if e.refused_by_admission:
                 return f"refused by the cluster's admission policy: {e.message}"
-            raise
+            if e.status in (400, 403, 422):  # the request itself is refused: retrying cannot help
+                what = "child Plan" if d.kind == "capsule" else "Job"
+                return f"the cluster refused the step's {what}: {e.message}"
+            raise  # transient (conflict, throttling, server error): the queue retries
         return None
 
     def _job(
