@@ -366,3 +366,16 @@ def test_a_1000_step_plan_with_large_outputs_keeps_its_status_under_one_mib(
     assert size < 1 << 20, f"status is {size} bytes"
     out = st["report"]["steps"][0]["output"]
     assert out.startswith("planops\nplanops\n") and "[planops: output truncated at" in out
+
+
+def test_a_job_the_api_server_rejects_fails_the_step_instead_of_retrying_forever(
+    kube: Kube, ns: str, busybox: str
+):
+    # the Capsule's default limit is not a quantity: the API server refuses every Job (422)
+    kube.apply(capsule(busybox, resources={"limits": {"memory": "lots"}}), "-n", ns)
+    kube.apply(plan("rejected", {"id": "a", "shell": "echo never"}), "-n", ns)
+    obj = wait_plan(kube, ns, "rejected", timeout=60)
+    rec = steps(obj)["a"]
+    assert obj["status"]["phase"] == "Failed"
+    assert rec["error"].startswith("the cluster refused the step's Job:")
+    assert "memory" in rec["error"]
