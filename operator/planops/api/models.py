@@ -69,6 +69,15 @@ class Step(Model):
         default=None, description="A Capsule name in spawn.allow, run as a child Plan."
     )
     input: Any = Field(default=None, description="Handed to the step (object or string).")
+    # seed 2 control steps, judged by the validator (typed loosely so errors carry seed codes)
+    exit: Any = None
+    filter: Any = None
+    decide: Any = None
+    map: Any = None
+    reduce: Any = None
+    ask: Any = None
+    agent: Any = None
+    infer: Any = None
     depends_on: list[str] = Field(default_factory=list)
     if_: str | None = Field(default=None, alias="if")
     # Typed loosely on purpose: a bad value is the seed's `on-error` refusal (see module doc).

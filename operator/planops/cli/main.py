@@ -23,7 +23,7 @@ from planops.cli.inputs import InputError, Loaded, load, with_default_capsule
 from planops.engine import PlanError, capsules, schedule, validate
 from planops.runners.local import LocalRunner
 
-EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_ERROR_EXIT, EXIT_INTERRUPTED = 0, 1, 2, 4, 130
 #: Refusals that mean "the input needed to judge the plan is missing", not "the plan is wrong".
 INPUT_CODES = {"no-capsule"}
 
@@ -193,6 +193,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_json(), indent=2))
     else:
         render.summary(report, sys.stdout)
+    if report.exit is not None and report.exit.status == "error":
+        return EXIT_ERROR_EXIT  # seed 2: an exit step with status error
     return EXIT_OK if report.completed else EXIT_FAILED
 
 

@@ -29,18 +29,20 @@ The rules (seed 1, word for word where quoted):
 from __future__ import annotations
 
 import heapq
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 from planops.api.models import PlanSpec, Step
-from planops.engine import conditions, references, templates
+from planops.engine import conditions, control, references, templates
 from planops.engine.dag import Graph
-from planops.engine.report import NO_OUTPUT, OutputError, Report, StepRecord
+from planops.engine.report import NO_OUTPUT, ExitReport, OutputError, Report, StepRecord
 from planops.engine.validation import shell_words
 
 Status = Literal["success", "failed", "skipped"]
-Kind = Literal["tool", "shell", "capsule"]
+Kind = Literal["tool", "shell", "capsule", "exit", "filter"]
+CONTROL = ("exit", "filter")  # evaluated by the decider itself: no Job, no process
 
 
 def step_kind(step: Step) -> Kind:
@@ -48,6 +50,10 @@ def step_kind(step: Step) -> Kind:
         return "tool"
     if step.capsule is not None:
         return "capsule"
+    if step.exit is not None:
+        return "exit"
+    if step.filter is not None:
+        return "filter"
     return "shell"
 
 
@@ -116,6 +122,7 @@ class Run:
     _flying: dict[int, int] = field(init=False, default_factory=dict)  # index -> attempt
     _tool_busy: bool = field(init=False, default=False)
     failed_step: str | None = field(init=False, default=None)
+    exited: ExitReport | None = field(init=False, default=None)  # a fired exit step ended the plan
     _conditions: dict[int, conditions.Or] = field(init=False, default_factory=dict)
     _kinds: list[Kind] = field(init=False)
     _has_refs: list[bool] = field(init=False)
@@ -210,7 +217,7 @@ class Run:
         dispatch: list[Dispatch] = []
         cap = self.spec.parallelism
         others, tools, states = self._ready_other, self._ready_tools, self._states
-        while self.failed_step is None:
+        while self.failed_step is None and self.exited is None:
             # the lowest declaration index among ready steps that may start now
             if others and (not tools or self._tool_busy or others[0] < tools[0]):
                 heap = others
@@ -238,7 +245,7 @@ class Run:
     def finished(self) -> bool:
         if self._flying:
             return False
-        if self.failed_step is not None:
+        if self.failed_step is not None or self.exited is not None:
             return True
         return not self._ready_other and not (self._ready_tools and not self._tool_busy)
 
@@ -246,6 +253,17 @@ class Run:
         settled_all = len(self._order) == len(self.spec.steps)
         completed = settled_all and self.failed_step is None
         output: Any = NO_OUTPUT
+        if self.exited is not None:  # seed 2: an exit ends the plan; success counts as completed
+            completed = self.exited.status == "success" and self.failed_step is None
+            if self.exited.output is not None:
+                return Report(
+                    self.plan_id,
+                    completed,
+                    self.failed_step,
+                    tuple(self._order),
+                    self.exited.output,
+                    self.exited,
+                )
         if self.spec.output is not None:
             # seed 2: the output template map, rendered once every step settled; a template that
             # cannot render leaves it null (the report says why in outputError)
@@ -255,7 +273,9 @@ class Run:
                     output = templates.render(self.spec.output, self._template_lookup)
                 except templates.TemplateError as e:
                     output = OutputError(str(e))
-        return Report(self.plan_id, completed, self.failed_step, tuple(self._order), output)
+        return Report(
+            self.plan_id, completed, self.failed_step, tuple(self._order), output, self.exited
+        )
 
     @property
     def settled(self) -> Sequence[StepRecord]:
@@ -298,6 +318,9 @@ class Run:
         st.attempts += 1
         if st.started_at is None:
             st.started_at = now
+        if self._kinds[i] in CONTROL:
+            self._run_control(i, now)
+            return None
         words = None
         try:
             resolved = (
@@ -320,6 +343,29 @@ class Run:
         if kind == "tool":
             self._tool_busy = True
         return Dispatch(step, st.attempts, kind, resolved, words)
+
+    def _run_control(self, i: int, now: float) -> None:
+        """exit / filter: evaluated here, settled at once with the seed's result shape."""
+        step = self.spec.steps[i]
+        try:
+            if self._kinds[i] == "filter":
+                result: Any = control.evaluate_filter(step.filter, self._template_lookup)
+            else:
+                fired = control.evaluate_exit(step.exit, self._template_lookup)
+                result = (
+                    {"passed": True}
+                    if not fired.fired
+                    else {
+                        "fired": True,
+                        "status": fired.status,
+                        "message": fired.message,
+                        "output": fired.output,
+                    }
+                )
+        except (control.GateError, templates.TemplateError) as e:
+            self._attempt_failed(i, None, str(e), now)
+            return
+        self._settle(i, self._record(i, "success", json.dumps(result), None, now))
 
     def _template_lookup(self, root: str) -> Any:
         if root == "input":
@@ -358,6 +404,15 @@ class Run:
         if announce:
             self._new.append(record)
         step = self.spec.steps[i]
+        if self._kinds[i] == "exit" and record.status == "success" and self.exited is None:
+            result = json.loads(record.output or "{}")  # restorable: the result says if it fired
+            if result.get("fired"):
+                self.exited = ExitReport(
+                    step.id,
+                    result.get("status", "success"),
+                    result.get("message"),
+                    result.get("output"),
+                )
         if (
             record.status == "failed"
             and step.on_error not in ("continue", "skip")

@@ -27,6 +27,10 @@ CODES: dict[str, str] = {
     "image-not-allowed": "a step image outside the capsule's and the operator's allowlists",
     "limits": "a plan or step beyond the operator's or the capsule's limits",
     "schedule": "a ScheduledPlan's schedule or time zone that cannot be used",
+    "gate": "a gate {value, op, to} with an unknown op, or a missing or extra `to`",
+    "control": "a control step (exit, filter) with a missing or malformed field",
+    "unsupported": "agent / infer (need a language model: use a capsule step), or a control step "
+    "planops does not run yet (decide, map, reduce, ask)",
     "input-schema": "an inputSchema that is not a JSON Schema, or input that does not satisfy it",
     "template": "a {{...}} template that is malformed, names an unknown root, uses a step result "
     "the step does not depend on, or sits in a shell step's first word",

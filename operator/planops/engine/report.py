@@ -81,12 +81,23 @@ class OutputError:
 
 
 @dataclass(frozen=True)
+class ExitReport:
+    """A fired exit step (seed 2): which, with what status and message."""
+
+    step_id: str
+    status: str
+    message: str | None
+    output: Any = None
+
+
+@dataclass(frozen=True)
 class Report:
     plan_id: str
     completed: bool
     failed_step: str | None
     steps: tuple[StepRecord, ...]
     output: Any = NO_OUTPUT  # seed 2's structured output, when the plan declares one
+    exit: ExitReport | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -99,4 +110,10 @@ class Report:
             out["output"], out["outputError"] = None, self.output.message
         elif self.output is not NO_OUTPUT:
             out["output"] = self.output
+        if self.exit is not None:
+            out["exit"] = {
+                "stepId": self.exit.step_id,
+                "status": self.exit.status,
+                "message": self.exit.message,
+            }
         return out

@@ -13,17 +13,32 @@ import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Protocol
+from typing import Any, Protocol
 
 import jsonschema
 
 from planops.api import quantity
 from planops.api.models import CapsuleSpec, PlanSpec, Step
-from planops.engine import conditions, references, templates
+from planops.engine import conditions, control, references, templates
 from planops.engine.dag import Graph
 from planops.engine.errors import PlanError
 
 ON_ERROR = ("fail", "skip", "continue")
+STEP_KINDS = (
+    "tool",
+    "shell",
+    "capsule",
+    "exit",
+    "filter",
+    "decide",
+    "map",
+    "reduce",
+    "ask",
+    "agent",
+    "infer",
+)
+NOT_YET = ("decide", "map", "reduce", "ask")
+NEEDS_A_MODEL = ("agent", "infer")
 SUBMIT_PLAN = "submit-plan"
 DEFAULT_CAPSULE = "default"
 
@@ -137,15 +152,16 @@ def validate(
 
 
 def _check_step(c: _Checker, graph: Graph, step: Step, path: str) -> None:
-    kinds = [k for k in ("tool", "shell", "capsule") if getattr(step, k) is not None]
+    kinds = [k for k in STEP_KINDS if getattr(step, k) is not None]
     if len(kinds) != 1:
         what = "none" if not kinds else " and ".join(kinds)
         c.add(
             "step-kind",
             step.id,
             path,
-            f"a step declares exactly one of tool, shell or capsule (found {what})",
+            f"a step declares exactly one of tool, shell, capsule, exit or filter (found {what})",
         )
+    _check_control(c, step, path)
     if step.on_error not in ON_ERROR:
         c.add(
             "on-error",
@@ -348,8 +364,26 @@ def _check_templates(c: _Checker, graph: Graph) -> None:
                     "first word): the allowlist is checked before anything runs",
                 )
             found += [(f"{path}.shell", t) for w in words[1:] for _, t in templates.find(w)]
+        scoped: set[str] = set()  # fields where {{item}} / {{index}} exist
+        if isinstance(step.filter, dict):
+            found += [
+                (f"{path}.filter.over{w}", t) for w, t in templates.find(step.filter.get("over"))
+            ]
+            where_found = [
+                (f"{path}.filter.where{w}", t) for w, t in templates.find(step.filter.get("where"))
+            ]
+            scoped = {w for w, _ in where_found}
+            found += where_found
+        if isinstance(step.exit, dict):
+            found += [(f"{path}.exit{w}", t) for w, t in templates.find(step.exit)]
         ancestors: set[str] | None = None
         for where, t in found:
+            if (
+                not isinstance(t, templates.TemplateError)
+                and where in scoped
+                and t.root in ("item", "index")
+            ):
+                continue
             if isinstance(t, templates.TemplateError):
                 c.add("template", step.id, where, str(t))
                 continue
@@ -408,3 +442,79 @@ def _check_quantities(c: _Checker, step: Step, path: str) -> None:
                 f"the request ({getattr(res.requests, key)}) exceeds the limit "
                 f"({getattr(res.limits, key)})",
             )
+
+
+def _check_control(c: _Checker, step: Step, path: str) -> None:
+    """Seed 2 control steps: exit and filter are run by planops; the rest are refused clearly."""
+    for kind in NEEDS_A_MODEL:
+        if getattr(step, kind) is not None:
+            c.add(
+                "unsupported",
+                step.id,
+                f"{path}.{kind}",
+                f"{kind} needs a language model, which "
+                "planops does not run: delegate open-ended work to a capsule step (a Capsule's "
+                "plan can run any agent image)",
+            )
+    for kind in NOT_YET:
+        if getattr(step, kind) is not None:
+            c.add(
+                "unsupported",
+                step.id,
+                f"{path}.{kind}",
+                f"the {kind} control step is not supported by planops yet",
+            )
+    if step.exit is not None:
+        _check_fields(
+            c,
+            step,
+            f"{path}.exit",
+            step.exit,
+            required=("status",),
+            allowed=("when", "status", "message", "output"),
+        )
+        if isinstance(step.exit, dict):
+            if step.exit.get("status") not in (None, "success", "error"):
+                c.add(
+                    "control",
+                    step.id,
+                    f"{path}.exit.status",
+                    f"status is {step.exit.get('status')!r}; expected success or error",
+                )
+            if "when" in step.exit:
+                _check_gate(c, step, f"{path}.exit.when", step.exit["when"])
+    if step.filter is not None:
+        _check_fields(
+            c,
+            step,
+            f"{path}.filter",
+            step.filter,
+            required=("over", "where"),
+            allowed=("over", "where"),
+        )
+        if isinstance(step.filter, dict) and "where" in step.filter:
+            _check_gate(c, step, f"{path}.filter.where", step.filter["where"])
+
+
+def _check_fields(
+    c: _Checker,
+    step: Step,
+    path: str,
+    value: Any,
+    *,
+    required: tuple[str, ...],
+    allowed: tuple[str, ...],
+) -> None:
+    if not isinstance(value, dict):
+        c.add("control", step.id, path, "expected an object")
+        return
+    for key in required:
+        if key not in value:
+            c.add("control", step.id, f"{path}.{key}", "required field is missing")
+    for key in sorted(set(value) - set(allowed)):
+        c.add("control", step.id, f"{path}.{key}", f"unknown field (allowed: {', '.join(allowed)})")
+
+
+def _check_gate(c: _Checker, step: Step, path: str, gate: Any) -> None:
+    for suffix, message in control.gate_problems(gate):
+        c.add("gate", step.id, f"{path}{suffix}", message)
