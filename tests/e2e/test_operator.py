@@ -378,4 +378,4 @@ def test_a_job_the_api_server_rejects_fails_the_step_instead_of_retrying_forever
     rec = steps(obj)["a"]
     assert obj["status"]["phase"] == "Failed"
     assert rec["error"].startswith("the cluster refused the step's Job:")
-    assert "memory" in rec["error"]
+    assert "quantities must match" in rec["error"]

@@ -66,12 +66,34 @@ def _resources(description: str) -> Schema:
     )
 
 
+#: accepted by the schema so the validator can refuse them with the seed's code and a reason
+REFUSED_KINDS = {
+    "decide": "not run by planops yet",
+    "map": "not run by planops yet",
+    "reduce": "not run by planops yet",
+    "ask": "not run by planops yet",
+    "agent": "needs a language model: use a capsule step",
+    "infer": "needs a language model: use a capsule step",
+}
+
+
 def step_schema() -> Schema:
-    one_kind = (
-        "(has(self.tool) ? 1 : 0) + (has(self.shell) ? 1 : 0) + (has(self.capsule) ? 1 : 0) == 1"
+    kinds = (
+        "tool",
+        "shell",
+        "capsule",
+        "exit",
+        "filter",
+        "decide",
+        "map",
+        "reduce",
+        "ask",
+        "agent",
+        "infer",
     )
+    one_kind = " + ".join(f"(has(self.{k}) ? 1 : 0)" for k in kinds) + " == 1"
     return _obj(
-        "One step. Exactly one of tool, shell or capsule.",
+        "One step. Exactly one kind: tool, shell, capsule, or a control step (exit, filter).",
         {
             "id": _s(
                 "Unique within the plan; other steps name it in dependsOn and in "
@@ -105,6 +127,26 @@ def step_schema() -> Schema:
                 "step ignores it. A string that is exactly $<id>.output or $<id>.status, at any "
                 "depth, is replaced by that step's result when this step is dispatched.",
                 "x-kubernetes-preserve-unknown-fields": True,
+            },
+            "exit": {
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": True,
+                "description": "Seed 2: end the plan early: {when?: gate, status: success|"
+                "error, message?, output?}. Evaluated by planops (no Job).",
+            },
+            "filter": {
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": True,
+                "description": "Seed 2: partition a list: {over: template, where: gate with "
+                "{{item}} and {{index}}}. Evaluated by planops (no Job).",
+            },
+            **{
+                k: {
+                    "type": "object",
+                    "x-kubernetes-preserve-unknown-fields": True,
+                    "description": f"Seed 2 {k}: refused for now ({why}).",
+                }
+                for k, why in REFUSED_KINDS.items()
             },
             "dependsOn": _list(
                 "Steps that must settle (succeed, fail or be skipped) before this one "
@@ -153,7 +195,7 @@ def step_schema() -> Schema:
             "x-kubernetes-validations": [
                 {
                     "rule": one_kind,
-                    "message": "a step declares exactly one of tool, shell or capsule",
+                    "message": "a step declares exactly one of tool, shell, capsule, exit, filter",
                 }
             ]
         },

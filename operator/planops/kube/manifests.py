@@ -113,7 +113,11 @@ def resources(step: Resources | None, capsule: Resources | None) -> dict[str, di
     res = _merged(step, capsule)
     for key, limit in res["limits"].items():
         request = res["requests"].get(key)
-        if request is not None and parse(request) > parse(limit):
+        try:
+            lower = request is not None and parse(request) > parse(limit)
+        except ValueError:  # not a quantity (from a Capsule): the API server refuses the Job,
+            continue  # and the step fails with its message
+        if lower:
             res["requests"][key] = limit
     return res
 
