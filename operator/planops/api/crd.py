@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from planops.api.documents import API_GROUP
-from planops.api.models import NAME_PATTERN, STEP_ID_PATTERN
+from planops.api.models import NAME_PATTERN, STEP_ID_PATTERN, STEP_KINDS
 
 VERSION = "v1alpha1"
 MAX_STEPS = 2000  # the status bound (planops.reconciler.status) is computed for it
@@ -78,20 +78,7 @@ REFUSED_KINDS = {
 
 
 def step_schema() -> Schema:
-    kinds = (
-        "tool",
-        "shell",
-        "capsule",
-        "exit",
-        "filter",
-        "decide",
-        "map",
-        "reduce",
-        "ask",
-        "agent",
-        "infer",
-    )
-    one_kind = " + ".join(f"(has(self.{k}) ? 1 : 0)" for k in kinds) + " == 1"
+    one_kind = " + ".join(f"(has(self.{k}) ? 1 : 0)" for k in STEP_KINDS) + " == 1"
     return _obj(
         "One step. Exactly one kind: tool, shell, capsule, or a control step (exit, filter).",
         {

@@ -22,6 +22,22 @@ from pydantic.alias_generators import to_camel
 #: leaves ids free; planops needs them to be label-safe). Letters, digits, `_` and `-`.
 STEP_ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,62}$"
 
+#: The keys that make a step's kind: exactly one per step. tool, shell, capsule (seed 1) and the
+#: seed-2 control steps; the validator says which of these planops runs (engine.validation).
+STEP_KINDS = (
+    "tool",
+    "shell",
+    "capsule",
+    "exit",
+    "filter",
+    "decide",
+    "map",
+    "reduce",
+    "ask",
+    "agent",
+    "infer",
+)
+
 #: A Kubernetes object name (RFC 1123 subdomain, shortened to what a label value may hold).
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$"
 

@@ -1,0 +1,30 @@
+"""The committed CRDs are what planops.api.crd generates, and they cover the models' fields."""
+
+from pathlib import Path
+
+from planops.api import crd
+from planops.api.models import CapsuleSpec, PlanSpec, Step
+
+CRDS = Path(__file__).resolve().parents[2] / "crds"
+
+
+def test_committed_crds_are_current():
+    for name, text in crd.render().items():
+        assert (CRDS / name).read_text() == text, (
+            f"crds/{name} is stale: python -m planops.api.crd crds"
+        )
+
+
+def _props(schema: dict) -> set[str]:
+    return set(schema["properties"])
+
+
+def test_every_model_field_is_in_the_schema_with_a_description():
+    step = crd.step_schema()
+    assert {f.alias or n for n, f in Step.model_fields.items()} == _props(step)
+    plan = crd.plan_spec_schema("x")
+    assert {f.alias or n for n, f in PlanSpec.model_fields.items()} == _props(plan)
+    cap = crd.capsule_spec_schema()
+    assert {f.alias or n for n, f in CapsuleSpec.model_fields.items()} == _props(cap)
+    for schema in (step, plan, cap):
+        assert all(p.get("description") for p in schema["properties"].values())
