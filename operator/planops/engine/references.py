@@ -40,18 +40,25 @@ def parse(text: str) -> Reference | None:
     return Reference(m.group(1), m.group(2)) if m else None
 
 
-def walk(value: Any, path: str = "input") -> Iterator[tuple[str, Reference]]:
-    """Every reference inside a JSON value, with its field path."""
+def strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
+    """Every string inside a JSON value, at any depth, with its field path (`.key`, `[index]`).
+    The one walk shared by references and templates."""
     if isinstance(value, str):
-        ref = parse(value)
-        if ref is not None:
-            yield path, ref
+        yield path, value
     elif isinstance(value, dict):
         for k, v in value.items():
-            yield from walk(v, f"{path}.{k}")
+            yield from strings(v, f"{path}.{k}")
     elif isinstance(value, list):
         for i, v in enumerate(value):
-            yield from walk(v, f"{path}[{i}]")
+            yield from strings(v, f"{path}[{i}]")
+
+
+def walk(value: Any, path: str = "input") -> Iterator[tuple[str, Reference]]:
+    """Every reference inside a JSON value (a whole string), with its field path."""
+    for where, text in strings(value, path):
+        ref = parse(text)
+        if ref is not None:
+            yield where, ref
 
 
 #: Looks up a settled step's (status, output); None when the step has not settled.

@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from planops.engine.references import strings
+
 RESERVED = ("input", "item", "index", "accumulator", "length")
 STEP_FIELDS = ("output", "status", "json")
 TEMPLATE = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
@@ -51,24 +53,14 @@ def parse(expr: str, text: str) -> Template:
 
 def find(value: Any) -> Iterator[tuple[str, Template | TemplateError]]:
     """Every template in a JSON value (any depth) as (field path suffix, template or error)."""
-    yield from _find(value, "")
-
-
-def _find(value: Any, where: str) -> Iterator[tuple[str, Template | TemplateError]]:
-    if isinstance(value, str):
-        for m in TEMPLATE.finditer(value):
+    for where, text in strings(value, ""):
+        for m in TEMPLATE.finditer(text):
             try:
                 yield where, parse(m.group(1), m.group(0))
             except TemplateError as e:
                 yield where, e
-        if value.count("{{") != len(TEMPLATE.findall(value)):
-            yield where, TemplateError(f"{value!r}: an unclosed or nested '{{{{'")
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            yield from _find(v, f"{where}.{k}")
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from _find(v, f"{where}[{i}]")
+        if text.count("{{") != len(TEMPLATE.findall(text)):
+            yield where, TemplateError(f"{text!r}: an unclosed or nested '{{{{'")
 
 
 #: Looks up a root: `input` -> the plan's input; a step id -> {"output", "status"} or None.
