@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 from planops.api import CapsuleSpec, PlanSpec
@@ -26,3 +29,28 @@ def capsule(**spec: Any) -> CapsuleSpec:
 
 def resolver(**named: CapsuleSpec) -> CapsuleResolver:
     return capsules(named or {"default": capsule()})
+
+
+EXAMPLE_CAPSULE = str(Path(__file__).resolve().parents[2] / "examples" / "capsule.yaml")
+
+
+def run_local_cli(plan_file: object, *extra: str) -> subprocess.CompletedProcess[str]:
+    """`kubectl-plan run --local FILE --capsule examples/capsule.yaml -o json EXTRA...`."""
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "planops.cli.main",
+            "run",
+            "--local",
+            str(plan_file),
+            "--capsule",
+            EXAMPLE_CAPSULE,
+            "-o",
+            "json",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )

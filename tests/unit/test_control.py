@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -14,9 +11,7 @@ from planops.engine import Facts, Run, validate
 from planops.engine.control import GateError, holds
 from planops.runners.local import LocalRunner
 
-from .helpers import capsule, plan, resolver
-
-CAPSULE = str(Path(__file__).resolve().parents[2] / "examples" / "capsule.yaml")
+from .helpers import capsule, plan, resolver, run_local_cli
 
 
 def lk(root):
@@ -191,21 +186,6 @@ def test_kubectl_plan_run_exits_4_for_an_exit_with_status_error(tmp_path):
             }
         )
     )
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "planops.cli.main",
-            "run",
-            "--local",
-            str(f),
-            "--capsule",
-            CAPSULE,
-            "-o",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-    )
+    r = run_local_cli(f)
     assert r.returncode == 4, r.stderr
     assert json.loads(r.stdout)["exit"]["message"] == "refusing to run on prod"

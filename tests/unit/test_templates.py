@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -14,7 +12,7 @@ from planops.engine import Run, validate
 from planops.engine.templates import TemplateError, render
 from planops.runners.local import LocalRunner
 
-from .helpers import capsule, plan, resolver
+from .helpers import capsule, plan, resolver, run_local_cli
 
 SETTLED = {
     "list": {"status": "success", "output": '{"count": 3, "names": ["a", "b"]}'},
@@ -186,30 +184,13 @@ def test_cli_input_flags_override_and_are_validated(tmp_path):
             }
         )
     )
-    cap = str(__import__("pathlib").Path(__file__).parents[2] / "examples" / "capsule.yaml")
-    base = [
-        sys.executable,
-        "-m",
-        "planops.cli.main",
-        "run",
-        "--local",
-        str(f),
-        "--capsule",
-        cap,
-        "-o",
-        "json",
-    ]
-    r = subprocess.run(
-        [*base, "--input", "n=5", "--input", "who=me"], capture_output=True, text=True
-    )
+    r = run_local_cli(f, "--input", "n=5", "--input", "who=me")
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
     assert rep["output"] == {"n": 5} and json.loads(rep["steps"][0]["output"]) == {
         "n": 5,
         "who": "me",
     }
-    r = subprocess.run(
-        [*base, "--input", "n=many", "--input", "who=me"], capture_output=True, text=True
-    )
+    r = run_local_cli(f, "--input", "n=many", "--input", "who=me")
     assert r.returncode == 2
     assert [e["code"] for e in json.loads(r.stdout)["errors"]] == ["input-schema"]

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from planops.api.documents import API_GROUP
-from planops.api.models import NAME_PATTERN, STEP_ID_PATTERN, STEP_KINDS
+from planops.api.models import NAME_PATTERN, NEEDS_A_MODEL, NOT_YET, STEP_ID_PATTERN, STEP_KINDS
 
 VERSION = "v1alpha1"
 MAX_STEPS = 2000  # the status bound (planops.reconciler.status) is computed for it
@@ -68,12 +68,8 @@ def _resources(description: str) -> Schema:
 
 #: accepted by the schema so the validator can refuse them with the seed's code and a reason
 REFUSED_KINDS = {
-    "decide": "not run by planops yet",
-    "map": "not run by planops yet",
-    "reduce": "not run by planops yet",
-    "ask": "not run by planops yet",
-    "agent": "needs a language model: use a capsule step",
-    "infer": "needs a language model: use a capsule step",
+    **{k: "not run by planops yet" for k in NOT_YET},
+    **{k: "needs a language model: use a capsule step" for k in NEEDS_A_MODEL},
 }
 
 

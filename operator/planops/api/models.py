@@ -37,6 +37,9 @@ STEP_KINDS = (
     "agent",
     "infer",
 )
+#: Kinds the schema accepts but the validator refuses (code `unsupported`), by reason.
+NOT_YET = ("decide", "map", "reduce", "ask")
+NEEDS_A_MODEL = ("agent", "infer")
 
 #: A Kubernetes object name (RFC 1123 subdomain, shortened to what a label value may hold).
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$"

@@ -18,14 +18,12 @@ from typing import Any, Protocol
 import jsonschema
 
 from planops.api import quantity
-from planops.api.models import STEP_KINDS, CapsuleSpec, PlanSpec, Step
+from planops.api.models import NEEDS_A_MODEL, NOT_YET, STEP_KINDS, CapsuleSpec, PlanSpec, Step
 from planops.engine import conditions, control, references, templates
 from planops.engine.dag import Graph
 from planops.engine.errors import PlanError
 
 ON_ERROR = ("fail", "skip", "continue")
-NOT_YET = ("decide", "map", "reduce", "ask")
-NEEDS_A_MODEL = ("agent", "infer")
 SUBMIT_PLAN = "submit-plan"
 DEFAULT_CAPSULE = "default"
 
