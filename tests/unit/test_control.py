@@ -67,7 +67,6 @@ def test_control_refusals():
         ("control", "steps[2].filter.over"),
         ("gate", "steps[2].filter.where.value"),
         ("unsupported", "steps[3].agent"),
-        ("unsupported", "steps[4].map"),
         ("template", "steps[5].input.x"),
     ]
     assert (

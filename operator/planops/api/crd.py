@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from planops.api.documents import API_GROUP
-from planops.api.models import NAME_PATTERN, NEEDS_A_MODEL, NOT_YET, STEP_ID_PATTERN, STEP_KINDS
+from planops.api.models import NAME_PATTERN, NEEDS_A_MODEL, STEP_ID_PATTERN, STEP_KINDS
 
 VERSION = "v1alpha1"
 MAX_STEPS = 2000  # the status bound (planops.reconciler.status) is computed for it
@@ -67,16 +67,34 @@ def _resources(description: str) -> Schema:
 
 
 #: accepted by the schema so the validator can refuse them with the seed's code and a reason
-REFUSED_KINDS = {
-    **{k: "not run by planops yet" for k in NOT_YET},
-    **{k: "needs a language model: use a capsule step" for k in NEEDS_A_MODEL},
+REFUSED_KINDS = {k: "needs a language model: use a capsule step" for k in NEEDS_A_MODEL}
+
+#: a body (then / else / do): a single call {tool|shell|capsule|ask|filter|exit, input, ...}
+#: or a list of steps with ids, run in order
+_BODY = (
+    "a single call (a step without id: {tool: x, input: ...} or {shell: ...}) or a list of "
+    "steps with ids, run in order; bodies may not contain decide, map or reduce"
+)
+CONTROL_KINDS = {
+    "decide": "Seed 2: fork: {if: gate, then: body, else?: body}. Result {branch, verdict, "
+    f"reason, result}}. A body is {_BODY}; exit is allowed in branches.",
+    "map": "Seed 2: run a body per item: {over: template rendering to an array, do: body, "
+    "concurrency?: max items in flight (default 1)}; {{item}}, {{index}}, {{length}} in the "
+    f"body. Result {{count, results}} in input order. A body is {_BODY}.",
+    "reduce": "Seed 2: fold a list: {over, do: body, initial?}; {{accumulator}} starts at "
+    "initial (default null) and becomes each item's result. Result {count, result}.",
+    "ask": "Seed 2: ask a person: {prompt, outputSchema: object of string/number/integer/"
+    "boolean/enum fields, whenUnanswered?: fail|default, default?}. Answer with kubectl plan "
+    "answer PLAN STEP --set k=v; past the step's timeout whenUnanswered applies. Result "
+    "{answer, answered, reason?}.",
 }
 
 
 def step_schema() -> Schema:
     one_kind = " + ".join(f"(has(self.{k}) ? 1 : 0)" for k in STEP_KINDS) + " == 1"
     return _obj(
-        "One step. Exactly one kind: tool, shell, capsule, or a control step (exit, filter).",
+        "One step. Exactly one kind: tool, shell, capsule, or a control step (exit, filter, "
+        "decide, map, reduce, ask).",
         {
             "id": _s(
                 "Unique within the plan; other steps name it in dependsOn and in "
@@ -127,7 +145,15 @@ def step_schema() -> Schema:
                 k: {
                     "type": "object",
                     "x-kubernetes-preserve-unknown-fields": True,
-                    "description": f"Seed 2 {k}: refused for now ({why}).",
+                    "description": why,
+                }
+                for k, why in CONTROL_KINDS.items()
+            },
+            **{
+                k: {
+                    "type": "object",
+                    "x-kubernetes-preserve-unknown-fields": True,
+                    "description": f"Seed 2 {k}: refused ({why}).",
                 }
                 for k, why in REFUSED_KINDS.items()
             },

@@ -37,8 +37,7 @@ STEP_KINDS = (
     "agent",
     "infer",
 )
-#: Kinds the schema accepts but the validator refuses (code `unsupported`), by reason.
-NOT_YET = ("decide", "map", "reduce", "ask")
+#: Kinds the schema accepts but the validator refuses (code `unsupported`): they need a model.
 NEEDS_A_MODEL = ("agent", "infer")
 
 #: A Kubernetes object name (RFC 1123 subdomain, shortened to what a label value may hold).
@@ -75,7 +74,8 @@ class Resources(Model):
 
 
 class Step(Model):
-    """One step of a plan. Exactly one of tool / shell / capsule (checked by the validator)."""
+    """One step of a plan. Exactly one kind: tool / shell / capsule or a seed-2 control step
+    (checked by the validator)."""
 
     id: str = Field(pattern=STEP_ID_PATTERN, description="Unique within the plan.")
     tool: str | None = Field(default=None, description="A tool of the Capsule's inventory.")

@@ -62,6 +62,14 @@ def _parser() -> argparse.ArgumentParser:
         help="a value of {{input.KEY}} (JSON if it parses, else text); repeatable",
     )
     r.add_argument("--input-file", metavar="FILE", help="input values as a JSON/YAML object")
+    r.add_argument(
+        "--answer",
+        action="append",
+        default=[],
+        metavar="STEP.KEY=VALUE",
+        help="answer an ask step in advance (typed by its outputSchema); repeatable. Without "
+        "one, a terminal gets a prompt; otherwise whenUnanswered applies",
+    )
     cluster.add_parsers(sub)
     return p
 
@@ -116,6 +124,19 @@ def _inputs(args: argparse.Namespace) -> dict[str, Any] | None:
         except json.JSONDecodeError:
             values[key] = raw
     return values
+
+
+def _answers(given: list[str]) -> dict[str, dict[str, str]] | None:
+    """--answer STEP.KEY=VALUE (a body step's STEP is its qualified name, e.g. scan.0.ok)."""
+    out: dict[str, dict[str, str]] = {}
+    for item in given:
+        target, sep, value = item.partition("=")
+        step, dot, key = target.rpartition(".")
+        if not sep or not dot or not step or not key:
+            sys.stderr.write(f"error: --answer {item!r}: expected STEP.KEY=VALUE\n")
+            return None
+        out.setdefault(step, {})[key] = value
+    return out
 
 
 def _errors(loaded: Loaded) -> list[tuple[str, str, PlanError]]:
@@ -178,11 +199,16 @@ def cmd_run(args: argparse.Namespace) -> int:
             render.errors([e for _, _, e in found], sys.stderr, found[0][0])
         return EXIT_INPUT
     ((_, plan),) = loaded.plans
+    answers = _answers(args.answer)
+    if answers is None:
+        return EXIT_INPUT
     quiet = args.quiet or args.output == "json"
     runner = LocalRunner(
         loaded.capsules,
         workdir=args.workdir,
         observer=(lambda _r: None) if quiet else render.Progress(sys.stderr),
+        answers=answers,
+        asker=render.ask if sys.stdin.isatty() else None,
     )
     try:
         report = asyncio.run(runner.run(plan.plan_id, plan.spec))

@@ -6,7 +6,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from planops.engine import PlanError, Report
+from planops.engine import PlanError, Report, control
 
 _MARK = {"success": "✔", "failed": "✘", "skipped": "↷"}
 
@@ -88,3 +88,40 @@ def summary(report: Report, out: TextIO = sys.stdout) -> None:
     else:
         verdict = "did not complete"
     out.write(f"plan {report.plan_id}: {verdict} ({len(report.steps)} steps settled)\n")
+
+
+async def ask(step_id: str, spec: dict[str, Any]) -> dict[str, Any] | None:
+    """The interactive prompt of an ask step (a terminal is attached): one line per answer field,
+    typed and checked against the outputSchema, asked again until it conforms; Ctrl-D declines."""
+    import asyncio  # noqa: PLC0415
+
+    return await asyncio.to_thread(_ask_blocking, step_id, spec)
+
+
+def _ask_blocking(step_id: str, spec: dict[str, Any]) -> dict[str, Any] | None:
+    schema = spec["outputSchema"]
+    props: dict[str, Any] = schema.get("properties") or {}
+    sys.stderr.write(f"\n? {step_id}: {spec.get('prompt', '')}  (Ctrl-D declines)\n")
+    while True:
+        answer: dict[str, Any] = {}
+        for key, prop in props.items():
+            hint = "|".join(map(str, prop["enum"])) if "enum" in prop else prop.get("type", "")
+            while True:
+                sys.stderr.write(f"  {key} ({hint}): ")
+                sys.stderr.flush()
+                try:
+                    line = input()
+                except EOFError:
+                    sys.stderr.write("\n  declined\n")
+                    return None
+                if not line and key not in (schema.get("required") or []):
+                    break
+                try:
+                    answer[key] = control.coerce_answer(schema, key, line)
+                    break
+                except ValueError as e:
+                    sys.stderr.write(f"  {e}\n")
+        problem = control.answer_problem(schema, answer)
+        if problem is None:
+            return answer
+        sys.stderr.write(f"  not a valid answer: {problem}; again\n")

@@ -106,3 +106,136 @@ def evaluate_filter(spec: dict[str, Any], lookup: templates.Lookup) -> dict[str,
 
         (kept if holds(spec["where"], scoped) else dropped).append(item)
     return {"count": len(kept), "items": kept, "dropped": dropped, "dropped_count": len(dropped)}
+
+
+# -- ask ---------------------------------------------------------------------------------------
+# Result: {"answer": {...}, "answered": true} or, when the default was used,
+# {"answer": default, "answered": false, "reason": "declined" | "unavailable"}.
+
+ASK_FIELDS = ("prompt", "outputSchema", "whenUnanswered", "default")
+_SNAKE = {"output_schema": "outputSchema", "when_unanswered": "whenUnanswered"}
+PRIMITIVES = ("string", "number", "integer", "boolean")
+
+
+def normalize_ask(spec: Any) -> dict[str, Any]:
+    """The ask grammar in camelCase (the seed's snake_case is accepted)."""
+    if not isinstance(spec, dict):
+        return {}
+    return {_SNAKE.get(str(k), str(k)): v for k, v in spec.items()}
+
+
+def ask_problems(raw: Any) -> list[tuple[str, str]]:
+    """Static problems of an ask step's grammar, as (field suffix, message)."""
+    if not isinstance(raw, dict):
+        return [("", "expected an object {prompt, outputSchema, whenUnanswered?, default?}")]
+    spec = normalize_ask(raw)
+    out = [
+        (f".{k}", f"unknown field (allowed: {', '.join(ASK_FIELDS)})")
+        for k in spec
+        if k not in ASK_FIELDS
+    ]
+    if not isinstance(spec.get("prompt"), str) or not spec.get("prompt"):
+        out.append((".prompt", "the question is required (a non-empty string)"))
+    schema = spec.get("outputSchema")
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        out.append((".outputSchema", 'required, and must be {"type": "object", "properties": ...}'))
+        schema = None
+    else:
+        props = schema.get("properties")
+        if not isinstance(props, dict) or not props:
+            out.append((".outputSchema.properties", "list the answer's fields"))
+        else:
+            for name, prop in props.items():
+                ok = isinstance(prop, dict) and (
+                    prop.get("type") in PRIMITIVES or isinstance(prop.get("enum"), list)
+                )
+                if not ok:
+                    out.append(
+                        (
+                            f".outputSchema.properties.{name}",
+                            "an answer field is a string, number, integer, boolean or enum",
+                        )
+                    )
+    mode = spec.get("whenUnanswered", "fail")
+    if mode not in ("fail", "default"):
+        out.append((".whenUnanswered", f"is {mode!r}; expected fail or default"))
+    if mode == "default" and "default" not in spec:
+        out.append((".default", "whenUnanswered: default needs a default answer"))
+    if "default" in spec and schema is not None and not _has_template(spec["default"]):
+        problem = answer_problem(schema, spec["default"])
+        if problem:
+            out.append((".default", f"does not conform to outputSchema: {problem}"))
+    return out
+
+
+def _has_template(value: Any) -> bool:
+    return next(templates.find(value), None) is not None
+
+
+def render_ask(spec: Any, lookup: templates.Lookup) -> dict[str, Any]:
+    """The ask as the executor sees it: prompt and default rendered."""
+    out = normalize_ask(spec)
+    for key in ("prompt", "default"):
+        if key in out:
+            out[key] = templates.render(out[key], lookup)
+    return out
+
+
+def answer_problem(schema: dict[str, Any], answer: Any) -> str | None:
+    """Why `answer` does not conform to the ask's outputSchema (None: it does)."""
+    import jsonschema  # noqa: PLC0415 - only asks need it
+
+    errors = sorted(
+        jsonschema.Draft202012Validator(schema).iter_errors(answer), key=lambda e: list(e.path)
+    )
+    if not errors:
+        return None
+    return "; ".join(
+        (f"{'.'.join(map(str, e.path))}: " if e.path else "") + e.message for e in errors
+    )
+
+
+def coerce_answer(schema: dict[str, Any], key: str, text: str) -> Any:
+    """`key=text` from a command line, typed by the schema; raises ValueError."""
+    props = schema.get("properties") or {}
+    if key not in props:
+        raise ValueError(f"the answer has no field {key!r} (fields: {', '.join(props)})")
+    prop = props[key]
+    kind = prop.get("type")
+    if kind == "string" or (kind is None and "enum" in prop and text in prop["enum"]):
+        return text
+    if kind == "boolean":
+        if text.lower() in ("true", "yes", "y", "1"):
+            return True
+        if text.lower() in ("false", "no", "n", "0"):
+            return False
+        raise ValueError(f"{key}: expected true or false, got {text!r}")
+    if kind in ("integer", "number"):
+        try:
+            return int(text) if kind == "integer" else float(text)
+        except ValueError:
+            raise ValueError(
+                f"{key}: expected {'an' if kind == 'integer' else 'a'} {kind}, got {text!r}"
+            ) from None
+    try:
+        import json  # noqa: PLC0415
+
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def answered(answer: dict[str, Any]) -> dict[str, Any]:
+    return {"answer": answer, "answered": True}
+
+
+def unanswered(spec: dict[str, Any], reason: str) -> tuple[dict[str, Any] | None, str | None]:
+    """(result, None) when the default applies, else (None, the step's error)."""
+    if spec.get("whenUnanswered") == "default":
+        return {"answer": spec.get("default"), "answered": False, "reason": reason}, None
+    why = "the question was declined" if reason == "declined" else "nobody could be asked"
+    return (
+        None,
+        f"no answer: {why}, and whenUnanswered is fail (set whenUnanswered: default "
+        "and a default to keep the plan running)",
+    )

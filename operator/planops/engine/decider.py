@@ -35,25 +35,22 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 from planops.api.models import PlanSpec, Step
-from planops.engine import conditions, control, references, templates
+from planops.engine import bodies, conditions, control, references, templates
+from planops.engine.bodyrun import Bodies
 from planops.engine.dag import Graph
 from planops.engine.report import NO_OUTPUT, ExitReport, OutputError, Report, StepRecord
 from planops.engine.validation import shell_words
 
 Status = Literal["success", "failed", "skipped"]
-Kind = Literal["tool", "shell", "capsule", "exit", "filter"]
+Kind = Literal["tool", "shell", "capsule", "ask", "exit", "filter", "decide", "map", "reduce"]
 CONTROL = ("exit", "filter")  # evaluated by the decider itself: no Job, no process
+#: `ask` is dispatched like a tool call, but its executor asks a person (prompt or annotation)
 
 
 def step_kind(step: Step) -> Kind:
-    if step.tool is not None:
-        return "tool"
-    if step.capsule is not None:
-        return "capsule"
-    if step.exit is not None:
-        return "exit"
-    if step.filter is not None:
-        return "filter"
+    for kind in ("tool", "capsule", "ask", "exit", "filter", "decide", "map", "reduce"):
+        if getattr(step, kind) is not None:
+            return kind
     return "shell"
 
 
@@ -112,6 +109,9 @@ class Run:
 
     plan_id: str
     spec: PlanSpec
+    #: a body's Run (engine.bodyrun): lookups fall back to the enclosing run after `scope`
+    parent: Run | None = None
+    scope: dict[str, Any] = field(default_factory=dict)  # item, index, length, accumulator
     graph: Graph = field(init=False)
     _states: list[_State] = field(init=False)
     _remaining: list[int] = field(init=False)
@@ -127,6 +127,8 @@ class Run:
     _kinds: list[Kind] = field(init=False)
     _has_refs: list[bool] = field(init=False)
     _has_templates: list[bool] = field(init=False)
+    _bodies: Bodies = field(init=False)
+    _settled_count: int = field(init=False, default=0)  # top-level steps settled
 
     def __post_init__(self) -> None:
         steps = self.spec.steps
@@ -135,9 +137,12 @@ class Run:
         self._kinds = [step_kind(s) for s in steps]
         self._has_refs = [next(references.walk(s.input), None) is not None for s in steps]
         self._has_templates = [
-            "{{" in (s.shell or "") or next(templates.find(s.input), None) is not None
+            "{{" in (s.shell or "")
+            or next(templates.find(s.input), None) is not None
+            or s.ask is not None
             for s in steps
         ]
+        self._bodies = Bodies(self)
         self._states = [_State() for _ in steps]
         self._remaining = [len(d) for d in self.graph.deps]
         for i, step in enumerate(steps):
@@ -148,17 +153,42 @@ class Run:
     # -- restoring from facts -----------------------------------------------------------------
 
     @classmethod
-    def restore(cls, plan_id: str, spec: PlanSpec, facts: Facts) -> Run:
-        run = cls(plan_id, spec)
+    def restore(
+        cls,
+        plan_id: str,
+        spec: PlanSpec,
+        facts: Facts,
+        parent: Run | None = None,
+        scope: dict[str, Any] | None = None,
+    ) -> Run:
+        run = cls(plan_id, spec, parent, scope or {})
+        settled_ids = {r.step_id for r in facts.settled}
+        body_records: dict[int, list[StepRecord]] = {}
+        body_attempts: dict[int, list[AttemptFact]] = {}
         for record in facts.settled:
-            i = run.graph.index.get(record.step_id)
-            if i is None or run._states[i].settled is not None:
+            ctl, dot, _ = record.step_id.partition(".")
+            i = run.graph.index.get(ctl)
+            if i is None:
+                continue
+            if dot:  # a body step's record
+                if ctl in settled_ids:
+                    run._order.append(record)  # its control step settled: just reported
+                else:
+                    body_records.setdefault(i, []).append(record)
+                continue
+            if run._states[i].settled is not None:
                 continue
             run._states[i].attempts = record.attempts
             run._states[i].condition_checked = True
             run._settle(i, record, announce=False)
         latest: dict[int, AttemptFact] = {}
         for fact in facts.attempts:
+            ctl, dot, _ = fact.step_id.partition(".")
+            if dot:
+                j = run.graph.index.get(ctl)
+                if j is not None and ctl not in settled_ids:
+                    body_attempts.setdefault(j, []).append(fact)
+                continue
             i = run.graph.index.get(fact.step_id)
             if i is None or run._states[i].settled is not None:
                 continue
@@ -185,7 +215,26 @@ class Run:
             run.finish_attempt(
                 f.step_id, f.attempt, f.status, f.output, f.error, f.finished_at or 0.0
             )
+        for i in sorted(set(body_records) | set(body_attempts)):
+            run._restore_body(i, body_records.get(i, []), body_attempts.get(i, []))
         return run
+
+    def _restore_body(self, i: int, records: list[StepRecord], attempts: list[AttemptFact]) -> None:
+        st = self._states[i]
+        if st.settled is not None or st.in_flight:
+            return
+        st.condition_checked = True
+        st.attempts = max(st.attempts, 1)
+        st.started_at = min(
+            [f.started_at for f in attempts] + [r.started_at for r in records if r.started_at],
+            default=0.0,
+        )
+        try:
+            self._bodies.restore(i, records, attempts)
+        except (control.GateError, templates.TemplateError, bodies.BodyError):
+            return  # cannot happen for facts this run made; the next decide reports it
+        st.in_flight = True
+        self._flying[i] = st.attempts
 
     # -- what executors call ------------------------------------------------------------------
 
@@ -199,6 +248,9 @@ class Run:
         now: float,
     ) -> None:
         """Record the result of a dispatched attempt. A stale or repeated report is ignored."""
+        if "." in step_id:  # a body step: <control>.<key>.<step>
+            self._bodies.finish(step_id, attempt, status, output, error, now)
+            return
         i = self.graph.index[step_id]
         st = self._states[i]
         if not st.in_flight or st.attempts != attempt or st.settled is not None:
@@ -215,6 +267,13 @@ class Run:
     def decide(self, now: float) -> Decision:
         """Start what can start; settle what settles without running. Marks dispatches in flight."""
         dispatch: list[Dispatch] = []
+        self._dispatch_ready(now, dispatch)
+        while self._bodies.active and self._bodies.pump(now, dispatch):
+            self._dispatch_ready(now, dispatch)
+        new, self._new = tuple(self._new), []
+        return Decision(tuple(dispatch), new, self.finished)
+
+    def _dispatch_ready(self, now: float, dispatch: list[Dispatch]) -> None:
         cap = self.spec.parallelism
         others, tools, states = self._ready_other, self._ready_tools, self._states
         while self.failed_step is None and self.exited is None:
@@ -238,8 +297,6 @@ class Run:
             action = self._start(i, now)
             if action is not None:
                 dispatch.append(action)
-        new, self._new = tuple(self._new), []
-        return Decision(tuple(dispatch), new, self.finished)
 
     @property
     def finished(self) -> bool:
@@ -250,7 +307,7 @@ class Run:
         return not self._ready_other and not (self._ready_tools and not self._tool_busy)
 
     def report(self) -> Report:
-        settled_all = len(self._order) == len(self.spec.steps)
+        settled_all = self._settled_count == len(self.spec.steps)
         completed = settled_all and self.failed_step is None
         output: Any = NO_OUTPUT
         if self.exited is not None:  # seed 2: an exit ends the plan; success counts as completed
@@ -286,8 +343,42 @@ class Run:
         return self._states[self.graph.index[step_id]].settled is not None
 
     def in_flight_attempts(self) -> list[tuple[str, int]]:
-        """(step id, attempt) of every attempt in flight, in dispatch order."""
-        return [(self.spec.steps[i].id, attempt) for i, attempt in self._flying.items()]
+        """(step id, attempt) of every attempt in flight, in dispatch order (body steps by
+        their qualified names; a control step running its bodies is not an attempt)."""
+        return [
+            (self.spec.steps[i].id, attempt)
+            for i, attempt in self._flying.items()
+            if i not in self._bodies.active
+        ] + self._bodies.in_flight()
+
+    def record_count(self) -> int:
+        """Step records this run has or will have: every top-level step, plus body steps."""
+        return len(self.spec.steps) + len(self._order) - self._settled_count
+
+    def last_record(self) -> StepRecord | None:
+        """The last declared step's record (a body's result)."""
+        return self._states[-1].settled if self._states else None
+
+    def kind(self, i: int) -> Kind:
+        return self._kinds[i]
+
+    def add_record(self, record: StepRecord, announce: bool) -> None:
+        """A body step's record (engine.bodyrun), qualified: reported, not a step of this plan."""
+        self._order.append(record)
+        if announce:
+            self._new.append(record)
+
+    def control_settled(self, i: int, result: Any, error: str | None, now: float) -> None:
+        """A decide / map / reduce finished its bodies (engine.bodyrun): settle it. It does not
+        retry; a failure follows onError."""
+        st = self._states[i]
+        st.in_flight = False
+        self._flying.pop(i, None)
+        if error is None:
+            self._settle(i, self._record(i, "success", json.dumps(result), None, now))
+        else:
+            status: Status = "skipped" if self.spec.steps[i].on_error == "skip" else "failed"
+            self._settle(i, self._record(i, status, None, error, now))
 
     def unsettled(self) -> list[str]:
         return [self.spec.steps[i].id for i, s in enumerate(self._states) if s.settled is None]
@@ -296,7 +387,9 @@ class Run:
 
     def _lookup(self, step_id: str) -> tuple[str, str | None] | None:
         i = self.graph.index.get(step_id)
-        rec = self._states[i].settled if i is not None else None
+        if i is None:
+            return self.parent._lookup(step_id) if self.parent is not None else None
+        rec = self._states[i].settled
         return (rec.status, rec.output) if rec is not None else None
 
     def _start(self, i: int, now: float) -> Dispatch | None:
@@ -321,6 +414,15 @@ class Run:
         if self._kinds[i] in CONTROL:
             self._run_control(i, now)
             return None
+        if self._kinds[i] in bodies.BODY_KINDS:
+            try:
+                self._bodies.begin(i)
+            except (control.GateError, templates.TemplateError, bodies.BodyError) as e:
+                self.control_settled(i, None, str(e), now)
+                return None
+            st.in_flight = True
+            self._flying[i] = st.attempts
+            return None
         words = None
         try:
             resolved = (
@@ -328,7 +430,9 @@ class Run:
                 if self._has_refs[i]
                 else step.input
             )
-            if self._has_templates[i]:
+            if step.ask is not None:
+                resolved = control.render_ask(step.ask, self._template_lookup)
+            elif self._has_templates[i]:
                 resolved = templates.render(resolved, self._template_lookup)
             if step.shell is not None:
                 words = shell_words(step.shell)
@@ -367,11 +471,15 @@ class Run:
             return
         self._settle(i, self._record(i, "success", json.dumps(result), None, now))
 
-    def _template_lookup(self, root: str) -> Any:
+    def template_lookup(self, root: str) -> Any:
+        if root in self.scope:
+            return self.scope[root]
         if root == "input":
             return self.spec.input or {}
         settled = self._lookup(root)
         return None if settled is None else {"status": settled[0], "output": settled[1]}
+
+    _template_lookup = template_lookup
 
     def _attempt_failed(self, i: int, output: str | None, error: str | None, now: float) -> None:
         step, st = self.spec.steps[i], self._states[i]
@@ -400,6 +508,7 @@ class Run:
     def _settle(self, i: int, record: StepRecord, announce: bool = True) -> None:
         st = self._states[i]
         st.settled = record
+        self._settled_count += 1
         self._order.append(record)
         if announce:
             self._new.append(record)

@@ -28,9 +28,10 @@ CODES: dict[str, str] = {
     "limits": "a plan or step beyond the operator's or the capsule's limits",
     "schedule": "a ScheduledPlan's schedule or time zone that cannot be used",
     "gate": "a gate {value, op, to} with an unknown op, or a missing or extra `to`",
-    "control": "a control step (exit, filter) with a missing or malformed field",
-    "unsupported": "agent / infer (need a language model: use a capsule step), or a control step "
-    "planops does not run yet (decide, map, reduce, ask)",
+    "control": "a control step (exit, filter, decide, map, reduce, ask) with a missing or "
+    "malformed field, or a body breaking the body rules (no decide/map/reduce inside a body, exit "
+    "only in decide branches)",
+    "unsupported": "agent / infer (they need a language model: use a capsule step)",
     "input-schema": "an inputSchema that is not a JSON Schema, or input that does not satisfy it",
     "template": "a {{...}} template that is malformed, names an unknown root, uses a step result "
     "the step does not depend on, or sits in a shell step's first word",

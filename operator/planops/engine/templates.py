@@ -1,4 +1,6 @@
-"""Seed 2 templates: `{{input.x}}`, `{{<id>.output}}`, `{{<id>.status}}`, `{{<id>.json.a.0}}`.
+"""Seed 2 templates: `{{input.x}}`, `{{<id>.output}}`, `{{<id>.status}}`, `{{<id>.json.a.0}}`,
+and a control step's result fields directly: `{{scan.results}}`, `{{pick.items}}`,
+`{{confirm.answer.ok}}` (the validator allows that form on control steps only).
 
 - A string that is exactly one template is a *typed splice*: it becomes the value itself (a number
   stays a number, an object an object). Anywhere else in a string, the value is interpolated as
@@ -74,8 +76,9 @@ def _resolve(t: Template, lookup: Lookup) -> Any:
         if base is None:
             raise TemplateError(f"{t.text}: step {t.root!r} has not settled")
         field = path.pop(0) if path else ""
-        if field not in STEP_FIELDS:
-            raise TemplateError(f"{t.text}: a step result has output, status or json")
+        if field not in STEP_FIELDS:  # a control step's result field: {{scan.results}}
+            path.insert(0, field)
+            field = "json"
         if field == "json":
             try:
                 base = json.loads(base["output"] or "")

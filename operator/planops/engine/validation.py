@@ -10,7 +10,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import shlex
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Protocol
@@ -18,8 +18,8 @@ from typing import Any, Protocol
 import jsonschema
 
 from planops.api import quantity
-from planops.api.models import NEEDS_A_MODEL, NOT_YET, STEP_KINDS, CapsuleSpec, PlanSpec, Step
-from planops.engine import conditions, control, references, templates
+from planops.api.models import NEEDS_A_MODEL, STEP_KINDS, CapsuleSpec, PlanSpec, Step
+from planops.engine import bodies, conditions, control, references, templates
 from planops.engine.dag import Graph
 from planops.engine.errors import PlanError
 
@@ -121,6 +121,7 @@ def validate(
             )
         seen.add(step.id)
         _check_step(checker, graph, step, path)
+        _check_bodies(checker, graph, i, step, path, seen)
     _check_input(checker)
     _check_templates(checker, graph)
     for cycle in graph.cycles():
@@ -144,7 +145,8 @@ def _check_step(c: _Checker, graph: Graph, step: Step, path: str) -> None:
             "step-kind",
             step.id,
             path,
-            f"a step declares exactly one of tool, shell, capsule, exit or filter (found {what})",
+            "a step declares exactly one of tool, shell, capsule or a control step (exit, filter, "
+            f"decide, map, reduce, ask) (found {what})",
         )
     _check_control(c, step, path)
     if step.on_error not in ON_ERROR:
@@ -321,73 +323,203 @@ def _ancestors(graph: Graph, i: int) -> set[str]:
     return {graph.ids[j] for j in seen}
 
 
+#: steps whose result fields are readable directly ({{scan.results}}, {{pick.items}})
+RESULT_KINDS = ("exit", "filter", "decide", "map", "reduce", "ask")
+RootCheck = Callable[[templates.Template], str | None]
+
+
+def _field_problem(t: templates.Template, step: Step | None) -> str | None:
+    if t.step_field in templates.STEP_FIELDS:
+        return None
+    if step is not None and any(getattr(step, k) is not None for k in RESULT_KINDS) and t.path:
+        return None  # a control step's result field, e.g. {{scan.results}}
+    return f"{t.text}: a step result has output, status or json"
+
+
 def _check_templates(c: _Checker, graph: Graph) -> None:
     """Seed 2 templates: known roots, step results only from dependencies, never a shell step's
     first word; step ids may not shadow the reserved roots."""
-    for i, step in enumerate(c.spec.steps):
+    steps = c.spec.steps
+    for i, step in enumerate(steps):
         path = f"steps[{i}]"
         if step.id in templates.RESERVED:
-            c.add(
-                "template",
-                step.id,
-                f"{path}.id",
-                f"step id {step.id!r} shadows a reserved template root "
-                f"({', '.join(templates.RESERVED)})",
-            )
-        found = [(f"{path}.input{w}", t) for w, t in templates.find(step.input)]
-        if step.shell is not None:
-            try:
-                words = shell_words(step.shell)
-            except ValueError:
-                words = []
-            if words and "{{" in words[0]:
-                c.add(
-                    "template",
-                    step.id,
-                    f"{path}.shell",
-                    "a template may not be the binary (the "
-                    "first word): the allowlist is checked before anything runs",
-                )
-            found += [(f"{path}.shell", t) for w in words[1:] for _, t in templates.find(w)]
-        scoped: set[str] = set()  # fields where {{item}} / {{index}} exist
-        if isinstance(step.filter, dict):
-            found += [
-                (f"{path}.filter.over{w}", t) for w, t in templates.find(step.filter.get("over"))
-            ]
-            where_found = [
-                (f"{path}.filter.where{w}", t) for w, t in templates.find(step.filter.get("where"))
-            ]
-            scoped = {w for w, _ in where_found}
-            found += where_found
-        if isinstance(step.exit, dict):
-            found += [(f"{path}.exit{w}", t) for w, t in templates.find(step.exit)]
+            _reserved_id(c, step.id, path)
         ancestors: set[str] | None = None
-        for where, t in found:
-            if (
-                not isinstance(t, templates.TemplateError)
-                and where in scoped
-                and t.root in ("item", "index")
-            ):
-                continue
-            if isinstance(t, templates.TemplateError):
-                c.add("template", step.id, where, str(t))
-                continue
+
+        def root_problem(t: templates.Template, i: int = i) -> str | None:
+            nonlocal ancestors
             problem = _template_root_problem(graph, t)
             if problem is None and t.root not in templates.RESERVED:
+                problem = _field_problem(t, steps[graph.index[t.root]])
                 ancestors = _ancestors(graph, i) if ancestors is None else ancestors
-                if t.root not in ancestors:
+                if problem is None and t.root not in ancestors:
                     problem = (
                         f"{t.text} uses step {t.root!r}, which this step does not depend on "
                         "(add it to dependsOn, directly or through another step)"
                     )
-            if problem:
-                c.add("template", step.id, where, problem)
+            return problem
+
+        _check_step_templates(c, step, path, root_problem)
     for where, t in templates.find(c.spec.output):
-        problem = (
-            str(t) if isinstance(t, templates.TemplateError) else _template_root_problem(graph, t)
-        )
+        if isinstance(t, templates.TemplateError):
+            problem: str | None = str(t)
+        else:
+            problem = _template_root_problem(graph, t)
+            if problem is None and t.root in graph.index:
+                problem = _field_problem(t, steps[graph.index[t.root]])
         if problem:
             c.add("template", None, f"output{where}", problem)
+
+
+def _reserved_id(c: _Checker, step_id: str, path: str) -> None:
+    c.add(
+        "template",
+        step_id,
+        f"{path}.id",
+        f"step id {step_id!r} shadows a reserved template root ({', '.join(templates.RESERVED)})",
+    )
+
+
+def _check_step_templates(c: _Checker, step: Step, path: str, root_problem: RootCheck) -> None:
+    """The templates of one step (not of its bodies), each root judged by `root_problem`."""
+    found = [(f"{path}.input{w}", t) for w, t in templates.find(step.input)]
+    if step.shell is not None:
+        try:
+            words = shell_words(step.shell)
+        except ValueError:
+            words = []
+        if words and "{{" in words[0]:
+            c.add(
+                "template",
+                step.id,
+                f"{path}.shell",
+                "a template may not be the binary (the "
+                "first word): the allowlist is checked before anything runs",
+            )
+        found += [(f"{path}.shell", t) for w in words[1:] for _, t in templates.find(w)]
+    scoped: set[str] = set()  # fields where {{item}} / {{index}} exist
+    for kind, fields in (
+        ("filter", ("over", "where")),
+        ("exit", ("when", "message", "output")),
+        ("ask", ("prompt", "default")),
+        ("decide", ("if",)),
+        ("map", ("over",)),
+        ("reduce", ("over", "initial")),
+    ):
+        spec = getattr(step, kind)
+        if not isinstance(spec, dict):
+            continue
+        for f in fields:
+            here = [(f"{path}.{kind}.{f}{w}", t) for w, t in templates.find(spec.get(f))]
+            if kind == "filter" and f == "where":
+                scoped = {w for w, _ in here}
+            found += here
+    for where, t in found:
+        if isinstance(t, templates.TemplateError):
+            c.add("template", step.id, where, str(t))
+            continue
+        if where in scoped and t.root in ("item", "index"):
+            continue
+        problem = root_problem(t)
+        if problem:
+            c.add("template", step.id, where, problem)
+
+
+def _check_bodies(c: _Checker, graph: Graph, i: int, step: Step, path: str, seen: set[str]) -> None:
+    """Seed 2 body rules: what may nest, ids unique across the plan, what a body's templates
+    see (earlier body steps, the scope of its kind, input, and the steps its control step
+    depends on); each body step is checked like a top-level step."""
+    for kind in bodies.BODY_KINDS:
+        for key, body in bodies.bodies(kind, getattr(step, kind)).items():
+            where = f"{path}.{kind}.{key}"
+            try:
+                steps = bodies.parse(body)
+            except bodies.BodyError as e:
+                c.add("control", step.id, f"{where}{e.path}", str(e))
+                continue
+            single = isinstance(body, dict)
+            body_graph = Graph.build([s.id for s in steps], [s.depends_on for s in steps])
+            scope = {"input"}
+            if kind != "decide":
+                scope |= {"item", "index", "length"}
+            if kind == "reduce":
+                scope.add("accumulator")
+            for j, b in enumerate(steps):
+                bpath = where if single else f"{where}[{j}]"
+                name = bodies.qualified(step.id, key, b.id)
+                nested = [k for k in bodies.BODY_KINDS if getattr(b, k) is not None]
+                if nested:
+                    c.add(
+                        "control",
+                        name,
+                        f"{bpath}.{nested[0]}",
+                        f"a body may not contain {nested[0]} (seed 2 body rules): run nested "
+                        "control flow as a capsule step's plan",
+                    )
+                if b.exit is not None and kind != "decide":
+                    c.add(
+                        "control",
+                        name,
+                        f"{bpath}.exit",
+                        "exit is allowed in decide branches only, not in map or reduce bodies",
+                    )
+                if not single:
+                    if b.id in seen:
+                        c.add(
+                            "duplicate-id",
+                            name,
+                            f"{bpath}.id",
+                            f"step id {b.id!r} is declared twice (ids are unique across the "
+                            "plan, bodies included)",
+                        )
+                    seen.add(b.id)
+                    if b.id in templates.RESERVED:
+                        _reserved_id(c, name, bpath)
+                named = b.model_copy(update={"id": name})
+                _check_step(c, body_graph, named, bpath)
+                earlier = {s.id: s for s in steps[:j]}
+
+                def root_problem(
+                    t: templates.Template,
+                    earlier: dict[str, Step] = earlier,
+                    kind: str = kind,
+                    scope: set[str] = scope,
+                ) -> str | None:
+                    return _body_root_problem(c, graph, i, kind, scope, earlier, t)
+
+                _check_step_templates(c, named, bpath, root_problem)
+
+
+def _body_root_problem(
+    c: _Checker,
+    graph: Graph,
+    i: int,
+    kind: str,
+    scope: set[str],
+    earlier: dict[str, Step],
+    t: templates.Template,
+) -> str | None:
+    if t.root in templates.RESERVED:
+        if t.root in scope:
+            return None
+        if t.root == "accumulator":
+            return f"{t.text}: {{{{accumulator}}}} exists only in reduce bodies"
+        return f"{t.text}: {{{{{t.root}}}}} exists only inside map and reduce bodies"
+    if t.root in earlier:
+        return _field_problem(t, earlier[t.root])
+    if t.root in graph.index:
+        problem = _field_problem(t, c.spec.steps[graph.index[t.root]])
+        if problem is None and t.root not in _ancestors(graph, i):
+            control_id = c.spec.steps[i].id
+            problem = (
+                f"{t.text} uses step {t.root!r}, which the {kind} step {control_id!r} does not "
+                "depend on (add it to its dependsOn)"
+            )
+        return problem
+    return (
+        f"{t.text}: no step {t.root!r} here (a body sees input, its own earlier steps and the "
+        "steps its control step depends on)"
+    )
 
 
 def _template_root_problem(graph: Graph, t: templates.Template) -> str | None:
@@ -397,8 +529,6 @@ def _template_root_problem(graph: Graph, t: templates.Template) -> str | None:
         return f"{t.text}: {{{{{t.root}}}}} exists only inside map and reduce bodies"
     if t.root not in graph.index:
         return f"{t.text}: no step {t.root!r} and not a template root (input, or a step id)"
-    if t.step_field not in templates.STEP_FIELDS:
-        return f"{t.text}: a step result has output, status or json"
     return None
 
 
@@ -441,14 +571,32 @@ def _check_control(c: _Checker, step: Step, path: str) -> None:
                 "planops does not run: delegate open-ended work to a capsule step (a Capsule's "
                 "plan can run any agent image)",
             )
-    for kind in NOT_YET:
-        if getattr(step, kind) is not None:
-            c.add(
-                "unsupported",
-                step.id,
-                f"{path}.{kind}",
-                f"the {kind} control step is not supported by planops yet",
-            )
+    if step.ask is not None:
+        for suffix, message in control.ask_problems(step.ask):
+            c.add("control", step.id, f"{path}.ask{suffix}", message)
+    if step.decide is not None:
+        _check_fields(
+            c,
+            step,
+            f"{path}.decide",
+            step.decide,
+            required=("if", "then"),
+            allowed=("if", "then", "else"),
+        )
+        if isinstance(step.decide, dict) and "if" in step.decide:
+            _check_gate(c, step, f"{path}.decide.if", step.decide["if"])
+    for kind, extra in (("map", "concurrency"), ("reduce", "initial")):
+        spec = getattr(step, kind)
+        if spec is None:
+            continue
+        _check_fields(
+            c, step, f"{path}.{kind}", spec, required=("over", "do"), allowed=("over", "do", extra)
+        )
+        if isinstance(spec, dict) and "over" in spec and not isinstance(spec["over"], str | list):
+            c.add("control", step.id, f"{path}.{kind}.over", "a template (or a list) of the items")
+        conc = spec.get("concurrency", 1) if isinstance(spec, dict) else 1
+        if isinstance(conc, bool) or not isinstance(conc, int) or not 1 <= conc <= 1000:
+            c.add("control", step.id, f"{path}.map.concurrency", "an integer from 1 to 1000")
     if step.exit is not None:
         _check_fields(
             c,

@@ -12,6 +12,9 @@ it asks what to start, starts it, and reports results back. No scheduling rule l
   equivalent of the cgroup limit a Job gets); output capped at the capsule's outputLimitBytes.
 - Each subprocess is its own process group; cancelling the run (Ctrl-C) kills every group and
   waits for it, so no child is left behind.
+- ask (seed 2): the answer given on the command line (`--answer STEP.KEY=VALUE`), else the
+  `asker` (an interactive prompt when a terminal is attached; Ctrl-D declines), else nobody can
+  be asked: `whenUnanswered` decides (default answer, or the step fails).
 - Dispatch-time policy refusals (binary or capsule no longer allowed) settle the step failed with
   the refusal as its error and a `call_denied` trace record, as seed 1 says; nothing runs.
 """
@@ -27,13 +30,22 @@ import shutil
 import signal
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from planops.api import CapsuleSpec, PlanSpec, quantity
-from planops.engine import Dispatch, Policy, Report, Run, capsule_name, shell_words, validate
+from planops.engine import (
+    Dispatch,
+    Policy,
+    Report,
+    Run,
+    capsule_name,
+    control,
+    shell_words,
+    validate,
+)
 from planops.engine.validation import capsules as capsule_resolver
 
 #: Trace records, by the seed's names: plan_start, plan_step_start, plan_step, plan_end,
@@ -42,6 +54,8 @@ Record = dict[str, Any]
 Observer = Callable[[Record], None]
 
 MAX_DEPTH = 8
+#: asks a person: (step id, rendered ask) -> an answer conforming to its schema, or None (declined)
+Asker = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any] | None]]
 TRUNCATION_MARK = "\n[planops: output truncated: {kept} of {total} bytes kept]"
 DEFAULT_TIMEOUT_SECONDS = 3600
 
@@ -66,6 +80,9 @@ class LocalRunner:
     observer: Observer = field(default=lambda _record: None)
     policy: Policy = field(default_factory=Policy)
     clock: Callable[[], float] = time.time
+    #: answers given in advance, by step id (body steps by qualified name): field -> text
+    answers: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    asker: Asker | None = None
     _noticed_images: bool = field(default=False, init=False)
 
     async def run(self, plan_id: str, spec: PlanSpec, lineage: tuple[str, ...] = ()) -> Report:
@@ -179,6 +196,8 @@ class LocalRunner:
         emit: Callable[[Record], None],
     ) -> Result:
         try:
+            if d.kind == "ask":
+                return await self._ask(d)
             if d.kind == "capsule":
                 return await self._capsule_step(d, capsule, lineage, emit)
             if d.kind == "tool":
@@ -198,6 +217,31 @@ class LocalRunner:
         except CallDenied as denied:
             emit({"event": "call_denied", "stepId": d.step.id, "reason": str(denied)})
             return Result("failed", None, f"call denied: {denied}")
+
+    async def _ask(self, d: Dispatch) -> Result:
+        spec: dict[str, Any] = d.input
+        schema = spec["outputSchema"]
+        given = self.answers.get(d.step.id)
+        answer: dict[str, Any] | None
+        if given is not None:
+            try:
+                answer = {k: control.coerce_answer(schema, k, v) for k, v in given.items()}
+            except ValueError as e:
+                return Result("failed", None, f"--answer for {d.step.id}: {e}")
+            problem = control.answer_problem(schema, answer)
+            if problem:
+                return Result("failed", None, f"--answer for {d.step.id}: {problem}")
+            return Result("success", json.dumps(control.answered(answer)), None)
+        reason = "unavailable"
+        if self.asker is not None:
+            answer = await self.asker(d.step.id, spec)
+            if answer is not None:
+                return Result("success", json.dumps(control.answered(answer)), None)
+            reason = "declined"
+        result, error = control.unanswered(spec, reason)
+        if result is None:
+            return Result("failed", None, error)
+        return Result("success", json.dumps(result), None)
 
     async def _capsule_step(
         self,
