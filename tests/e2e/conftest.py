@@ -199,3 +199,13 @@ def steps(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def events(kube: Kube, ns: str, name: str) -> list[str]:
     items = kube.get("events", "-n", ns, "--field-selector", f"involvedObject.name={name}")["items"]
     return [e["reason"] for e in sorted(items, key=lambda e: e.get("eventTime") or "")]
+
+
+def cli(kubeconfig: str, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    """`kubectl-plan ARGS --kubeconfig KUBECONFIG` as a subprocess."""
+    return subprocess.run(
+        [sys.executable, "-m", "planops.cli.main", *args, "--kubeconfig", kubeconfig],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

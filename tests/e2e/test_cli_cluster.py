@@ -4,26 +4,15 @@ trace, rerun, cancel (kubectl habits: -n, --kubeconfig, -o table|json|yaml; exit
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.conftest import Kube
-from tests.e2e.conftest import plan, wait_plan
+from tests.e2e.conftest import cli, plan, wait_plan
 
 pytestmark = [pytest.mark.cluster, pytest.mark.node]
-
-
-def cli(kubeconfig: str, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "planops.cli.main", *args, "--kubeconfig", kubeconfig],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 def test_submit_wait_get_describe_logs_trace(kube: Kube, kubeconfig: str, ns: str, tmp_path: Path):

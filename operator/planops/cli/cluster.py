@@ -23,6 +23,7 @@ import yaml
 from planops.api import API_VERSION
 from planops.cli import render
 from planops.cli.inputs import InputError, load
+from planops.engine import control
 from planops.engine.report import parse_rfc3339
 from planops.kube.client import ApiError, Kube
 from planops.kube.manifests import (
@@ -32,6 +33,7 @@ from planops.kube.manifests import (
     LABEL_ATTEMPT,
     LABEL_PLAN,
     LABEL_STEP,
+    answer_annotation,
 )
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_CLUSTER = 0, 1, 2, 3
@@ -74,6 +76,19 @@ def add_parsers(sub: Any) -> None:
     c = sub.add_parser("cancel", help="stop a running Plan")
     c.add_argument("name")
     add_common(c, output=False)
+    a = sub.add_parser("answer", help="answer an ask step that is waiting")
+    a.add_argument("name")
+    a.add_argument("step", help="the ask step (a body step by its name: scan.0.confirm)")
+    how = a.add_mutually_exclusive_group(required=True)
+    how.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an answer field, typed by the question's schema; repeatable",
+    )
+    how.add_argument("--decline", action="store_true", help="decline: whenUnanswered applies")
+    add_common(a, output=False)
 
 
 def namespace_of(args: argparse.Namespace) -> str:
@@ -313,6 +328,52 @@ async def cmd_cancel(kube: Kube, args: argparse.Namespace, ns: str) -> int:
     return rc
 
 
+async def cmd_answer(kube: Kube, args: argparse.Namespace, ns: str) -> int:
+    """Check the answer against the waiting question's schema here (exit 2 with the reason),
+    then write it as an annotation naming the run; the operator checks it again."""
+    plan = await kube.get_plan(ns, args.name)
+    if plan is None:
+        sys.stderr.write(f"error: plan {args.name!r} not found in namespace {ns}\n")
+        return EXIT_INPUT
+    st = plan.get("status") or {}
+    waiting = {a["stepId"]: a for a in st.get("asks") or []}
+    ask = waiting.get(args.step)
+    if ask is None:
+        what = ", ".join(waiting) or "none"
+        sys.stderr.write(
+            f"error: step {args.step!r} of plan {args.name} is not waiting for an answer "
+            f"(waiting: {what})\n"
+        )
+        return EXIT_INPUT
+    value: dict[str, Any] = {"run": (st.get("run") or {}).get("id")}
+    if args.decline:
+        value["declined"] = True
+    else:
+        schema = ask.get("outputSchema") or {}
+        answer: dict[str, Any] = {}
+        for item in args.set:
+            key, sep, text = item.partition("=")
+            try:
+                if not sep:
+                    raise ValueError(f"--set {item!r}: expected KEY=VALUE")
+                answer[key] = control.coerce_answer(schema, key, text)
+            except ValueError as e:
+                sys.stderr.write(f"error: {e}\n")
+                return EXIT_INPUT
+        problem = control.answer_problem(schema, answer)
+        if problem:
+            sys.stderr.write(f"error: the answer does not fit the question: {problem}\n")
+            return EXIT_INPUT
+        value["answer"] = answer
+    await kube.patch_plan(
+        ns,
+        args.name,
+        {"metadata": {"annotations": {answer_annotation(args.step): json.dumps(value)}}},
+    )
+    print(f"plan {args.name}: step {args.step} " + ("declined" if args.decline else "answered"))
+    return EXIT_OK
+
+
 async def cmd_submit(kube: Kube, args: argparse.Namespace, ns: str) -> int:
     try:
         loaded = load(args.files)
@@ -387,4 +448,5 @@ VERBS: dict[str, Callable[[Kube, argparse.Namespace, str], Awaitable[int]]] = {
     "trace": cmd_trace,
     "rerun": cmd_rerun,
     "cancel": cmd_cancel,
+    "answer": cmd_answer,
 }

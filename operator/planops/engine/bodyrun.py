@@ -93,7 +93,7 @@ class Bodies:
                 f"{kind}.over must render to an array; got {type(items).__name__}"
             )
         plan = self._plan(i, "do", spec["do"])
-        would = run.record_count() + len(items) * len(plan.steps)
+        would = run.record_count() + len(items) * len(plan.steps)  # planned() excludes this one
         if would > bodies.MAX_RECORDS:
             raise control.GateError(
                 f"{len(items)} items x {len(plan.steps)} body steps would make {would} step "
@@ -240,6 +240,14 @@ class Bodies:
         sub = a.runs.get(a.keys.index(key))
         if sub is not None:
             sub.finish_attempt(local, attempt, *args)
+
+    def planned(self) -> int:
+        """Records the running bodies have yet to add."""
+        return sum(
+            len(a.keys) * len(a.plan.steps) - sum(a.harvested.values())
+            for a in self.active.values()
+            if a.plan is not None
+        )
 
     def in_flight(self) -> list[tuple[str, int]]:
         return [

@@ -352,8 +352,11 @@ class Run:
         ] + self._bodies.in_flight()
 
     def record_count(self) -> int:
-        """Step records this run has or will have: every top-level step, plus body steps."""
-        return len(self.spec.steps) + len(self._order) - self._settled_count
+        """Step records this run has or will have: every top-level step, plus body steps
+        recorded and those its running bodies will record (the status shares its room by it)."""
+        return (
+            len(self.spec.steps) + len(self._order) - self._settled_count + self._bodies.planned()
+        )
 
     def last_record(self) -> StepRecord | None:
         """The last declared step's record (a body's result)."""

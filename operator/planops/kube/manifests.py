@@ -29,6 +29,14 @@ ANNOTATION_DELEGATION = "planops.dev/delegation-id"
 ANNOTATION_OBJECTIVE = "planops.dev/objective"
 ANNOTATION_RERUN = "planops.dev/rerun"
 ANNOTATION_CANCEL = "planops.dev/cancel"
+#: the answer to an ask step: answer.planops.dev/<step> (reconciler.asks has the format)
+ANNOTATION_ANSWER_PREFIX = "answer.planops.dev/"
+
+
+def answer_annotation(step_id: str) -> str:
+    return ANNOTATION_ANSWER_PREFIX + step_id
+
+
 MANAGED_BY = {"app.kubernetes.io/managed-by": "planops"}
 CONTAINER = "step"
 QUEUE_ALLOWANCE_SECONDS = 3600

@@ -14,13 +14,13 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
 from planops import metrics
-from planops.api import CapsuleSpec, PlanSpec, parse_document
+from planops.api import CapsuleSpec, PlanSpec, Step, parse_document
 from planops.api.documents import problems_of
 from planops.engine import (
     AttemptFact,
@@ -39,6 +39,7 @@ from planops.engine import (
 from planops.kube import manifests
 from planops.kube.client import ApiError, Kube
 from planops.kube.events import Recorder
+from planops.reconciler import asks as asks_
 from planops.reconciler import status as status_
 from planops.reconciler.observe import Observed, child_attempt, job_attempt, pods_by_job
 
@@ -167,6 +168,7 @@ class Reconciler:
                 str(cancel),
             )
             return
+        waiting = self._answers(run, previous, meta, rid, events, now)
         with_object = {(o.step_id, o.attempt) for o in observed}
         refused = [
             f
@@ -200,6 +202,7 @@ class Reconciler:
                 refused.append(AttemptFact(d.step.id, d.attempt, now, "failed", now, None, refusal))
             if not refusal_made:
                 break
+        waiting += [self._ask(d, capsule, name, events, now) for d in dispatched if d.kind == "ask"]
         finished = decision.finished
         report = run.report()
         started_at = status_.parse_rfc3339(str(run_info["startedAt"])) or now
@@ -215,7 +218,11 @@ class Reconciler:
             previous=previous,
             started_at=started_at,
             now=now,
+            records=run.record_count(),
+            output_limit=capsule.output_limit_bytes,
         )
+        flying = set(run.in_flight_attempts())
+        new["asks"] = [w.to_json() for w in waiting if (w.step_id, w.attempt) in flying] or None
         self._announce(
             events, spec, dispatched, new_settled, run, report, finished, previous, now, started_at
         )
@@ -305,7 +312,62 @@ class Reconciler:
                         r.get("error"),
                     )
                 )
+        attempts += [w.fact() for w in asks_.waiting(previous) if w.step_id not in settled_ids]
         return Facts(settled, tuple(attempts)), observed
+
+    def _answers(
+        self,
+        run: Run,
+        previous: dict[str, Any],
+        meta: dict[str, Any],
+        rid: str,
+        events: Recorder,
+        now: float,
+    ) -> list[asks_.Waiting]:
+        """Settle the questions that got an answer (or passed their deadline); the rest wait."""
+        annotations = meta.get("annotations") or {}
+        flying = set(run.in_flight_attempts())
+        still: list[asks_.Waiting] = []
+        for w in asks_.waiting(previous):
+            if (w.step_id, w.attempt) not in flying:
+                continue
+            outcome = asks_.judge(w, annotations, rid, now)
+            if isinstance(outcome, asks_.Outcome):
+                run.finish_attempt(
+                    w.step_id, w.attempt, outcome.status, outcome.output, outcome.error, now
+                )
+                continue
+            if isinstance(outcome, str):
+                events(
+                    "AnswerRejected", f"step {w.step_id}: {outcome}", warning=True, step=w.step_id
+                )
+                w = replace(w, rejected=annotations.get(manifests.answer_annotation(w.step_id)))
+            still.append(w)
+        return still
+
+    def _ask(
+        self, d: Dispatch, capsule: CapsuleSpec, plan: str, events: Recorder, now: float
+    ) -> asks_.Waiting:
+        w = asks_.start(d, now, self._timeout(d.step, capsule))
+        fields = ", ".join((w.spec.get("outputSchema") or {}).get("properties") or {})
+        events(
+            "AskWaiting",
+            f"step {d.step.id} asks: {w.spec.get('prompt')!s:.300} -- answer with: kubectl plan "
+            f"answer {plan} {d.step.id} --set KEY=VALUE (fields: {fields}) or --decline; "
+            f"unanswered until {status_.rfc3339(w.deadline)}, then whenUnanswered "
+            f"({w.spec.get('whenUnanswered', 'fail')}) applies",
+            step=d.step.id,
+        )
+        return w
+
+    def _timeout(self, step: Step, capsule: CapsuleSpec) -> int:
+        """One deadline rule for a Job's run time and an ask's wait: the step's timeout (or the
+        Capsule's default), bounded by the Capsule's and the operator's maximum."""
+        return min(
+            step.timeout_seconds or capsule.default_timeout_seconds or DEFAULT_TIMEOUT_SECONDS,
+            capsule.max_timeout_seconds or self.policy.max_timeout_seconds,
+            self.policy.max_timeout_seconds,
+        )
 
     async def _output(self, namespace: str, obs: Observed, cap: int) -> str | None:
         """The container log, read once when the attempt settles (before any cleanup can race
@@ -360,7 +422,10 @@ class Reconciler:
         events: Recorder,
         claim: str | None,
     ) -> str | None:
-        """Create the attempt's Job or child Plan; returns a refusal (nothing created) or None."""
+        """Create the attempt's Job or child Plan; returns a refusal (nothing created) or None.
+        An ask creates nothing: it waits in status.asks (reconciler.asks)."""
+        if d.kind == "ask":
+            return None
         if d.kind == "capsule":
             body_or_refusal = await self._child(ref, d, capsule, spec)
         else:
@@ -404,11 +469,7 @@ class Reconciler:
             )
         if not image_allowed(image, capsule, self.policy):
             return f"call denied: image {image!r} is not allowed by the Capsule and the operator"
-        timeout = min(
-            d.step.timeout_seconds or capsule.default_timeout_seconds or DEFAULT_TIMEOUT_SECONDS,
-            capsule.max_timeout_seconds or self.policy.max_timeout_seconds,
-            self.policy.max_timeout_seconds,
-        )
+        timeout = self._timeout(d.step, capsule)
         return manifests.job(ref, d, capsule, image, timeout_seconds=timeout, workspace_claim=claim)
 
     async def _child(
@@ -544,7 +605,7 @@ class Reconciler:
             metrics.plan_duration.observe(max(0.0, now - started_at))
             events(
                 "PlanSucceeded" if report.completed else "PlanFailed",
-                f"{len(report.steps)}/{len(spec.steps)} steps settled"
+                f"{status_.top_level(report)}/{len(spec.steps)} steps settled"
                 + (f"; step {report.failed_step} stopped the plan" if report.failed_step else ""),
                 warning=not report.completed,
             )

@@ -81,6 +81,11 @@ def cap_step(
     return cap_text(output, max(0, min(capsule_limit, room))), error
 
 
+def top_level(report: Report) -> int:
+    """Settled steps of the plan itself (body steps, `<control>.<key>.<step>`, are not counted)."""
+    return sum(1 for r in report.steps if "." not in r.step_id)
+
+
 def human_duration(seconds: float) -> str:
     s = int(seconds)
     if s < 60:
@@ -155,7 +160,13 @@ def running(
     started_at: float,
     now: float,
     cancelled: str | None = None,
+    records: int = 0,
+    output_limit: int = 1 << 20,
 ) -> dict[str, Any]:
+    """The status of a run in progress or finished. `records`: the step records the run has or
+    will have (body steps included); when bodies make them more than the plan's steps, every
+    text is cut again to the smaller share, so the status stays within its budget."""
+    top = top_level(report)
     if finished:
         phase = "Succeeded" if report.completed else "Failed"
     else:
@@ -189,7 +200,7 @@ def running(
         cond = condition(
             "Unknown",
             phase,
-            f"{len(report.steps)} of {total} steps settled",
+            f"{top} of {total} steps settled",
             generation,
             previous.get("conditions", []),
             now,
@@ -209,11 +220,14 @@ def running(
         "observedGeneration": generation,
         "run": run,
         "phase": phase,
-        "progress": f"{len(report.steps)}/{total}",
+        "progress": f"{top}/{total}",
         "errors": None,
         "errorCount": None,
         "conditions": [cond],
-        "report": {**report.to_json(), "generation": generation},
+        "report": {
+            **_recut(report.to_json(), records, total, output_limit),
+            "generation": generation,
+        },
         "failedStep": report.failed_step,  # top level for the printer column (absent when null)
         "refusedAttempts": [
             {
@@ -231,3 +245,13 @@ def running(
         "finishedAt": finished_at,
         "duration": human_duration(max(0.0, end - started_at)),
     }
+
+
+def _recut(report: dict[str, Any], records: int, total: int, output_limit: int) -> dict[str, Any]:
+    if records <= total:
+        return report
+    for step in report["steps"]:
+        step["output"], step["error"] = cap_step(
+            step.get("output"), step.get("error"), output_limit, records
+        )
+    return report

@@ -1,0 +1,113 @@
+"""Ask steps in the cluster: a question waits in the Plan's status until somebody answers.
+
+No Job runs for an ask. When the decider dispatches one, the reconciler records it in
+`status.asks` (the rendered prompt, the answer's schema, when it started and its deadline) and
+announces it with an `AskWaiting` event that says how to answer. The answer arrives as an
+annotation on the Plan, written by `kubectl plan answer PLAN STEP --set k=v` (or `--decline`):
+
+    answer.planops.dev/<step>: {"run": "<run id>", "answer": {...}}
+                           or {"run": "<run id>", "declined": true}
+
+The annotation names the run, so an answer given to one run never answers the next. The
+reconciler checks it against the schema (the CLI did too; a hand-written annotation might not
+conform: it is rejected with an event and the question keeps waiting). Past the deadline (the
+step's timeout, bounded like a Job's), `whenUnanswered` applies: the default answer, or the step
+fails. Restart-safe: `status.asks` is the fact that the ask is in flight.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from planops.engine import control
+from planops.engine.decider import AttemptFact, Dispatch
+from planops.engine.report import parse_rfc3339, rfc3339
+from planops.kube.manifests import answer_annotation
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """One question in flight."""
+
+    step_id: str
+    attempt: int
+    spec: dict[str, Any]  # the rendered ask: prompt, outputSchema, whenUnanswered, default
+    since: float
+    deadline: float
+    rejected: str | None = None  # the last annotation value rejected (announced once)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "stepId": self.step_id,
+            "attempt": self.attempt,
+            "prompt": self.spec.get("prompt"),
+            "outputSchema": self.spec.get("outputSchema"),
+            "whenUnanswered": self.spec.get("whenUnanswered", "fail"),
+            **({"default": self.spec["default"]} if "default" in self.spec else {}),
+            "since": rfc3339(self.since),
+            "deadline": rfc3339(self.deadline),
+            "rejected": self.rejected,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Waiting:
+        spec: dict[str, Any] = {
+            k: data[k] for k in ("prompt", "outputSchema", "whenUnanswered", "default") if k in data
+        }
+        return cls(
+            data["stepId"],
+            int(data.get("attempt") or 1),
+            spec,
+            parse_rfc3339(data.get("since")) or 0.0,
+            parse_rfc3339(data.get("deadline")) or 0.0,
+            data.get("rejected"),
+        )
+
+    def fact(self) -> AttemptFact:
+        return AttemptFact(self.step_id, self.attempt, self.since)
+
+
+def waiting(status: dict[str, Any]) -> list[Waiting]:
+    return [Waiting.from_json(a) for a in status.get("asks") or []]
+
+
+def start(d: Dispatch, now: float, timeout_seconds: int) -> Waiting:
+    return Waiting(d.step.id, d.attempt, dict(d.input), now, now + timeout_seconds)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: Literal["success", "failed"]
+    output: str | None
+    error: str | None
+
+
+def judge(w: Waiting, annotations: dict[str, str], run_id: str, now: float) -> Outcome | str | None:
+    """The ask's outcome now: an Outcome; a rejection (why the annotation is refused: the
+    question keeps waiting); or None (still waiting)."""
+    raw = annotations.get(answer_annotation(w.step_id))
+    if raw is not None and raw != w.rejected:
+        try:
+            given = json.loads(raw)
+        except json.JSONDecodeError:
+            return "the answer annotation is not JSON (use kubectl plan answer)"
+        if isinstance(given, dict) and given.get("run") == run_id:
+            if given.get("declined"):
+                return _unanswered(w, "declined")
+            answer = given.get("answer")
+            problem = control.answer_problem(w.spec.get("outputSchema") or {}, answer)
+            if problem or not isinstance(answer, dict):
+                return f"the answer does not conform to the question's schema: {problem}"
+            return Outcome("success", json.dumps(control.answered(answer)), None)
+    if now >= w.deadline:
+        return _unanswered(w, "unavailable")
+    return None
+
+
+def _unanswered(w: Waiting, reason: str) -> Outcome:
+    result, error = control.unanswered(w.spec, reason)
+    if result is None:
+        return Outcome("failed", None, error)
+    return Outcome("success", json.dumps(result), None)
