@@ -51,6 +51,7 @@ def run_local_cli(plan_file: object, *extra: str) -> subprocess.CompletedProcess
             *extra,
         ],
         capture_output=True,
+        stdin=subprocess.DEVNULL,  # no terminal: an ask takes whenUnanswered
         text=True,
         timeout=60,
     )

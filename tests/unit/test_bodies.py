@@ -18,7 +18,7 @@ from planops.engine import Facts, Run, validate
 from planops.engine.decider import AttemptFact
 from planops.runners.local import LocalRunner
 
-from .helpers import EXAMPLE_CAPSULE, capsule, plan, resolver
+from .helpers import EXAMPLE_CAPSULE, capsule, plan, resolver, run_local_cli
 
 
 def codes(spec):
@@ -528,3 +528,32 @@ def test_the_interactive_prompt_on_a_real_terminal(tmp_path):
     finally:
         proc.kill()
         os.close(master)
+
+
+def test_answer_flags_on_the_command_line(tmp_path):
+    f = tmp_path / "p.yaml"
+    f.write_text(
+        yaml.safe_dump(
+            {
+                "id": "p",
+                "input": {"env": "dev"},
+                "steps": [
+                    {"id": "confirm", "ask": ASK},
+                    {
+                        "id": "go",
+                        "dependsOn": ["confirm"],
+                        "shell": "echo {{confirm.answer.tier}}",
+                    },
+                ],
+            }
+        )
+    )
+    done = run_local_cli(f, "--answer", "confirm.ok=true", "--answer", "confirm.tier=silver")
+    assert done.returncode == 0, done.stderr
+    steps = {s["stepId"]: s for s in json.loads(done.stdout)["steps"]}
+    assert steps["go"]["output"] == "silver\n"
+    bad = run_local_cli(f, "--answer", "confirm-ok")
+    assert bad.returncode == 2 and "STEP.KEY=VALUE" in bad.stderr
+    unanswered = run_local_cli(f)  # no terminal: nobody can be asked, whenUnanswered is fail
+    assert unanswered.returncode == 1
+    assert "nobody could be asked" in unanswered.stdout

@@ -1,7 +1,9 @@
 """Turn parsed documents (dicts from YAML/JSON or from the API) into typed Plans and Capsules.
 
-Three shapes are accepted: a `Plan` manifest, a `Capsule` manifest, and a bare seed-format plan
-object (`{"id": ..., "steps": [...]}`, snake_case or camelCase). Structural problems come back as
+Accepted: `Plan`, `Capsule`, `ScheduledPlan` and `ClusterScheduledPlan` manifests, a bare
+seed-format plan object (`{"id": ..., "steps": [...]}`, snake_case or camelCase), and a seed-2
+plan file (`{"identifier": ..., "steps": [{"id", "tool_name", "input"}]}`, converted by
+`planops.api.seed2`). Structural problems come back as
 `Problem`s with a dotted field path, never as exceptions, so callers can report all of them.
 """
 
@@ -12,6 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from planops.api import seed2
 from planops.api.models import (
     CapsuleSpec,
     ClusterScheduledPlanSpec,
@@ -105,6 +108,10 @@ def parse_document(doc: Any) -> tuple[Document | None, list[Problem]]:
     """Parse one document; returns (document, []) or (None, problems)."""
     if not isinstance(doc, dict):
         return None, [Problem("", f"expected an object, got {type(doc).__name__}")]
+    if seed2.is_seed2(doc):
+        doc, converted = seed2.convert(doc)
+        if converted:
+            return None, [Problem(path, message) for path, message in converted]
     kind = doc.get("kind")
     if kind is None and "steps" in doc:
         try:

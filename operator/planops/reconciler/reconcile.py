@@ -68,10 +68,12 @@ class Reconciler:
             self._running.pop(key, None)
         metrics.steps_running.set(sum(self._running.values()))
 
-    async def reconcile(self, namespace: str, name: str) -> None:
+    async def reconcile(self, namespace: str, name: str) -> float | None:
+        """One reconcile; returns seconds until the Plan must be looked at again without an event
+        (an ask's deadline), or None."""
         started = time.perf_counter()
         try:
-            await self._reconcile(namespace, name)
+            return await self._reconcile(namespace, name)
         except ApiError:
             metrics.reconcile_errors.labels("api").inc()
             raise
@@ -81,11 +83,11 @@ class Reconciler:
         finally:
             metrics.reconcile_duration.observe(time.perf_counter() - started)
 
-    async def _reconcile(self, namespace: str, name: str) -> None:
+    async def _reconcile(self, namespace: str, name: str) -> float | None:
         plan = await self.kube.get_plan(namespace, name)
         if plan is None or plan["metadata"].get("deletionTimestamp"):
             self._set_running((namespace, name), 0)
-            return
+            return None
         meta, previous = plan["metadata"], plan.get("status") or {}
         generation = int(meta.get("generation", 1))
         rerun = (meta.get("annotations") or {}).get(manifests.ANNOTATION_RERUN, "")
@@ -108,7 +110,7 @@ class Reconciler:
         fresh = (previous.get("run") or {}).get("id") != rid
         if not fresh and previous.get("phase") in FINISHED:
             self._set_running((namespace, name), 0)
-            return
+            return None
         events = Recorder(self.kube, plan)
         now = self.clock()
         run_info = {
@@ -139,7 +141,7 @@ class Reconciler:
             )
             await self._write(plan, previous, new)
             await events.flush()
-            return
+            return None
         assert spec is not None and capsule is not None
         if fresh or previous.get("phase") == "Invalid":
             events(
@@ -167,7 +169,7 @@ class Reconciler:
                 now,
                 str(cancel),
             )
-            return
+            return None
         waiting = self._answers(run, previous, meta, rid, events, now)
         with_object = {(o.step_id, o.attempt) for o in observed}
         refused = [
@@ -222,12 +224,15 @@ class Reconciler:
             output_limit=capsule.output_limit_bytes,
         )
         flying = set(run.in_flight_attempts())
-        new["asks"] = [w.to_json() for w in waiting if (w.step_id, w.attempt) in flying] or None
+        waiting = [w for w in waiting if (w.step_id, w.attempt) in flying]
+        new["asks"] = [w.to_json() for w in waiting] or None
         self._announce(
             events, spec, dispatched, new_settled, run, report, finished, previous, now, started_at
         )
         await self._write(plan, previous, new)
         await events.flush()
+        # wake up at the first question's deadline (whenUnanswered applies then)
+        return max(0.0, min(w.deadline for w in waiting) - now) + 0.05 if waiting else None
 
     # -- validation ---------------------------------------------------------------------------
 
