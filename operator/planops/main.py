@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 
+from planops.api import quantity
 from planops.engine import Policy
 
 
@@ -46,7 +47,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--peering", metavar="NAME", help="kopf peering object (default: standalone, one replica)"
     )
-    p.add_argument("--workers", type=int, default=4, help="plans reconciled at once")
+    p.add_argument(
+        "--workers", type=int, default=8, help="plans reconciled at once (docs/performance.md)"
+    )
     p.add_argument(
         "--allowed-images",
         default="*",
@@ -55,13 +58,27 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--max-steps", type=int, default=2000, help="at most 2000 (the status bound)")
     p.add_argument("--max-timeout-seconds", type=int, default=7 * 24 * 3600)
+    p.add_argument(
+        "--max-cpu", help="ceiling of any step's cpu limit (a quantity: 2, 500m); default none"
+    )
+    p.add_argument(
+        "--max-memory", help="ceiling of any step's memory limit (a quantity: 4Gi); default none"
+    )
     p.add_argument("--resync-seconds", type=float, default=60.0)
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    for flag in ("max_cpu", "max_memory"):
+        value = getattr(args, flag)
+        if value is not None:
+            try:
+                quantity.parse(value)
+            except ValueError as e:
+                parser.error(f"--{flag.replace('_', '-')}: {e}")
     handler = logging.StreamHandler(sys.stderr)
     if args.json_logs:
         handler.setFormatter(JsonFormatter())
@@ -83,7 +100,12 @@ def main(argv: list[str] | None = None) -> int:
         images=tuple(p.strip() for p in args.allowed_images.split(",") if p.strip()),
         max_steps=args.max_steps,
         max_timeout_seconds=args.max_timeout_seconds,
+        max_cpu=args.max_cpu,
+        max_memory=args.max_memory,
     )
+    # kopf's runtime scanning (it lists every CRD and namespace) is only needed for namespace
+    # globs; without it the operator needs no cluster-wide read of CRDs (RBAC least privilege)
+    CONFIG.scanning = any(any(ch in ns for ch in "*?[") for ns in args.namespace)
     import planops.handlers  # noqa: F401, PLC0415 - registers the handlers
 
     kopf.run(

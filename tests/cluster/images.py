@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Builds the test node's container images without a registry or Docker.
 
-Each image is one filesystem layer, written as a docker-save style tarball (manifest.json,
-config with rootfs.diff_ids, layer.tar) that `ctr -n k8s.io images import` accepts:
+Each image is one filesystem layer, written as a docker-save style tarball by image/ocitar.py
+(the writer the operator's image uses too) that `ctr -n k8s.io images import` accepts:
 
 - local/busybox:<version>  from Debian's busybox-static: /bin/busybox plus a symlink per applet,
                            /etc/passwd and /etc/group with `nobody` (65534), /tmp, /workspace.
@@ -15,12 +15,13 @@ same image digest. Usage: images.py OUTDIR PAUSE_BINARY -> prints "name<TAB>tarb
 from __future__ import annotations
 
 import hashlib
-import io
-import json
 import subprocess
 import sys
 import tarfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "image"))
+from ocitar import image, layer  # noqa: E402 - the shared tarball writer (image/ocitar.py)
 
 BUSYBOX = Path("/bin/busybox")
 
@@ -33,59 +34,6 @@ def busybox_version() -> str:
         check=True,
     ).stdout
     return out.split(":", 1)[-1].split("-", 1)[0]  # 1:1.35.0-4+deb12u1 -> 1.35.0
-
-
-def _add(
-    tar: tarfile.TarFile,
-    name: str,
-    *,
-    data: bytes | None = None,
-    mode: int = 0o644,
-    kind: bytes = tarfile.REGTYPE,
-    link: str = "",
-) -> None:
-    info = tarfile.TarInfo(name)
-    info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
-    info.mode, info.type, info.linkname = mode, kind, link
-    if data is not None:
-        info.size = len(data)
-    tar.addfile(info, io.BytesIO(data) if data is not None else None)
-
-
-def layer(entries: list[tuple[str, dict[str, object]]]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for name, kw in sorted(entries):
-            _add(tar, name, **kw)  # type: ignore[arg-type]
-    return buf.getvalue()
-
-
-def image(out: Path, name: str, layer_tar: bytes, config: dict[str, object]) -> Path:
-    diff_id = "sha256:" + hashlib.sha256(layer_tar).hexdigest()
-    cfg = json.dumps(
-        {
-            "architecture": "amd64",
-            "os": "linux",
-            "config": config,
-            "rootfs": {"type": "layers", "diff_ids": [diff_id]},
-        },
-        sort_keys=True,
-    ).encode()
-    cfg_name = hashlib.sha256(cfg).hexdigest() + ".json"
-    manifest = json.dumps(
-        [{"Config": cfg_name, "RepoTags": [name], "Layers": ["layer.tar"]}]
-    ).encode()
-    path = out / (name.replace("/", "_").replace(":", "_") + ".tar")
-    tmp = path.with_suffix(".tmp")
-    with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
-        for member, data in (
-            ("manifest.json", manifest),
-            (cfg_name, cfg),
-            ("layer.tar", layer_tar),
-        ):
-            _add(tar, member, data=data)
-    tmp.rename(path)
-    return path
 
 
 def busybox_image(out: Path) -> tuple[str, Path]:
@@ -117,7 +65,7 @@ def busybox_image(out: Path) -> tuple[str, Path]:
     return name, image(
         out,
         name,
-        layer(entries),
+        [layer(entries)],
         {
             "Env": ["PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"],
             "Cmd": ["sh"],
@@ -132,7 +80,7 @@ def pause_image(out: Path, binary: Path) -> tuple[str, Path]:
     return name, image(
         out,
         name,
-        layer([("pause", {"data": data, "mode": 0o755})]),
+        [layer([("pause", {"data": data, "mode": 0o755})])],
         {"Entrypoint": ["/pause"], "User": "65535:65535"},
     )
 

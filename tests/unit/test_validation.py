@@ -241,3 +241,23 @@ def test_resources_must_be_quantities_and_requests_not_above_limits():
         ("limits", "steps[0].resources.limits.cpu"),
         ("limits", "steps[0].resources.requests.memory"),
     ]
+
+
+def test_effective_limits_above_the_capsule_or_operator_ceiling_are_refused():
+    from planops.engine import Policy
+
+    cap = capsule(maxResources={"memory": "512Mi"}, resources={"limits": {"cpu": "3"}})
+    spec = plan(
+        {"id": "ok", "shell": "true"},
+        {"id": "big", "shell": "true", "resources": {"limits": {"memory": "1Gi"}}},
+    )
+    errs = validate(spec, resolver(default=cap), Policy(max_cpu="2"))
+    got = [(e.code, e.step, e.path, e.message) for e in errs]
+    assert [g[:3] for g in got] == [
+        ("limits", "ok", "steps[0].resources.limits.cpu"),
+        ("limits", "big", "steps[1].resources.limits.cpu"),
+        ("limits", "big", "steps[1].resources.limits.memory"),
+    ]
+    assert "a default" in got[0][3] and "the operator's maximum of 2" in got[0][3]
+    assert "Capsule 'default''s maximum of 512Mi" in got[2][3]
+    assert validate(plan({"id": "ok", "shell": "true"}), resolver(), Policy(max_memory="1Gi")) == []

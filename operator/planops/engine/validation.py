@@ -19,6 +19,7 @@ import jsonschema
 
 from planops.api import quantity
 from planops.api.models import NEEDS_A_MODEL, STEP_KINDS, CapsuleSpec, PlanSpec, Step
+from planops.api.resources import resources as effective_resources
 from planops.engine import bodies, conditions, control, references, templates
 from planops.engine.dag import Graph
 from planops.engine.errors import PlanError
@@ -50,6 +51,9 @@ class Policy:
     images: tuple[str, ...] = ("*",)
     max_steps: int = 10_000
     max_timeout_seconds: int = 7 * 24 * 3600
+    #: ceilings of any step's effective limits (quantities, e.g. "4", "8Gi"); None: no ceiling
+    max_cpu: str | None = None
+    max_memory: str | None = None
 
 
 @dataclass
@@ -59,6 +63,10 @@ class _Checker:
     capsule: CapsuleSpec | None
     policy: Policy
     errors: list[PlanError] = field(default_factory=list)
+    #: (resource, ceiling, whose) parsed once per plan; None until first needed
+    ceilings: list[tuple[str, Decimal, str, str]] | None = None
+    #: the verdict for steps without resources of their own (they all get the same limits)
+    default_verdict: list[tuple[str, str]] | None = None
 
     def add(self, code: str, step: str | None, path: str, message: str) -> None:
         self.errors.append(PlanError(code, step, path, message))
@@ -193,6 +201,9 @@ def _check_step(c: _Checker, graph: Graph, step: Step, path: str) -> None:
         )
     if step.resources is not None:
         _check_quantities(c, step, path)
+    if step.shell is not None or step.tool is not None:  # steps that become a container
+        for field_path, message in _over_ceilings(c, step):
+            c.add("limits", step.id, f"{path}.{field_path}", message)
     if step.timeout_seconds is not None:
         ceiling = min(
             c.policy.max_timeout_seconds,
@@ -530,6 +541,64 @@ def _template_root_problem(graph: Graph, t: templates.Template) -> str | None:
     if t.root not in graph.index:
         return f"{t.text}: no step {t.root!r} and not a template root (input, or a step id)"
     return None
+
+
+def _ceilings(c: _Checker) -> list[tuple[str, Decimal, str, str]]:
+    if c.ceilings is None:
+        found = []
+        maxima = c.capsule.max_resources if c.capsule is not None else None
+        for key in ("cpu", "memory"):
+            for value, whose in (
+                (
+                    getattr(maxima, key) if maxima is not None else None,
+                    f"Capsule {c.capsule_name!r}",
+                ),
+                (getattr(c.policy, f"max_{key}"), "the operator"),
+            ):
+                if value is None:
+                    continue
+                try:
+                    found.append((key, quantity.parse(value), str(value), whose))
+                except ValueError:
+                    continue  # a Capsule's bad quantity is refused by the API server's schema
+        c.ceilings = found
+    return c.ceilings
+
+
+def _over_ceilings(c: _Checker, step: Step) -> list[tuple[str, str]]:
+    """A step's effective limits (its own, else the Capsule's defaults, else planops') above the
+    Capsule's maxResources or the operator's --max-cpu / --max-memory."""
+    ceilings = _ceilings(c)
+    if not ceilings:
+        return []
+    if step.resources is None and c.default_verdict is not None:
+        return c.default_verdict
+    limits = effective_resources(step.resources, c.capsule.resources if c.capsule else None)[
+        "limits"
+    ]
+    own = step.resources.limits if step.resources is not None else None
+    out = []
+    for key, ceiling, text, whose in ceilings:
+        value = limits.get(key)
+        try:
+            over = value is not None and quantity.parse(value) > ceiling
+        except ValueError:
+            continue  # reported by _check_quantities
+        if over:
+            source = (
+                ""
+                if own is not None and getattr(own, key) is not None
+                else (" (a default: set the step's resources.limits)")
+            )
+            out.append(
+                (
+                    f"resources.limits.{key}",
+                    f"the {key} limit {value}{source} exceeds {whose}'s maximum of {text}",
+                )
+            )
+    if step.resources is None:
+        c.default_verdict = out
+    return out
 
 
 def _check_quantities(c: _Checker, step: Step, path: str) -> None:

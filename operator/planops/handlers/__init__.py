@@ -35,6 +35,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.networking.request_timeout = 60
+    settings.scanning.disabled = not CONFIG.scanning
     kube = await Kube.connect(CONFIG.kubeconfig)
     memo.kube = kube
     memo.queue = Coalescer(Reconciler(kube, CONFIG.policy).reconcile, workers=CONFIG.workers)

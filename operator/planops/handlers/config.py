@@ -11,10 +11,11 @@ from planops.engine import Policy
 class Config:
     kubeconfig: str | None = None
     policy: Policy = field(default_factory=Policy)
-    workers: int = 4
+    workers: int = 8
     metrics_port: int = 0
     metrics_address: str = "0.0.0.0"
     resync_seconds: float = 60.0
+    scanning: bool = False  # kopf's runtime CRD/namespace scanning (namespace globs need it)
 
 
 CONFIG = Config()

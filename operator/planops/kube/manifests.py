@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from planops.api import API_VERSION, CapsuleSpec, ResourceList, Resources
+from planops.api import API_VERSION, CapsuleSpec
+from planops.api.resources import resources
 from planops.engine import Dispatch, shell_words
 
 LABEL_PLAN = "planops.dev/plan"
@@ -44,9 +45,6 @@ NON_ROOT_UID = 65534
 WORKSPACE_MOUNT = "/workspace"
 
 #: Applied when neither the step nor the Capsule says: requests and limits are always set.
-DEFAULT_RESOURCES = Resources(
-    requests=ResourceList(cpu="10m", memory="32Mi"), limits=ResourceList(cpu="1", memory="256Mi")
-)
 
 
 @dataclass(frozen=True)
@@ -99,35 +97,6 @@ def child_name(plan: str, run: str, step: str, attempt: int) -> str:
     step_part = re.sub(r"[^a-z0-9-]+", "-", step.lower()).strip("-")[:16] or "step"
     plan_part = re.sub(r"[^a-z0-9-]+", "-", plan.lower()).strip("-")[:30] or "plan"
     return f"{plan_part}-{step_part}-{attempt}-{digest}"
-
-
-def _merged(step: Resources | None, capsule: Resources | None) -> dict[str, dict[str, str]]:
-    out: dict[str, dict[str, str]] = {}
-    for part in ("requests", "limits"):
-        merged: dict[str, str] = {}
-        for source in (DEFAULT_RESOURCES, capsule, step):  # later wins
-            rl: ResourceList | None = getattr(source, part) if source is not None else None
-            if rl is not None:
-                merged.update({k: str(v) for k, v in rl.model_dump().items() if v is not None})
-        out[part] = merged
-    return out
-
-
-def resources(step: Resources | None, capsule: Resources | None) -> dict[str, dict[str, str]]:
-    """Requests and limits, both always set: step -> capsule -> planops defaults; a request never
-    exceeds its limit (a step that lowers a limit lowers the default request with it)."""
-    from planops.api.quantity import parse  # noqa: PLC0415 - keep module import light
-
-    res = _merged(step, capsule)
-    for key, limit in res["limits"].items():
-        request = res["requests"].get(key)
-        try:
-            lower = request is not None and parse(request) > parse(limit)
-        except ValueError:  # not a quantity (from a Capsule): the API server refuses the Job,
-            continue  # and the step fails with its message
-        if lower:
-            res["requests"][key] = limit
-    return res
 
 
 def step_image(d: Dispatch, capsule: CapsuleSpec) -> str | None:
