@@ -88,3 +88,15 @@ def image(out: Path, name: str, layers: list[bytes | Path], config: dict[str, ob
                 add(tar, member, data=item)
     tmp.rename(path)
     return path
+
+
+def main(argv: list[str]) -> None:
+    """ocitar.py OUTDIR NAME CONFIG_JSON LAYER_TAR... -> prints the image tarball's path."""
+    out, name, config, *layers = argv
+    print(image(Path(out), name, [Path(p) for p in layers], json.loads(config)))
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])

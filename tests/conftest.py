@@ -36,6 +36,16 @@ def _versions() -> dict[str, str]:
 
 CACHE = Path(os.environ.get("PLANOPS_CACHE", Path.home() / ".cache" / "planops"))
 KUBECTL = CACHE / "bin" / f"kubernetes-{_versions()['K8S_VERSION']}" / "kubectl"
+HELM = CACHE / "bin" / f"helm-{_versions()['HELM_VERSION']}" / "helm"
+
+
+@pytest.fixture(scope="session")
+def helm() -> str:
+    """The real helm of tests/cluster/versions.env, built from its Go module when missing
+    (`tests/cluster/build helm`, cached like the cluster's binaries)."""
+    if not HELM.exists():
+        subprocess.run([str(CLUSTER / "build"), "helm"], check=True, stdout=subprocess.DEVNULL)
+    return str(HELM)
 
 
 class Kube:

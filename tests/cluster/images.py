@@ -21,7 +21,7 @@ import tarfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "image"))
-from ocitar import image, layer  # noqa: E402 - the shared tarball writer (image/ocitar.py)
+from ocitar import image, layer  # the shared tarball writer (image/ocitar.py)
 
 BUSYBOX = Path("/bin/busybox")
 

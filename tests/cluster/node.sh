@@ -2,7 +2,7 @@
 # Sourced by up/down/status after lib.sh. All state lives under the cluster directory.
 # shellcheck shell=bash
 NODE_NAME=planops-node
-NODE_COMPONENTS=(containerd kubelet)
+NODE_COMPONENTS=(containerd kubelet apiproxy)
 CRICTL_BIN=$cache/bin/crictl-$CRICTL_VERSION/crictl
 CNI_BRIDGE=planops0
 POD_SUBNET=10.244.0.0/24
@@ -10,13 +10,15 @@ POD_SUBNET=10.244.0.0/24
 # The node's address is the gateway of the pod bridge the project creates itself: traffic to it is
 # local to this machine and never leaves it.
 NODE_IP=10.244.0.1
+SERVICE_SUBNET=10.0.0.0/24
+API_SERVICE_IP=10.0.0.1
 # Any image pull is sent here (HTTP proxy and registry host on loopback, where nothing listens):
 # the node never sends traffic off the machine, and a missing image fails fast with a pull error.
 PULL_BLACKHOLE=http://127.0.0.1:9
 
 node_packages() {
   local missing=()
-  for pkg in containerd runc containernetworking-plugins busybox-static iproute2; do
+  for pkg in containerd runc containernetworking-plugins busybox-static iproute2 iptables; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
   done
   if ((${#missing[@]})); then
@@ -73,7 +75,8 @@ TOML
   cat >"$dir/cni/net.d/10-planops.conflist" <<CNI
 {"cniVersion": "0.4.0", "name": "planops", "plugins": [
   {"type": "bridge", "bridge": "$CNI_BRIDGE", "isGateway": true, "ipMasq": false, "hairpinMode": true,
-   "ipam": {"type": "host-local", "dataDir": "$dir/cni/ipam", "ranges": [[{"subnet": "$POD_SUBNET"}]]}},
+   "ipam": {"type": "host-local", "dataDir": "$dir/cni/ipam", "ranges": [[{"subnet": "$POD_SUBNET"}]],
+            "routes": [{"dst": "$SERVICE_SUBNET"}]}},
   {"type": "loopback"}]}
 CNI
   if ! ip link show "$CNI_BRIDGE" >/dev/null 2>&1; then
@@ -81,6 +84,7 @@ CNI
     ip addr add "$NODE_IP/24" dev "$CNI_BRIDGE"
   fi
   ip link set "$CNI_BRIDGE" up
+  start_api_relay
   HTTP_PROXY=$PULL_BLACKHOLE HTTPS_PROXY=$PULL_BLACKHOLE NO_PROXY= \
     start containerd /usr/bin/containerd --config "$cd/config.toml"
   wait_for containerd test -S "$sock"
@@ -137,6 +141,29 @@ KCFG
     "node/$NODE_NAME" --timeout=2s
 }
 
+# Pods reach the API server as in-cluster clients do, through the `kubernetes` Service address
+# (there is no kube-proxy): one DNAT rule, only for traffic entering on our bridge, to a relay on
+# the bridge address (tests/cluster/apiproxy.py) that forwards to the API server on loopback.
+# Pods get a route to the Service range only: still no default route, nothing leaves the machine.
+api_rule() { # -A | -D
+  iptables -t nat "$1" PREROUTING -i "$CNI_BRIDGE" -d "$API_SERVICE_IP/32" -p tcp --dport 443 \
+    -m comment --comment "planops-test $dir" -j DNAT --to-destination "$NODE_IP:$APIPROXY_PORT"
+}
+start_api_relay() {
+  read -r APIPROXY_PORT < <(free_ports 1)
+  echo "APIPROXY_PORT=$APIPROXY_PORT" >>"$dir/ports.env"
+  start apiproxy python3 "$here/apiproxy.py" "$NODE_IP" "$APIPROXY_PORT" 127.0.0.1 "$API_PORT" "$dir/"
+  wait_for apiproxy python3 -c "import socket; socket.create_connection(('$NODE_IP', $APIPROXY_PORT), 1)"
+  api_rule -A
+}
+stop_api_relay() {
+  local pid
+  # every rule tagged with this cluster directory, whatever its port
+  iptables -t nat -S PREROUTING 2>/dev/null | grep -F "planops-test $dir\"" | sed 's/^-A /-D /' |
+    while read -r rule; do eval "iptables -t nat $rule" 2>/dev/null || true; done
+  if pid=$(component_pid apiproxy); then kill -TERM "$pid" 2>/dev/null || true; fi
+}
+
 # Stops the node's pods through CRI (so CNI tears their networks down), then kubelet and containerd,
 # then whatever the node left: shims of *our* containerd, mounts under the cluster directory,
 # the CNI bridge, and the kubelet's pod cgroups.
@@ -161,6 +188,7 @@ stop_node() {
   for p in $(pgrep -f "containerd-shim-runc-v2 .*-address $sock" 2>/dev/null); do kill -KILL "$p" 2>/dev/null || true; done
   # mounts under the cluster directory (rootfs overlays, pod volumes), deepest first
   findmnt -rn -o TARGET | grep -F "$dir/" | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+  stop_api_relay
   ip link show "$CNI_BRIDGE" >/dev/null 2>&1 && ip link delete "$CNI_BRIDGE" 2>/dev/null || true
   # cgroups the node made (cgroupfs driver): the kubelet's /kubepods and containerd's /k8s.io
   # (its namespace's default parent), in each v1 hierarchy; rmdir only removes empty ones

@@ -5,14 +5,16 @@ from pathlib import Path
 from planops.api import crd
 from planops.api.models import CapsuleSpec, PlanSpec, Step
 
-CRDS = Path(__file__).resolve().parents[2] / "crds"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_committed_crds_are_current():
-    for name, text in crd.render().items():
-        assert (CRDS / name).read_text() == text, (
-            f"crds/{name} is stale: python -m planops.api.crd crds"
-        )
+    """Both copies: crds/ (kubectl apply) and the Helm chart's files/crds/."""
+    for where in crd.OUTPUTS:
+        for name, text in crd.render().items():
+            assert (ROOT / where / name).read_text() == text, (
+                f"{where}/{name} is stale: python -m planops.api.crd"
+            )
 
 
 def _props(schema: dict) -> set[str]:

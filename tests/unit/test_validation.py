@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planops.api import parse_document
-from planops.engine import CODES, capsules, validate
+from planops.engine import CODES, Policy, capsules, validate
 
 from .helpers import capsule, plan, resolver
 
@@ -244,8 +244,6 @@ def test_resources_must_be_quantities_and_requests_not_above_limits():
 
 
 def test_effective_limits_above_the_capsule_or_operator_ceiling_are_refused():
-    from planops.engine import Policy
-
     cap = capsule(maxResources={"memory": "512Mi"}, resources={"limits": {"cpu": "3"}})
     spec = plan(
         {"id": "ok", "shell": "true"},

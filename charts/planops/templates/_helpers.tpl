@@ -1,0 +1,73 @@
+{{/* The release's full name (release name, unless it already contains the chart's name). */}}
+{{- define "planops.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "planops.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "planops.labels" -}}
+{{ include "planops.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "planops.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "planops.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "planops.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{/* The operator's rules on Plans' work, in the namespaces it watches (Role or ClusterRole). */}}
+{{- define "planops.namespacedRules" -}}
+# Plans: read and watch them, create/delete child Plans of capsule steps and the runs of
+# ScheduledPlans, and annotate nothing (no update/patch of a Plan's spec or metadata).
+- apiGroups: ["planops.dev"]
+  resources: ["plans"]
+  verbs: ["get", "list", "watch", "create", "delete"]
+# The report: the operator writes only the status subresource.
+- apiGroups: ["planops.dev"]
+  resources: ["plans/status", "scheduledplans/status"]
+  verbs: ["get", "patch"]
+# Capsules are policy: read only (admins write them, never the operator).
+- apiGroups: ["planops.dev"]
+  resources: ["capsules"]
+  verbs: ["get", "list", "watch"]
+# ScheduledPlans: read and watch (their status is written above).
+- apiGroups: ["planops.dev"]
+  resources: ["scheduledplans"]
+  verbs: ["get", "list", "watch"]
+# One Job per step attempt; delete stuck attempts and the Jobs of a stopped run.
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["get", "list", "watch", "create", "delete"]
+# Pods of those Jobs: their state (OOMKilled, image pull errors) and logs (the step's output).
+# No create (pods come from Jobs), no exec, no attach.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: [""]
+  resources: ["pods/log"]
+  verbs: ["get"]
+# The run's workspace volume (spec.workspace), deleted with the run.
+- apiGroups: [""]
+  resources: ["persistentvolumeclaims"]
+  verbs: ["get", "list", "create", "delete"]
+# Events on Plans: the trace (plan_start, plan_step, ...).
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create", "list"]
+{{- end -}}

@@ -1,0 +1,220 @@
+"""docs/reference.md, generated from the CRD schemas (planops.api.crd), so the reference can never
+miss a field or describe one that does not exist: `python -m planops.api.reference`.
+
+Each field gets its path, type, the seed it comes from, and its description (the same text
+`kubectl explain` shows); the plan language's fields also get an example. A field added to the
+CRD without a seed or an example here fails the generator (and tests/unit/test_reference_doc.py).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from planops.api import crd
+
+Schema = dict[str, Any]
+
+#: where each plan-language field comes from: seed 1 ("Plans"), seed 2 ("Plan file schema"),
+#: or planops (Kubernetes needs it)
+SEED: dict[str, str] = {
+    "capsule": "planops",
+    "parallelism": "planops",
+    "workspace": "1 (workdir)",
+    "inputSchema": "2",
+    "input": "2",
+    "output": "2",
+    "steps": "1",
+    "steps[].id": "1",
+    "steps[].tool": "1",
+    "steps[].shell": "1",
+    "steps[].capsule": "1",
+    "steps[].input": "1",
+    "steps[].exit": "2",
+    "steps[].filter": "2",
+    "steps[].decide": "2",
+    "steps[].map": "2",
+    "steps[].reduce": "2",
+    "steps[].ask": "2",
+    "steps[].agent": "2 (refused)",
+    "steps[].infer": "2 (refused)",
+    "steps[].dependsOn": "1",
+    "steps[].if": "1",
+    "steps[].onError": "1",
+    "steps[].retries": "1",
+    "steps[].timeoutSeconds": "planops",
+    "steps[].image": "planops",
+    "steps[].resources": "planops",
+}
+EXAMPLE: dict[str, Any] = {
+    "capsule": "default",
+    "parallelism": 10,
+    "workspace": {"size": "1Gi"},
+    "inputSchema": {
+        "type": "object",
+        "required": ["env"],
+        "properties": {"env": {"enum": ["dev", "prod"]}},
+    },
+    "input": {"env": "dev"},
+    "output": {"count": "{{scan.count}}"},
+    "steps": [{"id": "hello", "shell": "echo hello"}],
+    "steps[].id": "build",
+    "steps[].tool": "repo-files",
+    "steps[].shell": "sh -c 'make test'",
+    "steps[].capsule": "release",
+    "steps[].input": {"path": "$list.output", "env": "{{input.env}}"},
+    "steps[].exit": {
+        "when": {"value": "{{input.dry}}", "op": "eq", "to": True},
+        "status": "success",
+    },
+    "steps[].filter": {
+        "over": "{{input.hosts}}",
+        "where": {"value": "{{item}}", "op": "ne", "to": "db"},
+    },
+    "steps[].decide": {
+        "if": {"value": "{{input.env}}", "op": "eq", "to": "prod"},
+        "then": {"shell": "echo prod"},
+    },
+    "steps[].map": {
+        "over": "{{live.items}}",
+        "concurrency": 2,
+        "do": {"shell": "ping -c1 {{item}}"},
+    },
+    "steps[].reduce": {
+        "over": "{{scan.results}}",
+        "initial": 0,
+        "do": {"tool": "add", "input": {"a": "{{accumulator}}", "b": "{{item}}"}},
+    },
+    "steps[].ask": {
+        "prompt": "Deploy?",
+        "outputSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}},
+    },
+    "steps[].agent": {"prompt": "(refused: use a capsule step)"},
+    "steps[].infer": "(refused: use a capsule step)",
+    "steps[].dependsOn": ["build"],
+    "steps[].if": "$test.status == 'failed'",
+    "steps[].onError": "continue",
+    "steps[].retries": 2,
+    "steps[].timeoutSeconds": 600,
+    "steps[].image": "registry.example/tools:1.4",
+    "steps[].resources": {"limits": {"memory": "512Mi"}},
+}
+
+
+def _type(s: Schema) -> str:
+    if s.get("x-kubernetes-preserve-unknown-fields") and "properties" not in s:
+        return "object (free)"
+    t = s.get("type", "any")
+    if t == "array":
+        return f"list of {_type(s.get('items', {}))}"
+    if "enum" in s:
+        return " \\| ".join(map(str, s["enum"]))
+    return str(t)
+
+
+def fields(schema: Schema, prefix: str = "") -> list[tuple[str, Schema]]:
+    """(path, schema) of every field, depth first, in declaration order."""
+    out = []
+    for name, sub in (schema.get("properties") or {}).items():
+        path = f"{prefix}{name}"
+        out.append((path, sub))
+        if sub.get("type") == "array" and "properties" in (sub.get("items") or {}):
+            out += fields(sub["items"], f"{path}[].")
+        elif "properties" in sub:
+            out += fields(sub, f"{path}.")
+    return out
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def table(schema: Schema, seeds: bool) -> list[str]:
+    head = ["| Field | Type | Seed | Example | Description |", "|---|---|---|---|---|"]
+    if not seeds:
+        head = ["| Field | Type | Description |", "|---|---|---|"]
+    rows = []
+    for path, sub in fields(schema):
+        desc = _cell(sub.get("description", ""))
+        if seeds:
+            key = path if path in SEED or "." not in path else None
+            if key is None:  # a nested field of the plan language (workspace.size, resources...)
+                rows.append(f"| `{path}` | {_type(sub)} | | | {desc} |")
+                continue
+            if path not in SEED or path not in EXAMPLE:
+                raise KeyError(
+                    f"plan field {path!r} has no seed or example in planops.api.reference"
+                )
+            example = _cell(json.dumps(EXAMPLE[path]))
+            rows.append(f"| `{path}` | {_type(sub)} | {SEED[path]} | `{example}` | {desc} |")
+        else:
+            rows.append(f"| `{path}` | {_type(sub)} | {desc} |")
+    return head + rows
+
+
+def render() -> str:
+    plan = crd.plan_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    cap = crd.capsule_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"][
+        "spec"
+    ]
+    sched = crd._scheduled_crd(False)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    csched = crd._scheduled_crd(True)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    cap = {**cap, "properties": {k: v for k, v in cap["properties"].items() if k != "plan"}}
+
+    def spec_of(s: Schema) -> Schema:
+        sp = s["properties"]["spec"]
+        return {
+            **sp,
+            "properties": {k: v for k, v in sp["properties"].items() if k != "planTemplate"},
+        }
+
+    lines = [
+        "# Reference: every field of the planops resources",
+        "",
+        "Generated from the CRD schemas by `python -m planops.api.reference` (a test keeps it",
+        "current); the descriptions are what `kubectl explain plan.spec.steps` shows. Seed: 1 =",
+        "`shared/seeds/000_*` (Plans), 2 = `004_*` (Plan file schema), planops = what Kubernetes",
+        "needs. The language itself, with examples and rules: "
+        "[plan-language.md](plan-language.md).",
+        "",
+        "## Plan (`plans.planops.dev`, short name `pl`): `spec`",
+        "",
+        *table(plan, seeds=True),
+        "",
+        "A Capsule's `spec.plan` and a ScheduledPlan's `spec.planTemplate.spec` take the same "
+        "fields.",
+        "",
+        "## Capsule (`capsules.planops.dev`, short name `cap`): `spec`",
+        "",
+        *table(cap, seeds=False),
+        "| `plan` | object | What runs when another plan's capsule step spawns this Capsule: "
+        "a Plan `spec`. |",
+        "",
+        "## ScheduledPlan (`scheduledplans.planops.dev`): `spec`",
+        "",
+        *table(spec_of(sched), seeds=False),
+        "| `planTemplate.metadata` / `planTemplate.spec` | object | Labels/annotations and the "
+        "Plan `spec` of each run. |",
+        "",
+        "## ClusterScheduledPlan (`clusterscheduledplans.planops.dev`, cluster-scoped): `spec`",
+        "",
+        "Everything a ScheduledPlan has, plus:",
+        "",
+        *[
+            row
+            for row in table(spec_of(csched), seeds=False)
+            if row.startswith("| `namespaceSelector")
+            or row.startswith("| Field")
+            or row.startswith("|---")
+        ],
+        "",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/reference.md")
+    out.write_text(render())
+    print(out)

@@ -1,0 +1,251 @@
+"""The Helm chart installed on the test cluster: the operator's image (image/build, imported into
+the node's containerd) runs under the chart's ServiceAccount and RBAC in a namespace that enforces
+the `restricted` Pod Security Standard, runs a Plan, and can do what it must and nothing more."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT, Kube
+from tests.e2e.conftest import capsule, plan, steps, wait_plan
+
+pytestmark = [pytest.mark.cluster, pytest.mark.node]
+CHART = ROOT / "charts" / "planops"
+
+
+def _helm(helm: str, kubeconfig: str, *args: str, timeout: float = 300) -> str:
+    done = subprocess.run(
+        [helm, "--kubeconfig", kubeconfig, *args], capture_output=True, text=True, timeout=timeout
+    )
+    assert done.returncode == 0, f"helm {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def operator_image(kubeconfig: str, node: dict[str, Any]) -> str:
+    """image/build, imported into the node's containerd (cached base: seconds; cold: minutes)."""
+    sock = Path(kubeconfig).parent / "run" / "containerd.sock"
+    done = subprocess.run(
+        [str(ROOT / "image" / "build"), "--import", str(sock)],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done.stdout.strip()
+
+
+class Release:
+    def __init__(self, name: str, system: str, work: str) -> None:
+        self.name, self.system, self.work = name, system, work
+
+    @property
+    def sa(self) -> str:
+        return f"system:serviceaccount:{self.system}:{self.name}-planops"
+
+
+@pytest.fixture(scope="module")
+def release(
+    kube: Kube, kubeconfig: str, helm: str, operator_image: str, busybox: str
+) -> Iterator[Release]:
+    tag = uuid.uuid4().hex[:6]
+    rel = Release(f"po{tag}", f"chart-sys-{tag}", f"chart-work-{tag}")
+    for ns in (rel.system, rel.work):
+        kube.run("create", "namespace", ns)
+        kube.run("label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted")
+    kube.apply(capsule(busybox), "-n", rel.work)
+    try:
+        _helm(
+            helm,
+            kubeconfig,
+            "install",
+            rel.name,
+            str(CHART),
+            "-n",
+            rel.system,
+            "--set",
+            f"watchNamespaces={{{rel.work}}}",
+            "--set",
+            "resyncSeconds=3,jsonLogs=false",
+            "--take-ownership",  # the CRDs the session's operator tests applied with kubectl
+            "--wait",
+            "--timeout",
+            "5m",
+        )
+        yield rel
+    finally:
+        subprocess.run(
+            [helm, "--kubeconfig", kubeconfig, "uninstall", rel.name, "-n", rel.system, "--wait"],
+            capture_output=True,
+            timeout=300,
+        )
+        for ns in (rel.system, rel.work):
+            kube.run("delete", "namespace", ns, "--wait=false", check=False)
+
+
+def _pod(kube: Kube, rel: Release) -> dict[str, Any]:
+    (pod,) = kube.get("pods", "-n", rel.system, "-l", f"app.kubernetes.io/instance={rel.name}")[
+        "items"
+    ]
+    return pod
+
+
+def test_the_installed_operator_runs_a_plan_under_the_charts_account(kube: Kube, release: Release):
+    pod = _pod(kube, release)
+    assert pod["spec"]["serviceAccountName"] == f"{release.name}-planops"
+    assert pod["status"]["phase"] == "Running"
+    kube.apply(
+        plan(
+            "in-cluster",
+            {"id": "hello", "shell": "echo hello from the chart"},
+            {"id": "bye", "shell": "echo {{hello.output}}", "dependsOn": ["hello"]},
+        ),
+        "-n",
+        release.work,
+    )
+    obj = wait_plan(kube, release.work, "in-cluster", timeout=180)
+    assert obj["status"]["phase"] == "Succeeded", json.dumps(obj["status"])[:2000]
+    assert steps(obj)["bye"]["output"] == "hello from the chart\n\n"
+    logs = kube.run("logs", "-n", release.system, pod["metadata"]["name"]).stdout
+    assert "forbidden" not in logs.lower(), logs[-3000:]
+
+
+def _can(kube: Kube, rel: Release, verb: str, resource: str, ns: str | None = None) -> bool:
+    args = ["auth", "can-i", verb, resource, "--as", rel.sa]
+    args += ["-n", ns] if ns else []
+    return kube.run(*args, check=False).stdout.strip() == "yes"
+
+
+def test_the_operator_rbac_is_least_privilege(kube: Kube, release: Release):
+    work = release.work
+    for verb, resource in [
+        ("create", "jobs.batch"),
+        ("delete", "jobs.batch"),
+        ("get", "pods/log"),
+        ("list", "pods"),
+        ("patch", "plans.planops.dev/status"),
+        ("create", "plans.planops.dev"),
+        ("get", "capsules.planops.dev"),
+        ("create", "events"),
+    ]:
+        assert _can(kube, release, verb, resource, work), (verb, resource)
+    for verb, resource in [
+        ("get", "secrets"),
+        ("list", "secrets"),
+        ("get", "configmaps"),
+        ("create", "pods"),
+        ("create", "pods/exec"),
+        ("patch", "capsules.planops.dev"),
+        ("patch", "plans.planops.dev"),
+        ("update", "plans.planops.dev"),
+        ("create", "rolebindings.rbac.authorization.k8s.io"),
+        ("create", "serviceaccounts/token"),
+    ]:
+        assert not _can(kube, release, verb, resource, work), (verb, resource)
+    # nothing in a namespace it does not watch, not even reading Plans
+    assert not _can(kube, release, "list", "plans.planops.dev", "default")
+    assert not _can(kube, release, "create", "jobs.batch", "default")
+    assert _can(kube, release, "list", "namespaces")  # ClusterScheduledPlans select by label
+    assert not _can(kube, release, "delete", "namespaces")
+
+
+def test_user_roles_are_aggregated_into_edit_and_view(kube: Kube, release: Release):
+    work = release.work
+    kube.run("create", "rolebinding", "dev-edit", "--clusterrole=edit", "--user=dev", "-n", work)
+    kube.run("create", "rolebinding", "ro-view", "--clusterrole=view", "--user=ro", "-n", work)
+    deadline = time.monotonic() + 30  # aggregation is done by the controller manager
+    while not _user_can(kube, "dev", "create", "plans.planops.dev", work):
+        assert time.monotonic() < deadline, "edit never got Plans"
+        time.sleep(0.5)
+    assert not _user_can(kube, "dev", "patch", "capsules.planops.dev", work)
+    assert not _user_can(kube, "dev", "patch", "plans.planops.dev/status", work)
+    assert _user_can(kube, "ro", "get", "plans.planops.dev", work)
+    assert not _user_can(kube, "ro", "create", "plans.planops.dev", work)
+
+
+def _user_can(kube: Kube, user: str, verb: str, resource: str, ns: str) -> bool:
+    args = ("auth", "can-i", verb, resource, "--as", user, "-n", ns)
+    return kube.run(*args, check=False).stdout.strip() == "yes"
+
+
+def test_metrics_are_served_through_the_service(kube: Kube, release: Release):
+    slices = kube.get(
+        "endpointslices",
+        "-n",
+        release.system,
+        "-l",
+        f"kubernetes.io/service-name={release.name}-planops-metrics",
+    )["items"]
+    (address,) = [a for s in slices for e in s["endpoints"] for a in e["addresses"]]
+    port = slices[0]["ports"][0]["port"]
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://{address}:{port}/metrics", timeout=5) as resp:
+                text = resp.read().decode()
+            break
+        except OSError:
+            assert time.monotonic() < deadline
+            time.sleep(1)
+    assert "planops_plans_total" in text and "planops_steps_running" in text
+
+
+def test_upgrade_rolls_new_flags_and_uninstall_keeps_crds_and_plans(
+    kube: Kube, kubeconfig: str, helm: str, release: Release
+):
+    _helm(
+        helm,
+        kubeconfig,
+        "upgrade",
+        release.name,
+        str(CHART),
+        "-n",
+        release.system,
+        "--reuse-values",
+        "--set",
+        "policy.maxMemory=128Mi",
+        "--wait",
+        "--timeout",
+        "5m",
+    )
+    deadline = time.monotonic() + 120
+    while True:
+        pod = _pod(kube, release)
+        args = pod["spec"]["containers"][0]["args"]
+        ready = pod["status"].get("phase") == "Running" and all(
+            c.get("ready") for c in pod["status"].get("containerStatuses", [])
+        )
+        if "--max-memory=128Mi" in args and ready:
+            break
+        assert time.monotonic() < deadline, pod["status"]
+        time.sleep(1)
+    kube.apply(plan("too-big", {"id": "a", "shell": "true"}), "-n", release.work)
+    obj = wait_plan(kube, release.work, "too-big", timeout=120)
+    assert obj["status"]["phase"] == "Invalid"  # the default 256Mi limit is above the ceiling
+    assert [e["code"] for e in obj["status"]["errors"]] == ["limits"]
+    subprocess.run(
+        [
+            helm,
+            "--kubeconfig",
+            kubeconfig,
+            "uninstall",
+            release.name,
+            "-n",
+            release.system,
+            "--wait",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    kube.run("get", "crd", "plans.planops.dev")  # kept
+    assert kube.get("plan", "too-big", "-n", release.work)["metadata"]["name"] == "too-big"

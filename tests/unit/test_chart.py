@@ -1,0 +1,202 @@
+"""The Helm chart, rendered by the real helm: lint, schema refusals, the restricted pod, policy
+values -> operator flags, least-privilege RBAC with every rule explained, CRDs as templates."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from planops import metrics
+from planops.api import crd
+from planops.main import _parser
+
+CHART = Path(__file__).resolve().parents[2] / "charts" / "planops"
+
+
+def render(helm: str, *args: str) -> list[dict[str, Any]]:
+    out = subprocess.run(
+        [helm, "template", "po", str(CHART), "--namespace", "planops-system", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def kinds(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [d for d in docs if d["kind"] == kind]
+
+
+def test_lint_strict(helm: str):
+    done = subprocess.run([helm, "lint", "--strict", str(CHART)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ["--set", "workerz=3"],  # a typo
+        ["--set", "policy.maxCpu=lots"],  # not a quantity
+        ["--set", "workers=0"],
+        ["--set", "policy.maxSteps=5000"],  # beyond the status bound
+        ["--set", "image.pullPolicy=Sometimes"],
+    ],
+)
+def test_the_schema_refuses_bad_values(helm: str, bad: list[str]):
+    done = subprocess.run(
+        [helm, "template", "po", str(CHART), *bad], capture_output=True, text=True
+    )
+    assert done.returncode != 0 and "values don't meet the specifications" in done.stderr
+
+
+def test_the_operator_pod_is_restricted_and_its_flags_come_from_the_values(helm: str):
+    docs = render(
+        helm,
+        "--set",
+        "policy.maxCpu=2,policy.maxMemory=4Gi,workers=5",
+        "--set",
+        "policy.allowedImages={registry.example/*,ghcr.io/planops/*}",
+    )
+    (dep,) = kinds(docs, "Deployment")
+    pod = dep["spec"]["template"]["spec"]
+    assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"]["type"] == "Recreate"
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+    (c,) = pod["containers"]
+    assert c["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    assert c["image"] == "ghcr.io/planops/operator:0.1.0"
+    assert c["resources"]["limits"] and c["resources"]["requests"]
+    args = c["args"]
+    assert "--max-cpu=2" in args and "--max-memory=4Gi" in args and "--workers=5" in args
+    assert "--allowed-images=registry.example/*,ghcr.io/planops/*" in args
+    assert "--all-namespaces" in args
+    parsed = _parser().parse_args(args)  # the operator accepts every flag the chart passes
+    assert parsed.max_cpu == "2" and parsed.workers == 5 and parsed.all_namespaces
+
+
+def _rules(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [r for d in kinds(docs, kind) if "operator" in d["metadata"]["name"] for r in d["rules"]]
+
+
+def test_operator_rbac_is_least_privilege(helm: str):
+    docs = render(helm)
+    rules = _rules(docs, "ClusterRole")
+    granted = {
+        (g, r, v) for x in rules for g in x["apiGroups"] for r in x["resources"] for v in x["verbs"]
+    }
+    assert all("*" not in (g, r, v) for g, r, v in granted)
+    for forbidden in [
+        ("", "secrets", "get"),
+        ("", "secrets", "list"),
+        ("", "configmaps", "get"),
+        ("", "pods", "create"),
+        ("", "pods/exec", "create"),
+        ("planops.dev", "capsules", "patch"),
+        ("planops.dev", "plans", "patch"),
+        ("planops.dev", "plans", "update"),
+        ("rbac.authorization.k8s.io", "rolebindings", "create"),
+    ]:
+        assert forbidden not in granted, forbidden
+    for needed in [
+        ("batch", "jobs", "create"),
+        ("", "pods/log", "get"),
+        ("planops.dev", "plans/status", "patch"),
+        ("planops.dev", "capsules", "get"),
+        ("", "namespaces", "list"),
+    ]:
+        assert needed in granted, needed
+
+
+def test_every_operator_rule_is_explained_by_a_comment():
+    text = (CHART / "templates" / "_helpers.tpl").read_text()
+    text += (CHART / "templates" / "rbac-operator.yaml").read_text()
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith("- apiGroups:"):
+            assert lines[i - 1].lstrip().startswith("#"), f"rule without a why: {line!r} ({i})"
+
+
+def test_watch_namespaces_gives_roles_there_and_nothing_namespaced_cluster_wide(helm: str):
+    docs = render(helm, "--set", "watchNamespaces={team-a,team-b}")
+    roles = kinds(docs, "Role")
+    assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
+    cluster = {r for x in _rules(docs, "ClusterRole") for r in x["resources"]}
+    assert cluster == {"clusterscheduledplans", "clusterscheduledplans/status", "namespaces"}
+    args = kinds(docs, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--namespace=team-a" in args and "--all-namespaces" not in args
+
+
+def test_user_roles_aggregate_and_edit_cannot_touch_capsules(helm: str):
+    docs = render(helm)
+    by_name = {d["metadata"]["name"]: d for d in kinds(docs, "ClusterRole")}
+    edit = by_name["po-planops-edit"]
+    assert edit["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-edit"] == "true"
+    assert {r for x in edit["rules"] for r in x["resources"]} == {"plans", "scheduledplans"}
+    admin = by_name["po-planops-admin"]
+    assert "rbac.authorization.k8s.io/aggregate-to-edit" not in admin["metadata"]["labels"]
+    assert admin["rules"][0]["resources"] == ["capsules"]
+    docs = render(helm, "--set", "rbac.capsulesToAdmin=false")
+    assert "po-planops-admin" not in {d["metadata"]["name"] for d in kinds(docs, "ClusterRole")}
+
+
+def test_the_crds_are_templates_kept_on_uninstall_and_equal_to_the_generated_ones(helm: str):
+    docs = kinds(render(helm), "CustomResourceDefinition")
+    generated = {
+        yaml.safe_load(t)["metadata"]["name"]: yaml.safe_load(t) for t in crd.render().values()
+    }
+    assert {d["metadata"]["name"] for d in docs} == set(generated)
+    for d in docs:
+        assert d["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+        assert d["spec"] == generated[d["metadata"]["name"]]["spec"]
+    assert kinds(render(helm, "--set", "crds.install=false"), "CustomResourceDefinition") == []
+
+
+def test_service_monitor_is_opt_in(helm: str):
+    assert kinds(render(helm), "ServiceMonitor") == []
+    (sm,) = kinds(render(helm, "--set", "metrics.serviceMonitor.enabled=true"), "ServiceMonitor")
+    assert sm["spec"]["endpoints"][0]["port"] == "metrics"
+
+
+def test_every_value_is_documented_and_in_the_schema():
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    text = (CHART / "values.yaml").read_text().splitlines()
+
+    def leaves(d: dict[str, Any], prefix: str = "") -> list[str]:
+        out = []
+        for k, v in d.items():
+            if isinstance(v, dict) and v and k not in ("resources",):
+                out += leaves(v, f"{prefix}{k}.")
+            else:
+                out.append(f"{prefix}{k}")
+        return out
+
+    for leaf in leaves(values):
+        node = schema
+        for part in leaf.split("."):
+            assert part in node.get("properties", {}), f"{leaf} is not in values.schema.json"
+            node = node["properties"][part]
+        key = leaf.split(".")[-1]
+        idx = next(i for i, line in enumerate(text) if re.match(rf"^\s*{key}:", line))
+        above = text[idx - 1].strip()
+        assert above.startswith("#"), f"{leaf} has no comment above it in values.yaml"
+
+
+def test_alerts_and_dashboard_only_use_exported_metrics():
+    exported = set()
+    for m in metrics.REGISTRY.collect():  # a family's name, and the series names it makes
+        suffixes = {"counter": ["_total"], "histogram": ["_bucket", "_sum", "_count"]}
+        exported |= {m.name} | {m.name + s for s in suffixes.get(m.type, [])}
+    text = (CHART / "alerts.yaml").read_text() + (CHART / "dashboards" / "planops.json").read_text()
+    used = set(re.findall(r"planops_[a-z_]+", text))
+    assert used and used <= exported, used - exported
