@@ -173,7 +173,7 @@ def node(kube: Kube) -> dict[str, Any]:
 def busybox(node: dict[str, Any]) -> str:
     """The busybox image imported into the node (by tests/cluster/images.py)."""
     for image in node["status"].get("images", []):
-        for name in image.get("names", []):
+        for name in image.get("names") or []:
             if name.startswith("docker.io/local/busybox:"):
                 return name.removeprefix("docker.io/")  # type: ignore[no-any-return]
     pytest.fail("the node has no local/busybox image (tests/cluster/images.py)", pytrace=False)

@@ -152,15 +152,20 @@ api_rule() { # -A | -D
 start_api_relay() {
   read -r APIPROXY_PORT < <(free_ports 1)
   echo "APIPROXY_PORT=$APIPROXY_PORT" >>"$dir/ports.env"
-  start apiproxy python3 "$here/apiproxy.py" "$NODE_IP" "$APIPROXY_PORT" 127.0.0.1 "$API_PORT" "$dir/"
+  local py  # the interpreter itself (not a wrapper), so `down` recognises the process
+  py=$(python3 -c 'import sys; print(sys.executable)')
+  start apiproxy "$py" "$here/apiproxy.py" "$NODE_IP" "$APIPROXY_PORT" 127.0.0.1 "$API_PORT" "$dir/"
   wait_for apiproxy python3 -c "import socket; socket.create_connection(('$NODE_IP', $APIPROXY_PORT), 1)"
   api_rule -A
 }
 stop_api_relay() {
   local pid
   # every rule tagged with this cluster directory, whatever its port
-  iptables -t nat -S PREROUTING 2>/dev/null | grep -F "planops-test $dir\"" | sed 's/^-A /-D /' |
-    while read -r rule; do eval "iptables -t nat $rule" 2>/dev/null || true; done
+  local rules
+  rules=$(iptables -t nat -S PREROUTING 2>/dev/null | grep -F "planops-test $dir\"" || true)
+  while read -r rule; do
+    [[ -n $rule ]] && eval "iptables -t nat ${rule/#-A /-D }" 2>/dev/null || true
+  done <<<"$rules"
   if pid=$(component_pid apiproxy); then kill -TERM "$pid" 2>/dev/null || true; fi
 }
 
@@ -187,7 +192,8 @@ stop_node() {
   # shims started by our containerd carry its socket address in their command line
   for p in $(pgrep -f "containerd-shim-runc-v2 .*-address $sock" 2>/dev/null); do kill -KILL "$p" 2>/dev/null || true; done
   # mounts under the cluster directory (rootfs overlays, pod volumes), deepest first
-  findmnt -rn -o TARGET | grep -F "$dir/" | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+  { findmnt -rn -o TARGET | grep -F "$dir/" || true; } | sort -r |
+    while read -r m; do [[ -n $m ]] && umount -l "$m" 2>/dev/null || true; done
   stop_api_relay
   ip link show "$CNI_BRIDGE" >/dev/null 2>&1 && ip link delete "$CNI_BRIDGE" 2>/dev/null || true
   # cgroups the node made (cgroupfs driver): the kubelet's /kubepods and containerd's /k8s.io

@@ -153,3 +153,18 @@ def test_two_pods_run_at_the_same_time(kube: Kube, namespace: str, busybox: str)
         wait_job(kube, name, namespace)
     (a0, a1), (b0, b1) = (_interval(pod_of(kube, n, namespace)) for n in ("left", "right"))
     assert a0 < b1 and b0 < a1, f"runs did not overlap: {a0}-{a1} vs {b0}-{b1}"
+
+
+def test_pods_reach_the_api_server_through_the_kubernetes_service_and_nothing_else(
+    kube: Kube, namespace: str, busybox: str
+):
+    """The one kube-proxy rule the node emulates (DNAT 10.0.0.1:443 -> the API relay): a pod
+    connects to the `kubernetes` Service; an address outside the Service range is unroutable."""
+    script = (
+        "nc -w 5 10.0.0.1 443 </dev/null && echo service-ok; "
+        "nc -w 2 192.0.2.1 80 </dev/null || echo outside-unreachable"
+    )
+    kube.apply(job("net", namespace, busybox, ["sh", "-c", script]))
+    wait_job(kube, "net", namespace)
+    out = kube.run("logs", "-n", namespace, "job/net").stdout
+    assert "service-ok" in out and "outside-unreachable" in out, out

@@ -62,7 +62,6 @@ def release(
     for ns in (rel.system, rel.work):
         kube.run("create", "namespace", ns)
         kube.run("label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted")
-    kube.apply(capsule(busybox), "-n", rel.work)
     try:
         _helm(
             helm,
@@ -81,6 +80,12 @@ def release(
             "--timeout",
             "5m",
         )
+        deadline = time.monotonic() + 60  # the chart installed the CRDs: discovery catches up
+        while kube.run(
+            "apply", "-f", "-", "-n", rel.work, input=json.dumps(capsule(busybox)), check=False
+        ).returncode:
+            assert time.monotonic() < deadline, "the Capsule kind never became available"
+            time.sleep(0.5)
         yield rel
     finally:
         subprocess.run(
@@ -119,10 +124,17 @@ def test_the_installed_operator_runs_a_plan_under_the_charts_account(kube: Kube,
     assert "forbidden" not in logs.lower(), logs[-3000:]
 
 
-def _can(kube: Kube, rel: Release, verb: str, resource: str, ns: str | None = None) -> bool:
-    args = ["auth", "can-i", verb, resource, "--as", rel.sa]
+def _can_i(kube: Kube, who: str, verb: str, resource: str, ns: str | None) -> bool:
+    """`kubectl auth can-i` (a subresource as resource/sub, e.g. pods/log)."""
+    resource, _, sub = resource.partition("/")
+    args = ["auth", "can-i", verb, resource, "--as", who]
+    args += [f"--subresource={sub}"] if sub else []
     args += ["-n", ns] if ns else []
     return kube.run(*args, check=False).stdout.strip() == "yes"
+
+
+def _can(kube: Kube, rel: Release, verb: str, resource: str, ns: str | None = None) -> bool:
+    return _can_i(kube, rel.sa, verb, resource, ns)
 
 
 def test_the_operator_rbac_is_least_privilege(kube: Kube, release: Release):
@@ -173,8 +185,7 @@ def test_user_roles_are_aggregated_into_edit_and_view(kube: Kube, release: Relea
 
 
 def _user_can(kube: Kube, user: str, verb: str, resource: str, ns: str) -> bool:
-    args = ("auth", "can-i", verb, resource, "--as", user, "-n", ns)
-    return kube.run(*args, check=False).stdout.strip() == "yes"
+    return _can_i(kube, user, verb, resource, ns)
 
 
 def test_metrics_are_served_through_the_service(kube: Kube, release: Release):

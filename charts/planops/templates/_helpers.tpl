@@ -59,6 +59,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["get", "list", "watch"]
+# A step's output is its pod's log.
 - apiGroups: [""]
   resources: ["pods/log"]
   verbs: ["get"]

@@ -164,8 +164,8 @@ def running(
     output_limit: int = 1 << 20,
 ) -> dict[str, Any]:
     """The status of a run in progress or finished. `records`: the step records the run has or
-    will have (body steps included); when bodies make them more than the plan's steps, every
-    text is cut again to the smaller share, so the status stays within its budget."""
+    will have (body steps included); every text is cut to the share of that many records, so the
+    status stays within its budget whatever made the text."""
     top = top_level(report)
     if finished:
         phase = "Succeeded" if report.completed else "Failed"
@@ -248,10 +248,11 @@ def running(
 
 
 def _recut(report: dict[str, Any], records: int, total: int, output_limit: int) -> dict[str, Any]:
-    if records <= total:
-        return report
+    """Every record within its share: Job outputs were cut when read, but results the decider
+    made itself (filter, map, ask...) and the smaller share bodies bring are cut here."""
+    n = max(records, total)
     for step in report["steps"]:
         step["output"], step["error"] = cap_step(
-            step.get("output"), step.get("error"), output_limit, records
+            step.get("output"), step.get("error"), output_limit, n
         )
     return report
