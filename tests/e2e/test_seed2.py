@@ -199,6 +199,9 @@ def test_an_ask_waits_for_kubectl_plan_answer(kube: Kube, kubeconfig: str, ns: s
     assert bad.returncode == 2 and "bronze" in bad.stderr
     wrong = cli(kubeconfig, "answer", "gate", "go", "--set", "ok=true", "-n", ns)
     assert wrong.returncode == 2 and "not waiting" in wrong.stderr
+    described = cli(kubeconfig, "describe", "gate", "-n", ns)
+    assert "Waiting for an answer: step confirm: Deploy to prod?" in described.stdout
+    assert "kubectl plan answer gate confirm --set KEY=VALUE" in described.stdout
     good = cli(kubeconfig, "answer", "gate", "confirm", "--set", "ok=yes", "-n", ns)
     assert good.returncode == 0, good.stderr
     obj = wait_plan(kube, ns, "gate")

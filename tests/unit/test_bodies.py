@@ -557,3 +557,25 @@ def test_answer_flags_on_the_command_line(tmp_path):
     unanswered = run_local_cli(f)  # no terminal: nobody can be asked, whenUnanswered is fail
     assert unanswered.returncode == 1
     assert "nobody could be asked" in unanswered.stdout
+
+
+def test_an_exit_fired_in_a_branch_is_restored_and_nothing_more_starts():
+    spec = plan(
+        {"id": "slow", "shell": "sleep 9"},
+        {
+            "id": "route",
+            "decide": {
+                "if": {"value": 1, "op": "eq", "to": 1},
+                "then": {"exit": {"status": "success", "message": "done early"}},
+            },
+        },
+        {"id": "after", "dependsOn": ["route"], "shell": "true"},
+    )
+    live = Run("p", spec)
+    assert ids(live.decide(0)) == ["slow"]  # the branch's exit fired at once
+    assert live.exited is not None and live.exited.step_id == "route.then.call"
+    again = Run.restore("p", spec, Facts(tuple(live.settled), (AttemptFact("slow", 1, 0),)))
+    assert again.exited == live.exited
+    assert ids(again.decide(1)) == []  # `after` never starts
+    again.finish_attempt("slow", 1, "success", None, None, 2)
+    assert again.decide(2).finished and again.report().exit.message == "done early"

@@ -209,6 +209,14 @@ async def cmd_describe(kube: Kube, args: argparse.Namespace, ns: str) -> int:
         for e in st["errors"]:
             where = f"step {e['step']!r}, " if e.get("step") else ""
             print(f"  - [{e['code']}] {where}{e['path']}: {e['message']}")
+    for ask in st.get("asks") or []:
+        fields = ", ".join((ask.get("outputSchema") or {}).get("properties") or {})
+        print(
+            f"\nWaiting for an answer: step {ask['stepId']}: {ask.get('prompt')}\n"
+            f"  kubectl plan answer {args.name} {ask['stepId']} --set KEY=VALUE  (fields: "
+            f"{fields}) or --decline; until {ask.get('deadline')}, then whenUnanswered: "
+            f"{ask.get('whenUnanswered', 'fail')}"
+        )
     report = st.get("report") or {}
     if report.get("steps"):
         print("\nSteps (in the order they settled):")

@@ -34,7 +34,7 @@ from planops.engine import bodies, control, templates
 
 if TYPE_CHECKING:
     from planops.engine.decider import AttemptFact, Dispatch, Facts, Run
-    from planops.engine.report import StepRecord
+    from planops.engine.report import ExitReport, StepRecord
 
 
 @dataclass
@@ -258,6 +258,20 @@ class Bodies:
         ]
 
     # -- restoring ----------------------------------------------------------------------------
+
+    def fired_exit(self, i: int, record: StepRecord) -> ExitReport | None:
+        """The exit a settled decide's body record fired (restoring a run that an exit in a
+        branch ended), or None."""
+        from planops.engine.decider import exit_report  # noqa: PLC0415
+
+        _, key, local = record.step_id.split(".", 2)
+        body = bodies.bodies("decide", self.run.spec.steps[i].decide).get(key)
+        if body is None:
+            return None
+        step = next((s for s in bodies.parse(body) if s.id == local), None)
+        if step is None or step.exit is None:
+            return None
+        return exit_report(record.step_id, record)
 
     def restore(self, i: int, records: list[StepRecord], attempts: list[AttemptFact]) -> None:
         """Rebuild control step `i`'s bodies from their facts (ids still qualified)."""

@@ -173,6 +173,8 @@ class Run:
             if dot:  # a body step's record
                 if ctl in settled_ids:
                     run._order.append(record)  # its control step settled: just reported
+                    if run._kinds[i] == "decide" and run.exited is None:
+                        run.exited = run._bodies.fired_exit(i, record)  # an exit in a branch
                 else:
                     body_records.setdefault(i, []).append(record)
                 continue
@@ -516,15 +518,8 @@ class Run:
         if announce:
             self._new.append(record)
         step = self.spec.steps[i]
-        if self._kinds[i] == "exit" and record.status == "success" and self.exited is None:
-            result = json.loads(record.output or "{}")  # restorable: the result says if it fired
-            if result.get("fired"):
-                self.exited = ExitReport(
-                    step.id,
-                    result.get("status", "success"),
-                    result.get("message"),
-                    result.get("output"),
-                )
+        if self._kinds[i] == "exit" and self.exited is None:
+            self.exited = exit_report(step.id, record)
         if (
             record.status == "failed"
             and step.on_error not in ("continue", "skip")
@@ -541,6 +536,18 @@ class Run:
             return
         st.queued = True
         heapq.heappush(self._ready_tools if self._kinds[i] == "tool" else self._ready_other, i)
+
+
+def exit_report(step_id: str, record: StepRecord) -> ExitReport | None:
+    """The exit an exit step's record says fired (restorable: the result says so), or None."""
+    if record.status != "success":
+        return None
+    result = json.loads(record.output or "{}")
+    if not result.get("fired"):
+        return None
+    return ExitReport(
+        step_id, result.get("status", "success"), result.get("message"), result.get("output")
+    )
 
 
 def decide(plan_id: str, spec: PlanSpec, facts: Facts, now: float) -> tuple[Run, Decision]:
