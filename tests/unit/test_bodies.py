@@ -579,3 +579,17 @@ def test_an_exit_fired_in_a_branch_is_restored_and_nothing_more_starts():
     assert ids(again.decide(1)) == []  # `after` never starts
     again.finish_attempt("slow", 1, "success", None, None, 2)
     assert again.decide(2).finished and again.report().exit.message == "done early"
+
+
+def test_a_plan_stopped_while_an_item_owes_a_retry_still_finishes():
+    spec = plan(
+        {"id": "bad", "shell": "false"},
+        {"id": "m", "map": {"over": [1, 2], "do": {"shell": "true", "retries": 3}}},
+    )
+    run = Run("p", spec)
+    assert ids(run.decide(0)) == ["bad", "m.0.call"]
+    run.finish_attempt("m.0.call", 1, "failed", None, "exit code 1", 1)  # a retry is owed
+    run.finish_attempt("bad", 1, "failed", None, "exit code 1", 1)  # the plan stops
+    d = run.decide(2)
+    assert ids(d) == [] and d.finished  # the retry never starts; the plan does not hang
+    assert results(run.report())["m"].status == "failed"

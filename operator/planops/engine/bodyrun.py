@@ -161,7 +161,8 @@ class Bodies:
                         for d in sub.decide(now).dispatch
                     ]
                 self._harvest(a, pos)
-                if sub.finished:
+                # stopped: an item with nothing in flight is over (a retry it owed never starts)
+                if sub.finished or (stopped and not sub.in_flight_attempts()):
                     self._done(a, pos)
                     changed = True
             if len(a.done) == len(a.runs) and (
