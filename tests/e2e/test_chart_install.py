@@ -97,11 +97,20 @@ def release(
             kube.run("delete", "namespace", ns, "--wait=false", check=False)
 
 
-def _pod(kube: Kube, rel: Release) -> dict[str, Any]:
-    (pod,) = kube.get("pods", "-n", rel.system, "-l", f"app.kubernetes.io/instance={rel.name}")[
-        "items"
-    ]
-    return pod
+def _pod(kube: Kube, rel: Release, timeout: float = 120) -> dict[str, Any]:
+    """The operator's pod (after an upgrade, the old one may still be terminating)."""
+    selector = f"app.kubernetes.io/instance={rel.name}"
+    deadline = time.monotonic() + timeout
+    while True:
+        pods = [
+            p
+            for p in kube.get("pods", "-n", rel.system, "-l", selector)["items"]
+            if not p["metadata"].get("deletionTimestamp")
+        ]
+        if len(pods) == 1:
+            return pods[0]
+        assert time.monotonic() < deadline, [p["metadata"]["name"] for p in pods]
+        time.sleep(1)
 
 
 def test_the_installed_operator_runs_a_plan_under_the_charts_account(kube: Kube, release: Release):
