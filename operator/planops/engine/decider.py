@@ -48,7 +48,11 @@ CONTROL = ("exit", "filter")  # evaluated by the decider itself: no Job, no proc
 
 
 def step_kind(step: Step) -> Kind:
-    for kind in ("tool", "capsule", "ask", "exit", "filter", "decide", "map", "reduce"):
+    if step.shell is not None:  # the common kinds first: this runs once per step per restore
+        return "shell"
+    if step.tool is not None:
+        return "tool"
+    for kind in ("capsule", "ask", "exit", "filter", "decide", "map", "reduce"):
         if getattr(step, kind) is not None:
             return kind
     return "shell"
@@ -347,10 +351,11 @@ class Run:
     def in_flight_attempts(self) -> list[tuple[str, int]]:
         """(step id, attempt) of every attempt in flight, in dispatch order (body steps by
         their qualified names; a control step running its bodies is not an attempt)."""
+        steps, active = self.spec.steps, self._bodies.active
+        if not active:
+            return [(steps[i].id, attempt) for i, attempt in self._flying.items()]
         return [
-            (self.spec.steps[i].id, attempt)
-            for i, attempt in self._flying.items()
-            if i not in self._bodies.active
+            (steps[i].id, attempt) for i, attempt in self._flying.items() if i not in active
         ] + self._bodies.in_flight()
 
     def record_count(self) -> int:

@@ -67,6 +67,17 @@ class _Checker:
     ceilings: list[tuple[str, Decimal, str, str]] | None = None
     #: the verdict for steps without resources of their own (they all get the same limits)
     default_verdict: list[tuple[str, str]] | None = None
+    #: each shell line split once per plan (the shell check and the template check both need it)
+    words: dict[str, list[str] | None] = field(default_factory=dict)
+
+    def split(self, command: str) -> list[str] | None:
+        """shell_words(command), cached; None when it cannot be split."""
+        if command not in self.words:
+            try:
+                self.words[command] = shell_words(command)
+            except ValueError:
+                self.words[command] = None
+        return self.words[command]
 
     def add(self, code: str, step: str | None, path: str, message: str) -> None:
         self.errors.append(PlanError(code, step, path, message))
@@ -263,10 +274,12 @@ def _check_tool(c: _Checker, step: Step, path: str) -> None:
 
 def _check_shell(c: _Checker, step: Step, path: str) -> None:
     assert step.shell is not None
-    try:
-        words = shell_words(step.shell)
-    except ValueError as e:
-        c.add("shell-syntax", step.id, f"{path}.shell", f"cannot split the command line: {e}")
+    words = c.split(step.shell)
+    if words is None:
+        try:
+            shell_words(step.shell)
+        except ValueError as e:  # the reason, for the message
+            c.add("shell-syntax", step.id, f"{path}.shell", f"cannot split the command line: {e}")
         return
     if not words:
         c.add("shell-syntax", step.id, f"{path}.shell", "the command line is empty")
@@ -395,10 +408,7 @@ def _check_step_templates(c: _Checker, step: Step, path: str, root_problem: Root
     """The templates of one step (not of its bodies), each root judged by `root_problem`."""
     found = [(f"{path}.input{w}", t) for w, t in templates.find(step.input)]
     if step.shell is not None:
-        try:
-            words = shell_words(step.shell)
-        except ValueError:
-            words = []
+        words = c.split(step.shell) or [] if "{{" in step.shell else []
         if words and "{{" in words[0]:
             c.add(
                 "template",
@@ -409,13 +419,18 @@ def _check_step_templates(c: _Checker, step: Step, path: str, root_problem: Root
             )
         found += [(f"{path}.shell", t) for w in words[1:] for _, t in templates.find(w)]
     scoped: set[str] = set()  # fields where {{item}} / {{index}} exist
+    job_step = step.shell is not None or step.tool is not None or step.capsule is not None
     for kind, fields in (
-        ("filter", ("over", "where")),
-        ("exit", ("when", "message", "output")),
-        ("ask", ("prompt", "default")),
-        ("decide", ("if",)),
-        ("map", ("over",)),
-        ("reduce", ("over", "initial")),
+        ()
+        if job_step
+        else (  # a job step has no control grammar
+            ("filter", ("over", "where")),
+            ("exit", ("when", "message", "output")),
+            ("ask", ("prompt", "default")),
+            ("decide", ("if",)),
+            ("map", ("over",)),
+            ("reduce", ("over", "initial")),
+        )
     ):
         spec = getattr(step, kind)
         if not isinstance(spec, dict):
@@ -440,6 +455,8 @@ def _check_bodies(c: _Checker, graph: Graph, i: int, step: Step, path: str, seen
     """Seed 2 body rules: what may nest, ids unique across the plan, what a body's templates
     see (earlier body steps, the scope of its kind, input, and the steps its control step
     depends on); each body step is checked like a top-level step."""
+    if step.decide is None and step.map is None and step.reduce is None:
+        return
     for kind in bodies.BODY_KINDS:
         for key, body in bodies.bodies(kind, getattr(step, kind)).items():
             where = f"{path}.{kind}.{key}"
