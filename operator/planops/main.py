@@ -65,6 +65,14 @@ def _parser() -> argparse.ArgumentParser:
         "--max-memory", help="ceiling of any step's memory limit (a quantity: 4Gi); default none"
     )
     p.add_argument("--resync-seconds", type=float, default=60.0)
+    p.add_argument(
+        "--webhook-port",
+        type=int,
+        default=0,
+        help="serve the validating admission webhook for Plans (HTTPS, path /plans); 0 disables",
+    )
+    p.add_argument("--webhook-cert", help="the webhook's serving certificate (PEM)")
+    p.add_argument("--webhook-key", help="its private key (PEM)")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -72,6 +80,8 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.webhook_port and not (args.webhook_cert and args.webhook_key):
+        parser.error("--webhook-port needs --webhook-cert and --webhook-key")
     for flag in ("max_cpu", "max_memory"):
         value = getattr(args, flag)
         if value is not None:
@@ -106,7 +116,15 @@ def main(argv: list[str] | None = None) -> int:
     # kopf's runtime scanning (it lists every CRD and namespace) is only needed for namespace
     # globs; without it the operator needs no cluster-wide read of CRDs (RBAC least privilege)
     CONFIG.scanning = any(any(ch in ns for ch in "*?[") for ns in args.namespace)
+    CONFIG.webhook_port = args.webhook_port
+    CONFIG.webhook_cert = args.webhook_cert
+    CONFIG.webhook_key = args.webhook_key
     import planops.handlers  # noqa: F401, PLC0415 - registers the handlers
+
+    if args.webhook_port:  # registered now: the flags are known (see handlers.webhook)
+        from planops.handlers import webhook  # noqa: PLC0415
+
+        webhook.register()
 
     kopf.run(
         standalone=args.peering is None,

@@ -219,6 +219,34 @@ def test_metrics_are_served_through_the_service(kube: Kube, release: Release):
     assert "planops_plans_total" in text and "planops_steps_running" in text
 
 
+def _apply(kube: Kube, ns: str, manifest: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    return kube.run("apply", "-f", "-", "-n", ns, input=json.dumps(manifest), check=False)
+
+
+def test_the_webhook_refuses_a_plan_that_cannot_run_with_every_reason(kube: Kube, release: Release):
+    bad = plan(
+        "refused",
+        {"id": "a", "tool": "no-such-tool", "dependsOn": ["c"]},
+        {"id": "b", "shell": "rm -rf /"},
+        {"id": "c", "shell": "echo", "dependsOn": ["a"]},
+    )
+    deadline = time.monotonic() + 60  # the webhook's endpoint is published shortly after Ready
+    while (done := _apply(kube, release.work, bad)).returncode == 0:
+        kube.run("delete", "plan", "refused", "-n", release.work, "--wait=true")
+        assert time.monotonic() < deadline, "the webhook never refused"
+        time.sleep(2)
+    assert "denied the request" in done.stderr, done.stderr
+    for code in ("unknown-tool", "shell-not-allowed", "cycle"):
+        assert f"[{code}]" in done.stderr, done.stderr
+    assert kube.run("get", "plan", "refused", "-n", release.work, check=False).returncode != 0
+    # a Plan whose Capsule does not exist yet is admitted (GitOps applies in any order)
+    later = plan("later", {"id": "a", "shell": "echo"}, capsule="not-yet")
+    assert _apply(kube, release.work, later).returncode == 0
+    # an annotation on a stored plan is never refused (rerun, cancel, answers)
+    done = kube.run("annotate", "plan", "later", "-n", release.work, "planops.dev/rerun=x")
+    assert done.returncode == 0
+
+
 def test_upgrade_rolls_new_flags_and_uninstall_keeps_crds_and_plans(
     kube: Kube, kubeconfig: str, helm: str, release: Release
 ):
@@ -248,10 +276,20 @@ def test_upgrade_rolls_new_flags_and_uninstall_keeps_crds_and_plans(
             break
         assert time.monotonic() < deadline, pod["status"]
         time.sleep(1)
-    kube.apply(plan("too-big", {"id": "a", "shell": "true"}), "-n", release.work)
-    obj = wait_plan(kube, release.work, "too-big", timeout=120)
-    assert obj["status"]["phase"] == "Invalid"  # the default 256Mi limit is above the ceiling
-    assert [e["code"] for e in obj["status"]["errors"]] == ["limits"]
+    # the new ceiling applies: the default 256Mi limit is above it (refused at apply by the
+    # webhook, whose certificate survived the upgrade; or Invalid if it is not reachable yet)
+    deadline = time.monotonic() + 60
+    while True:
+        done = _apply(kube, release.work, plan("too-big", {"id": "a", "shell": "true"}))
+        if done.returncode != 0:
+            assert "[limits]" in done.stderr, done.stderr
+            break
+        obj = wait_plan(kube, release.work, "too-big", timeout=120)
+        if obj["status"]["phase"] == "Invalid":
+            assert [e["code"] for e in obj["status"]["errors"]] == ["limits"]
+            break
+        kube.run("delete", "plan", "too-big", "-n", release.work)
+        assert time.monotonic() < deadline, obj["status"]
     subprocess.run(
         [
             helm,
@@ -268,4 +306,6 @@ def test_upgrade_rolls_new_flags_and_uninstall_keeps_crds_and_plans(
         timeout=300,
     )
     kube.run("get", "crd", "plans.planops.dev")  # kept
-    assert kube.get("plan", "too-big", "-n", release.work)["metadata"]["name"] == "too-big"
+    assert kube.get("plan", "in-cluster", "-n", release.work)["metadata"]["name"] == "in-cluster"
+    webhooks = kube.get("validatingwebhookconfigurations")["items"]
+    assert release.name + "-planops" not in {w["metadata"]["name"] for w in webhooks}

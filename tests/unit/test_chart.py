@@ -200,3 +200,20 @@ def test_alerts_and_dashboard_only_use_exported_metrics():
     text = (CHART / "alerts.yaml").read_text() + (CHART / "dashboards" / "planops.json").read_text()
     used = set(re.findall(r"planops_[a-z_]+", text))
     assert used and used <= exported, used - exported
+
+
+def test_the_webhook_is_scoped_to_watched_namespaces_and_keeps_its_certificate(helm: str):
+    docs = render(helm, "--set", "watchNamespaces={team-a}")
+    (hook,) = kinds(docs, "ValidatingWebhookConfiguration")
+    (w,) = hook["webhooks"]
+    assert w["failurePolicy"] == "Ignore" and w["clientConfig"]["service"]["path"] == "/plans"
+    assert w["rules"][0]["resources"] == ["plans"]
+    assert w["namespaceSelector"]["matchExpressions"][0]["values"] == ["team-a"]
+    (secret,) = [s for s in kinds(docs, "Secret") if s["metadata"]["name"].endswith("webhook-cert")]
+    assert w["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
+    args = kinds(docs, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--webhook-port=9443" in args
+    assert (
+        kinds(render(helm, "--set", "webhook.enabled=false"), "ValidatingWebhookConfiguration")
+        == []
+    )

@@ -38,7 +38,8 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     settings.scanning.disabled = not CONFIG.scanning
     kube = await Kube.connect(CONFIG.kubeconfig)
     memo.kube = kube
-    memo.queue = Coalescer(Reconciler(kube, CONFIG.policy).reconcile, workers=CONFIG.workers)
+    memo.reconciler = Reconciler(kube, CONFIG.policy)  # also the admission webhook's judge
+    memo.queue = Coalescer(memo.reconciler.reconcile, workers=CONFIG.workers)
     memo.queue.start()
     memo.schedules = Coalescer(ScheduleReconciler(kube, CONFIG.policy).reconcile, workers=2)
     memo.schedules.start()

@@ -15,6 +15,9 @@ class Config:
     metrics_port: int = 0
     metrics_address: str = "0.0.0.0"
     resync_seconds: float = 60.0
+    webhook_port: int = 0  # 0: no admission webhook (handlers.webhook)
+    webhook_cert: str | None = None
+    webhook_key: str | None = None
     scanning: bool = False  # kopf's runtime CRD/namespace scanning (namespace globs need it)
 
 

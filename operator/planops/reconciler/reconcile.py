@@ -124,7 +124,7 @@ class Reconciler:
             await self._stop_other_runs(ref)
             previous = {"conditions": previous.get("conditions", [])}
 
-        spec, capsule, errors = await self._validate(plan)
+        spec, capsule, errors = await self.judge(plan)
         if errors:
             if previous.get("phase") != "Invalid":
                 for e in errors:
@@ -236,9 +236,11 @@ class Reconciler:
 
     # -- validation ---------------------------------------------------------------------------
 
-    async def _validate(
+    async def judge(
         self, plan: dict[str, Any]
     ) -> tuple[PlanSpec | None, CapsuleSpec | None, list[PlanError]]:
+        """The one place a Plan object is judged: the reconcile and the admission webhook
+        (handlers.webhook) both call it; it reads the Plan's Capsule through the API."""
         doc, problems = parse_document(
             {k: plan[k] for k in ("apiVersion", "kind", "metadata", "spec")}
         )
