@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.conftest import Kube
-from tests.e2e.conftest import cli, events, plan, steps, wait_plan
+from tests.e2e.conftest import Operator, cli, events, plan, steps, wait_plan
 
 pytestmark = [pytest.mark.cluster, pytest.mark.node]
 SCHEMA = {
@@ -109,7 +109,9 @@ def _window(pod: dict) -> tuple[str, str]:
     return term["startedAt"], term["finishedAt"]
 
 
-def test_map_items_run_as_real_jobs_within_concurrency_then_reduce_and_decide(kube: Kube, ns: str):
+def test_map_items_run_as_real_jobs_within_concurrency_then_reduce_and_decide(
+    kube: Kube, ns: str, operator: Operator
+):
     kube.apply(
         plan(
             "fleet",
@@ -163,6 +165,9 @@ def test_map_items_run_as_real_jobs_within_concurrency_then_reduce_and_decide(ku
     assert [x for x in labels if x.startswith("scan.")] == sorted(
         f"scan.{i}.{s}" for i in range(4) for s in ("probe", "size")
     )
+    metrics = operator.metrics()  # each record counted under its own kind, body steps too
+    for kind in ("map", "reduce", "decide", "shell", "tool"):
+        assert f'planops_steps_total{{kind="{kind}",status="success"}}' in metrics, kind
     # concurrency 2: never more than two probes at once (from the containers' own times)
     probes = [
         _window(p) for p in pods if p["metadata"]["labels"]["planops.dev/step"].endswith(".probe")

@@ -593,3 +593,22 @@ def test_a_plan_stopped_while_an_item_owes_a_retry_still_finishes():
     d = run.decide(2)
     assert ids(d) == [] and d.finished  # the retry never starts; the plan does not hang
     assert results(run.report())["m"].status == "failed"
+
+
+def test_every_record_has_its_kind_for_metrics_body_steps_included():
+    run = Run("p", MAP)
+    assert run.kind_of("scan") == "map" and run.kind_of("after") == "shell"
+    assert run.kind_of("scan.2.probe") == "shell"
+    spec = plan(
+        {
+            "id": "d",
+            "decide": {
+                "if": {"value": 1, "op": "eq", "to": 1},
+                "then": {"tool": "notes"},
+                "else": [{"id": "q", "ask": ASK}],
+            },
+        },
+    )
+    run = Run("p", spec)
+    assert run.kind_of("d.then.call") == "tool" and run.kind_of("d.else.q") == "ask"
+    assert run.kind_of("d.nope.x") == "shell"

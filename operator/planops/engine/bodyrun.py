@@ -33,7 +33,7 @@ from planops.api.models import PlanSpec, Step
 from planops.engine import bodies, control, templates
 
 if TYPE_CHECKING:
-    from planops.engine.decider import AttemptFact, Dispatch, Facts, Run
+    from planops.engine.decider import AttemptFact, Dispatch, Facts, Kind, Run
     from planops.engine.report import ExitReport, StepRecord
 
 
@@ -249,6 +249,27 @@ class Bodies:
             for a in self.active.values()
             if a.plan is not None
         )
+
+    def kind_of(self, step_id: str) -> Kind:
+        """The kind of body step `<control>.<key>.<step>` ("shell" when it names none)."""
+        from planops.engine.decider import step_kind  # noqa: PLC0415
+
+        ctl, _, rest = step_id.partition(".")
+        key, _, local = rest.partition(".")
+        i = self.run.graph.index.get(ctl)
+        if i is None or self.run.kind(i) not in bodies.BODY_KINDS:
+            return "shell"
+        kind = self.run.kind(i)
+        body_key = key if kind == "decide" else "do"
+        body = bodies.bodies(kind, getattr(self.run.spec.steps[i], kind)).get(body_key)
+        if body is None:
+            return "shell"
+        try:
+            plan = self._plan(i, body_key, body)
+        except bodies.BodyError:
+            return "shell"
+        step = next((s for s in plan.steps if s.id == local), None)
+        return step_kind(step) if step is not None else "shell"
 
     def in_flight(self) -> list[tuple[str, int]]:
         return [

@@ -372,6 +372,11 @@ class Run:
     def kind(self, i: int) -> Kind:
         return self._kinds[i]
 
+    def kind_of(self, step_id: str) -> Kind:
+        """The kind of a step by id, body steps by qualified name (for metrics and events)."""
+        i = self.graph.index.get(step_id)
+        return self._kinds[i] if i is not None else self._bodies.kind_of(step_id)
+
     def add_record(self, record: StepRecord, announce: bool) -> None:
         """A body step's record (engine.bodyrun), qualified: reported, not a step of this plan."""
         self._order.append(record)

@@ -571,9 +571,6 @@ class Reconciler:
         now: float,
         started_at: float,
     ) -> None:
-        kinds = {
-            s.id: ("tool" if s.tool else "capsule" if s.capsule else "shell") for s in spec.steps
-        }
         settled_at = {r.step_id: r.finished_at for r in run.settled if r.finished_at is not None}
         for d in dispatched:
             if d.attempt > 1:
@@ -597,10 +594,11 @@ class Reconciler:
                 status=rec.status,
                 attempts=rec.attempts,
             )
-            metrics.steps.labels(kinds.get(rec.step_id, "shell"), rec.status).inc()
+            kind = run.kind_of(rec.step_id)
+            metrics.steps.labels(kind, rec.status).inc()
             if rec.duration is not None:
-                metrics.step_duration.labels(kinds.get(rec.step_id, "shell")).observe(rec.duration)
-            if kinds.get(rec.step_id) == "capsule" and rec.attempts:
+                metrics.step_duration.labels(kind).observe(rec.duration)
+            if kind == "capsule" and rec.attempts:
                 events(
                     "DelegationFinished",
                     f"step {rec.step_id}: child plan {rec.status}",
