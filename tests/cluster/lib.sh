@@ -1,5 +1,8 @@
 # Shared by up/down/status. Sourced, not run.
 # shellcheck shell=bash
+# system tools (ip, iptables, containerd) live in the sbin directories, which a non-login PATH
+# may lack
+export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 # shellcheck source=versions.env
