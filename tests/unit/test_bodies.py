@@ -384,6 +384,20 @@ ASK = {
 }
 
 
+def ask_file(tmp_path, env, then_shell):
+    """A plan file: the ask step `confirm`, then a shell step `go` using its answer (keys kept in
+    order: the prompt asks the fields in the schema's order)."""
+    f = tmp_path / "p.yaml"
+    steps = [
+        {"id": "confirm", "ask": ASK},
+        {"id": "go", "dependsOn": ["confirm"], "shell": then_shell},
+    ]
+    f.write_text(
+        yaml.safe_dump({"id": "p", "input": {"env": env}, "steps": steps}, sort_keys=False)
+    )
+    return f
+
+
 def ask_plan(**ask):
     return plan(
         {"id": "confirm", "ask": {**ASK, **ask}},
@@ -463,25 +477,7 @@ def test_the_interactive_prompt_on_a_real_terminal(tmp_path):
     """kubectl-plan run --local on a pseudo-terminal: the prompt appears, a wrong value is asked
     again, the typed answer flows into the next step."""
 
-    f = tmp_path / "p.yaml"
-    f.write_text(
-        yaml.safe_dump(
-            {
-                "id": "p",
-                "input": {"env": "prod"},
-                "steps": [
-                    {"id": "confirm", "ask": ASK},
-                    {
-                        "id": "go",
-                        "dependsOn": ["confirm"],
-                        "shell": "echo answer={{confirm.answer.n}}",
-                    },
-                ],
-            },
-            sort_keys=False,
-        )
-    )
-
+    f = ask_file(tmp_path, "prod", "echo answer={{confirm.answer.n}}")
     master, slave = pty.openpty()
     proc = subprocess.Popen(
         [
@@ -531,23 +527,7 @@ def test_the_interactive_prompt_on_a_real_terminal(tmp_path):
 
 
 def test_answer_flags_on_the_command_line(tmp_path):
-    f = tmp_path / "p.yaml"
-    f.write_text(
-        yaml.safe_dump(
-            {
-                "id": "p",
-                "input": {"env": "dev"},
-                "steps": [
-                    {"id": "confirm", "ask": ASK},
-                    {
-                        "id": "go",
-                        "dependsOn": ["confirm"],
-                        "shell": "echo {{confirm.answer.tier}}",
-                    },
-                ],
-            }
-        )
-    )
+    f = ask_file(tmp_path, "dev", "echo {{confirm.answer.tier}}")
     done = run_local_cli(f, "--answer", "confirm.ok=true", "--answer", "confirm.tier=silver")
     assert done.returncode == 0, done.stderr
     steps = {s["stepId"]: s for s in json.loads(done.stdout)["steps"]}

@@ -680,7 +680,7 @@ def _check_control(c: _Checker, step: Step, path: str) -> None:
         )
         if isinstance(spec, dict) and "over" in spec and not isinstance(spec["over"], str | list):
             c.add("control", step.id, f"{path}.{kind}.over", "a template (or a list) of the items")
-        conc = spec.get("concurrency", 1) if isinstance(spec, dict) else 1
+        conc = spec.get("concurrency", 1) if kind == "map" and isinstance(spec, dict) else 1
         if isinstance(conc, bool) or not isinstance(conc, int) or not 1 <= conc <= 1000:
             c.add("control", step.id, f"{path}.map.concurrency", "an integer from 1 to 1000")
     if step.exit is not None:
