@@ -36,7 +36,11 @@ def test_a_second_step_reads_what_the_first_wrote_in_the_workspace(
         }
     )
     try:
-        kube.apply(capsule(busybox, readOnlyPaths=["ro"]), "-n", ns)
+        kube.apply(
+            capsule(busybox, readOnlyPaths=["ro"], workspace={"storageClassNames": [sc]}),
+            "-n",
+            ns,
+        )
         kube.apply(
             plan(
                 "ws",

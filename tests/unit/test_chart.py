@@ -14,6 +14,7 @@ import yaml
 
 from planops import metrics
 from planops.api import crd
+from planops.kube import manifests
 from planops.main import _parser
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "planops"
@@ -217,3 +218,69 @@ def test_the_webhook_is_scoped_to_watched_namespaces_and_keeps_its_certificate(h
         kinds(render(helm, "--set", "webhook.enabled=false"), "ValidatingWebhookConfiguration")
         == []
     )
+
+
+def _policy_list(policy: dict[str, Any], variable: str) -> list[str]:
+    (v,) = [v for v in policy["spec"]["variables"] if v["name"] == variable]
+    return re.findall(r"'([^']+)'", v["expression"])
+
+
+def test_the_admission_policies_reserve_exactly_the_keys_the_operator_writes(helm: str):
+    docs = render(helm)
+    policies = {d["metadata"]["name"]: d for d in kinds(docs, "ValidatingAdmissionPolicy")}
+    bindings = {d["spec"]["policyName"] for d in kinds(docs, "ValidatingAdmissionPolicyBinding")}
+    assert set(policies) == bindings == {"po-planops-capsule-use", "po-planops-managed-plans"}
+    managed = policies["po-planops-managed-plans"]
+    assert _policy_list(managed, "labels") == list(manifests.RESERVED_LABELS)
+    assert _policy_list(managed, "annotations") == list(manifests.RESERVED_ANNOTATIONS)
+    use = policies["po-planops-capsule-use"]
+    assert use["spec"]["failurePolicy"] == "Fail"
+    assert use["spec"]["matchConstraints"]["resourceRules"][0]["resources"] == [
+        "plans",
+        "scheduledplans",
+    ]
+    assert "check('use')" in use["spec"]["validations"][0]["expression"]
+    assert (
+        kinds(render(helm, "--set", "admissionPolicy.enabled=false"), "ValidatingAdmissionPolicy")
+        == []
+    )
+
+
+def _granted(role: dict[str, Any]) -> set[tuple[str, str, str]]:
+    return {
+        (g, r, v)
+        for x in role["rules"]
+        for g in x["apiGroups"]
+        for r in x["resources"]
+        for v in x["verbs"]
+    }
+
+
+def test_the_operator_may_use_every_capsule_and_manage_plans(helm: str):
+    granted = {
+        (g, r, v)
+        for x in _rules(render(helm), "ClusterRole")
+        for g in x["apiGroups"]
+        for r in x["resources"]
+        for v in x["verbs"]
+    }
+    assert ("planops.dev", "capsules", "use") in granted
+    assert ("planops.dev", "plans", "manage") in granted
+
+
+def test_the_plan_author_role_reaches_plans_and_nothing_that_runs_code(helm: str):
+    by_name = {d["metadata"]["name"]: d for d in kinds(render(helm), "ClusterRole")}
+    author = _granted(by_name["po-planops-plan-author"])
+    assert ("planops.dev", "plans", "create") in author
+    assert ("planops.dev", "scheduledplans", "patch") in author
+    assert ("", "pods/log", "get") in author
+    for g, r, v in author:
+        assert r not in ("secrets", "configmaps", "jobs", "serviceaccounts"), (g, r, v)
+        assert not (r.startswith("pods") and v not in ("get", "list")), (g, r, v)
+        assert not (r == "capsules" and v not in ("get", "list", "watch")), (g, r, v)
+        assert not r.endswith("/status") or v in ("get", "list", "watch"), (g, r, v)
+        assert v not in ("use", "manage", "*", "escalate", "bind", "impersonate"), (g, r, v)
+    admin = _granted(by_name["po-planops-admin"])
+    assert ("planops.dev", "capsules", "use") in admin
+    edit = _granted(by_name["po-planops-edit"])
+    assert not any(v == "use" for _, _, v in edit)

@@ -46,6 +46,16 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - apiGroups: ["planops.dev"]
   resources: ["capsules"]
   verbs: ["get", "list", "watch"]
+# The operator creates child Plans and scheduled runs under their Capsules: the admission policy
+# (admission-policy.yaml) lets a Plan's creator name only Capsules it may `use`.
+- apiGroups: ["planops.dev"]
+  resources: ["capsules"]
+  verbs: ["use"]
+# Child Plans and scheduled runs are the operator's alone: the admission policy lets only holders
+# of `manage` create Plans with planops' reserved labels or change such a Plan's spec.
+- apiGroups: ["planops.dev"]
+  resources: ["plans"]
+  verbs: ["manage"]
 # ScheduledPlans: read and watch (their status is written above).
 - apiGroups: ["planops.dev"]
   resources: ["scheduledplans"]

@@ -18,7 +18,13 @@ from typing import Any
 import yaml
 
 from planops.api.documents import API_GROUP
-from planops.api.models import NAME_PATTERN, NEEDS_A_MODEL, STEP_ID_PATTERN, STEP_KINDS
+from planops.api.models import (
+    ENV_NAME_PATTERN,
+    NAME_PATTERN,
+    NEEDS_A_MODEL,
+    STEP_ID_PATTERN,
+    STEP_KINDS,
+)
 
 VERSION = "v1alpha1"
 MAX_STEPS = 2000  # the status bound (planops.reconciler.status) is computed for it
@@ -259,6 +265,55 @@ def plan_spec_schema(description: str) -> Schema:
     )
 
 
+def _env_var() -> Schema:
+    def ref(what: str) -> Schema:
+        return _obj(
+            f"A key of a {what} in the Plan's namespace.",
+            {
+                "name": _s(f"The {what}'s name.", pattern=NAME_PATTERN),
+                "key": _s("The key.", minLength=1, maxLength=253),
+                "optional": {
+                    "type": "boolean",
+                    "description": "Start the step even when the key is missing.",
+                },
+            },
+            required=["name", "key"],
+        )
+
+    return _obj(
+        "One variable: exactly one of value or valueFrom.",
+        {
+            "name": _s("The variable's name.", pattern=ENV_NAME_PATTERN, maxLength=256),
+            "value": _s("A literal value."),
+            "valueFrom": _obj(
+                "Exactly one of secretKeyRef or configMapKeyRef.",
+                {"secretKeyRef": ref("Secret"), "configMapKeyRef": ref("ConfigMap")},
+                **{
+                    "x-kubernetes-validations": [
+                        {
+                            "rule": "has(self.secretKeyRef) != has(self.configMapKeyRef)",
+                            "message": "exactly one of secretKeyRef or configMapKeyRef",
+                        }
+                    ]
+                },
+            ),
+        },
+        required=["name"],
+        **{
+            "x-kubernetes-validations": [
+                {
+                    "rule": "has(self.value) != has(self.valueFrom)",
+                    "message": "exactly one of value or valueFrom",
+                },
+                {
+                    "rule": "!self.name.startsWith('PLANOPS_')",
+                    "message": "names starting with PLANOPS_ are set by planops",
+                },
+            ]
+        },
+    )
+
+
 def capsule_spec_schema() -> Schema:
     def allow(what: str) -> Schema:
         names = _list("The allowed names. Empty: nothing is allowed.", {"type": "string"})
@@ -291,6 +346,32 @@ def capsule_spec_schema() -> Schema:
                             "x-kubernetes-preserve-unknown-fields": True,
                             "type": "object",
                         },
+                        "env": _list(
+                            "Environment variables of this tool's containers only (never of "
+                            "shell steps or child Plans): a value, or a key of a Secret or "
+                            "ConfigMap of the namespace, resolved by the kubelet (the operator "
+                            "never reads it). Names starting with PLANOPS_ are planops'.",
+                            _env_var(),
+                            maxItems=64,
+                        ),
+                        "secretMounts": _list(
+                            "Secrets mounted read-only into this tool's containers only.",
+                            _obj(
+                                "A Secret of the namespace as files under mountPath.",
+                                {
+                                    "secretName": _s(
+                                        "The Secret's name.", pattern=NAME_PATTERN
+                                    ),
+                                    "mountPath": _s(
+                                        "An absolute path outside /workspace.",
+                                        pattern=r"^/[^:]*$",
+                                        maxLength=1024,
+                                    ),
+                                },
+                                required=["secretName", "mountPath"],
+                            ),
+                            maxItems=16,
+                        ),
                     },
                     required=["name", "command"],
                 ),
@@ -314,6 +395,27 @@ def capsule_spec_schema() -> Schema:
             },
             "readOnlyPaths": _list(
                 "Paths inside /workspace mounted read-only in every step.", {"type": "string"}
+            ),
+            "workspace": _obj(
+                "What workspaces (a Plan's spec.workspace) plans under this Capsule may have. "
+                "Deny by default: no existing claim, no storage class of the plan's choosing, "
+                "new claims of at most 1Gi.",
+                {
+                    "claimNames": _list(
+                        "Existing PersistentVolumeClaims a plan may mount (claimName).",
+                        {"type": "string"},
+                    ),
+                    "maxSize": {
+                        "x-kubernetes-int-or-string": True,
+                        "anyOf": [{"type": "integer"}, {"type": "string"}],
+                        "description": "The largest new claim (a quantity). Default 1Gi.",
+                    },
+                    "storageClassNames": _list(
+                        "Storage classes a plan may name for a new claim. Empty: the "
+                        "cluster's default class only (storageClassName unset).",
+                        {"type": "string"},
+                    ),
+                },
             ),
             "plan": plan_spec_schema(
                 "What runs when another plan's capsule step spawns this Capsule."

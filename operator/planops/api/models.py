@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 #: A step id: also a Job label value and part of a Job name, hence the restriction (the seed
@@ -146,18 +146,101 @@ class SeedPlan(PlanSpec):
     id: str = Field(min_length=1)
 
 
+#: An environment variable name (a C identifier, as shells and most programs read them).
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+#: Set by planops on every step container; a Capsule's tool may not redefine them.
+RESERVED_ENV_PREFIX = "PLANOPS_"
+
+
+class KeyRef(Model):
+    """One key of a Secret or ConfigMap in the Plan's namespace (resolved by the kubelet)."""
+
+    name: str = Field(pattern=NAME_PATTERN, description="The Secret's or ConfigMap's name.")
+    key: str = Field(min_length=1, max_length=253, description="The key within it.")
+    optional: bool = Field(default=False, description="Start the step even if it is missing.")
+
+
+class EnvSource(Model):
+    """Where a tool's environment variable comes from: exactly one of the two."""
+
+    secret_key_ref: KeyRef | None = None
+    config_map_key_ref: KeyRef | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> EnvSource:
+        if (self.secret_key_ref is None) == (self.config_map_key_ref is None):
+            raise ValueError("exactly one of secretKeyRef or configMapKeyRef")
+        return self
+
+
+class EnvVar(Model):
+    """An environment variable of a tool's container: a value, or a Secret/ConfigMap key."""
+
+    name: str = Field(pattern=ENV_NAME_PATTERN, max_length=256)
+    value: str | None = None
+    value_from: EnvSource | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> EnvVar:
+        if self.name.startswith(RESERVED_ENV_PREFIX):
+            raise ValueError(f"{self.name}: names starting with PLANOPS_ are set by planops")
+        if (self.value is None) == (self.value_from is None):
+            raise ValueError(f"{self.name}: exactly one of value or valueFrom")
+        return self
+
+
+class SecretMount(Model):
+    """A Secret mounted read-only into a tool's container."""
+
+    secret_name: str = Field(pattern=NAME_PATTERN)
+    mount_path: str = Field(pattern=r"^/[^:]*$", max_length=1024)
+
+    @field_validator("mount_path")
+    @classmethod
+    def _not_shared(cls, value: str) -> str:
+        parts = [p for p in value.split("/") if p]
+        if not parts or ".." in parts or parts[0] == "workspace":
+            raise ValueError(
+                f"{value}: an absolute path outside /workspace (where every step could read it)"
+            )
+        return value
+
+
 class Tool(Model):
-    """A tool of a Capsule's inventory: an image and a command that reads JSON input."""
+    """A tool of a Capsule's inventory: an image and a command that reads JSON input. Its
+    credentials (`env` from Secrets, `secretMounts`) are the tool's: shell steps and child Plans
+    never get them, and no Plan can name a Secret."""
 
     name: str = Field(min_length=1)
     image: str | None = None
     command: list[str] = Field(min_length=1)
     description: str | None = None
     input_schema: dict[str, Any] | None = None
+    env: list[EnvVar] = Field(default_factory=list)
+    secret_mounts: list[SecretMount] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _distinct(self) -> Tool:
+        names = [e.name for e in self.env]
+        paths = [m.mount_path.rstrip("/") for m in self.secret_mounts]
+        for what, values in (("env name", names), ("secretMounts path", paths)):
+            twice = sorted({v for v in values if values.count(v) > 1})
+            if twice:
+                raise ValueError(f"{what} declared twice: {', '.join(twice)}")
+        return self
 
 
 class AllowList(Model):
     allow: list[str] = Field(default_factory=list)
+
+
+class WorkspacePolicy(Model):
+    """What workspaces (spec.workspace) plans under a Capsule may have. Deny by default: no
+    existing claim, no storage class of the plan's choosing, new claims of at most 1Gi."""
+
+    claim_names: list[str] = Field(default_factory=list)
+    max_size: str | int = "1Gi"
+    storage_class_names: list[str] = Field(default_factory=list)
 
 
 class CapsuleSpec(Model):
@@ -176,6 +259,7 @@ class CapsuleSpec(Model):
     service_account_name: str | None = None
     automount_service_account_token: bool = False
     read_only_paths: list[str] = Field(default_factory=list)
+    workspace: WorkspacePolicy = Field(default_factory=WorkspacePolicy)
     plan: PlanSpec | None = Field(default=None, description="What runs when a plan spawns it.")
 
     def tool(self, name: str) -> Tool | None:

@@ -26,6 +26,8 @@ CODES: dict[str, str] = {
     "no-capsule": "the plan's Capsule does not exist",
     "image-not-allowed": "a step image outside the capsule's and the operator's allowlists",
     "limits": "a plan or step beyond the operator's or the capsule's limits",
+    "workspace": "a workspace the capsule does not allow: an existing claim it does not list, a "
+    "storage class it does not list, or a size above its workspace.maxSize",
     "schedule": "a ScheduledPlan's schedule or time zone that cannot be used",
     "gate": "a gate {value, op, to} with an unknown op, or a missing or extra `to`",
     "control": "a control step (exit, filter, decide, map, reduce, ask) with a missing or "

@@ -20,7 +20,7 @@ import jsonschema
 from planops.api import quantity
 from planops.api.models import NEEDS_A_MODEL, STEP_KINDS, CapsuleSpec, PlanSpec, Step
 from planops.api.resources import resources as effective_resources
-from planops.engine import bodies, conditions, control, references, templates
+from planops.engine import bodies, conditions, control, references, templates, workspace
 from planops.engine.dag import Graph
 from planops.engine.errors import PlanError
 
@@ -142,6 +142,9 @@ def validate(
         _check_step(checker, graph, step, path)
         _check_bodies(checker, graph, i, step, path, seen)
     _check_input(checker)
+    if spec.workspace is not None and checker.capsule is not None:
+        for where, message in workspace.problems(spec.workspace, checker.capsule, name):
+            checker.add("workspace", None, f"workspace.{where}", message)
     _check_templates(checker, graph)
     for cycle in graph.cycles():
         first = graph.index[cycle[0]]

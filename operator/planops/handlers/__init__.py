@@ -17,13 +17,14 @@ from planops import metrics
 from planops.handlers.config import CONFIG
 from planops.handlers.queue import Coalescer
 from planops.kube.client import Kube
-from planops.kube.manifests import LABEL_PARENT, LABEL_PLAN
-from planops.reconciler.reconcile import Reconciler
-from planops.reconciler.scheduled import (
+from planops.kube.manifests import (
     LABEL_CLUSTER_SCHEDULED_BY,
+    LABEL_PARENT,
+    LABEL_PLAN,
     LABEL_SCHEDULED_BY,
-    ScheduleReconciler,
 )
+from planops.reconciler.reconcile import Reconciler
+from planops.reconciler.scheduled import ScheduleReconciler
 
 log = logging.getLogger("planops.handlers")
 GROUP, VERSION = "planops.dev", "v1alpha1"

@@ -229,6 +229,16 @@ class Kube:
         )
         return list(data["items"])
 
+    async def get_job(self, namespace: str, name: str) -> Obj | None:
+        try:
+            return await _obj(
+                await self._batch.read_namespaced_job_without_preload_content(name, namespace)
+            )
+        except ApiError as e:
+            if e.not_found:
+                return None
+            raise
+
     async def create_job(self, namespace: str, body: Obj) -> Obj:
         return await _obj(
             await self._batch.create_namespaced_job_without_preload_content(namespace, body)

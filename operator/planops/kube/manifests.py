@@ -30,6 +30,30 @@ ANNOTATION_DELEGATION = "planops.dev/delegation-id"
 ANNOTATION_OBJECTIVE = "planops.dev/objective"
 ANNOTATION_RERUN = "planops.dev/rerun"
 ANNOTATION_CANCEL = "planops.dev/cancel"
+LABEL_SCHEDULED_BY = "planops.dev/scheduled-by"
+LABEL_CLUSTER_SCHEDULED_BY = "planops.dev/cluster-scheduled-by"
+ANNOTATION_SCHEDULED_TIME = "planops.dev/scheduled-time"
+ANNOTATION_STEP_ID = "planops.dev/step-id"
+#: What only the operator writes on the Plans it manages (child Plans, scheduled runs): the
+#: chart's admission policy (templates/admission-policy.yaml, kept equal by a unit test) lets only
+#: holders of `manage` on plans create a Plan carrying any of them or change them.
+RESERVED_LABELS = (
+    LABEL_PARENT,
+    LABEL_RUN,
+    LABEL_STEP,
+    LABEL_ATTEMPT,
+    LABEL_DEPTH,
+    LABEL_SCHEDULED_BY,
+    LABEL_CLUSTER_SCHEDULED_BY,
+)
+RESERVED_ANNOTATIONS = (
+    ANNOTATION_LINEAGE,
+    ANNOTATION_SPAWNED_BY,
+    ANNOTATION_DELEGATION,
+    ANNOTATION_OBJECTIVE,
+    ANNOTATION_STEP_ID,
+    ANNOTATION_SCHEDULED_TIME,
+)
 #: the answer to an ask step: answer.planops.dev/<step> (reconciler.asks has the format)
 ANNOTATION_ANSWER_PREFIX = "answer.planops.dev/"
 
@@ -42,6 +66,8 @@ MANAGED_BY = {"app.kubernetes.io/managed-by": "planops"}
 CONTAINER = "step"
 QUEUE_ALLOWANCE_SECONDS = 3600
 NON_ROOT_UID = 65534
+#: a tool's Secret files: readable by the step's group (fsGroup), by nobody else
+SECRET_FILE_MODE = 0o440
 WORKSPACE_MOUNT = "/workspace"
 
 #: Applied when neither the step nor the Capsule says: requests and limits are always set.
@@ -130,10 +156,23 @@ def job(
         {"name": "PLANOPS_STEP", "value": d.step.id},
         {"name": "PLANOPS_ATTEMPT", "value": str(d.attempt)},
     ]
+    tool = capsule.tool(d.step.tool or "") if d.kind == "tool" else None
     if d.kind == "tool":
         env.append(
             {"name": "PLANOPS_INPUT", "value": json.dumps(d.input if d.input is not None else {})}
         )
+    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
+    if tool is not None:  # the tool's credentials: on its own containers only
+        env += [e.model_dump(by_alias=True, exclude_none=True) for e in tool.env]
+        for n, m in enumerate(tool.secret_mounts):
+            volumes.append(
+                {
+                    "name": f"secret-{n}",
+                    "secret": {"secretName": m.secret_name, "defaultMode": SECRET_FILE_MODE},
+                }
+            )
+            mounts.append({"name": f"secret-{n}", "mountPath": m.mount_path, "readOnly": True})
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": image,
@@ -166,7 +205,7 @@ def job(
         pod_spec["serviceAccountName"] = capsule.service_account_name
     if workspace_claim is not None:
         container["workingDir"] = WORKSPACE_MOUNT
-        mounts: list[dict[str, Any]] = [{"name": "workspace", "mountPath": WORKSPACE_MOUNT}]
+        mounts.append({"name": "workspace", "mountPath": WORKSPACE_MOUNT})
         mounts += [
             {
                 "name": "workspace",
@@ -176,10 +215,12 @@ def job(
             }
             for p in capsule.read_only_paths
         ]
-        container["volumeMounts"] = mounts
-        pod_spec["volumes"] = [
+        volumes.append(
             {"name": "workspace", "persistentVolumeClaim": {"claimName": workspace_claim}}
-        ]
+        )
+    if mounts:
+        container["volumeMounts"] = mounts
+        pod_spec["volumes"] = volumes
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -187,7 +228,7 @@ def job(
             "name": child_name(ref.name, ref.run, d.step.id, d.attempt),
             "namespace": ref.namespace,
             "labels": labels,
-            "annotations": {"planops.dev/step-id": d.step.id},
+            "annotations": {ANNOTATION_STEP_ID: d.step.id},
             "ownerReferences": [ref.owner()],
         },
         "spec": {

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from planops.engine.report import parse_rfc3339
-from planops.kube.manifests import LABEL_ATTEMPT, LABEL_STEP
+from planops.kube.manifests import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_STEP
 
 Obj = dict[str, Any]
 
@@ -55,7 +55,7 @@ def _condition(obj: Obj, kind: str) -> Obj | None:
 
 def _ident(obj: Obj) -> tuple[str, int]:
     labels = obj["metadata"].get("labels", {})
-    step = obj["metadata"].get("annotations", {}).get("planops.dev/step-id") or labels[LABEL_STEP]
+    step = obj["metadata"].get("annotations", {}).get(ANNOTATION_STEP_ID) or labels[LABEL_STEP]
     return step, int(labels[LABEL_ATTEMPT])
 
 
@@ -166,12 +166,29 @@ def child_attempt(child: Obj) -> Observed:
     return Observed(step, attempt, meta["name"], "plan", started, None)
 
 
-def pods_by_job(pods: list[Obj]) -> dict[str, Obj]:
-    """The (single, backoffLimit 0) pod of each Job, by Job name; the newest if several."""
+def controller_uid(obj: Obj) -> str | None:
+    """The UID of the object's controller (its ownerReference with `controller: true`)."""
+    for ref in obj.get("metadata", {}).get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("controller") is True:
+            uid = ref.get("uid")
+            return uid if isinstance(uid, str) else None
+    return None
+
+
+def owned(objs: list[Obj], uid: str) -> list[Obj]:
+    """The objects whose controller is the object with `uid`. Labels find candidates; only the
+    controller reference makes an object ours: anyone who may create a Job, a pod or a Plan can
+    copy labels, nobody can make the API server record our Plan as its controller."""
+    return [o for o in objs if controller_uid(o) == uid]
+
+
+def pods_by_job(pods: list[Obj], jobs: list[Obj]) -> dict[str, Obj]:
+    """The (single, backoffLimit 0) pod of each Job, by Job name; the newest if several. A pod
+    counts only when the Job is its controller (by UID), whatever its labels say."""
+    names = {j["metadata"].get("uid"): j["metadata"]["name"] for j in jobs}
     out: dict[str, Obj] = {}
     for pod in sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp", "")):
-        labels = pod["metadata"].get("labels", {})
-        job = labels.get("batch.kubernetes.io/job-name") or labels.get("job-name")
-        if job:
+        job = names.get(controller_uid(pod))
+        if job is not None:
             out[job] = pod
     return out

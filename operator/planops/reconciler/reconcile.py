@@ -41,7 +41,14 @@ from planops.kube.client import ApiError, Kube
 from planops.kube.events import Recorder
 from planops.reconciler import asks as asks_
 from planops.reconciler import status as status_
-from planops.reconciler.observe import Observed, child_attempt, job_attempt, pods_by_job
+from planops.reconciler.observe import (
+    Observed,
+    child_attempt,
+    controller_uid,
+    job_attempt,
+    owned,
+    pods_by_job,
+)
 
 log = logging.getLogger("planops.reconciler")
 T = TypeVar("T")
@@ -279,12 +286,16 @@ class Reconciler:
         report = previous.get("report") or {}
         settled = tuple(StepRecord.from_json(s) for s in report.get("steps") or [])
         settled_ids = {s.step_id for s in settled}
-        jobs = await self.kube.list_jobs(ref.namespace, ref.selector())
-        pods = pods_by_job(await self.kube.list_pods(ref.namespace, ref.selector())) if jobs else {}
+        jobs = owned(await self.kube.list_jobs(ref.namespace, ref.selector()), ref.uid)
+        pods = (
+            pods_by_job(await self.kube.list_pods(ref.namespace, ref.selector()), jobs)
+            if jobs
+            else {}
+        )
         observed = [job_attempt(j, pods.get(j["metadata"]["name"])) for j in jobs]
         if any(s.capsule is not None for s in spec.steps):
             children = await self.kube.list_plans(ref.namespace, ref.children_selector())
-            observed += [child_attempt(c) for c in children]
+            observed += [child_attempt(c) for c in owned(children, ref.uid)]
         cap = status_.output_cap(capsule.output_limit_bytes, len(spec.steps))
         n = len(spec.steps)
         attempts: list[AttemptFact] = []
@@ -397,12 +408,12 @@ class Reconciler:
     async def _stop_other_runs(self, ref: manifests.PlanRef) -> None:
         """A new run (new generation or re-run): stop the in-flight objects of earlier runs."""
         other = f"{manifests.LABEL_PLAN}={ref.name},{manifests.LABEL_RUN}!={ref.run}"
-        for job in await self.kube.list_jobs(ref.namespace, other):
+        for job in owned(await self.kube.list_jobs(ref.namespace, other), ref.uid):
             await self.kube.delete_job(ref.namespace, job["metadata"]["name"])
         other_children = f"{manifests.LABEL_PARENT}={ref.name},{manifests.LABEL_RUN}!={ref.run}"
-        for child in await self.kube.list_plans(ref.namespace, other_children):
+        for child in owned(await self.kube.list_plans(ref.namespace, other_children), ref.uid):
             await self.kube.delete_plan(ref.namespace, child["metadata"]["name"])
-        for pvc in await self.kube.list_pvcs(ref.namespace, other):
+        for pvc in owned(await self.kube.list_pvcs(ref.namespace, other), ref.uid):
             await self.kube.delete_pvc(ref.namespace, pvc["metadata"]["name"])
 
     async def _workspace(self, ref: manifests.PlanRef, spec: PlanSpec) -> str | None:
@@ -452,8 +463,8 @@ class Reconciler:
             else:
                 await self.kube.create_job(ref.namespace, body_or_refusal)
         except ApiError as e:
-            if e.already_exists:  # created before a restart: adopt it
-                return None
+            if e.already_exists:  # created before a restart: adopt it, if it is ours
+                return await self._adopt(ref, d, body_or_refusal)
             if e.refused_by_admission:
                 return f"refused by the cluster's admission policy: {e.message}"
             if e.status in (400, 403, 422):  # the request itself is refused: retrying cannot help
@@ -461,6 +472,22 @@ class Reconciler:
                 return f"the cluster refused the step's {what}: {e.message}"
             raise  # transient (conflict, throttling, server error): the queue retries
         return None
+
+    async def _adopt(self, ref: manifests.PlanRef, d: Dispatch, body: dict[str, Any]) -> str | None:
+        """An object with the attempt's name exists: ours (made before a restart) when this Plan
+        is its controller; anything else squats the name, and the attempt fails saying so."""
+        name = body["metadata"]["name"]
+        if d.kind == "capsule":
+            existing = await self.kube.get_plan(ref.namespace, name)
+        else:
+            existing = await self.kube.get_job(ref.namespace, name)
+        if existing is None or controller_uid(existing) == ref.uid:
+            return None  # ours, or gone again: the next reconcile sees which
+        what = "Plan" if d.kind == "capsule" else "Job"
+        return (
+            f"a {what} named {name} already exists and is not this Plan's (its controller is "
+            "another object): planops does not adopt it; delete it and re-run the plan"
+        )
 
     def _job(
         self, ref: manifests.PlanRef, d: Dispatch, capsule: CapsuleSpec, claim: str | None

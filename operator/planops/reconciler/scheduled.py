@@ -31,12 +31,17 @@ from planops.engine import schedule as rules
 from planops.engine.report import parse_rfc3339, rfc3339
 from planops.kube.client import ApiError, Kube
 from planops.kube.events import Recorder
-from planops.kube.manifests import MANAGED_BY
+from planops.kube.manifests import (
+    ANNOTATION_SCHEDULED_TIME,
+    LABEL_CLUSTER_SCHEDULED_BY,
+    LABEL_SCHEDULED_BY,
+    MANAGED_BY,
+    RESERVED_ANNOTATIONS,
+    RESERVED_LABELS,
+)
+from planops.reconciler.observe import owned
 
 log = logging.getLogger("planops.scheduled")
-LABEL_SCHEDULED_BY = "planops.dev/scheduled-by"
-LABEL_CLUSTER_SCHEDULED_BY = "planops.dev/cluster-scheduled-by"
-ANNOTATION_SCHEDULED_TIME = "planops.dev/scheduled-time"
 FINISHED = ("Succeeded", "Failed", "Invalid")
 MIN_WAKE, MAX_WAKE = 0.5, 3600.0
 
@@ -130,6 +135,19 @@ class ScheduleReconciler:
 
     async def _template_errors(self, spec: ScheduledPlanSpec, namespace: str) -> list[str]:
         """The run template, judged by the one validator with this namespace's Capsule."""
+        meta = spec.plan_template.metadata
+        reserved = [
+            f"planTemplate.metadata.{where}.{key}: reserved for planops (it marks the Plans the "
+            "operator manages); remove it from the template"
+            for where, keys, given in (
+                ("labels", RESERVED_LABELS, meta.labels),
+                ("annotations", RESERVED_ANNOTATIONS, meta.annotations),
+            )
+            for key in sorted(given)
+            if key in keys
+        ]
+        if reserved:
+            return reserved
         cname = capsule_name(spec.plan_template.spec)
         raw = await self.kube.get_capsule(namespace, cname)
         capsule = None
@@ -157,7 +175,7 @@ class ScheduleReconciler:
     ) -> NamespaceResult:
         name = owner["metadata"]["name"]
         label = LABEL_CLUSTER_SCHEDULED_BY if cluster else LABEL_SCHEDULED_BY
-        runs = await self.kube.list_plans(ns, f"{label}={name}")
+        runs = owned(await self.kube.list_plans(ns, f"{label}={name}"), owner["metadata"]["uid"])
         active = [r for r in runs if (r.get("status") or {}).get("phase") not in FINISHED]
         last_ts = parse_rfc3339(before.get("lastScheduleTime"))
         last = datetime.fromtimestamp(last_ts, UTC) if last_ts else None

@@ -1,0 +1,397 @@
+"""Tenancy on the real cluster, as a non-admin would meet it (`kubectl --as`): a Plan reaches
+exactly what its author is granted.
+
+The chart's admission policies and its plan-author role are rendered by the real helm and
+applied; the author `alice` gets plan-author in the test namespace and `use` on the Capsule
+`safe` only. Every line of docs/security.md's threat model that concerns authors is one of
+these tests.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import Kube
+from tests.e2e.conftest import capsule, plan, steps, wait_plan
+
+pytestmark = [pytest.mark.cluster, pytest.mark.node]
+CHART = Path(__file__).resolve().parents[2] / "charts" / "planops"
+RELEASE = "tenancy"
+AUTHOR = "alice"
+
+
+def chart_docs(helm: str, *show: str) -> list[dict[str, Any]]:
+    out = subprocess.run(
+        [
+            helm,
+            "template",
+            RELEASE,
+            str(CHART),
+            "--set",
+            "rbac.aggregateToDefaultRoles=false",
+            *(a for s in show for a in ("--show-only", f"templates/{s}")),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def as_author(kube: Kube, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    return kube.run(f"--as={AUTHOR}", *args, input=input, check=False)
+
+
+@pytest.fixture(scope="module")
+def policies(kube: Kube, helm: str) -> Iterator[None]:
+    """The chart's admission policies and plan-author role, applied and active."""
+    docs = chart_docs(helm, "admission-policy.yaml", "rbac-users.yaml")
+    text = "\n---\n".join(json.dumps(d) for d in docs)
+    kube.run("apply", "-f", "-", input=text)
+    probe_ns = f"t-{uuid.uuid4().hex[:10]}"
+    kube.run("create", "namespace", probe_ns)
+    try:
+        # active once the API server has loaded the policy: an author's dry-run create is refused
+        probe = plan("probe", {"id": "a", "shell": "echo"}, capsule="nope")
+        probe["metadata"]["namespace"] = probe_ns
+        grant(kube, probe_ns, [])
+        deadline = time.monotonic() + 60
+        while True:
+            done = as_author(kube, "create", "--dry-run=server", "-f", "-", input=json.dumps(probe))
+            if done.returncode != 0 and "may not use Capsule" in done.stderr:
+                break
+            assert time.monotonic() < deadline, f"the policies never became active: {done.stderr}"
+            time.sleep(0.5)
+        yield
+    finally:
+        kube.run("delete", "namespace", probe_ns, "--wait=false", check=False)
+        kube.run("delete", "-f", "-", "--ignore-not-found", input=text, check=False)
+
+
+def grant(kube: Kube, ns: str, capsules: list[str]) -> None:
+    """alice: plan-author in `ns`, and `use` on exactly `capsules` there."""
+    kube.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "alice-plan-author", "namespace": ns},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": f"{RELEASE}-planops-plan-author",
+            },
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": AUTHOR}],
+        }
+    )
+    if not capsules:
+        return
+    kube.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": "use-capsules", "namespace": ns},
+            "rules": [
+                {
+                    "apiGroups": ["planops.dev"],
+                    "resources": ["capsules"],
+                    "resourceNames": capsules,
+                    "verbs": ["use"],
+                }
+            ],
+        }
+    )
+    kube.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "alice-use-capsules", "namespace": ns},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": "use-capsules",
+            },
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": AUTHOR}],
+        }
+    )
+
+
+@pytest.fixture
+def tenant(kube: Kube, ns: str, busybox: str, policies: None) -> str:
+    """A watched namespace with Capsules `safe` (alice may use it; it may spawn `worker`),
+    `worker` (a plan of its own) and `privileged` (a service account token); alice may use
+    `safe` only."""
+    kube.apply(capsule(busybox, name="safe", spawn={"allow": ["worker"]}), "-n", ns)
+    kube.apply(
+        capsule(busybox, name="worker", plan={"steps": [{"id": "work", "shell": "echo done"}]}),
+        "-n",
+        ns,
+    )
+    kube.apply(capsule(busybox, name="privileged", automountServiceAccountToken=True), "-n", ns)
+    grant(kube, ns, ["safe"])
+    return ns
+
+
+def apply_as_author(kube: Kube, ns: str, obj: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    return as_author(kube, "apply", "-n", ns, "-f", "-", input=json.dumps(obj))
+
+
+def test_an_author_runs_a_plan_on_a_capsule_they_may_use(kube: Kube, tenant: str):
+    done = apply_as_author(
+        kube, tenant, plan("ok", {"id": "hi", "shell": "echo hi"}, capsule="safe")
+    )
+    assert done.returncode == 0, done.stderr
+    obj = wait_plan(kube, tenant, "ok")
+    assert obj["status"]["phase"] == "Succeeded"
+    assert steps(obj)["hi"]["output"] == "hi\n"
+
+
+@pytest.mark.parametrize("named", ["privileged", None, "does-not-exist"])
+def test_naming_a_capsule_the_author_may_not_use_is_refused(
+    kube: Kube, tenant: str, named: str | None
+):
+    spec = {"capsule": named} if named else {}
+    done = apply_as_author(kube, tenant, plan("grab", {"id": "hi", "shell": "echo hi"}, **spec))
+    assert done.returncode != 0
+    capsule_name = named or "default"  # a Plan without spec.capsule runs under `default`
+    assert f"alice may not use Capsule {capsule_name} in namespace {tenant}" in done.stderr
+    assert 'RBAC verb "use" on capsules.planops.dev' in done.stderr
+    assert kube.run("get", "plan", "grab", "-n", tenant, check=False).returncode != 0
+
+
+def test_switching_a_plan_to_another_capsule_is_refused_annotating_it_is_not(
+    kube: Kube, tenant: str
+):
+    done = apply_as_author(
+        kube, tenant, plan("mine", {"id": "hi", "shell": "echo hi"}, capsule="safe")
+    )
+    assert done.returncode == 0, done.stderr
+    wait_plan(kube, tenant, "mine")
+    patch = json.dumps({"spec": {"capsule": "privileged"}})
+    done = as_author(kube, "patch", "plan", "mine", "-n", tenant, "--type=merge", "-p", patch)
+    assert done.returncode != 0 and "may not use Capsule privileged" in done.stderr
+    assert kube.get("plan", "mine", "-n", tenant)["spec"]["capsule"] == "safe"
+    done = as_author(kube, "annotate", "plan", "mine", "-n", tenant, "planops.dev/rerun=1")
+    assert done.returncode == 0, done.stderr  # rerun, cancel, answers: no Capsule change
+
+
+def test_a_scheduled_plan_on_a_capsule_the_author_may_not_use_is_refused(kube: Kube, tenant: str):
+    def scheduled(name: str, cap: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "planops.dev/v1alpha1",
+            "kind": "ScheduledPlan",
+            "metadata": {"name": name},
+            "spec": {
+                "schedule": "0 3 * * *",
+                "suspend": True,
+                "planTemplate": {"spec": {"capsule": cap, "steps": [{"id": "a", "shell": "echo"}]}},
+            },
+        }
+
+    done = apply_as_author(kube, tenant, scheduled("nightly", "privileged"))
+    assert done.returncode != 0 and "may not use Capsule privileged" in done.stderr
+    assert "ScheduledPlan runs only under a Capsule" in done.stderr
+    done = apply_as_author(kube, tenant, scheduled("nightly", "safe"))
+    assert done.returncode == 0, done.stderr
+    patch = json.dumps({"spec": {"planTemplate": {"spec": {"capsule": "privileged"}}}})
+    done = as_author(
+        kube, "patch", "scheduledplan", "nightly", "-n", tenant, "--type=merge", "-p", patch
+    )
+    assert done.returncode != 0 and "may not use Capsule privileged" in done.stderr
+
+
+def test_the_operators_child_plans_cannot_be_changed_or_forged_by_an_author(
+    kube: Kube, tenant: str
+):
+    parent = plan(
+        "parent",
+        {"id": "delegate", "capsule": "worker", "input": "do it"},
+        capsule="safe",
+    )
+    done = apply_as_author(kube, tenant, parent)
+    assert done.returncode == 0, done.stderr
+    assert steps(wait_plan(kube, tenant, "parent"))["delegate"]["output"] == "done\n"
+    (child,) = kube.get("plans", "-n", tenant, "-l", "planops.dev/parent=parent")["items"]
+    name = child["metadata"]["name"]
+
+    edit = json.dumps({"spec": {"steps": [{"id": "work", "shell": "cat /etc/passwd"}]}})
+    done = as_author(kube, "patch", "plan", name, "-n", tenant, "--type=merge", "-p", edit)
+    assert done.returncode != 0 and "a Plan that planops manages" in done.stderr
+    done = as_author(kube, "label", "plan", name, "-n", tenant, "planops.dev/depth-")
+    assert done.returncode != 0 and "a Plan that planops manages" in done.stderr
+    done = as_author(
+        kube, "label", "plan", name, "-n", tenant, "--overwrite", "planops.dev/depth=0"
+    )
+    assert done.returncode != 0
+
+    forged = plan("forged", {"id": "work", "shell": "echo forged"}, capsule="safe")
+    forged["metadata"]["labels"] = {"planops.dev/parent": "parent", "planops.dev/depth": "0"}
+    done = apply_as_author(kube, tenant, forged)
+    assert done.returncode != 0 and "may not create a Plan that planops manages" in done.stderr
+    forged["metadata"] = {
+        "name": "forged",
+        "annotations": {"planops.dev/lineage": ""},
+    }
+    assert apply_as_author(kube, tenant, forged).returncode != 0
+    forged["metadata"] = {
+        "name": "forged",
+        "ownerReferences": [
+            {
+                "apiVersion": "planops.dev/v1alpha1",
+                "kind": "Plan",
+                "name": "parent",
+                "uid": kube.get("plan", "parent", "-n", tenant)["metadata"]["uid"],
+            }
+        ],
+    }
+    assert apply_as_author(kube, tenant, forged).returncode != 0
+
+
+def test_the_refusal_holds_with_no_operator_running(
+    kube: Kube, namespace: str, busybox: str, policies: None
+):
+    """`namespace` is watched by no operator: whatever is refused here, the API server refused
+    alone."""
+    for name in ("safe", "privileged"):
+        kube.apply(capsule(busybox, name=name), "-n", namespace)
+    grant(kube, namespace, ["safe"])
+    done = apply_as_author(
+        kube, namespace, plan("p", {"id": "a", "shell": "echo"}, capsule="privileged")
+    )
+    assert done.returncode != 0 and "may not use Capsule privileged" in done.stderr
+    done = apply_as_author(kube, namespace, plan("p", {"id": "a", "shell": "echo"}, capsule="safe"))
+    assert done.returncode == 0, done.stderr
+    assert (kube.get("plan", "p", "-n", namespace).get("status") or {}) == {}  # nobody ran it
+
+
+@pytest.mark.parametrize(
+    ("verb", "resource", "allowed"),
+    [
+        ("create", "plans.planops.dev", True),
+        ("patch", "scheduledplans.planops.dev", True),
+        ("get", "plans.planops.dev --subresource=status", True),
+        ("get", "pods --subresource=log", True),
+        ("list", "capsules.planops.dev", True),
+        ("use", "capsules.planops.dev/safe", True),
+        ("use", "capsules.planops.dev/privileged", False),
+        ("use", "capsules.planops.dev/default", False),
+        ("manage", "plans.planops.dev", False),
+        ("patch", "plans.planops.dev --subresource=status", False),
+        ("create", "capsules.planops.dev", False),
+        ("patch", "capsules.planops.dev", False),
+        ("create", "pods", False),
+        ("delete", "pods", False),
+        ("create", "jobs.batch", False),
+        ("delete", "jobs.batch", False),
+        ("get", "secrets", False),
+        ("list", "secrets", False),
+        ("list", "configmaps", False),
+        ("create", "pods --subresource=exec", False),
+        ("create", "rolebindings.rbac.authorization.k8s.io", False),
+        ("create", "serviceaccounts --subresource=token", False),
+        ("create", "persistentvolumeclaims", False),
+    ],
+)
+def test_what_a_plan_author_may_do(
+    kube: Kube, tenant: str, verb: str, resource: str, allowed: bool
+):
+    args = ("auth", "can-i", verb, *resource.split(), "-n", tenant, f"--as={AUTHOR}")
+    done = kube.run(*args, check=False)
+    assert done.stdout.strip() == ("yes" if allowed else "no"), (verb, resource, done.stdout)
+
+
+def test_a_pod_made_with_a_steps_labels_is_not_taken_for_the_step(
+    kube: Kube, ns: str, busybox: str
+):
+    """Someone who may create pods copies a running step's labels onto a pod of their own that
+    prints something else, newer than the real one: the step's output is still its own pod's."""
+    kube.apply(plan("victim", {"id": "work", "shell": "sh -c 'sleep 4; echo real'"}), "-n", ns)
+    obj = wait_plan(
+        kube,
+        ns,
+        "victim",
+        phases=("Running",),
+        until=lambda o: bool(kube.get("pods", "-n", ns, "-l", "planops.dev/plan=victim")["items"]),
+    )
+    (real,) = kube.get("pods", "-n", ns, "-l", "planops.dev/plan=victim")["items"]
+    labels = dict(real["metadata"]["labels"])
+    labels.pop("controller-uid", None)
+    labels.pop("batch.kubernetes.io/controller-uid", None)
+    forged = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "forged", "namespace": ns, "labels": labels},
+        "spec": {
+            "restartPolicy": "Never",
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 65534},
+            "containers": [
+                {
+                    "name": "step",
+                    "image": busybox,
+                    "command": ["echo", "FORGED"],
+                    "securityContext": {"allowPrivilegeEscalation": False},
+                }
+            ],
+        },
+    }
+    kube.apply(forged)
+    obj = wait_plan(kube, ns, "victim", timeout=120)
+    assert obj["status"]["run"]["id"] == labels["planops.dev/run"]
+    assert steps(obj)["work"]["output"] == "real\n"
+
+
+def test_a_tools_credentials_reach_the_tool_and_no_shell_step(kube: Kube, ns: str, busybox: str):
+    secret = "s3cret-token-value"
+    kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "registry", "namespace": ns},
+            "stringData": {"token": secret},
+        }
+    )
+    publish = {
+        "name": "publish",
+        "image": busybox,
+        "command": [
+            "sh",
+            "-c",
+            f'test "$TOKEN" = {secret} && test "$(cat /var/run/secrets/registry/token)" = '
+            f"{secret} && echo granted",
+        ],
+        "env": [
+            {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "registry", "key": "token"}}}
+        ],
+        "secretMounts": [{"secretName": "registry", "mountPath": "/var/run/secrets/registry"}],
+    }
+    cap = capsule(busybox)
+    cap["spec"]["tools"].append(publish)
+    cap["spec"]["shell"]["allow"] += ["env"]
+    kube.apply(cap, "-n", ns)
+    kube.apply(
+        plan(
+            "creds",
+            {"id": "tool", "tool": "publish"},
+            {"id": "env", "shell": "env"},
+            {"id": "file", "shell": "cat /var/run/secrets/registry/token", "onError": "continue"},
+        ),
+        "-n",
+        ns,
+    )
+    obj = wait_plan(kube, ns, "creds", timeout=120)
+    rep = steps(obj)
+    assert (rep["tool"]["status"], rep["tool"]["output"]) == ("success", "granted\n")
+    assert rep["env"]["status"] == "success" and "PLANOPS_STEP=env" in rep["env"]["output"]
+    assert "TOKEN" not in rep["env"]["output"]
+    assert rep["file"]["status"] == "failed"
+    assert secret not in json.dumps(obj)
+    events = kube.get("events", "-n", ns)["items"]
+    assert secret not in json.dumps(events)

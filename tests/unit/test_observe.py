@@ -1,0 +1,64 @@
+"""What the reconciler accepts as its own: objects are the run's by their controller reference
+(UID), never by labels alone (a pod or Job anyone made with a step's labels is not adopted)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from planops.reconciler.observe import controller_uid, job_attempt, owned, pods_by_job
+
+PLAN_UID = "plan-uid"
+
+
+def obj(name: str, owner: str | None, *, controller: bool = True, **meta: Any) -> dict[str, Any]:
+    refs = [{"kind": "X", "name": "o", "uid": owner, "controller": controller}] if owner else []
+    return {"metadata": {"name": name, "ownerReferences": refs, **meta}}
+
+
+def job(name: str, uid: str, owner: str = PLAN_UID) -> dict[str, Any]:
+    j = obj(name, owner, uid=uid, labels={"planops.dev/step": "a", "planops.dev/attempt": "1"})
+    j["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    return j
+
+
+def pod(name: str, owner: str | None, created: str, job_name: str = "j") -> dict[str, Any]:
+    return obj(
+        name,
+        owner,
+        creationTimestamp=created,
+        labels={"batch.kubernetes.io/job-name": job_name, "job-name": job_name},
+    )
+
+
+def test_controller_uid_is_the_controller_references_only():
+    assert controller_uid(obj("x", "u")) == "u"
+    assert controller_uid(obj("x", "u", controller=False)) is None
+    assert controller_uid(obj("x", None)) is None
+    assert controller_uid({"metadata": {}}) is None
+
+
+def test_owned_keeps_only_objects_this_plan_controls():
+    mine, theirs, loose = obj("a", PLAN_UID), obj("b", "other"), obj("c", None)
+    not_controller = obj("d", PLAN_UID, controller=False)
+    assert owned([mine, theirs, loose, not_controller], PLAN_UID) == [mine]
+
+
+def test_a_pod_with_a_steps_labels_but_another_owner_is_not_the_steps_pod():
+    jobs = [job("j", "job-uid")]
+    real = pod("j-real", "job-uid", "2026-01-01T00:00:00Z")
+    forged = pod("j-forged", "someone", "2026-01-01T00:00:09Z")  # newer, same labels
+    unowned = pod("j-loose", None, "2026-01-01T00:00:10Z")
+    assert pods_by_job([real, forged, unowned], jobs) == {"j": real}
+    assert pods_by_job([forged, unowned], jobs) == {}
+
+
+def test_the_newest_of_a_jobs_own_pods_is_its_pod():
+    jobs = [job("j", "job-uid")]
+    old = pod("j-1", "job-uid", "2026-01-01T00:00:00Z")
+    new = pod("j-2", "job-uid", "2026-01-01T00:00:05Z")
+    assert pods_by_job([new, old], jobs)["j"] is new
+
+
+def test_job_attempt_reads_the_pod_it_is_given():
+    observed = job_attempt(job("j", "job-uid"), pod("j-real", "job-uid", "2026-01-01T00:00:00Z"))
+    assert observed.status == "success" and observed.pod == "j-real"
