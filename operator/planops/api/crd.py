@@ -359,9 +359,7 @@ def capsule_spec_schema() -> Schema:
                             _obj(
                                 "A Secret of the namespace as files under mountPath.",
                                 {
-                                    "secretName": _s(
-                                        "The Secret's name.", pattern=NAME_PATTERN
-                                    ),
+                                    "secretName": _s("The Secret's name.", pattern=NAME_PATTERN),
                                     "mountPath": _s(
                                         "An absolute path outside /workspace.",
                                         pattern=r"^/[^:]*$",
