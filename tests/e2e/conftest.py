@@ -157,6 +157,9 @@ def capsule(busybox: str, name: str = "default", **spec: Any) -> dict[str, Any]:
     doc = json.loads(text)
     doc["metadata"]["name"] = name
     doc["spec"]["tools"].append({"name": "nap", "image": busybox, "command": ["sleep", "2"]})
+    # The tests script their steps' behaviour (exit codes, timing, files) with `sh -c`; a real
+    # Capsule must not allow an interpreter (the example does not: docs/security.md).
+    doc["spec"]["shell"]["allow"].append("sh")
     doc["spec"].update(spec)
     return doc  # type: ignore[no-any-return]
 

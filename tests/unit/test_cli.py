@@ -221,8 +221,14 @@ def test_ctrl_c_stops_every_step_process(tmp_path):
             f"- {{id: s{i}, shell: \"sh -c 'echo $$ >> {pidfile}; sleep 60'\"}}\n" for i in range(3)
         ),
     )
+    c = write(  # a test Capsule: the steps script themselves with sh (the example allows no sh)
+        tmp_path,
+        "c.yaml",
+        "apiVersion: planops.dev/v1alpha1\nkind: Capsule\nmetadata: {name: default}\n"
+        "spec: {shell: {allow: [sh]}}\n",
+    )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "planops.cli.main", "run", "--local", f, "--capsule", CAPSULE],
+        [sys.executable, "-m", "planops.cli.main", "run", "--local", f, "--capsule", c],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -116,8 +116,8 @@ def step_schema() -> Schema:
             ),
             "shell": _s(
                 "A command line, split into words (POSIX shell quoting rules) but never given "
-                "to a shell: quote a pipeline as an argument (sh -c '...'). Its first word "
-                "must be in the Capsule's shell.allow.",
+                "to a shell. Its first word must be in the Capsule's shell.allow; a pipeline "
+                "belongs in a tool (an interpreter such as sh in shell.allow allows anything).",
                 minLength=1,
                 maxLength=16384,
             ),

@@ -62,7 +62,7 @@ EXAMPLE: dict[str, Any] = {
     "steps": [{"id": "hello", "shell": "echo hello"}],
     "steps[].id": "build",
     "steps[].tool": "repo-files",
-    "steps[].shell": "sh -c 'make test'",
+    "steps[].shell": "make test",
     "steps[].capsule": "release",
     "steps[].input": {"path": "$list.output", "env": "{{input.env}}"},
     "steps[].exit": {
