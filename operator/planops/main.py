@@ -2,6 +2,7 @@
 
 planops-operator [--namespace NS ...|--all-namespaces] [--metrics-port 9090]
                  [--health-port 8080] [--json-logs] [--peering NAME] [--kubeconfig FILE]
+                 [--leader-elect [--leader-election-id ID] [--leader-election-namespace NS]]
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 
 from planops.api import quantity
 from planops.engine import Policy
+from planops.kube.leader import Timing
 
 
 class JsonFormatter(logging.Formatter):
@@ -73,8 +75,53 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--webhook-cert", help="the webhook's serving certificate (PEM)")
     p.add_argument("--webhook-key", help="its private key (PEM)")
+    election = p.add_argument_group(
+        "leader election (a coordination.k8s.io Lease; controller-runtime's flags and defaults)"
+    )
+    election.add_argument(
+        "--leader-elect",
+        action="store_true",
+        help="only the replica holding the Lease reconciles; the others stand by",
+    )
+    election.add_argument("--leader-election-id", default="planops-operator", help="the Lease name")
+    election.add_argument(
+        "--leader-election-namespace",
+        help="the Lease's namespace (default: the pod's own namespace, else default)",
+    )
+    election.add_argument("--leader-elect-lease-duration", type=_seconds, default=15.0)
+    election.add_argument("--leader-elect-renew-deadline", type=_seconds, default=10.0)
+    election.add_argument("--leader-elect-retry-period", type=_seconds, default=2.0)
     p.add_argument("-v", "--verbose", action="store_true")
     return p
+
+
+def _seconds(text: str) -> float:
+    """A duration as controller-runtime's flags take it (15s, 500ms, 1m) or plain seconds."""
+    units = {"ms": 0.001, "s": 1.0, "m": 60.0}
+    for suffix in ("ms", "s", "m"):
+        if text.endswith(suffix):
+            number, factor = text[: -len(suffix)], units[suffix]
+            break
+    else:
+        number, factor = text, 1.0
+    try:
+        value = float(number) * factor
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (15s, 500ms)") from None
+    if not 0 < value < 3600:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a duration above 0 and below 1h")
+    return value
+
+
+SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def _own_namespace() -> str:
+    try:
+        with open(SERVICE_ACCOUNT_NAMESPACE) as f:
+            return f.read().strip() or "default"
+    except OSError:
+        return "default"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,6 +129,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.webhook_port and not (args.webhook_cert and args.webhook_key):
         parser.error("--webhook-port needs --webhook-cert and --webhook-key")
+    try:
+        Timing(
+            args.leader_elect_lease_duration,
+            args.leader_elect_renew_deadline,
+            args.leader_elect_retry_period,
+        )
+    except ValueError as e:
+        parser.error(str(e))
     for flag in ("max_cpu", "max_memory"):
         value = getattr(args, flag)
         if value is not None:
@@ -119,6 +174,12 @@ def main(argv: list[str] | None = None) -> int:
     CONFIG.webhook_port = args.webhook_port
     CONFIG.webhook_cert = args.webhook_cert
     CONFIG.webhook_key = args.webhook_key
+    CONFIG.leader_elect = args.leader_elect
+    CONFIG.leader_election_id = args.leader_election_id
+    CONFIG.leader_election_namespace = args.leader_election_namespace or _own_namespace()
+    CONFIG.lease_duration = args.leader_elect_lease_duration
+    CONFIG.renew_deadline = args.leader_elect_renew_deadline
+    CONFIG.retry_period = args.leader_elect_retry_period
     import planops.handlers  # noqa: F401, PLC0415 - registers the handlers
 
     if args.webhook_port:  # registered now: the flags are known (see handlers.webhook)

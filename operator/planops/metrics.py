@@ -38,6 +38,11 @@ step_duration = Histogram(
 steps_running = Gauge(
     "planops_steps_running", "Step attempts in flight across all plans.", registry=REGISTRY
 )
+leader = Gauge(
+    "planops_leader",
+    "1 while this replica acts (holds the leader Lease, or runs without leader election).",
+    registry=REGISTRY,
+)
 retries = Counter("planops_step_retries_total", "Step attempts after the first.", registry=REGISTRY)
 refusals = Counter(
     "planops_validation_refusals_total",

@@ -100,7 +100,7 @@ CNI
     "$NODE_NAME" >"$pki/kubelet-serving.ext"
   cert kubelet-serving "$NODE_NAME" "" "$pki/kubelet-serving.ext"
   read -r KUBELET_PORT KUBELET_HEALTHZ_PORT < <(free_ports 2)
-  echo "KUBELET_PORT=$KUBELET_PORT" >>"$dir/ports.env"
+  printf 'KUBELET_PORT=%s\nKUBELET_HEALTHZ_PORT=%s\n' "$KUBELET_PORT" "$KUBELET_HEALTHZ_PORT" >>"$dir/ports.env"
   # pods resolve names against their own loopback: no DNS query ever leaves the machine
   echo "nameserver 127.0.0.1" >"$dir/kubelet/resolv.conf"
   cat >"$dir/kubelet/config.yaml" <<KCFG

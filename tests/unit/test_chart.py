@@ -66,7 +66,8 @@ def test_the_operator_pod_is_restricted_and_its_flags_come_from_the_values(helm:
     )
     (dep,) = kinds(docs, "Deployment")
     pod = dep["spec"]["template"]["spec"]
-    assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"]["type"] == "Recreate"
+    assert dep["spec"]["replicas"] == 2 and dep["spec"]["strategy"]["type"] == "RollingUpdate"
+    assert dep["spec"]["strategy"]["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
     (c,) = pod["containers"]
@@ -83,6 +84,15 @@ def test_the_operator_pod_is_restricted_and_its_flags_come_from_the_values(helm:
     assert "--all-namespaces" in args
     parsed = _parser().parse_args(args)  # the operator accepts every flag the chart passes
     assert parsed.max_cpu == "2" and parsed.workers == 5 and parsed.all_namespaces
+    assert parsed.leader_elect and parsed.leader_election_id == "po-planops"
+    assert parsed.leader_election_namespace == "planops-system"
+    assert (
+        parsed.leader_elect_lease_duration,
+        parsed.leader_elect_renew_deadline,
+        parsed.leader_elect_retry_period,
+    ) == (15.0, 10.0, 2.0)
+    (pod_name,) = [e for e in c["env"] if e["name"] == "POD_NAME"]
+    assert pod_name["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
 
 
 def _rules(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -129,7 +139,7 @@ def test_every_operator_rule_is_explained_by_a_comment():
 
 def test_watch_namespaces_gives_roles_there_and_nothing_namespaced_cluster_wide(helm: str):
     docs = render(helm, "--set", "watchNamespaces={team-a,team-b}")
-    roles = kinds(docs, "Role")
+    roles = [r for r in kinds(docs, "Role") if not r["metadata"]["name"].endswith("-election")]
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
     cluster = {r for x in _rules(docs, "ClusterRole") for r in x["resources"]}
     assert cluster == {"clusterscheduledplans", "clusterscheduledplans/status", "namespaces"}
@@ -284,3 +294,27 @@ def test_the_plan_author_role_reaches_plans_and_nothing_that_runs_code(helm: str
     assert ("planops.dev", "capsules", "use") in admin
     edit = _granted(by_name["po-planops-edit"])
     assert not any(v == "use" for _, _, v in edit)
+
+
+def test_two_replicas_with_a_lease_a_pdb_and_spread_over_nodes(helm: str):
+    docs = render(helm)
+    (pdb,) = kinds(docs, "PodDisruptionBudget")
+    assert pdb["spec"]["maxUnavailable"] == 1
+    (dep,) = kinds(docs, "Deployment")
+    pod = dep["spec"]["template"]["spec"]
+    anti = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert anti[0]["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    roles = {d["metadata"]["name"]: d for d in kinds(docs, "Role")}
+    lease = roles["po-planops-leader-election"]
+    assert lease["metadata"]["namespace"] == "planops-system"
+    assert _granted(lease) == {
+        ("coordination.k8s.io", "leases", "create"),
+        ("coordination.k8s.io", "leases", "get"),
+        ("coordination.k8s.io", "leases", "update"),
+    }
+    assert lease["rules"][1]["resourceNames"] == ["po-planops"]
+    one = render(helm, "--set", "replicas=1,leaderElection.enabled=false")
+    (dep,) = kinds(one, "Deployment")
+    assert dep["spec"]["strategy"]["type"] == "Recreate" and kinds(one, "PodDisruptionBudget") == []
+    args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--leader-elect" not in args

@@ -17,6 +17,7 @@ from planops import metrics
 from planops.handlers.config import CONFIG
 from planops.handlers.queue import Coalescer
 from planops.kube.client import Kube
+from planops.kube.leader import GuardedKube, LeaderElector, Timing
 from planops.kube.manifests import (
     LABEL_CLUSTER_SCHEDULED_BY,
     LABEL_PARENT,
@@ -37,18 +38,53 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     settings.watching.client_timeout = 330
     settings.networking.request_timeout = 60
     settings.scanning.disabled = not CONFIG.scanning
-    kube = await Kube.connect(CONFIG.kubeconfig)
+    kube: Kube = await Kube.connect(CONFIG.kubeconfig)
     memo.kube = kube
+    memo.elector = None
+    gate: asyncio.Event | None = None
+    if CONFIG.leader_elect:  # every replica watches; only the Lease holder acts
+        gate = asyncio.Event()
+        memo.elector = LeaderElector(
+            kube,
+            CONFIG.leader_election_namespace,
+            CONFIG.leader_election_id,
+            timing=Timing(CONFIG.lease_duration, CONFIG.renew_deadline, CONFIG.retry_period),
+            on_started=lambda: _lead(memo, True),
+            on_stopped=lambda: _lead(memo, False),
+        )
+        kube = GuardedKube(kube, memo.elector.check)
+    memo.gate = gate
     memo.reconciler = Reconciler(kube, CONFIG.policy)  # also the admission webhook's judge
-    memo.queue = Coalescer(memo.reconciler.reconcile, workers=CONFIG.workers)
+    memo.queue = Coalescer(memo.reconciler.reconcile, workers=CONFIG.workers, gate=gate)
     memo.queue.start()
-    memo.schedules = Coalescer(ScheduleReconciler(kube, CONFIG.policy).reconcile, workers=2)
+    memo.schedules = Coalescer(
+        ScheduleReconciler(kube, CONFIG.policy).reconcile, workers=2, gate=gate
+    )
     memo.schedules.start()
+    memo.scheduled = set()
     if CONFIG.metrics_port:
         metrics.serve(CONFIG.metrics_port, CONFIG.metrics_address)
     memo.active = set()  # plans not finished, kept by plan_event, for the resync
     memo.cluster_schedules = set()
     memo.resync = asyncio.create_task(_resync(memo))
+    memo.campaign = asyncio.create_task(memo.elector.run()) if memo.elector else None
+    metrics.leader.set(0 if memo.elector else 1)
+
+
+def _lead(memo: kopf.Memo, leading: bool) -> None:
+    """Leadership changed: open or close the queues' gate. A new leader looks at everything it
+    knows at once (what changed while it followed is already queued)."""
+    metrics.leader.set(1 if leading else 0)
+    if not leading:
+        memo.gate.clear()
+        return
+    memo.gate.set()
+    for key in list(memo.active):
+        memo.queue.put(key)
+    for key in list(memo.scheduled):
+        memo.schedules.put(key)
+    for name in list(memo.cluster_schedules):
+        memo.schedules.put(("clusterscheduledplans", "", name))
 
 
 @kopf.on.cleanup()
@@ -56,6 +92,9 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     memo.resync.cancel()
     await memo.queue.stop()
     await memo.schedules.stop()
+    if memo.campaign is not None:
+        memo.campaign.cancel()
+        await memo.elector.release()  # a clean stop hands over at once
     await memo.kube.close()
 
 
@@ -100,10 +139,12 @@ async def pod_event(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
 
 @kopf.on.event(GROUP, VERSION, "scheduledplans")
 async def scheduled_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    if event["type"] != "DELETED":
-        memo.schedules.put(
-            ("scheduledplans", body["metadata"]["namespace"], body["metadata"]["name"])
-        )
+    key = ("scheduledplans", body["metadata"]["namespace"], body["metadata"]["name"])
+    if event["type"] == "DELETED":
+        memo.scheduled.discard(key)
+    else:
+        memo.scheduled.add(key)
+        memo.schedules.put(key)
 
 
 @kopf.on.event(GROUP, VERSION, "clusterscheduledplans")

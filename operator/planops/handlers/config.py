@@ -19,6 +19,12 @@ class Config:
     webhook_cert: str | None = None
     webhook_key: str | None = None
     scanning: bool = False  # kopf's runtime CRD/namespace scanning (namespace globs need it)
+    leader_elect: bool = False  # planops.kube.leader: only the Lease holder reconciles
+    leader_election_id: str = "planops-operator"
+    leader_election_namespace: str = "default"
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
 
 
 CONFIG = Config()

@@ -5,6 +5,10 @@ at once. A key enqueued while it is being reconciled is marked dirty and runs ag
 so no event is lost and no object is reconciled twice concurrently. A failed reconcile is retried
 with capped exponential backoff. `fn(*key)` may return seconds after which the key is looked at
 again (a schedule's next time), or None for "when an event comes".
+
+With leader election, `gate` is set while this replica leads: keys queue up meanwhile (the watch
+keeps the queue warm, each key once), and a reconcile cut short because leadership was lost
+(NotLeading) waits for the gate instead of counting as a failure.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+
+from planops.kube.leader import NotLeading
 
 log = logging.getLogger("planops.queue")
 Key = tuple[str, ...]
@@ -23,8 +29,10 @@ class Coalescer:
         fn: Callable[..., Awaitable[float | None]],
         workers: int = 4,
         max_backoff: float = 30.0,
+        gate: asyncio.Event | None = None,
     ) -> None:
         self.fn = fn
+        self.gate = gate
         self.workers = workers
         self.max_backoff = max_backoff
         self.queue: asyncio.Queue[Key] = asyncio.Queue()
@@ -55,7 +63,12 @@ class Coalescer:
     async def _work(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
+            if self.gate is not None:
+                await self.gate.wait()
             key = await self.queue.get()
+            if self.gate is not None and not self.gate.is_set():
+                self.queue.put_nowait(key)  # still pending: for when this replica leads again
+                continue
             self.pending.discard(key)
             self.running.add(key)
             try:
@@ -63,6 +76,8 @@ class Coalescer:
                 self.failures.pop(key, None)
                 if again is not None:
                     loop.call_later(again, self.put, key)
+            except NotLeading:
+                loop.call_soon(self.put, key)  # held by the gate until this replica leads again
             except Exception as e:
                 n = self.failures[key] = self.failures.get(key, 0) + 1
                 delay = min(self.max_backoff, 0.5 * 2 ** (n - 1))

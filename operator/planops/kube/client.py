@@ -111,6 +111,40 @@ class Kube:
     def _core(self) -> Any:
         return client.CoreV1Api(self.api)
 
+    @property
+    def _coordination(self) -> Any:
+        return client.CoordinationV1Api(self.api)
+
+    # -- the leader's Lease (planops.kube.leader) --------------------------------------------
+
+    async def get_lease(self, namespace: str, name: str) -> Obj | None:
+        try:
+            return await _obj(
+                await self._coordination.read_namespaced_lease_without_preload_content(
+                    name, namespace
+                )
+            )
+        except ApiError as e:
+            if e.not_found:
+                return None
+            raise
+
+    async def create_lease(self, namespace: str, body: Obj) -> Obj:
+        return await _obj(
+            await self._coordination.create_namespaced_lease_without_preload_content(
+                namespace, body
+            )
+        )
+
+    async def replace_lease(self, namespace: str, name: str, body: Obj) -> Obj:
+        """A full update carrying the resourceVersion read: 409 Conflict when someone else wrote
+        the Lease in between (optimistic concurrency: two candidates cannot both win)."""
+        return await _obj(
+            await self._coordination.replace_namespaced_lease_without_preload_content(
+                name, namespace, body
+            )
+        )
+
     # -- planops resources ------------------------------------------------------------------
 
     async def get_plan(self, namespace: str, name: str) -> Obj | None:
