@@ -15,7 +15,6 @@ import sys
 
 from planops.api import quantity
 from planops.engine import Policy
-from planops.kube.leader import Timing
 
 
 class JsonFormatter(logging.Formatter):
@@ -129,6 +128,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.webhook_port and not (args.webhook_cert and args.webhook_key):
         parser.error("--webhook-port needs --webhook-cert and --webhook-key")
+    if args.kubeconfig:
+        # before anything imports the kubernetes client: it reads $KUBECONFIG at import time,
+        # and kopf's own login uses that client
+        os.environ["KUBECONFIG"] = args.kubeconfig
+    from planops.kube.leader import Timing  # noqa: PLC0415 - after $KUBECONFIG is set
+
     try:
         Timing(
             args.leader_elect_lease_duration,
@@ -150,8 +155,6 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, handlers=[handler])
     if not args.verbose:  # kopf logs every handler call at INFO: keep our trace records readable
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-    if args.kubeconfig:
-        os.environ["KUBECONFIG"] = args.kubeconfig  # kopf's own login reads it too
 
     import kopf  # noqa: PLC0415 - after logging is configured
 

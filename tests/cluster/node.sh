@@ -28,7 +28,26 @@ node_packages() {
   fi
 }
 
+# One test node per machine: the node's bridge, address and DNAT rule are machine-wide, so a second
+# cluster's node would take the first one's network down with it.
+other_node() {
+  local pid cmdline
+  for pid in $(pgrep -x kubelet 2>/dev/null); do
+    cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || continue
+    [[ $cmdline == *"--root-dir="* && $cmdline != *"--root-dir=$dir/"* ]] || continue
+    sed -E 's/.*--root-dir=([^ ]*)\/kubelet\/root.*/\1/' <<<"$cmdline"
+    return 0
+  done
+  return 1
+}
+
 start_node() {
+  local other
+  if other=$(other_node); then
+    log "another test cluster's node runs on this machine ($other): stop it first"
+    log "(PLANOPS_CLUSTER_DIR=$other tests/cluster/down), or use it: PLANOPS_TEST_KUBECONFIG=$other/admin.kubeconfig"
+    return 1
+  fi
   node_packages
   "$here/build" node >/dev/null
   local pause_bin; pause_bin=$(ls "$cache"/bin/pause-"$(sha256sum "$here/pause.c" | cut -c1-12)"/pause)
@@ -195,7 +214,10 @@ stop_node() {
   { findmnt -rn -o TARGET | grep -F "$dir/" || true; } | sort -r |
     while read -r m; do [[ -n $m ]] && umount -l "$m" 2>/dev/null || true; done
   stop_api_relay
-  ip link show "$CNI_BRIDGE" >/dev/null 2>&1 && ip link delete "$CNI_BRIDGE" 2>/dev/null || true
+  # the bridge is machine-wide: leave it to another cluster's node that still uses it
+  if ! other_node >/dev/null; then
+    ip link show "$CNI_BRIDGE" >/dev/null 2>&1 && ip link delete "$CNI_BRIDGE" 2>/dev/null || true
+  fi
   # cgroups the node made (cgroupfs driver): the kubelet's /kubepods and containerd's /k8s.io
   # (its namespace's default parent), in each v1 hierarchy; rmdir only removes empty ones
   for root in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/*/k8s.io; do

@@ -62,3 +62,54 @@ def test_the_newest_of_a_jobs_own_pods_is_its_pod():
 def test_job_attempt_reads_the_pod_it_is_given():
     observed = job_attempt(job("j", "job-uid"), pod("j-real", "job-uid", "2026-01-01T00:00:00Z"))
     assert observed.status == "success" and observed.pod == "j-real"
+
+
+def failed_job() -> dict[str, Any]:
+    j = job("j", "job-uid")
+    j["status"] = {
+        "conditions": [
+            {
+                "type": "Failed",
+                "status": "True",
+                "reason": "BackoffLimitExceeded",
+                "message": "Job has reached the specified backoff limit",
+            }
+        ]
+    }
+    return j
+
+
+def test_a_failed_attempt_whose_pod_is_gone_says_so():
+    observed = job_attempt(failed_job(), None)
+    assert observed.status == "failed"
+    assert observed.error is not None and observed.error.startswith("its pod is gone: deleted")
+    assert "BackoffLimitExceeded" in observed.error
+
+
+def test_a_pod_deleted_while_running_names_its_node_and_the_disruption():
+    p = pod("j-1", "job-uid", "2026-01-01T00:00:00Z")
+    p["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+    p["spec"] = {"nodeName": "node-7"}
+    p["status"] = {
+        "conditions": [
+            {
+                "type": "DisruptionTarget",
+                "status": "True",
+                "reason": "DeletionByTaintManager",
+                "message": "Taint manager: deleting due to NoExecute taint key "
+                "node.kubernetes.io/unreachable",
+            }
+        ],
+        "containerStatuses": [{"state": {"terminated": {"exitCode": 137}}}],
+    }
+    observed = job_attempt(failed_job(), p)
+    assert observed.error == (
+        "its pod was deleted while the step ran on node node-7 (DeletionByTaintManager: Taint "
+        "manager: deleting due to NoExecute taint key node.kubernetes.io/unreachable)"
+    )
+
+
+def test_an_ordinary_failure_keeps_its_exit_code():
+    p = pod("j-1", "job-uid", "2026-01-01T00:00:00Z")
+    p["status"] = {"containerStatuses": [{"state": {"terminated": {"exitCode": 3}}}]}
+    assert job_attempt(failed_job(), p).error == "exit code 3"

@@ -81,6 +81,29 @@ def _pod_error(pod: Obj | None, limits: Obj | None) -> str | None:
     return f"exit code {code}" if code is not None else term.get("reason")
 
 
+def _gone(pod: Obj | None, job_says: str) -> str | None:
+    """Why a failed attempt's pod is missing or being deleted, when it is: deleted by hand,
+    evicted, or its node lost (a disruption condition, set by the cluster, says which)."""
+    if pod is None:
+        return (
+            "its pod is gone: deleted (by hand or by an eviction) or lost with its node before "
+            f"the step finished (the Job says {job_says})"
+        )
+    if not pod["metadata"].get("deletionTimestamp"):
+        return None
+    node = pod.get("spec", {}).get("nodeName")
+    where = f" on node {node}" if node else ""
+    why = next(
+        (
+            f" ({c.get('reason')}: {c.get('message')})"
+            for c in pod.get("status", {}).get("conditions") or []
+            if c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+        ),
+        "",
+    )
+    return f"its pod was deleted while the step ran{where}{why}"
+
+
 def job_attempt(job: Obj, pod: Obj | None) -> Observed:
     step, attempt = _ident(job)
     meta, spec = job["metadata"], job.get("spec", {})
@@ -119,7 +142,8 @@ def job_attempt(job: Obj, pod: Obj | None) -> Observed:
                 "creation (the cluster had no room to start it in time)"
             )
         else:
-            error = _pod_error(pod, limits) or f"{failed.get('reason')}: {failed.get('message')}"
+            job_says = f"{failed.get('reason')}: {failed.get('message')}"
+            error = _gone(pod, job_says) or _pod_error(pod, limits) or job_says
         return Observed(
             step, attempt, name, "job", started, "failed", error, finished, pod_name, message
         )

@@ -49,6 +49,7 @@ from planops.reconciler.observe import (
     owned,
     pods_by_job,
 )
+from planops.reconciler.status import parse_rfc3339, rfc3339
 
 log = logging.getLogger("planops.reconciler")
 T = TypeVar("T")
@@ -233,6 +234,7 @@ class Reconciler:
         flying = set(run.in_flight_attempts())
         waiting = [w for w in waiting if (w.step_id, w.attempt) in flying]
         new["asks"] = [w.to_json() for w in waiting] or None
+        new["inFlight"] = _in_flight(run, previous, now)
         self._announce(
             events, spec, dispatched, new_settled, run, report, finished, previous, now, started_at
         )
@@ -331,6 +333,7 @@ class Reconciler:
                     )
                 )
         attempts += [w.fact() for w in asks_.waiting(previous) if w.step_id not in settled_ids]
+        attempts += _vanished(previous, settled_ids, observed, attempts, self.clock())
         return Facts(settled, tuple(attempts)), observed
 
     def _answers(
@@ -668,6 +671,53 @@ async def _bounded(calls: list[Coroutine[Any, Any, T]], limit: int) -> list[T]:
         if isinstance(r, BaseException):
             raise r
     return results  # type: ignore[return-value]
+
+
+#: kinds whose attempt is an object in the cluster (a Job, a child Plan)
+WITH_OBJECT = ("shell", "tool", "capsule")
+
+
+def _in_flight(run: Run, previous: dict[str, Any], now: float) -> list[dict[str, Any]] | None:
+    """The attempts in flight that have an object: recorded so that an object deleted behind
+    the operator's back is a failed attempt (`_vanished`), not a step silently started again."""
+    since = {(f["stepId"], f["attempt"]): f.get("since") for f in previous.get("inFlight") or []}
+    out = [
+        {"stepId": step, "attempt": attempt, "since": since.get((step, attempt)) or rfc3339(now)}
+        for step, attempt in run.in_flight_attempts()
+        if run.kind_of(step) in WITH_OBJECT
+    ]
+    return out or None
+
+
+def _vanished(
+    previous: dict[str, Any],
+    settled_ids: set[str],
+    observed: list[Observed],
+    known: list[AttemptFact],
+    now: float,
+) -> list[AttemptFact]:
+    """Attempts the last status had in flight whose Job or child Plan is gone (deleted by hand,
+    or by anyone with the rights): they failed, so retries and onError apply as for any
+    failure, and the step is never started again as the same attempt."""
+    seen = {(o.step_id, o.attempt) for o in observed} | {(f.step_id, f.attempt) for f in known}
+    out = []
+    for f in previous.get("inFlight") or []:
+        key = (str(f.get("stepId")), int(f.get("attempt") or 0))
+        if key[0] in settled_ids or key in seen:
+            continue
+        started = parse_rfc3339(f.get("since")) or now
+        out.append(
+            AttemptFact(
+                key[0],
+                key[1],
+                started,
+                "failed",
+                now,
+                None,
+                "its Job (or child Plan) was deleted before the attempt finished",
+            )
+        )
+    return out
 
 
 def _ready_at(finished: dict[str, float], d: Dispatch, default: float) -> float:
