@@ -390,3 +390,30 @@ def test_a_job_the_api_server_rejects_fails_the_step_instead_of_retrying_forever
     assert obj["status"]["phase"] == "Failed"
     assert rec["error"].startswith("the cluster refused the step's Job:")
     assert "quantities must match" in rec["error"]
+
+
+def test_a_plan_past_its_active_deadline_stops_and_fails_saying_why(kube: Kube, ns: str):
+    kube.apply(
+        plan(
+            "late",
+            {"id": "quick", "shell": "echo fast"},
+            {"id": "slow", "shell": "sleep 300", "dependsOn": ["quick"]},
+            {"id": "never", "shell": "echo never", "dependsOn": ["slow"]},
+            activeDeadlineSeconds=8,
+        ),
+        "-n",
+        ns,
+    )
+    obj = wait_plan(kube, ns, "late", timeout=90)
+    status = obj["status"]
+    assert status["phase"] == "Failed"
+    (cond,) = status["conditions"]
+    assert cond["reason"] == "DeadlineExceeded" and "activeDeadlineSeconds (8s)" in cond["message"]
+    rep = steps(obj)
+    assert rep["quick"]["status"] == "success"
+    assert rep["slow"]["status"] == "failed" and rep["slow"]["error"].startswith("stopped (")
+    assert "never" not in rep
+    assert kube.get("jobs", "-n", ns, "-l", "planops.dev/step=slow")["items"] == [] or all(
+        j["metadata"].get("deletionTimestamp")
+        for j in kube.get("jobs", "-n", ns, "-l", "planops.dev/step=slow")["items"]
+    )

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import Kube
-from tests.e2e.conftest import plan, steps, wait_plan
+from tests.e2e.conftest import capsule, plan, steps, wait_plan
 from tests.e2e.test_restart import EXPECTED, STEPS
 from tests.faults.conftest import Cluster, Pair, in_background, jobs_per_attempt
 
@@ -210,3 +210,58 @@ def test_with_the_admission_webhook_unreachable_nothing_unsafe_runs(
         assert refused.returncode != 0 and "failed calling webhook" in refused.stderr
     finally:
         kube.run("delete", "validatingwebhookconfiguration", name, check=False)
+
+
+def test_steps_on_a_lost_node_fail_naming_it_and_are_retried_when_it_returns(
+    kube: Kube, pair: Pair, fns: str, busybox: str, cluster: Cluster
+):
+    """The kubelet stops (the node is lost): past the node monitor's grace period the node is
+    NotReady, past the Capsule's nodeFailureTolerationSeconds its pods are evicted, and each
+    attempt fails naming the node; a retry waits for a node and runs when the node is back."""
+    kube.apply(capsule(busybox, nodeFailureTolerationSeconds=5), "-n", fns)
+    pair.leader()
+    once = "sh -c '[ \"$PLANOPS_ATTEMPT\" = 1 ] && sleep 600; echo back-$PLANOPS_ATTEMPT'"
+    kube.apply(
+        plan(
+            "lost",
+            {"id": "retried", "shell": once, "retries": 1},
+            {"id": "given-up", "shell": "sleep 600", "onError": "continue"},
+        ),
+        "-n",
+        fns,
+    )
+    deadline = time.monotonic() + 60
+    while (
+        len(
+            [
+                p
+                for p in kube.get("pods", "-n", fns, "-l", "planops.dev/plan=lost")["items"]
+                if (p.get("status") or {}).get("phase") == "Running"
+            ]
+        )
+        < 2
+    ):
+        assert time.monotonic() < deadline, "the steps never ran"
+        time.sleep(0.3)
+    cluster.restart("kubelet", "--stop")
+    try:
+        obj = wait_plan(
+            kube,
+            fns,
+            "lost",
+            phases=("Running",),
+            timeout=180,
+            until=lambda o: (
+                "given-up" in steps(o) if (o.get("status") or {}).get("report") else False
+            ),
+        )
+        given_up = steps(obj)["given-up"]
+        assert given_up["status"] == "failed"
+        assert "its pod was deleted while the step ran on node planops-node" in given_up["error"]
+        assert "DeletionByTaintManager" in given_up["error"]
+    finally:
+        cluster.restart("kubelet", "--start")
+    obj = wait_plan(kube, fns, "lost", phases=("Succeeded", "Failed"), timeout=240)
+    rec = steps(obj)["retried"]
+    assert (rec["status"], rec["attempts"], rec["output"]) == ("success", 2, "back-2\n")
+    assert obj["status"]["phase"] == "Succeeded"  # given-up failed with onError: continue

@@ -113,3 +113,21 @@ def test_an_ordinary_failure_keeps_its_exit_code():
     p = pod("j-1", "job-uid", "2026-01-01T00:00:00Z")
     p["status"] = {"containerStatuses": [{"state": {"terminated": {"exitCode": 3}}}]}
     assert job_attempt(failed_job(), p).error == "exit code 3"
+
+
+def test_a_pod_evicted_from_a_lost_node_fails_its_attempt_before_the_job_ends():
+    running = job("j", "job-uid")
+    running["status"] = {"active": 1}
+    p = pod("j-1", "job-uid", "2026-01-01T00:00:00Z")
+    p["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+    p["spec"] = {"nodeName": "node-7"}
+    p["status"] = {
+        "conditions": [
+            {"type": "DisruptionTarget", "status": "True", "reason": "DeletionByTaintManager"}
+        ]
+    }
+    observed = job_attempt(running, p)
+    assert observed.status == "failed" and observed.stuck
+    assert observed.error is not None and "on node node-7" in observed.error
+    p["status"]["conditions"] = []  # being deleted, no disruption: the Job decides
+    assert job_attempt(running, p).status is None

@@ -191,3 +191,24 @@ def test_a_scheduled_runs_template_cannot_carry_the_labels_of_managed_plans(
         }
     )
     assert asyncio.run(ScheduleReconciler(_Kube())._template_errors(fine, "ns")) == []  # type: ignore[arg-type]
+
+
+def test_a_capsule_can_shorten_how_long_a_step_stays_on_a_lost_node():
+    cap = capsule(nodeFailureTolerationSeconds=5)
+    pod = job_for({"id": "sh", "shell": "echo hi"}, cap)["spec"]["template"]["spec"]
+    assert pod["tolerations"] == [
+        {
+            "key": "node.kubernetes.io/not-ready",
+            "operator": "Exists",
+            "effect": "NoExecute",
+            "tolerationSeconds": 5,
+        },
+        {
+            "key": "node.kubernetes.io/unreachable",
+            "operator": "Exists",
+            "effect": "NoExecute",
+            "tolerationSeconds": 5,
+        },
+    ]
+    default = job_for({"id": "sh", "shell": "echo hi"}, capsule())["spec"]["template"]["spec"]
+    assert "tolerations" not in default

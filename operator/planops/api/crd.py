@@ -255,6 +255,12 @@ def plan_spec_schema(description: str) -> Schema:
                 "description": "A template map rendered into the report's output (status.report."
                 "output) once every step settled, e.g. {count: '{{list.json.count}}'}.",
             },
+            "activeDeadlineSeconds": _i(
+                "The longest a run may take, in seconds: past it, what runs is stopped and the "
+                "plan fails (condition reason DeadlineExceeded). Default: no deadline.",
+                minimum=1,
+                maximum=30 * 24 * 3600,
+            ),
             "steps": _list(
                 "The steps. An empty list is a plan that completes having done nothing.",
                 step_schema(),
@@ -391,6 +397,13 @@ def capsule_spec_schema() -> Schema:
                 "default": False,
                 "description": "Mount the service account token into step pods. Default false.",
             },
+            "nodeFailureTolerationSeconds": _i(
+                "Seconds a step pod stays on a node that is NotReady or unreachable before it "
+                "is evicted and its attempt fails naming the node (retries apply). Default: the "
+                "cluster's (300).",
+                minimum=0,
+                maximum=86400,
+            ),
             "readOnlyPaths": _list(
                 "Paths inside /workspace mounted read-only in every step.", {"type": "string"}
             ),

@@ -120,6 +120,13 @@ class PlanSpec(Model):
 
     capsule: str | None = None
     parallelism: int | None = Field(default=None, ge=1)
+    active_deadline_seconds: int | None = Field(
+        default=None,
+        ge=1,
+        le=30 * 24 * 3600,
+        description="The longest a run may take: past it, what runs is stopped and the plan "
+        "fails (reason DeadlineExceeded).",
+    )
     workspace: Workspace | None = None
     input_schema: dict[str, Any] | None = Field(
         default=None, description="Seed 2: JSON Schema (Draft 2020-12) the input must satisfy."
@@ -260,6 +267,9 @@ class CapsuleSpec(Model):
     automount_service_account_token: bool = False
     read_only_paths: list[str] = Field(default_factory=list)
     workspace: WorkspacePolicy = Field(default_factory=WorkspacePolicy)
+    #: seconds a step pod stays on a node that is NotReady or unreachable before it is evicted
+    #: (and its attempt fails, naming the node); None: the cluster's default (300 s)
+    node_failure_toleration_seconds: int | None = Field(default=None, ge=0, le=86400)
     plan: PlanSpec | None = Field(default=None, description="What runs when a plan spawns it.")
 
     def tool(self, name: str) -> Tool | None:

@@ -22,6 +22,7 @@ Schema = dict[str, Any]
 SEED: dict[str, str] = {
     "capsule": "planops",
     "parallelism": "planops",
+    "activeDeadlineSeconds": "planops",
     "workspace": "1 (workdir)",
     "inputSchema": "2",
     "input": "2",
@@ -51,6 +52,7 @@ SEED: dict[str, str] = {
 EXAMPLE: dict[str, Any] = {
     "capsule": "default",
     "parallelism": 10,
+    "activeDeadlineSeconds": 3600,
     "workspace": {"size": "1Gi"},
     "inputSchema": {
         "type": "object",

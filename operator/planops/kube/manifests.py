@@ -203,6 +203,16 @@ def job(
     }
     if capsule.service_account_name:
         pod_spec["serviceAccountName"] = capsule.service_account_name
+    if capsule.node_failure_toleration_seconds is not None:
+        pod_spec["tolerations"] = [
+            {
+                "key": key,
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": capsule.node_failure_toleration_seconds,
+            }
+            for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+        ]
     if workspace_claim is not None:
         container["workingDir"] = WORKSPACE_MOUNT
         mounts.append({"name": "workspace", "mountPath": WORKSPACE_MOUNT})

@@ -81,6 +81,17 @@ def _pod_error(pod: Obj | None, limits: Obj | None) -> str | None:
     return f"exit code {code}" if code is not None else term.get("reason")
 
 
+def _disrupted(pod: Obj | None) -> bool:
+    """A pod the cluster is taking away (DisruptionTarget: evicted from a lost node, preempted,
+    drained) while its Job has not ended: with the node gone it may never end by itself."""
+    if pod is None or not pod["metadata"].get("deletionTimestamp"):
+        return False
+    return any(
+        c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+        for c in pod.get("status", {}).get("conditions") or []
+    )
+
+
 def _gone(pod: Obj | None, job_says: str) -> str | None:
     """Why a failed attempt's pod is missing or being deleted, when it is: deleted by hand,
     evicted, or its node lost (a disruption condition, set by the cluster, says which)."""
@@ -146,6 +157,19 @@ def job_attempt(job: Obj, pod: Obj | None) -> Observed:
             error = _gone(pod, job_says) or _pod_error(pod, limits) or job_says
         return Observed(
             step, attempt, name, "job", started, "failed", error, finished, pod_name, message
+        )
+    if _disrupted(pod):  # evicted (its node lost, preempted...): it will not finish
+        return Observed(
+            step,
+            attempt,
+            name,
+            "job",
+            started,
+            "failed",
+            _gone(pod, ""),
+            None,
+            pod_name,
+            stuck=True,
         )
     waiting = container.get("state", {}).get("waiting") or {}
     if waiting.get("reason") in CANNOT_START:

@@ -163,7 +163,18 @@ class Reconciler:
         facts, observed = await self._observe(ref, spec, capsule, previous)
         run = Run.restore(name, spec, facts)
         cancel = (meta.get("annotations") or {}).get(manifests.ANNOTATION_CANCEL)
-        if cancel:
+        started_at = status_.parse_rfc3339(str(run_info["startedAt"])) or now
+        deadline = (
+            started_at + spec.active_deadline_seconds if spec.active_deadline_seconds else None
+        )
+        overdue = deadline is not None and now >= deadline and not run.finished
+        if cancel or overdue:
+            why = (
+                str(cancel)
+                if cancel
+                else f"the plan ran longer than its activeDeadlineSeconds "
+                f"({spec.active_deadline_seconds}s)"
+            )
             await self._cancel(
                 plan,
                 ref,
@@ -175,7 +186,8 @@ class Reconciler:
                 generation,
                 events,
                 now,
-                str(cancel),
+                why,
+                "Cancelled" if cancel else "DeadlineExceeded",
             )
             return None
         waiting = self._answers(run, previous, meta, rid, events, now)
@@ -215,7 +227,6 @@ class Reconciler:
         waiting += [self._ask(d, capsule, name, events, now) for d in dispatched if d.kind == "ask"]
         finished = decision.finished
         report = run.report()
-        started_at = status_.parse_rfc3339(str(run_info["startedAt"])) or now
         self._set_running((namespace, name), len(run.in_flight_attempts()))
         new = status_.running(
             report,
@@ -240,8 +251,12 @@ class Reconciler:
         )
         await self._write(plan, previous, new)
         await events.flush()
-        # wake up at the first question's deadline (whenUnanswered applies then)
-        return max(0.0, min(w.deadline for w in waiting) - now) + 0.05 if waiting else None
+        # wake up at the first question's deadline (whenUnanswered applies then), and at the
+        # plan's own deadline
+        wake = [w.deadline for w in waiting]
+        if deadline is not None and not finished:
+            wake.append(deadline)
+        return max(0.0, min(wake) - now) + 0.05 if wake else None
 
     # -- validation ---------------------------------------------------------------------------
 
@@ -545,8 +560,11 @@ class Reconciler:
         events: Recorder,
         now: float,
         why: str,
+        reason: str = "Cancelled",
     ) -> None:
-        """`kubectl plan cancel`: stop what runs, report it as failed (cancelled), end the plan."""
+        """`kubectl plan cancel` (reason Cancelled) or the plan's activeDeadlineSeconds passed
+        (DeadlineExceeded): stop what runs, report it as failed, end the plan."""
+        label = "cancelled" if reason == "Cancelled" else "stopped"
         objects = {(o.step_id, o.attempt): o for o in observed}
         cancelled = []
         for step_id, attempt in run.in_flight_attempts():
@@ -557,7 +575,7 @@ class Reconciler:
                 await self.kube.delete_plan(ref.namespace, obj.object_name)
             started = obj.started_at if obj is not None else now
             cancelled.append(
-                StepRecord(step_id, "failed", None, f"cancelled ({why})", attempt, started, now)
+                StepRecord(step_id, "failed", None, f"{label} ({why})", attempt, started, now)
             )
         self._set_running((ref.namespace, ref.name), 0)
         report = run.report()
@@ -575,12 +593,13 @@ class Reconciler:
             started_at=started_at,
             now=now,
             cancelled=why,
+            stopped_reason=reason,
         )
         if previous.get("phase") not in FINISHED:
-            metrics.plans.labels("cancelled").inc()
+            metrics.plans.labels("cancelled" if reason == "Cancelled" else "failed").inc()
             events(
                 "PlanFailed",
-                f"cancelled ({why}); {len(cancelled)} running step(s) stopped",
+                f"{label} ({why}); {len(cancelled)} running step(s) stopped",
                 warning=True,
             )
         await self._write(plan, previous, new)

@@ -160,6 +160,7 @@ def running(
     started_at: float,
     now: float,
     cancelled: str | None = None,
+    stopped_reason: str = "Cancelled",
     records: int = 0,
     output_limit: int = 1 << 20,
 ) -> dict[str, Any]:
@@ -183,8 +184,8 @@ def running(
     elif phase == "Failed" and cancelled:
         cond = condition(
             "False",
-            "Cancelled",
-            f"cancelled: {cancelled}",
+            stopped_reason,
+            f"{'cancelled' if stopped_reason == 'Cancelled' else 'stopped'}: {cancelled}",
             generation,
             previous.get("conditions", []),
             now,
