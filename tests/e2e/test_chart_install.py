@@ -97,8 +97,11 @@ def release(
             kube.run("delete", "namespace", ns, "--wait=false", check=False)
 
 
-def _pod(kube: Kube, rel: Release, timeout: float = 120) -> dict[str, Any]:
-    """The operator's pod (after an upgrade, the old one may still be terminating)."""
+REPLICAS = 2  # the chart's default
+
+
+def _pods(kube: Kube, rel: Release, timeout: float = 120) -> list[dict[str, Any]]:
+    """The operator's pods (after an upgrade, old ones may still be terminating)."""
     selector = f"app.kubernetes.io/instance={rel.name}"
     deadline = time.monotonic() + timeout
     while True:
@@ -107,16 +110,37 @@ def _pod(kube: Kube, rel: Release, timeout: float = 120) -> dict[str, Any]:
             for p in kube.get("pods", "-n", rel.system, "-l", selector)["items"]
             if not p["metadata"].get("deletionTimestamp")
         ]
-        if len(pods) == 1:
-            return pods[0]
+        if len(pods) == REPLICAS:
+            return pods
         assert time.monotonic() < deadline, [p["metadata"]["name"] for p in pods]
         time.sleep(1)
 
 
+def _holder(kube: Kube, rel: Release) -> str | None:
+    got = kube.run(
+        "get", "lease", f"{rel.name}-planops", "-n", rel.system, "-o", "json", check=False
+    )
+    return json.loads(got.stdout)["spec"].get("holderIdentity") if got.returncode == 0 else None
+
+
+def _leader(kube: Kube, rel: Release, timeout: float = 60) -> dict[str, Any]:
+    """The pod holding the Lease (its identity is its pod name)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        by_name = {p["metadata"]["name"]: p for p in _pods(kube, rel)}
+        holder = _holder(kube, rel)
+        if holder in by_name:
+            return by_name[holder]
+        assert time.monotonic() < deadline, f"no pod holds the Lease ({holder})"
+        time.sleep(0.5)
+
+
 def test_the_installed_operator_runs_a_plan_under_the_charts_account(kube: Kube, release: Release):
-    pod = _pod(kube, release)
-    assert pod["spec"]["serviceAccountName"] == f"{release.name}-planops"
-    assert pod["status"]["phase"] == "Running"
+    pods = _pods(kube, release)
+    for p in pods:
+        assert p["spec"]["serviceAccountName"] == f"{release.name}-planops"
+        assert p["status"]["phase"] == "Running"
+    pod = _leader(kube, release)
     kube.apply(
         plan(
             "in-cluster",
@@ -205,18 +229,40 @@ def test_metrics_are_served_through_the_service(kube: Kube, release: Release):
         "-l",
         f"kubernetes.io/service-name={release.name}-planops-metrics",
     )["items"]
-    (address,) = [a for s in slices for e in s["endpoints"] for a in e["addresses"]]
+    addresses = [a for s in slices for e in s["endpoints"] for a in e["addresses"]]
+    assert len(addresses) == REPLICAS
     port = slices[0]["ports"][0]["port"]
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://{address}:{port}/metrics", timeout=5) as resp:
-                text = resp.read().decode()
-            break
-        except OSError:
-            assert time.monotonic() < deadline
-            time.sleep(1)
-    assert "planops_plans_total" in text and "planops_steps_running" in text
+    leading = []
+    for address in addresses:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://{address}:{port}/metrics", timeout=5) as r:
+                    text = r.read().decode()
+                break
+            except OSError:
+                assert time.monotonic() < deadline
+                time.sleep(1)
+        assert "planops_plans_total" in text and "planops_steps_running" in text
+        leading += [line for line in text.splitlines() if line.startswith("planops_leader ")]
+    assert sorted(leading) == ["planops_leader 0.0", "planops_leader 1.0"]  # one acts
+
+
+def test_the_standby_takes_over_when_the_leaders_pod_is_deleted(kube: Kube, release: Release):
+    old = _leader(kube, release)["metadata"]["name"]
+    gone_at = time.monotonic()
+    kube.run("delete", "pod", old, "-n", release.system, "--wait=false")
+    deadline = time.monotonic() + 60
+    while (holder := _holder(kube, release)) in (old, None):
+        assert time.monotonic() < deadline, "the standby never took the Lease"
+        time.sleep(0.2)
+    print(
+        f"in-cluster failover: the Lease went from {old} to {holder} in "
+        f"{time.monotonic() - gone_at:.1f}s (a deleted pod releases it on SIGTERM)"
+    )
+    kube.apply(plan("after-failover", {"id": "a", "shell": "echo still here"}), "-n", release.work)
+    obj = wait_plan(kube, release.work, "after-failover", timeout=120)
+    assert steps(obj)["a"]["output"] == "still here\n"
 
 
 def _apply(kube: Kube, ns: str, manifest: dict[str, Any]) -> subprocess.CompletedProcess[str]:
@@ -267,14 +313,16 @@ def test_upgrade_rolls_new_flags_and_uninstall_keeps_crds_and_plans(
     )
     deadline = time.monotonic() + 120
     while True:
-        pod = _pod(kube, release)
-        args = pod["spec"]["containers"][0]["args"]
-        ready = pod["status"].get("phase") == "Running" and all(
-            c.get("ready") for c in pod["status"].get("containerStatuses", [])
+        pods = _pods(kube, release)
+        rolled = all(
+            "--max-memory=128Mi" in p["spec"]["containers"][0]["args"]
+            and p["status"].get("phase") == "Running"
+            and all(c.get("ready") for c in p["status"].get("containerStatuses", []))
+            for p in pods
         )
-        if "--max-memory=128Mi" in args and ready:
+        if rolled and _holder(kube, release) in {p["metadata"]["name"] for p in pods}:
             break
-        assert time.monotonic() < deadline, pod["status"]
+        assert time.monotonic() < deadline, [p["status"] for p in pods]
         time.sleep(1)
     # the new ceiling applies: the default 256Mi limit is above it (refused at apply by the
     # webhook, whose certificate survived the upgrade; or Invalid if it is not reachable yet)
