@@ -27,8 +27,10 @@ from planops.engine.references import strings
 
 RESERVED = ("input", "item", "index", "accumulator", "length")
 STEP_FIELDS = ("output", "status", "json")
-TEMPLATE = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
+#: Each `.part` starts with a dot that no part contains: one way to match, linear time.
 PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$")
+#: One character class: a search for it cannot backtrack.
+_BRACE = re.compile(r"[{}]")
 
 
 class TemplateError(ValueError):
@@ -46,6 +48,35 @@ class Template:
         return self.path[0] if self.root not in RESERVED and self.path else None
 
 
+def scan(text: str) -> Iterator[tuple[int, int, str]]:
+    """Every template in `text`, left to right, as (start, end, expression stripped).
+
+    The language is that of the regex `\\{\\{\\s*([^{}]*?)\\s*\\}\\}` (a template is `{{`, text
+    without braces, `}}`; the expression is that text without surrounding whitespace), but the
+    regex backtracks: `{{` followed by n spaces and no `}}` cost it O(n^3) (a 3 kB field took
+    minutes of the validator). This scan reads each character a bounded number of times: from a
+    `{{`, the first brace after it either starts `}}` (a template) or does not (no template starts
+    there; the next `{{` is looked for one character on, as the regex's search would).
+    """
+    pos = 0
+    while (start := text.find("{{", pos)) >= 0:
+        brace = _BRACE.search(text, start + 2)
+        close = brace.start() if brace is not None else len(text)
+        if text.startswith("}}", close):
+            yield start, close + 2, text[start + 2 : close].strip()
+            pos = close + 2
+        else:
+            pos = start + 1
+
+
+def _whole(text: str) -> str | None:
+    """The expression when `text` is exactly one template (a typed splice), else None."""
+    if not text.startswith("{{"):
+        return None
+    first = next(scan(text), None)
+    return first[2] if first is not None and first[0] == 0 and first[1] == len(text) else None
+
+
 def parse(expr: str, text: str) -> Template:
     if not PATH.match(expr):
         raise TemplateError(f"{text}: expected a dotted path such as input.name or build.output")
@@ -56,12 +87,16 @@ def parse(expr: str, text: str) -> Template:
 def find(value: Any) -> Iterator[tuple[str, Template | TemplateError]]:
     """Every template in a JSON value (any depth) as (field path suffix, template or error)."""
     for where, text in strings(value, ""):
-        for m in TEMPLATE.finditer(text):
+        if "{{" not in text:
+            continue
+        found = 0
+        for start, end, expr in scan(text):
+            found += 1
             try:
-                yield where, parse(m.group(1), m.group(0))
+                yield where, parse(expr, text[start:end])
             except TemplateError as e:
                 yield where, e
-        if text.count("{{") != len(TEMPLATE.findall(text)):
+        if text.count("{{") != found:
             yield where, TemplateError(f"{text!r}: an unclosed or nested '{{{{'")
 
 
@@ -101,17 +136,28 @@ def _resolve(t: Template, lookup: Lookup) -> Any:
 def render(value: Any, lookup: Lookup) -> Any:
     """`value` with every template rendered (a new value); raises TemplateError."""
     if isinstance(value, str):
-        whole = TEMPLATE.fullmatch(value)
-        if whole is not None:
-            return _resolve(parse(whole.group(1), value), lookup)
         if "{{" not in value:
             return value
-        return TEMPLATE.sub(lambda m: _text(_resolve(parse(m.group(1), m.group(0)), lookup)), value)
+        whole = _whole(value)
+        if whole is not None:
+            return _resolve(parse(whole, value), lookup)
+        return _interpolate(value, lookup)
     if isinstance(value, dict):
         return {k: render(v, lookup) for k, v in value.items()}
     if isinstance(value, list):
         return [render(v, lookup) for v in value]
     return value
+
+
+def _interpolate(text: str, lookup: Lookup) -> str:
+    """Each template of `text` replaced by its value as text; the values are never scanned."""
+    out: list[str] = []
+    pos = 0
+    for start, end, expr in scan(text):
+        out += (text[pos:start], _text(_resolve(parse(expr, text[start:end]), lookup)))
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def _text(value: Any) -> str:

@@ -69,14 +69,17 @@ class _Checker:
     default_verdict: list[tuple[str, str]] | None = None
     #: each shell line split once per plan (the shell check and the template check both need it)
     words: dict[str, list[str] | None] = field(default_factory=dict)
+    #: why a line could not be split (shlex is slow on long lines: never split one twice)
+    split_errors: dict[str, str] = field(default_factory=dict)
 
     def split(self, command: str) -> list[str] | None:
         """shell_words(command), cached; None when it cannot be split."""
         if command not in self.words:
             try:
                 self.words[command] = shell_words(command)
-            except ValueError:
+            except ValueError as e:
                 self.words[command] = None
+                self.split_errors[command] = str(e)
         return self.words[command]
 
     def add(self, code: str, step: str | None, path: str, message: str) -> None:
@@ -276,10 +279,8 @@ def _check_shell(c: _Checker, step: Step, path: str) -> None:
     assert step.shell is not None
     words = c.split(step.shell)
     if words is None:
-        try:
-            shell_words(step.shell)
-        except ValueError as e:  # the reason, for the message
-            c.add("shell-syntax", step.id, f"{path}.shell", f"cannot split the command line: {e}")
+        why = c.split_errors[step.shell]
+        c.add("shell-syntax", step.id, f"{path}.shell", f"cannot split the command line: {why}")
         return
     if not words:
         c.add("shell-syntax", step.id, f"{path}.shell", "the command line is empty")
