@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from planops.engine import templates
+from planops.engine import jsonschemas, templates
 
 OPS = ("eq", "ne", "gt", "lt", "gte", "lte", "empty", "not_empty", "contains")
 UNARY = ("empty", "not_empty")
@@ -161,6 +161,14 @@ def ask_problems(raw: Any) -> list[tuple[str, str]]:
         out.append((".whenUnanswered", f"is {mode!r}; expected fail or default"))
     if mode == "default" and "default" not in spec:
         out.append((".default", "whenUnanswered: default needs a default answer"))
+    if schema is not None:
+        unusable = jsonschemas.schema_problems(schema)
+        out += [
+            (".outputSchema" + "".join(f".{p}" for p in path), message)
+            for path, message in unusable
+        ]
+        if unusable:
+            schema = None
     if "default" in spec and schema is not None and not _has_template(spec["default"]):
         problem = answer_problem(schema, spec["default"])
         if problem:
@@ -182,12 +190,15 @@ def render_ask(spec: Any, lookup: templates.Lookup) -> dict[str, Any]:
 
 
 def answer_problem(schema: dict[str, Any], answer: Any) -> str | None:
-    """Why `answer` does not conform to the ask's outputSchema (None: it does)."""
-    import jsonschema  # noqa: PLC0415 - only asks need it
-
-    errors = sorted(
-        jsonschema.Draft202012Validator(schema).iter_errors(answer), key=lambda e: list(e.path)
-    )
+    """Why `answer` does not conform to the ask's outputSchema (None: it does). Evaluated by
+    engine.jsonschemas (patterns on RE2, no remote references), like the plan's input."""
+    unusable = jsonschemas.schema_problems(schema)
+    if unusable:
+        return "the outputSchema cannot be used: " + "; ".join(m for _, m in unusable)
+    try:
+        errors = sorted(jsonschemas.evaluate(schema, answer), key=lambda e: list(map(str, e.path)))
+    except jsonschemas.UnusableSchemaError as e:
+        return f"the outputSchema cannot be used: {e}"
     if not errors:
         return None
     return "; ".join(

@@ -15,12 +15,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Protocol
 
-import jsonschema
-
 from planops.api import quantity
 from planops.api.models import NEEDS_A_MODEL, STEP_KINDS, CapsuleSpec, PlanSpec, Step
 from planops.api.resources import resources as effective_resources
-from planops.engine import bodies, conditions, control, references, templates
+from planops.engine import bodies, conditions, control, jsonschemas, references, templates
 from planops.engine.dag import Graph
 from planops.engine.errors import PlanError
 
@@ -314,25 +312,23 @@ def _check_capsule_step(c: _Checker, step: Step, path: str) -> None:
 
 def _check_input(c: _Checker) -> None:
     """Seed 2: the input schema is a Draft 2020-12 schema and the input satisfies it (every
-    violation reported, with its path)."""
+    violation reported, with its path). Evaluated by engine.jsonschemas: patterns on RE2, no
+    remote references."""
     spec = c.spec
     if spec.input_schema is None:
         return
-    try:
-        jsonschema.Draft202012Validator.check_schema(spec.input_schema)
-    except jsonschema.SchemaError as e:
-        where = ".".join(str(p) for p in e.absolute_path)
-        c.add(
-            "input-schema",
-            None,
-            "inputSchema" + (f".{where}" if where else ""),
-            f"not a valid JSON Schema: {e.message}",
-        )
+    problems = jsonschemas.schema_problems(spec.input_schema)
+    for path, message in problems:
+        where = ".".join(str(p) for p in path)
+        c.add("input-schema", None, "inputSchema" + (f".{where}" if where else ""), message)
+    if problems:
         return
-    validator = jsonschema.Draft202012Validator(spec.input_schema)
-    for err in sorted(
-        validator.iter_errors(spec.input or {}), key=lambda e: list(map(str, e.path))
-    ):
+    try:
+        errors = jsonschemas.evaluate(spec.input_schema, spec.input or {})
+    except jsonschemas.UnusableSchemaError as e:
+        c.add("input-schema", None, "inputSchema", f"cannot be evaluated: {e}")
+        return
+    for err in sorted(errors, key=lambda e: list(map(str, e.path))):
         where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path)
         c.add("input-schema", None, f"input{where}", err.message)
 
