@@ -440,15 +440,14 @@ class Run:
             return None
         words = None
         try:
-            resolved = (
-                references.resolve_input(step.input, self._lookup)
-                if self._has_refs[i]
-                else step.input
-            )
+            resolved = step.input
             if step.ask is not None:
+                if self._has_refs[i]:  # unused by an ask, but an unsettled one fails it as before
+                    references.resolve_input(step.input, self._lookup)
                 resolved = control.render_ask(step.ask, self._template_lookup)
-            elif self._has_templates[i]:
-                resolved = templates.render(resolved, self._template_lookup)
+            elif self._has_refs[i] or self._has_templates[i]:
+                # one pass: references and templates together, nothing they yield rescanned
+                resolved = templates.render(step.input, self._template_lookup, self._lookup)
             if step.shell is not None:
                 words = shell_words(step.shell)
                 if self._has_templates[i]:

@@ -5,9 +5,10 @@ and a control step's result fields directly: `{{scan.results}}`, `{{pick.items}}
 - A string that is exactly one template is a *typed splice*: it becomes the value itself (a number
   stays a number, an object an object). Anywhere else in a string, the value is interpolated as
   text (strings as they are, other values as JSON).
-- Rendered at dispatch time, like seed 1's references; a step result may only be used by a step
-  that depends on it, directly or transitively (the validator refuses the rest, code `template`),
-  so at dispatch the value is always there.
+- Rendered at dispatch time, in one pass with seed 1's references (`render(..., refs=)`): a
+  value that a reference or a template yields is never scanned for templates again. A step
+  result may only be used by a step that depends on it, directly or transitively (the validator
+  refuses the rest, code `template`), so at dispatch the value is always there.
 - In a shell step a template is substituted *per word*, after the command line is split, and
   never in the first word (the allowlist check stays static): a value can never add words or
   options, whatever it contains.
@@ -23,6 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from planops.engine import references
 from planops.engine.references import strings
 
 RESERVED = ("input", "item", "index", "accumulator", "length")
@@ -133,9 +135,22 @@ def _resolve(t: Template, lookup: Lookup) -> Any:
     return base
 
 
-def render(value: Any, lookup: Lookup) -> Any:
-    """`value` with every template rendered (a new value); raises TemplateError."""
+def render(value: Any, lookup: Lookup, refs: references.Lookup | None = None) -> Any:
+    """`value` with every template rendered (a new value); raises TemplateError.
+
+    With `refs`, a string that is a whole seed-1 reference (`$id.output`) is resolved in the same
+    walk (UnsettledReference when its step has not settled): a step's input is rendered in **one
+    pass**. Each string of the definition is either a reference or a template string, and what a
+    reference or a template yields is never scanned again. (Resolving references first and
+    rendering templates over the result let a step's output, or the plan's input, carry
+    `{{other.output}}` into a step that does not depend on `other`: the validator only sees the
+    definition.)
+    """
     if isinstance(value, str):
+        if refs is not None and value.startswith("$"):
+            ref = references.parse(value)
+            if ref is not None:
+                return references.resolve(ref, refs)
         if "{{" not in value:
             return value
         whole = _whole(value)
@@ -143,9 +158,9 @@ def render(value: Any, lookup: Lookup) -> Any:
             return _resolve(parse(whole, value), lookup)
         return _interpolate(value, lookup)
     if isinstance(value, dict):
-        return {k: render(v, lookup) for k, v in value.items()}
+        return {k: render(v, lookup, refs) for k, v in value.items()}
     if isinstance(value, list):
-        return [render(v, lookup) for v in value]
+        return [render(v, lookup, refs) for v in value]
     return value
 
 
