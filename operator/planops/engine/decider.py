@@ -116,6 +116,8 @@ class Run:
     #: a body's Run (engine.bodyrun): lookups fall back to the enclosing run after `scope`
     parent: Run | None = None
     scope: dict[str, Any] = field(default_factory=dict)  # item, index, length, accumulator
+    #: a body's Run: what qualifies its step ids in messages (`scan.3.`)
+    prefix: str = ""
     graph: Graph = field(init=False)
     _states: list[_State] = field(init=False)
     _remaining: list[int] = field(init=False)
@@ -164,8 +166,9 @@ class Run:
         facts: Facts,
         parent: Run | None = None,
         scope: dict[str, Any] | None = None,
+        prefix: str = "",
     ) -> Run:
-        run = cls(plan_id, spec, parent, scope or {})
+        run = cls(plan_id, spec, parent, scope or {}, prefix)
         settled_ids = {r.step_id for r in facts.settled}
         body_records: dict[int, list[StepRecord]] = {}
         body_attempts: dict[int, list[AttemptFact]] = {}
@@ -451,7 +454,9 @@ class Run:
             if step.shell is not None:
                 words = shell_words(step.shell)
                 if self._has_templates[i]:
-                    words = [words[0], *templates.render_words(words[1:], self._template_lookup)]
+                    words = templates.render_command(
+                        words, self._template_lookup, self.prefix + step.id
+                    )
         except (references.UnsettledReference, templates.TemplateError) as e:
             self._attempt_failed(i, None, str(e), now)
             return None

@@ -10,8 +10,9 @@ and a control step's result fields directly: `{{scan.results}}`, `{{pick.items}}
   result may only be used by a step that depends on it, directly or transitively (the validator
   refuses the rest, code `template`), so at dispatch the value is always there.
 - In a shell step a template is substituted *per word*, after the command line is split, and
-  never in the first word (the allowlist check stays static): a value can never add words or
-  options, whatever it contains.
+  never in the first word (the allowlist check stays static): a value can never add words,
+  whatever it contains. Nor options: a word that begins with a template may not render to text
+  starting with `-` unless an earlier literal word is `--` (`render_command`).
 
 Reserved roots (seed 2): input, item, index, accumulator, length; step ids may not shadow them.
 """
@@ -179,7 +180,39 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def render_words(words: list[str], lookup: Lookup) -> list[str]:
-    """A shell step's words after splitting: each word rendered to text on its own (never
-    re-split, so a value cannot inject words or options)."""
-    return [_text(render(w, lookup)) for w in words]
+class OptionLikeWordError(TemplateError):
+    """A shell word that begins with a template renders to text starting with `-`."""
+
+
+#: how much of a refused value an error shows
+_SHOWN = 60
+
+
+def render_command(words: list[str], lookup: Lookup, step: str) -> list[str]:
+    """A shell step's words after splitting, each word after the binary rendered to text on its
+    own: never re-split, so a value cannot add words.
+
+    Nor options: a word that *begins* with a template and renders to text starting with `-` is
+    refused (OptionLikeWordError, a failed attempt like any template that cannot render), unless
+    an earlier literal word of the line is exactly `--`, after which programs read operands. `date
+    {{input.when}}` with `--file=/etc/passwd` would print that file. A word that begins with text
+    the author wrote (`--name={{input.x}}`, `-{{input.flags}}`) is the author's option.
+    """
+    out = [words[0]]
+    operands = False  # an earlier literal `--`: what follows is read as operands
+    for n, word in enumerate(words[1:], 1):
+        first = next(scan(word), None) if "{{" in word else None
+        if first is None:  # literal (an unclosed `{{` is refused by the validator)
+            out.append(word)
+            operands = operands or word == "--"
+            continue
+        text = _text(render(word, lookup))
+        if first[0] == 0 and text.startswith("-") and not operands:
+            shown = text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
+            raise OptionLikeWordError(
+                f"step {step!r}: argument {n} of the command line, {word!r}, renders to "
+                f"{shown!r}, which starts with '-': the program would read it as an option. Put "
+                "`--` before it in the command line if the program should read it as an operand"
+            )
+        out.append(text)
+    return out
