@@ -7,7 +7,6 @@ A plan with any error runs nothing at all.
 
 from __future__ import annotations
 
-import fnmatch
 import re
 import shlex
 from collections.abc import Callable, Iterable, Mapping
@@ -18,7 +17,15 @@ from typing import Any, Protocol
 from planops.api import quantity
 from planops.api.models import NEEDS_A_MODEL, STEP_KINDS, CapsuleSpec, PlanSpec, Step
 from planops.api.resources import resources as effective_resources
-from planops.engine import bodies, conditions, control, jsonschemas, references, templates
+from planops.engine import (
+    bodies,
+    conditions,
+    control,
+    images,
+    jsonschemas,
+    references,
+    templates,
+)
 from planops.engine.dag import Graph
 from planops.engine.errors import PlanError
 
@@ -99,11 +106,16 @@ def shell_words(command: str) -> list[str]:
 
 
 def image_allowed(image: str, capsule: CapsuleSpec, policy: Policy) -> bool:
-    """Allowed by the capsule's patterns (or its default image) *and* the operator's."""
-    by_capsule = image == capsule.image or any(
-        fnmatch.fnmatchcase(image, p) for p in capsule.images
+    """Allowed by the capsule's patterns (or its default image) *and* the operator's, matched
+    component by component (engine.images): a `*` never crosses a `/`. Not an image reference
+    at all: allowed by nothing."""
+    ref = images.parse(image)
+    if ref is None:
+        return False
+    by_capsule = (capsule.image is not None and images.parse(capsule.image) == ref) or any(
+        images.matches(p, ref) for p in capsule.images
     )
-    return by_capsule and any(fnmatch.fnmatchcase(image, p) for p in policy.images)
+    return by_capsule and any(images.matches(p, ref) for p in policy.images)
 
 
 def capsule_name(spec: PlanSpec) -> str:
@@ -209,7 +221,10 @@ def _check_step(c: _Checker, graph: Graph, step: Step, path: str) -> None:
             step.id,
             f"{path}.image",
             f"image {step.image!r} is not allowed by Capsule {c.capsule_name!r} (spec.images) "
-            "and the operator's allowlist",
+            "and the operator's allowlist"
+            if images.parse(step.image) is not None
+            else f"{step.image!r} is not an image reference ([host[:port]/]path[:tag][@digest], "
+            "the path in lowercase)",
         )
     if step.resources is not None:
         _check_quantities(c, step, path)
