@@ -124,8 +124,9 @@ def normalize_ask(spec: Any) -> dict[str, Any]:
     return {_SNAKE.get(str(k), str(k)): v for k, v in spec.items()}
 
 
-def ask_problems(raw: Any) -> list[tuple[str, str]]:
-    """Static problems of an ask step's grammar, as (field suffix, message)."""
+def ask_problems(raw: Any, tick: jsonschemas.Tick | None = None) -> list[tuple[str, str]]:
+    """Static problems of an ask step's grammar, as (field suffix, message); `tick` as for
+    jsonschemas.evaluate (checking the default against the schema)."""
     if not isinstance(raw, dict):
         return [("", "expected an object {prompt, outputSchema, whenUnanswered?, default?}")]
     spec = normalize_ask(raw)
@@ -170,7 +171,7 @@ def ask_problems(raw: Any) -> list[tuple[str, str]]:
         if unusable:
             schema = None
     if "default" in spec and schema is not None and not _has_template(spec["default"]):
-        problem = answer_problem(schema, spec["default"])
+        problem = answer_problem(schema, spec["default"], tick)
         if problem:
             out.append((".default", f"does not conform to outputSchema: {problem}"))
     return out
@@ -189,14 +190,18 @@ def render_ask(spec: Any, lookup: templates.Lookup) -> dict[str, Any]:
     return out
 
 
-def answer_problem(schema: dict[str, Any], answer: Any) -> str | None:
+def answer_problem(
+    schema: dict[str, Any], answer: Any, tick: jsonschemas.Tick | None = None
+) -> str | None:
     """Why `answer` does not conform to the ask's outputSchema (None: it does). Evaluated by
     engine.jsonschemas (patterns on RE2, no remote references), like the plan's input."""
     unusable = jsonschemas.schema_problems(schema)
     if unusable:
         return "the outputSchema cannot be used: " + "; ".join(m for _, m in unusable)
     try:
-        errors = sorted(jsonschemas.evaluate(schema, answer), key=lambda e: list(map(str, e.path)))
+        errors = sorted(
+            jsonschemas.evaluate(schema, answer, tick), key=lambda e: list(map(str, e.path))
+        )
     except jsonschemas.UnusableSchemaError as e:
         return f"the outputSchema cannot be used: {e}"
     if not errors:

@@ -61,6 +61,30 @@ class Policy:
     max_memory: str | None = None
 
 
+@dataclass(frozen=True)
+class Budget:
+    """How long one validation may take, by an injected clock (the engine never reads the time
+    itself). The validator runs in the operator (the admission webhook, every reconcile): a huge
+    plan must cost it a bounded time and come back with one clear refusal."""
+
+    seconds: float
+    clock: Callable[[], float]
+
+
+#: the clock is read once per this many checks (steps, body steps, schema keywords)
+BUDGET_EVERY = 256
+#: what the operator gives one validation (reconcile, admission): well under the admission
+#: webhook's default timeout (10 s), which also covers reading the Capsule. A 10,000-step plan
+#: validates in ~0.1 s (docs/performance.md).
+OPERATOR_BUDGET_SECONDS = 4.0
+
+
+class _OverBudgetError(Exception):
+    def __init__(self, where: str) -> None:
+        super().__init__(where)
+        self.where = where
+
+
 @dataclass
 class _Checker:
     spec: PlanSpec
@@ -68,6 +92,9 @@ class _Checker:
     capsule: CapsuleSpec | None
     policy: Policy
     errors: list[PlanError] = field(default_factory=list)
+    budget: Budget | None = None
+    deadline: float = 0.0
+    ticks: int = 0
     #: (resource, ceiling, whose) parsed once per plan; None until first needed
     ceilings: list[tuple[str, Decimal, str, str]] | None = None
     #: the verdict for steps without resources of their own (they all get the same limits)
@@ -89,6 +116,19 @@ class _Checker:
 
     def add(self, code: str, step: str | None, path: str, message: str) -> None:
         self.errors.append(PlanError(code, step, path, message))
+
+    def check(self, where: str) -> None:
+        """Past the budget (if any), validation stops here (_OverBudgetError)."""
+        if self.budget is not None and self.budget.clock() > self.deadline:
+            raise _OverBudgetError(where)
+
+    def tick(self, where: str) -> None:
+        """One unit of work done (a body step, a schema keyword) at `where`: the clock is read
+        every BUDGET_EVERY. (The loops over the plan's steps check by index: no call per step
+        on the hot path, see bench/engine.py.)"""
+        self.ticks += 1
+        if self.ticks % BUDGET_EVERY == 0:
+            self.check(where)
 
 
 _SHLEX_WHITESPACE = re.compile(r"[ \t\r\n]+")
@@ -123,11 +163,37 @@ def capsule_name(spec: PlanSpec) -> str:
 
 
 def validate(
-    spec: PlanSpec, resolve_capsule: CapsuleResolver, policy: Policy | None = None
+    spec: PlanSpec,
+    resolve_capsule: CapsuleResolver,
+    policy: Policy | None = None,
+    budget: Budget | None = None,
 ) -> list[PlanError]:
-    """Every refusal of `spec`, sorted by step position; [] when the plan may run."""
+    """Every refusal of `spec`, sorted by step position; [] when the plan may run.
+
+    With a `budget`, a validation that runs past it stops and returns one error instead (code
+    `limits`, path `steps`): the plan was not judged, so it may not run."""
     name = capsule_name(spec)
-    checker = _Checker(spec, name, resolve_capsule(name), policy or Policy())
+    checker = _Checker(spec, name, resolve_capsule(name), policy or Policy(), budget=budget)
+    if budget is not None:
+        checker.deadline = budget.clock() + budget.seconds
+    try:
+        return _validate(checker)
+    except _OverBudgetError as e:
+        assert budget is not None
+        return [
+            PlanError(
+                "limits",
+                None,
+                "steps",
+                f"validation took longer than its budget of {budget.seconds:g}s: stopped at "
+                f"{e.where} of a plan of {len(spec.steps)} steps, nothing of it judged; split it "
+                "(a capsule step runs another Capsule's plan) or make it smaller",
+            )
+        ]
+
+
+def _validate(checker: _Checker) -> list[PlanError]:
+    spec, name = checker.spec, checker.capsule_name
     if checker.capsule is None:
         checker.add(
             "no-capsule",
@@ -147,6 +213,8 @@ def validate(
     seen: set[str] = set()
     for i, step in enumerate(spec.steps):
         path = f"steps[{i}]"
+        if not i % BUDGET_EVERY:
+            checker.check(path)
         if step.id in seen:
             checker.add(
                 "duplicate-id", step.id, f"{path}.id", f"step id {step.id!r} is declared twice"
@@ -339,7 +407,9 @@ def _check_input(c: _Checker) -> None:
     if problems:
         return
     try:
-        errors = jsonschemas.evaluate(spec.input_schema, spec.input or {})
+        errors = jsonschemas.evaluate(
+            spec.input_schema, spec.input or {}, tick=lambda: c.tick("inputSchema")
+        )
     except jsonschemas.UnusableSchemaError as e:
         c.add("input-schema", None, "inputSchema", f"cannot be evaluated: {e}")
         return
@@ -378,6 +448,8 @@ def _check_templates(c: _Checker, graph: Graph) -> None:
     steps = c.spec.steps
     for i, step in enumerate(steps):
         path = f"steps[{i}]"
+        if not i % BUDGET_EVERY:
+            c.check(path)
         if step.id in templates.RESERVED:
             _reserved_id(c, step.id, path)
         ancestors: set[str] | None = None
@@ -486,6 +558,7 @@ def _check_bodies(c: _Checker, graph: Graph, i: int, step: Step, path: str, seen
                 scope.add("accumulator")
             for j, b in enumerate(steps):
                 bpath = where if single else f"{where}[{j}]"
+                c.tick(bpath)
                 name = bodies.qualified(step.id, key, b.id)
                 nested = [k for k in bodies.BODY_KINDS if getattr(b, k) is not None]
                 if nested:
@@ -670,7 +743,7 @@ def _check_control(c: _Checker, step: Step, path: str) -> None:
                 "plan can run any agent image)",
             )
     if step.ask is not None:
-        for suffix, message in control.ask_problems(step.ask):
+        for suffix, message in control.ask_problems(step.ask, tick=lambda: c.tick(path)):
             c.add("control", step.id, f"{path}.ask{suffix}", message)
     if step.decide is not None:
         _check_fields(
