@@ -129,11 +129,18 @@ def _resolve(t: Template, lookup: Lookup) -> Any:
     for part in path:
         if isinstance(base, dict) and part in base:
             base = base[part]
-        elif isinstance(base, list) and part.isdigit() and int(part) < len(base):
-            base = base[int(part)]
+        elif isinstance(base, list) and part.isdigit() and _index(part) < len(base):
+            base = base[_index(part)]
         else:
             raise TemplateError(f"{t.text}: no {part!r} in the value")
     return base
+
+
+def _index(part: str) -> int:
+    """A list index written in a template path: int() refuses more than 4300 digits (a
+    ValueError that would escape the decider), and no list is that long anyway."""
+    digits = part.lstrip("0") or "0"
+    return int(digits) if len(digits) <= 18 else 1 << 62
 
 
 def render(value: Any, lookup: Lookup, refs: references.Lookup | None = None) -> Any:

@@ -101,6 +101,8 @@ class _Checker:
     default_verdict: list[tuple[str, str]] | None = None
     #: each shell line split once per plan (the shell check and the template check both need it)
     words: dict[str, list[str] | None] = field(default_factory=dict)
+    #: the ancestors of a control step, computed once for all the templates of its bodies
+    body_ancestors: dict[int, set[str]] = field(default_factory=dict)
     #: why a line could not be split (shlex is slow on long lines: never split one twice)
     split_errors: dict[str, str] = field(default_factory=dict)
 
@@ -192,8 +194,60 @@ def validate(
         ]
 
 
+#: how deeply a plan's JSON values may nest (containers in containers): the walks over them
+#: (references, templates, schemas, the decider's rendering) recurse, and a RecursionError would
+#: escape the validator and every reconcile
+MAX_DEPTH = 64
+#: the Step fields that hold free-form JSON
+_NESTED = ("input", "exit", "filter", "decide", "map", "reduce", "ask", "agent", "infer")
+_CONTAINERS = (dict, list)
+
+
+def _too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether `value` nests more than `limit` containers deep (iteratively: no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        children = v.values() if isinstance(v, dict) else v
+        if depth > limit:
+            return True
+        stack += [(c, depth + 1) for c in children if c.__class__ in _CONTAINERS]
+    return False
+
+
+def _deep_fields(spec: PlanSpec) -> list[tuple[str | None, str]]:
+    """(step id, field path) of every JSON value of the plan nested too deeply."""
+    found: list[tuple[str | None, str]] = [
+        (None, name)
+        for name, value in (
+            ("input", spec.input),
+            ("inputSchema", spec.input_schema),
+            ("output", spec.output),
+        )
+        if value.__class__ in _CONTAINERS and _too_deep(value)
+    ]
+    for i, step in enumerate(spec.steps):
+        fields = step.__dict__
+        for name in _NESTED:
+            value = fields[name]
+            if value.__class__ in _CONTAINERS and _too_deep(value):
+                found.append((step.id, f"steps[{i}].{name}"))
+    return found
+
+
 def _validate(checker: _Checker) -> list[PlanError]:
     spec, name = checker.spec, checker.capsule_name
+    deep = _deep_fields(spec)
+    if deep:  # judged no further: every other check walks these values recursively
+        for step_id, path in deep:
+            checker.add(
+                "limits",
+                step_id,
+                path,
+                f"nested more than {MAX_DEPTH} levels deep (objects and lists within each "
+                "other); nothing else of the plan is judged until it is flatter",
+            )
+        return checker.errors
     if checker.capsule is None:
         checker.add(
             "no-capsule",
@@ -454,11 +508,13 @@ def _check_templates(c: _Checker, graph: Graph) -> None:
             _reserved_id(c, step.id, path)
         ancestors: set[str] | None = None
 
-        def root_problem(t: templates.Template, i: int = i) -> str | None:
+        def root_problem(t: templates.Template, i: int = i, step: Step = step) -> str | None:
             nonlocal ancestors
             problem = _template_root_problem(graph, t)
             if problem is None and t.root not in templates.RESERVED:
                 problem = _field_problem(t, steps[graph.index[t.root]])
+                if problem is None and t.root in step.depends_on:
+                    return None  # a direct dependency: no walk of the ancestors
                 ancestors = _ancestors(graph, i) if ancestors is None else ancestors
                 if problem is None and t.root not in ancestors:
                     problem = (
@@ -556,6 +612,7 @@ def _check_bodies(c: _Checker, graph: Graph, i: int, step: Step, path: str, seen
                 scope |= {"item", "index", "length"}
             if kind == "reduce":
                 scope.add("accumulator")
+            earlier: dict[str, Step] = {}  # the body's steps before this one (grown, not rebuilt)
             for j, b in enumerate(steps):
                 bpath = where if single else f"{where}[{j}]"
                 c.tick(bpath)
@@ -590,7 +647,6 @@ def _check_bodies(c: _Checker, graph: Graph, i: int, step: Step, path: str, seen
                         _reserved_id(c, name, bpath)
                 named = b.model_copy(update={"id": name})
                 _check_step(c, body_graph, named, bpath)
-                earlier = {s.id: s for s in steps[:j]}
 
                 def root_problem(
                     t: templates.Template,
@@ -601,6 +657,7 @@ def _check_bodies(c: _Checker, graph: Graph, i: int, step: Step, path: str, seen
                     return _body_root_problem(c, graph, i, kind, scope, earlier, t)
 
                 _check_step_templates(c, named, bpath, root_problem)
+                earlier[b.id] = b
 
 
 def _body_root_problem(
@@ -622,7 +679,9 @@ def _body_root_problem(
         return _field_problem(t, earlier[t.root])
     if t.root in graph.index:
         problem = _field_problem(t, c.spec.steps[graph.index[t.root]])
-        if problem is None and t.root not in _ancestors(graph, i):
+        if i not in c.body_ancestors:
+            c.body_ancestors[i] = _ancestors(graph, i)
+        if problem is None and t.root not in c.body_ancestors[i]:
             control_id = c.spec.steps[i].id
             problem = (
                 f"{t.text} uses step {t.root!r}, which the {kind} step {control_id!r} does not "
