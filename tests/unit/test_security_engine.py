@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import json
 import time
+
+import pytest
 
 from planops.engine import Policy, Run, validate
 
@@ -74,3 +77,71 @@ def test_a_body_of_thousands_of_steps_is_judged_in_linear_time():
     t0 = time.perf_counter()
     assert validate(spec, resolver(), Policy(max_steps=100_000)) == []
     assert time.perf_counter() - t0 < BOUND_SECONDS
+
+
+def settle_then_dispatch(spec, outputs):
+    """Run `spec`: the steps named in `outputs` finish with those outputs; returns the Run and
+    the decision that follows them."""
+    assert validate(spec, resolver(), Policy(max_steps=100_000)) == []
+    run = Run("p", spec)
+    decision = run.decide(0.0)
+    for d in decision.dispatch:
+        run.finish_attempt(d.step.id, d.attempt, "success", outputs[d.step.id], None, 1.0)
+    return run, run.decide(2.0)
+
+
+BIG = "x" * 65536  # a step's default output cap
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        {"tool": "notes", "input": {"t": "{{a.output}}" * 40}},  # 2.6 MB of text
+        {"tool": "notes", "input": {"t": ["{{a.output}}"] * 40}},  # as typed splices
+        {"tool": "notes", "input": {"t": ["$a.output"] * 40}},  # as seed-1 references
+        {"tool": "notes", "input": {"t": ["{{a.json}}"] * 40}},  # as JSON values
+        {"shell": "echo" + " {{a.output}}" * 40},  # as words
+    ],
+)
+def test_a_value_named_too_often_fails_the_step_instead_of_filling_memory(step):
+    spec = plan(
+        {"id": "a", "shell": "true"},
+        {"id": "b", "dependsOn": ["a"], **step},
+    )
+    _, decision = settle_then_dispatch(spec, {"a": json.dumps(BIG)})
+    assert decision.dispatch == ()
+    (b,) = [r for r in decision.settled if r.step_id == "b"]
+    assert b.status == "failed"
+    assert "more than 2097152 characters" in b.error
+
+
+def test_a_big_value_named_once_still_renders():
+    spec = plan(
+        {"id": "a", "shell": "true"},
+        {"id": "b", "tool": "notes", "dependsOn": ["a"], "input": {"t": "{{a.output}}"}},
+    )
+    big = "y" * (1 << 20)
+    _, decision = settle_then_dispatch(spec, {"a": big})
+    assert [d.input for d in decision.dispatch] == [{"t": big}]
+
+
+def test_a_json_output_is_parsed_once_however_often_it_is_named():
+    doc = json.dumps({"k": 1, "pad": ["z" * 100] * 10_000})  # 1 MB
+    spec = plan(
+        {"id": "a", "shell": "true"},
+        {"id": "b", "tool": "notes", "dependsOn": ["a"], "input": ["{{a.json.k}}"] * 5000},
+        {
+            "id": "f",
+            "dependsOn": ["a"],
+            "filter": {
+                "over": list(range(3000)),
+                "where": {"value": "{{a.json.k}}", "op": "eq", "to": 1},
+            },
+        },
+    )
+    t0 = time.perf_counter()
+    _, decision = settle_then_dispatch(spec, {"a": doc})
+    assert time.perf_counter() - t0 < BOUND_SECONDS
+    assert [d.input for d in decision.dispatch] == [[1] * 5000]
+    (f,) = [r for r in decision.settled if r.step_id == "f"]
+    assert json.loads(f.output)["count"] == 3000

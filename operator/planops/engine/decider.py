@@ -135,6 +135,7 @@ class Run:
     _has_templates: list[bool] = field(init=False)
     _bodies: Bodies = field(init=False)
     _settled_count: int = field(init=False, default=0)  # top-level steps settled
+    _results: dict[int, templates.StepResult] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         steps = self.spec.steps
@@ -495,8 +496,17 @@ class Run:
             return self.scope[root]
         if root == "input":
             return self.spec.input or {}
-        settled = self._lookup(root)
-        return None if settled is None else {"status": settled[0], "output": settled[1]}
+        i = self.graph.index.get(root)
+        if i is None:  # a body's Run: the enclosing run's steps, through its cache
+            return self.parent.template_lookup(root) if self.parent is not None else None
+        rec = self._states[i].settled
+        if rec is None:
+            return None
+        # one StepResult per settled step: its output is parsed as JSON at most once
+        result = self._results.get(i)
+        if result is None:
+            result = self._results[i] = templates.StepResult(rec.status, rec.output)
+        return result
 
     _template_lookup = template_lookup
 

@@ -103,8 +103,58 @@ def find(value: Any) -> Iterator[tuple[str, Template | TemplateError]]:
             yield where, TemplateError(f"{text!r}: an unclosed or nested '{{{{'")
 
 
-#: Looks up a root: `input` -> the plan's input; a step id -> {"output", "status"} or None.
+#: Looks up a root: `input` -> the plan's input; a step id -> {"output", "status"} (a
+#: StepResult, from the decider) or None.
 Lookup = Callable[[str], Any]
+
+#: The most text one rendering (a step's input or command line, a gate, the plan's output) may
+#: substitute. Values are copied into the result each time a template names them, so a step
+#: output of 1 MiB named 20,000 times would be 20 GB in the operator: the step fails instead.
+#: More than a Job's object can carry anyway (etcd's limit is 1.5 MiB).
+MAX_RENDERED = 2 * 1024 * 1024
+
+_UNPARSED = object()
+
+
+class StepResult(dict[str, Any]):
+    """A settled step as templates see it, `{"status", "output"}`, its output parsed as JSON at
+    most once: a decider hands out one per step, so `{{a.json.x}}` named 10,000 times (or per
+    item of a filter) parses a's output once, not 10,000 times. Parsed values are shared: the
+    engine never mutates them."""
+
+    def __init__(self, status: str, output: str | None) -> None:
+        super().__init__(status=status, output=output)
+        self._parsed: Any = _UNPARSED
+
+    def parsed(self) -> Any:
+        """The output as JSON; raises json.JSONDecodeError (not cached)."""
+        if self._parsed is _UNPARSED:
+            self._parsed = json.loads(self["output"] or "")
+        return self._parsed
+
+
+class _Size:
+    """What one rendering substituted so far, against MAX_RENDERED."""
+
+    __slots__ = ("total",)
+
+    def __init__(self) -> None:
+        self.total = 0
+
+    def add(self, value: Any, text: str) -> Any:
+        if isinstance(value, str):
+            self.total += len(value)
+        elif isinstance(value, dict | list):
+            # JSON text is what the value becomes; measured only while under the bound
+            self.total += len(json.dumps(value)) if self.total <= MAX_RENDERED else 1
+        else:
+            self.total += 8
+        if self.total > MAX_RENDERED:
+            raise TemplateError(
+                f"{text}: rendering substitutes more than {MAX_RENDERED} characters (a value "
+                "named too often, or too big): pass big values through the workspace instead"
+            )
+        return value
 
 
 def _resolve(t: Template, lookup: Lookup) -> Any:
@@ -119,7 +169,11 @@ def _resolve(t: Template, lookup: Lookup) -> Any:
             field = "json"
         if field == "json":
             try:
-                base = json.loads(base["output"] or "")
+                base = (
+                    base.parsed()
+                    if isinstance(base, StepResult)
+                    else json.loads(base["output"] or "")
+                )
             except json.JSONDecodeError:
                 raise TemplateError(
                     f"{t.text}: the output of step {t.root!r} is not JSON"
@@ -144,7 +198,8 @@ def _index(part: str) -> int:
 
 
 def render(value: Any, lookup: Lookup, refs: references.Lookup | None = None) -> Any:
-    """`value` with every template rendered (a new value); raises TemplateError.
+    """`value` with every template rendered (a new value); raises TemplateError (also when it
+    would substitute more than MAX_RENDERED characters).
 
     With `refs`, a string that is a whole seed-1 reference (`$id.output`) is resolved in the same
     walk (UnsettledReference when its step has not settled): a step's input is rendered in **one
@@ -154,30 +209,35 @@ def render(value: Any, lookup: Lookup, refs: references.Lookup | None = None) ->
     `{{other.output}}` into a step that does not depend on `other`: the validator only sees the
     definition.)
     """
+    return _render(value, lookup, refs, _Size())
+
+
+def _render(value: Any, lookup: Lookup, refs: references.Lookup | None, size: _Size) -> Any:
     if isinstance(value, str):
         if refs is not None and value.startswith("$"):
             ref = references.parse(value)
             if ref is not None:
-                return references.resolve(ref, refs)
+                return size.add(references.resolve(ref, refs), value)
         if "{{" not in value:
             return value
         whole = _whole(value)
         if whole is not None:
-            return _resolve(parse(whole, value), lookup)
-        return _interpolate(value, lookup)
+            return size.add(_resolve(parse(whole, value), lookup), value)
+        return _interpolate(value, lookup, size)
     if isinstance(value, dict):
-        return {k: render(v, lookup, refs) for k, v in value.items()}
+        return {k: _render(v, lookup, refs, size) for k, v in value.items()}
     if isinstance(value, list):
-        return [render(v, lookup, refs) for v in value]
+        return [_render(v, lookup, refs, size) for v in value]
     return value
 
 
-def _interpolate(text: str, lookup: Lookup) -> str:
+def _interpolate(text: str, lookup: Lookup, size: _Size) -> str:
     """Each template of `text` replaced by its value as text; the values are never scanned."""
     out: list[str] = []
     pos = 0
     for start, end, expr in scan(text):
-        out += (text[pos:start], _text(_resolve(parse(expr, text[start:end]), lookup)))
+        template = text[start:end]
+        out += (text[pos:start], size.add(_text(_resolve(parse(expr, template), lookup)), template))
         pos = end
     out.append(text[pos:])
     return "".join(out)
@@ -207,13 +267,14 @@ def render_command(words: list[str], lookup: Lookup, step: str) -> list[str]:
     """
     out = [words[0]]
     operands = False  # an earlier literal `--`: what follows is read as operands
+    size = _Size()  # one bound for the whole line
     for n, word in enumerate(words[1:], 1):
         first = next(scan(word), None) if "{{" in word else None
         if first is None:  # literal (an unclosed `{{` is refused by the validator)
             out.append(word)
             operands = operands or word == "--"
             continue
-        text = _text(render(word, lookup))
+        text = _text(_render(word, lookup, None, size))
         if first[0] == 0 and text.startswith("-") and not operands:
             shown = text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
             raise OptionLikeWordError(
