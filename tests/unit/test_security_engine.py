@@ -145,3 +145,35 @@ def test_a_json_output_is_parsed_once_however_often_it_is_named():
     assert [d.input for d in decision.dispatch] == [[1] * 5000]
     (f,) = [r for r in decision.settled if r.step_id == "f"]
     assert json.loads(f.output)["count"] == 3000
+
+
+DEEP_JSON = "[" * 100_000 + "]" * 100_000
+
+
+def test_a_step_printing_deeply_nested_json_fails_a_template_not_the_decider():
+    spec = plan(
+        {"id": "a", "shell": "true"},
+        {"id": "b", "tool": "notes", "dependsOn": ["a"], "input": {"x": "{{a.json}}"}},
+    )
+    _, decision = settle_then_dispatch(spec, {"a": DEEP_JSON})
+    (b,) = [r for r in decision.settled if r.step_id == "b"]
+    assert b.status == "failed"
+    assert "is not JSON (nested more than 64 levels deep)" in b.error
+
+
+def test_a_body_step_printing_deeply_nested_json_gives_its_text_as_result():
+    spec = plan({"id": "m", "map": {"over": [1], "do": {"shell": "true"}}})
+    run, _ = settle_then_dispatch(spec, {"m.0.call": DEEP_JSON})
+    (m,) = [r for r in run.report().steps if r.step_id == "m"]
+    assert m.status == "success"
+    assert json.loads(m.output)["results"] == [DEEP_JSON]
+
+
+def test_an_answer_annotation_nested_deeply_is_rejected_not_a_crash():
+    from planops.reconciler import asks  # noqa: PLC0415 - the operator's side of asks
+
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+    w = asks.Waiting("q", 1, {"prompt": "go?", "outputSchema": schema}, 0.0, 100.0)
+    raw = '{"run": "r1", "answer": {"ok": true, "x": ' + DEEP_JSON + "}}"
+    outcome = asks.judge(w, {asks.answer_annotation("q"): raw}, "r1", 1.0)
+    assert outcome == "the answer annotation is not JSON (use kubectl plan answer)"

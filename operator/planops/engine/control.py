@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from planops.engine import jsonschemas, templates
+from planops.engine import jsonschemas, references, templates
 
 OPS = ("eq", "ne", "gt", "lt", "gte", "lte", "empty", "not_empty", "contains")
 UNARY = ("empty", "not_empty")
@@ -234,9 +234,7 @@ def coerce_answer(schema: dict[str, Any], key: str, text: str) -> Any:
                 f"{key}: expected {'an' if kind == 'integer' else 'a'} {kind}, got {text!r}"
             ) from None
     try:
-        import json  # noqa: PLC0415
-
-        return json.loads(text)
+        return references.loads(text)
     except ValueError:
         return text
 

@@ -127,9 +127,9 @@ class StepResult(dict[str, Any]):
         self._parsed: Any = _UNPARSED
 
     def parsed(self) -> Any:
-        """The output as JSON; raises json.JSONDecodeError (not cached)."""
+        """The output as JSON; raises ValueError (references.loads; not cached)."""
         if self._parsed is _UNPARSED:
-            self._parsed = json.loads(self["output"] or "")
+            self._parsed = references.loads(self["output"] or "")
         return self._parsed
 
 
@@ -172,11 +172,12 @@ def _resolve(t: Template, lookup: Lookup) -> Any:
                 base = (
                     base.parsed()
                     if isinstance(base, StepResult)
-                    else json.loads(base["output"] or "")
+                    else references.loads(base["output"] or "")
                 )
-            except json.JSONDecodeError:
+            except ValueError as e:
+                deep = "" if isinstance(e, json.JSONDecodeError) else f" ({e})"
                 raise TemplateError(
-                    f"{t.text}: the output of step {t.root!r} is not JSON"
+                    f"{t.text}: the output of step {t.root!r} is not JSON{deep}"
                 ) from None
         else:
             base = base[field]

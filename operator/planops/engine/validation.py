@@ -194,25 +194,10 @@ def validate(
         ]
 
 
-#: how deeply a plan's JSON values may nest (containers in containers): the walks over them
-#: (references, templates, schemas, the decider's rendering) recurse, and a RecursionError would
-#: escape the validator and every reconcile
-MAX_DEPTH = 64
+MAX_DEPTH = references.MAX_DEPTH
 #: the Step fields that hold free-form JSON
 _NESTED = ("input", "exit", "filter", "decide", "map", "reduce", "ask", "agent", "infer")
-_CONTAINERS = (dict, list)
-
-
-def _too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
-    """Whether `value` nests more than `limit` containers deep (iteratively: no recursion)."""
-    stack = [(value, 1)]
-    while stack:
-        v, depth = stack.pop()
-        children = v.values() if isinstance(v, dict) else v
-        if depth > limit:
-            return True
-        stack += [(c, depth + 1) for c in children if c.__class__ in _CONTAINERS]
-    return False
+_CONTAINER_TYPES = (dict, list)  # checked before the call: most fields are None or text
 
 
 def _deep_fields(spec: PlanSpec) -> list[tuple[str | None, str]]:
@@ -224,13 +209,13 @@ def _deep_fields(spec: PlanSpec) -> list[tuple[str | None, str]]:
             ("inputSchema", spec.input_schema),
             ("output", spec.output),
         )
-        if value.__class__ in _CONTAINERS and _too_deep(value)
+        if references.too_deep(value)
     ]
     for i, step in enumerate(spec.steps):
         fields = step.__dict__
         for name in _NESTED:
             value = fields[name]
-            if value.__class__ in _CONTAINERS and _too_deep(value):
+            if value.__class__ in _CONTAINER_TYPES and references.too_deep(value):
                 found.append((step.id, f"steps[{i}].{name}"))
     return found
 
