@@ -330,8 +330,10 @@ def capsule_spec_schema() -> Schema:
         {
             "image": _s("Default image of shell steps."),
             "images": _list(
-                "Image patterns steps and tools may use (shell-style wildcards, e.g. "
-                "registry.example.com/team/*). Intersected with the operator's allowlist.",
+                "Image patterns steps and tools may use, matched component by component (e.g. "
+                "registry.example.com/team/*: `*` stays within one path component, `**` spans "
+                "components, a tag or digest is matched on its own; no tag: any tag). "
+                "Intersected with the operator's allowlist.",
                 {"type": "string"},
             ),
             "shell": allow(

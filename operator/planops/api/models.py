@@ -254,7 +254,9 @@ class CapsuleSpec(Model):
     """Policy and inventory a Plan runs under. Deny by default: empty lists allow nothing."""
 
     image: str | None = Field(default=None, description="Default image of shell steps.")
-    images: list[str] = Field(default_factory=list, description="Allowed image patterns (fnmatch).")
+    images: list[str] = Field(
+        default_factory=list, description="Allowed image patterns (planops.engine.images)."
+    )
     shell: AllowList = Field(default_factory=AllowList)
     tools: list[Tool] = Field(default_factory=list)
     spawn: AllowList = Field(default_factory=AllowList)

@@ -23,8 +23,23 @@ _DECIMAL = {
 }
 
 
+#: Kubernetes: "no quantity may represent a number greater than 2^63-1 in magnitude"
+MAX = Decimal(2**63 - 1)
+
+
 def parse(text: str | int | float) -> Decimal:
-    """The quantity's value in base units (bytes, cores); raises ValueError when malformed."""
+    """The quantity's value in base units (bytes, cores); raises ValueError when malformed or
+    beyond what Kubernetes accepts (2^63-1)."""
+    try:
+        value = _parse(text)
+    except ArithmeticError:  # decimal.Overflow: `1e999999999` times a suffix, beyond any context
+        raise ValueError(f"{text!r} is far beyond the largest Kubernetes quantity") from None
+    if value > MAX:
+        raise ValueError(f"{text!r} exceeds 2^63-1, the largest Kubernetes quantity")
+    return value
+
+
+def _parse(text: str | int | float) -> Decimal:
     s = str(text).strip()
     for suffix, factor in _BINARY.items():
         if s.endswith(suffix):

@@ -8,6 +8,8 @@ from planops.engine.decider import AttemptFact, Decision, Dispatch, Facts, Run, 
 from planops.engine.errors import CODES, PlanError
 from planops.engine.report import Report, StepRecord
 from planops.engine.validation import (
+    OPERATOR_BUDGET_SECONDS,
+    Budget,
     CapsuleResolver,
     Policy,
     capsule_name,
@@ -19,7 +21,9 @@ from planops.engine.validation import (
 
 __all__ = [
     "CODES",
+    "OPERATOR_BUDGET_SECONDS",
     "AttemptFact",
+    "Budget",
     "CapsuleResolver",
     "Decision",
     "Dispatch",

@@ -16,12 +16,12 @@ or failed step's result is null.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pydantic import ValidationError
 
 from planops.api.models import PlanSpec, Step
+from planops.engine.references import loads
 
 #: Control steps that carry bodies (they may not be nested: seed 2's body rules).
 BODY_KINDS = ("decide", "map", "reduce")
@@ -90,6 +90,6 @@ def result_value(status: str, output: str | None) -> Any:
     if status != "success" or output is None:
         return None
     try:
-        return json.loads(output)
-    except json.JSONDecodeError:
+        return loads(output)
+    except ValueError:  # not JSON, or nested too deeply to be used as a value
         return output[:-1] if output.endswith("\n") else output

@@ -126,7 +126,12 @@ class Bodies:
 
         assert a.plan is not None
         sub = Run.restore(
-            self.run.plan_id, a.plan, facts or Facts(), parent=self.run, scope=self._scope(a, pos)
+            self.run.plan_id,
+            a.plan,
+            facts or Facts(),
+            parent=self.run,
+            scope=self._scope(a, pos),
+            prefix=bodies.qualified(a.step.id, a.keys[pos], ""),
         )
         a.runs[pos] = sub
         return sub

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from planops.engine import templates
+from planops.engine import jsonschemas, references, templates
 
 OPS = ("eq", "ne", "gt", "lt", "gte", "lte", "empty", "not_empty", "contains")
 UNARY = ("empty", "not_empty")
@@ -124,8 +124,9 @@ def normalize_ask(spec: Any) -> dict[str, Any]:
     return {_SNAKE.get(str(k), str(k)): v for k, v in spec.items()}
 
 
-def ask_problems(raw: Any) -> list[tuple[str, str]]:
-    """Static problems of an ask step's grammar, as (field suffix, message)."""
+def ask_problems(raw: Any, tick: jsonschemas.Tick | None = None) -> list[tuple[str, str]]:
+    """Static problems of an ask step's grammar, as (field suffix, message); `tick` as for
+    jsonschemas.evaluate (checking the default against the schema)."""
     if not isinstance(raw, dict):
         return [("", "expected an object {prompt, outputSchema, whenUnanswered?, default?}")]
     spec = normalize_ask(raw)
@@ -161,8 +162,16 @@ def ask_problems(raw: Any) -> list[tuple[str, str]]:
         out.append((".whenUnanswered", f"is {mode!r}; expected fail or default"))
     if mode == "default" and "default" not in spec:
         out.append((".default", "whenUnanswered: default needs a default answer"))
+    if schema is not None:
+        unusable = jsonschemas.schema_problems(schema)
+        out += [
+            (".outputSchema" + "".join(f".{p}" for p in path), message)
+            for path, message in unusable
+        ]
+        if unusable:
+            schema = None
     if "default" in spec and schema is not None and not _has_template(spec["default"]):
-        problem = answer_problem(schema, spec["default"])
+        problem = answer_problem(schema, spec["default"], tick)
         if problem:
             out.append((".default", f"does not conform to outputSchema: {problem}"))
     return out
@@ -181,13 +190,20 @@ def render_ask(spec: Any, lookup: templates.Lookup) -> dict[str, Any]:
     return out
 
 
-def answer_problem(schema: dict[str, Any], answer: Any) -> str | None:
-    """Why `answer` does not conform to the ask's outputSchema (None: it does)."""
-    import jsonschema  # noqa: PLC0415 - only asks need it
-
-    errors = sorted(
-        jsonschema.Draft202012Validator(schema).iter_errors(answer), key=lambda e: list(e.path)
-    )
+def answer_problem(
+    schema: dict[str, Any], answer: Any, tick: jsonschemas.Tick | None = None
+) -> str | None:
+    """Why `answer` does not conform to the ask's outputSchema (None: it does). Evaluated by
+    engine.jsonschemas (patterns on RE2, no remote references), like the plan's input."""
+    unusable = jsonschemas.schema_problems(schema)
+    if unusable:
+        return "the outputSchema cannot be used: " + "; ".join(m for _, m in unusable)
+    try:
+        errors = sorted(
+            jsonschemas.evaluate(schema, answer, tick), key=lambda e: list(map(str, e.path))
+        )
+    except jsonschemas.UnusableSchemaError as e:
+        return f"the outputSchema cannot be used: {e}"
     if not errors:
         return None
     return "; ".join(
@@ -218,9 +234,7 @@ def coerce_answer(schema: dict[str, Any], key: str, text: str) -> Any:
                 f"{key}: expected {'an' if kind == 'integer' else 'a'} {kind}, got {text!r}"
             ) from None
     try:
-        import json  # noqa: PLC0415
-
-        return json.loads(text)
+        return references.loads(text)
     except ValueError:
         return text
 

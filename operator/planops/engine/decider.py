@@ -116,6 +116,8 @@ class Run:
     #: a body's Run (engine.bodyrun): lookups fall back to the enclosing run after `scope`
     parent: Run | None = None
     scope: dict[str, Any] = field(default_factory=dict)  # item, index, length, accumulator
+    #: a body's Run: what qualifies its step ids in messages (`scan.3.`)
+    prefix: str = ""
     graph: Graph = field(init=False)
     _states: list[_State] = field(init=False)
     _remaining: list[int] = field(init=False)
@@ -133,6 +135,7 @@ class Run:
     _has_templates: list[bool] = field(init=False)
     _bodies: Bodies = field(init=False)
     _settled_count: int = field(init=False, default=0)  # top-level steps settled
+    _results: dict[int, templates.StepResult] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         steps = self.spec.steps
@@ -164,8 +167,9 @@ class Run:
         facts: Facts,
         parent: Run | None = None,
         scope: dict[str, Any] | None = None,
+        prefix: str = "",
     ) -> Run:
-        run = cls(plan_id, spec, parent, scope or {})
+        run = cls(plan_id, spec, parent, scope or {}, prefix)
         settled_ids = {r.step_id for r in facts.settled}
         body_records: dict[int, list[StepRecord]] = {}
         body_attempts: dict[int, list[AttemptFact]] = {}
@@ -440,19 +444,20 @@ class Run:
             return None
         words = None
         try:
-            resolved = (
-                references.resolve_input(step.input, self._lookup)
-                if self._has_refs[i]
-                else step.input
-            )
+            resolved = step.input
             if step.ask is not None:
+                if self._has_refs[i]:  # unused by an ask, but an unsettled one fails it as before
+                    references.resolve_input(step.input, self._lookup)
                 resolved = control.render_ask(step.ask, self._template_lookup)
-            elif self._has_templates[i]:
-                resolved = templates.render(resolved, self._template_lookup)
+            elif self._has_refs[i] or self._has_templates[i]:
+                # one pass: references and templates together, nothing they yield rescanned
+                resolved = templates.render(step.input, self._template_lookup, self._lookup)
             if step.shell is not None:
                 words = shell_words(step.shell)
                 if self._has_templates[i]:
-                    words = [words[0], *templates.render_words(words[1:], self._template_lookup)]
+                    words = templates.render_command(
+                        words, self._template_lookup, self.prefix + step.id
+                    )
         except (references.UnsettledReference, templates.TemplateError) as e:
             self._attempt_failed(i, None, str(e), now)
             return None
@@ -491,8 +496,17 @@ class Run:
             return self.scope[root]
         if root == "input":
             return self.spec.input or {}
-        settled = self._lookup(root)
-        return None if settled is None else {"status": settled[0], "output": settled[1]}
+        i = self.graph.index.get(root)
+        if i is None:  # a body's Run: the enclosing run's steps, through its cache
+            return self.parent.template_lookup(root) if self.parent is not None else None
+        rec = self._states[i].settled
+        if rec is None:
+            return None
+        # one StepResult per settled step: its output is parsed as JSON at most once
+        result = self._results.get(i)
+        if result is None:
+            result = self._results[i] = templates.StepResult(rec.status, rec.output)
+        return result
 
     _template_lookup = template_lookup
 

@@ -24,7 +24,8 @@ CODES: dict[str, str] = {
     "cycle": "a dependency cycle",
     "condition": "an `if` expression that does not parse",
     "no-capsule": "the plan's Capsule does not exist",
-    "image-not-allowed": "a step image outside the capsule's and the operator's allowlists",
+    "image-not-allowed": "a step image outside the capsule's and the operator's allowlists, or "
+    "not an image reference",
     "limits": "a plan or step beyond the operator's or the capsule's limits",
     "workspace": "a workspace the capsule does not allow: an existing claim it does not list, a "
     "storage class it does not list, or a size above its workspace.maxSize",

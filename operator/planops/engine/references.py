@@ -8,6 +8,7 @@ caller decides that: `resolve_input` raises `UnsettledReference`).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -51,6 +52,40 @@ def strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
     elif isinstance(value, list):
         for i, v in enumerate(value):
             yield from strings(v, f"{path}[{i}]")
+
+
+#: How deeply a JSON value may nest (containers in containers) wherever the engine meets one: a
+#: plan's fields (the validator refuses deeper ones) and what steps print (`loads`). The walks
+#: over values recurse; a RecursionError would escape the validator and the decider.
+MAX_DEPTH = 64
+_CONTAINERS = (dict, list)
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether `value` nests more than `limit` containers deep (iteratively: no recursion)."""
+    if value.__class__ not in _CONTAINERS:
+        return False
+    stack = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = v.values() if isinstance(v, dict) else v
+        stack += [(c, depth + 1) for c in children if c.__class__ in _CONTAINERS]
+    return False
+
+
+def loads(text: str) -> Any:
+    """JSON text that a step printed (or a person answered), parsed; raises ValueError when it
+    is not JSON or nests more than MAX_DEPTH deep (`[` * 100000 made json.loads raise
+    RecursionError out of the decider, on every reconcile)."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"nested more than {MAX_DEPTH} levels deep") from None
+    if too_deep(value):
+        raise ValueError(f"nested more than {MAX_DEPTH} levels deep")
+    return value
 
 
 def walk(value: Any, path: str = "input") -> Iterator[tuple[str, Reference]]:

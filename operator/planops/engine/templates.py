@@ -5,12 +5,14 @@ and a control step's result fields directly: `{{scan.results}}`, `{{pick.items}}
 - A string that is exactly one template is a *typed splice*: it becomes the value itself (a number
   stays a number, an object an object). Anywhere else in a string, the value is interpolated as
   text (strings as they are, other values as JSON).
-- Rendered at dispatch time, like seed 1's references; a step result may only be used by a step
-  that depends on it, directly or transitively (the validator refuses the rest, code `template`),
-  so at dispatch the value is always there.
+- Rendered at dispatch time, in one pass with seed 1's references (`render(..., refs=)`): a
+  value that a reference or a template yields is never scanned for templates again. A step
+  result may only be used by a step that depends on it, directly or transitively (the validator
+  refuses the rest, code `template`), so at dispatch the value is always there.
 - In a shell step a template is substituted *per word*, after the command line is split, and
-  never in the first word (the allowlist check stays static): a value can never add words or
-  options, whatever it contains.
+  never in the first word (the allowlist check stays static): a value can never add words,
+  whatever it contains. Nor options: a word that begins with a template may not render to text
+  starting with `-` unless an earlier literal word is `--` (`render_command`).
 
 Reserved roots (seed 2): input, item, index, accumulator, length; step ids may not shadow them.
 """
@@ -23,12 +25,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from planops.engine import references
 from planops.engine.references import strings
 
 RESERVED = ("input", "item", "index", "accumulator", "length")
 STEP_FIELDS = ("output", "status", "json")
-TEMPLATE = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
+#: Each `.part` starts with a dot that no part contains: one way to match, linear time.
 PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$")
+#: One character class: a search for it cannot backtrack.
+_BRACE = re.compile(r"[{}]")
 
 
 class TemplateError(ValueError):
@@ -46,6 +51,35 @@ class Template:
         return self.path[0] if self.root not in RESERVED and self.path else None
 
 
+def scan(text: str) -> Iterator[tuple[int, int, str]]:
+    """Every template in `text`, left to right, as (start, end, expression stripped).
+
+    The language is that of the regex `\\{\\{\\s*([^{}]*?)\\s*\\}\\}` (a template is `{{`, text
+    without braces, `}}`; the expression is that text without surrounding whitespace), but the
+    regex backtracks: `{{` followed by n spaces and no `}}` cost it O(n^3) (a 3 kB field took
+    minutes of the validator). This scan reads each character a bounded number of times: from a
+    `{{`, the first brace after it either starts `}}` (a template) or does not (no template starts
+    there; the next `{{` is looked for one character on, as the regex's search would).
+    """
+    pos = 0
+    while (start := text.find("{{", pos)) >= 0:
+        brace = _BRACE.search(text, start + 2)
+        close = brace.start() if brace is not None else len(text)
+        if text.startswith("}}", close):
+            yield start, close + 2, text[start + 2 : close].strip()
+            pos = close + 2
+        else:
+            pos = start + 1
+
+
+def _whole(text: str) -> str | None:
+    """The expression when `text` is exactly one template (a typed splice), else None."""
+    if not text.startswith("{{"):
+        return None
+    first = next(scan(text), None)
+    return first[2] if first is not None and first[0] == 0 and first[1] == len(text) else None
+
+
 def parse(expr: str, text: str) -> Template:
     if not PATH.match(expr):
         raise TemplateError(f"{text}: expected a dotted path such as input.name or build.output")
@@ -56,17 +90,71 @@ def parse(expr: str, text: str) -> Template:
 def find(value: Any) -> Iterator[tuple[str, Template | TemplateError]]:
     """Every template in a JSON value (any depth) as (field path suffix, template or error)."""
     for where, text in strings(value, ""):
-        for m in TEMPLATE.finditer(text):
+        if "{{" not in text:
+            continue
+        found = 0
+        for start, end, expr in scan(text):
+            found += 1
             try:
-                yield where, parse(m.group(1), m.group(0))
+                yield where, parse(expr, text[start:end])
             except TemplateError as e:
                 yield where, e
-        if text.count("{{") != len(TEMPLATE.findall(text)):
+        if text.count("{{") != found:
             yield where, TemplateError(f"{text!r}: an unclosed or nested '{{{{'")
 
 
-#: Looks up a root: `input` -> the plan's input; a step id -> {"output", "status"} or None.
+#: Looks up a root: `input` -> the plan's input; a step id -> {"output", "status"} (a
+#: StepResult, from the decider) or None.
 Lookup = Callable[[str], Any]
+
+#: The most text one rendering (a step's input or command line, a gate, the plan's output) may
+#: substitute. Values are copied into the result each time a template names them, so a step
+#: output of 1 MiB named 20,000 times would be 20 GB in the operator: the step fails instead.
+#: More than a Job's object can carry anyway (etcd's limit is 1.5 MiB).
+MAX_RENDERED = 2 * 1024 * 1024
+
+_UNPARSED = object()
+
+
+class StepResult(dict[str, Any]):
+    """A settled step as templates see it, `{"status", "output"}`, its output parsed as JSON at
+    most once: a decider hands out one per step, so `{{a.json.x}}` named 10,000 times (or per
+    item of a filter) parses a's output once, not 10,000 times. Parsed values are shared: the
+    engine never mutates them."""
+
+    def __init__(self, status: str, output: str | None) -> None:
+        super().__init__(status=status, output=output)
+        self._parsed: Any = _UNPARSED
+
+    def parsed(self) -> Any:
+        """The output as JSON; raises ValueError (references.loads; not cached)."""
+        if self._parsed is _UNPARSED:
+            self._parsed = references.loads(self["output"] or "")
+        return self._parsed
+
+
+class _Size:
+    """What one rendering substituted so far, against MAX_RENDERED."""
+
+    __slots__ = ("total",)
+
+    def __init__(self) -> None:
+        self.total = 0
+
+    def add(self, value: Any, text: str) -> Any:
+        if isinstance(value, str):
+            self.total += len(value)
+        elif isinstance(value, dict | list):
+            # JSON text is what the value becomes; measured only while under the bound
+            self.total += len(json.dumps(value)) if self.total <= MAX_RENDERED else 1
+        else:
+            self.total += 8
+        if self.total > MAX_RENDERED:
+            raise TemplateError(
+                f"{text}: rendering substitutes more than {MAX_RENDERED} characters (a value "
+                "named too often, or too big): pass big values through the workspace instead"
+            )
+        return value
 
 
 def _resolve(t: Template, lookup: Lookup) -> Any:
@@ -81,44 +169,119 @@ def _resolve(t: Template, lookup: Lookup) -> Any:
             field = "json"
         if field == "json":
             try:
-                base = json.loads(base["output"] or "")
-            except json.JSONDecodeError:
+                base = (
+                    base.parsed()
+                    if isinstance(base, StepResult)
+                    else references.loads(base["output"] or "")
+                )
+            except ValueError as e:
+                deep = "" if isinstance(e, json.JSONDecodeError) else f" ({e})"
                 raise TemplateError(
-                    f"{t.text}: the output of step {t.root!r} is not JSON"
+                    f"{t.text}: the output of step {t.root!r} is not JSON{deep}"
                 ) from None
         else:
             base = base[field]
     for part in path:
         if isinstance(base, dict) and part in base:
             base = base[part]
-        elif isinstance(base, list) and part.isdigit() and int(part) < len(base):
-            base = base[int(part)]
+        elif isinstance(base, list) and part.isdigit() and _index(part) < len(base):
+            base = base[_index(part)]
         else:
             raise TemplateError(f"{t.text}: no {part!r} in the value")
     return base
 
 
-def render(value: Any, lookup: Lookup) -> Any:
-    """`value` with every template rendered (a new value); raises TemplateError."""
+def _index(part: str) -> int:
+    """A list index written in a template path: int() refuses more than 4300 digits (a
+    ValueError that would escape the decider), and no list is that long anyway."""
+    digits = part.lstrip("0") or "0"
+    return int(digits) if len(digits) <= 18 else 1 << 62
+
+
+def render(value: Any, lookup: Lookup, refs: references.Lookup | None = None) -> Any:
+    """`value` with every template rendered (a new value); raises TemplateError (also when it
+    would substitute more than MAX_RENDERED characters).
+
+    With `refs`, a string that is a whole seed-1 reference (`$id.output`) is resolved in the same
+    walk (UnsettledReference when its step has not settled): a step's input is rendered in **one
+    pass**. Each string of the definition is either a reference or a template string, and what a
+    reference or a template yields is never scanned again. (Resolving references first and
+    rendering templates over the result let a step's output, or the plan's input, carry
+    `{{other.output}}` into a step that does not depend on `other`: the validator only sees the
+    definition.)
+    """
+    return _render(value, lookup, refs, _Size())
+
+
+def _render(value: Any, lookup: Lookup, refs: references.Lookup | None, size: _Size) -> Any:
     if isinstance(value, str):
-        whole = TEMPLATE.fullmatch(value)
-        if whole is not None:
-            return _resolve(parse(whole.group(1), value), lookup)
+        if refs is not None and value.startswith("$"):
+            ref = references.parse(value)
+            if ref is not None:
+                return size.add(references.resolve(ref, refs), value)
         if "{{" not in value:
             return value
-        return TEMPLATE.sub(lambda m: _text(_resolve(parse(m.group(1), m.group(0)), lookup)), value)
+        whole = _whole(value)
+        if whole is not None:
+            return size.add(_resolve(parse(whole, value), lookup), value)
+        return _interpolate(value, lookup, size)
     if isinstance(value, dict):
-        return {k: render(v, lookup) for k, v in value.items()}
+        return {k: _render(v, lookup, refs, size) for k, v in value.items()}
     if isinstance(value, list):
-        return [render(v, lookup) for v in value]
+        return [_render(v, lookup, refs, size) for v in value]
     return value
+
+
+def _interpolate(text: str, lookup: Lookup, size: _Size) -> str:
+    """Each template of `text` replaced by its value as text; the values are never scanned."""
+    out: list[str] = []
+    pos = 0
+    for start, end, expr in scan(text):
+        template = text[start:end]
+        out += (text[pos:start], size.add(_text(_resolve(parse(expr, template), lookup)), template))
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def render_words(words: list[str], lookup: Lookup) -> list[str]:
-    """A shell step's words after splitting: each word rendered to text on its own (never
-    re-split, so a value cannot inject words or options)."""
-    return [_text(render(w, lookup)) for w in words]
+class OptionLikeWordError(TemplateError):
+    """A shell word that begins with a template renders to text starting with `-`."""
+
+
+#: how much of a refused value an error shows
+_SHOWN = 60
+
+
+def render_command(words: list[str], lookup: Lookup, step: str) -> list[str]:
+    """A shell step's words after splitting, each word after the binary rendered to text on its
+    own: never re-split, so a value cannot add words.
+
+    Nor options: a word that *begins* with a template and renders to text starting with `-` is
+    refused (OptionLikeWordError, a failed attempt like any template that cannot render), unless
+    an earlier literal word of the line is exactly `--`, after which programs read operands. `date
+    {{input.when}}` with `--file=/etc/passwd` would print that file. A word that begins with text
+    the author wrote (`--name={{input.x}}`, `-{{input.flags}}`) is the author's option.
+    """
+    out = [words[0]]
+    operands = False  # an earlier literal `--`: what follows is read as operands
+    size = _Size()  # one bound for the whole line
+    for n, word in enumerate(words[1:], 1):
+        first = next(scan(word), None) if "{{" in word else None
+        if first is None:  # literal (an unclosed `{{` is refused by the validator)
+            out.append(word)
+            operands = operands or word == "--"
+            continue
+        text = _text(_render(word, lookup, None, size))
+        if first[0] == 0 and text.startswith("-") and not operands:
+            shown = text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
+            raise OptionLikeWordError(
+                f"step {step!r}: argument {n} of the command line, {word!r}, renders to "
+                f"{shown!r}, which starts with '-': the program would read it as an option. Put "
+                "`--` before it in the command line if the program should read it as an operand"
+            )
+        out.append(text)
+    return out

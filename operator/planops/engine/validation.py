@@ -7,7 +7,6 @@ A plan with any error runs nothing at all.
 
 from __future__ import annotations
 
-import fnmatch
 import re
 import shlex
 from collections.abc import Callable, Iterable, Mapping
@@ -15,12 +14,19 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Protocol
 
-import jsonschema
-
 from planops.api import quantity
 from planops.api.models import NEEDS_A_MODEL, STEP_KINDS, CapsuleSpec, PlanSpec, Step
 from planops.api.resources import resources as effective_resources
-from planops.engine import bodies, conditions, control, references, templates, workspace
+from planops.engine import (
+    bodies,
+    conditions,
+    control,
+    images,
+    jsonschemas,
+    references,
+    templates,
+    workspace,
+)
 from planops.engine.dag import Graph
 from planops.engine.errors import PlanError
 
@@ -56,6 +62,30 @@ class Policy:
     max_memory: str | None = None
 
 
+@dataclass(frozen=True)
+class Budget:
+    """How long one validation may take, by an injected clock (the engine never reads the time
+    itself). The validator runs in the operator (the admission webhook, every reconcile): a huge
+    plan must cost it a bounded time and come back with one clear refusal."""
+
+    seconds: float
+    clock: Callable[[], float]
+
+
+#: the clock is read once per this many checks (steps, body steps, schema keywords)
+BUDGET_EVERY = 256
+#: what the operator gives one validation (reconcile, admission): well under the admission
+#: webhook's default timeout (10 s), which also covers reading the Capsule. A 10,000-step plan
+#: validates in ~0.1 s (docs/performance.md).
+OPERATOR_BUDGET_SECONDS = 4.0
+
+
+class _OverBudgetError(Exception):
+    def __init__(self, where: str) -> None:
+        super().__init__(where)
+        self.where = where
+
+
 @dataclass
 class _Checker:
     spec: PlanSpec
@@ -63,24 +93,45 @@ class _Checker:
     capsule: CapsuleSpec | None
     policy: Policy
     errors: list[PlanError] = field(default_factory=list)
+    budget: Budget | None = None
+    deadline: float = 0.0
+    ticks: int = 0
     #: (resource, ceiling, whose) parsed once per plan; None until first needed
     ceilings: list[tuple[str, Decimal, str, str]] | None = None
     #: the verdict for steps without resources of their own (they all get the same limits)
     default_verdict: list[tuple[str, str]] | None = None
     #: each shell line split once per plan (the shell check and the template check both need it)
     words: dict[str, list[str] | None] = field(default_factory=dict)
+    #: the ancestors of a control step, computed once for all the templates of its bodies
+    body_ancestors: dict[int, set[str]] = field(default_factory=dict)
+    #: why a line could not be split (shlex is slow on long lines: never split one twice)
+    split_errors: dict[str, str] = field(default_factory=dict)
 
     def split(self, command: str) -> list[str] | None:
         """shell_words(command), cached; None when it cannot be split."""
         if command not in self.words:
             try:
                 self.words[command] = shell_words(command)
-            except ValueError:
+            except ValueError as e:
                 self.words[command] = None
+                self.split_errors[command] = str(e)
         return self.words[command]
 
     def add(self, code: str, step: str | None, path: str, message: str) -> None:
         self.errors.append(PlanError(code, step, path, message))
+
+    def check(self, where: str) -> None:
+        """Past the budget (if any), validation stops here (_OverBudgetError)."""
+        if self.budget is not None and self.budget.clock() > self.deadline:
+            raise _OverBudgetError(where)
+
+    def tick(self, where: str) -> None:
+        """One unit of work done (a body step, a schema keyword) at `where`: the clock is read
+        every BUDGET_EVERY. (The loops over the plan's steps check by index: no call per step
+        on the hot path, see bench/engine.py.)"""
+        self.ticks += 1
+        if self.ticks % BUDGET_EVERY == 0:
+            self.check(where)
 
 
 _SHLEX_WHITESPACE = re.compile(r"[ \t\r\n]+")
@@ -98,11 +149,16 @@ def shell_words(command: str) -> list[str]:
 
 
 def image_allowed(image: str, capsule: CapsuleSpec, policy: Policy) -> bool:
-    """Allowed by the capsule's patterns (or its default image) *and* the operator's."""
-    by_capsule = image == capsule.image or any(
-        fnmatch.fnmatchcase(image, p) for p in capsule.images
+    """Allowed by the capsule's patterns (or its default image) *and* the operator's, matched
+    component by component (engine.images): a `*` never crosses a `/`. Not an image reference
+    at all: allowed by nothing."""
+    ref = images.parse(image)
+    if ref is None:
+        return False
+    by_capsule = (capsule.image is not None and images.parse(capsule.image) == ref) or any(
+        images.matches(p, ref) for p in capsule.images
     )
-    return by_capsule and any(fnmatch.fnmatchcase(image, p) for p in policy.images)
+    return by_capsule and any(images.matches(p, ref) for p in policy.images)
 
 
 def capsule_name(spec: PlanSpec) -> str:
@@ -110,11 +166,74 @@ def capsule_name(spec: PlanSpec) -> str:
 
 
 def validate(
-    spec: PlanSpec, resolve_capsule: CapsuleResolver, policy: Policy | None = None
+    spec: PlanSpec,
+    resolve_capsule: CapsuleResolver,
+    policy: Policy | None = None,
+    budget: Budget | None = None,
 ) -> list[PlanError]:
-    """Every refusal of `spec`, sorted by step position; [] when the plan may run."""
+    """Every refusal of `spec`, sorted by step position; [] when the plan may run.
+
+    With a `budget`, a validation that runs past it stops and returns one error instead (code
+    `limits`, path `steps`): the plan was not judged, so it may not run."""
     name = capsule_name(spec)
-    checker = _Checker(spec, name, resolve_capsule(name), policy or Policy())
+    checker = _Checker(spec, name, resolve_capsule(name), policy or Policy(), budget=budget)
+    if budget is not None:
+        checker.deadline = budget.clock() + budget.seconds
+    try:
+        return _validate(checker)
+    except _OverBudgetError as e:
+        assert budget is not None
+        return [
+            PlanError(
+                "limits",
+                None,
+                "steps",
+                f"validation took longer than its budget of {budget.seconds:g}s: stopped at "
+                f"{e.where} of a plan of {len(spec.steps)} steps, nothing of it judged; split it "
+                "(a capsule step runs another Capsule's plan) or make it smaller",
+            )
+        ]
+
+
+MAX_DEPTH = references.MAX_DEPTH
+#: the Step fields that hold free-form JSON
+_NESTED = ("input", "exit", "filter", "decide", "map", "reduce", "ask", "agent", "infer")
+_CONTAINER_TYPES = (dict, list)  # checked before the call: most fields are None or text
+
+
+def _deep_fields(spec: PlanSpec) -> list[tuple[str | None, str]]:
+    """(step id, field path) of every JSON value of the plan nested too deeply."""
+    found: list[tuple[str | None, str]] = [
+        (None, name)
+        for name, value in (
+            ("input", spec.input),
+            ("inputSchema", spec.input_schema),
+            ("output", spec.output),
+        )
+        if references.too_deep(value)
+    ]
+    for i, step in enumerate(spec.steps):
+        fields = step.__dict__
+        for name in _NESTED:
+            value = fields[name]
+            if value.__class__ in _CONTAINER_TYPES and references.too_deep(value):
+                found.append((step.id, f"steps[{i}].{name}"))
+    return found
+
+
+def _validate(checker: _Checker) -> list[PlanError]:
+    spec, name = checker.spec, checker.capsule_name
+    deep = _deep_fields(spec)
+    if deep:  # judged no further: every other check walks these values recursively
+        for step_id, path in deep:
+            checker.add(
+                "limits",
+                step_id,
+                path,
+                f"nested more than {MAX_DEPTH} levels deep (objects and lists within each "
+                "other); nothing else of the plan is judged until it is flatter",
+            )
+        return checker.errors
     if checker.capsule is None:
         checker.add(
             "no-capsule",
@@ -134,6 +253,8 @@ def validate(
     seen: set[str] = set()
     for i, step in enumerate(spec.steps):
         path = f"steps[{i}]"
+        if not i % BUDGET_EVERY:
+            checker.check(path)
         if step.id in seen:
             checker.add(
                 "duplicate-id", step.id, f"{path}.id", f"step id {step.id!r} is declared twice"
@@ -211,7 +332,10 @@ def _check_step(c: _Checker, graph: Graph, step: Step, path: str) -> None:
             step.id,
             f"{path}.image",
             f"image {step.image!r} is not allowed by Capsule {c.capsule_name!r} (spec.images) "
-            "and the operator's allowlist",
+            "and the operator's allowlist"
+            if images.parse(step.image) is not None
+            else f"{step.image!r} is not an image reference ([host[:port]/]path[:tag][@digest], "
+            "the path in lowercase)",
         )
     if step.resources is not None:
         _check_quantities(c, step, path)
@@ -279,10 +403,8 @@ def _check_shell(c: _Checker, step: Step, path: str) -> None:
     assert step.shell is not None
     words = c.split(step.shell)
     if words is None:
-        try:
-            shell_words(step.shell)
-        except ValueError as e:  # the reason, for the message
-            c.add("shell-syntax", step.id, f"{path}.shell", f"cannot split the command line: {e}")
+        why = c.split_errors[step.shell]
+        c.add("shell-syntax", step.id, f"{path}.shell", f"cannot split the command line: {why}")
         return
     if not words:
         c.add("shell-syntax", step.id, f"{path}.shell", "the command line is empty")
@@ -316,25 +438,25 @@ def _check_capsule_step(c: _Checker, step: Step, path: str) -> None:
 
 def _check_input(c: _Checker) -> None:
     """Seed 2: the input schema is a Draft 2020-12 schema and the input satisfies it (every
-    violation reported, with its path)."""
+    violation reported, with its path). Evaluated by engine.jsonschemas: patterns on RE2, no
+    remote references."""
     spec = c.spec
     if spec.input_schema is None:
         return
-    try:
-        jsonschema.Draft202012Validator.check_schema(spec.input_schema)
-    except jsonschema.SchemaError as e:
-        where = ".".join(str(p) for p in e.absolute_path)
-        c.add(
-            "input-schema",
-            None,
-            "inputSchema" + (f".{where}" if where else ""),
-            f"not a valid JSON Schema: {e.message}",
-        )
+    problems = jsonschemas.schema_problems(spec.input_schema)
+    for path, message in problems:
+        where = ".".join(str(p) for p in path)
+        c.add("input-schema", None, "inputSchema" + (f".{where}" if where else ""), message)
+    if problems:
         return
-    validator = jsonschema.Draft202012Validator(spec.input_schema)
-    for err in sorted(
-        validator.iter_errors(spec.input or {}), key=lambda e: list(map(str, e.path))
-    ):
+    try:
+        errors = jsonschemas.evaluate(
+            spec.input_schema, spec.input or {}, tick=lambda: c.tick("inputSchema")
+        )
+    except jsonschemas.UnusableSchemaError as e:
+        c.add("input-schema", None, "inputSchema", f"cannot be evaluated: {e}")
+        return
+    for err in sorted(errors, key=lambda e: list(map(str, e.path))):
         where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path)
         c.add("input-schema", None, f"input{where}", err.message)
 
@@ -369,15 +491,19 @@ def _check_templates(c: _Checker, graph: Graph) -> None:
     steps = c.spec.steps
     for i, step in enumerate(steps):
         path = f"steps[{i}]"
+        if not i % BUDGET_EVERY:
+            c.check(path)
         if step.id in templates.RESERVED:
             _reserved_id(c, step.id, path)
         ancestors: set[str] | None = None
 
-        def root_problem(t: templates.Template, i: int = i) -> str | None:
+        def root_problem(t: templates.Template, i: int = i, step: Step = step) -> str | None:
             nonlocal ancestors
             problem = _template_root_problem(graph, t)
             if problem is None and t.root not in templates.RESERVED:
                 problem = _field_problem(t, steps[graph.index[t.root]])
+                if problem is None and t.root in step.depends_on:
+                    return None  # a direct dependency: no walk of the ancestors
                 ancestors = _ancestors(graph, i) if ancestors is None else ancestors
                 if problem is None and t.root not in ancestors:
                     problem = (
@@ -475,8 +601,10 @@ def _check_bodies(c: _Checker, graph: Graph, i: int, step: Step, path: str, seen
                 scope |= {"item", "index", "length"}
             if kind == "reduce":
                 scope.add("accumulator")
+            earlier: dict[str, Step] = {}  # the body's steps before this one (grown, not rebuilt)
             for j, b in enumerate(steps):
                 bpath = where if single else f"{where}[{j}]"
+                c.tick(bpath)
                 name = bodies.qualified(step.id, key, b.id)
                 nested = [k for k in bodies.BODY_KINDS if getattr(b, k) is not None]
                 if nested:
@@ -508,7 +636,6 @@ def _check_bodies(c: _Checker, graph: Graph, i: int, step: Step, path: str, seen
                         _reserved_id(c, name, bpath)
                 named = b.model_copy(update={"id": name})
                 _check_step(c, body_graph, named, bpath)
-                earlier = {s.id: s for s in steps[:j]}
 
                 def root_problem(
                     t: templates.Template,
@@ -519,6 +646,7 @@ def _check_bodies(c: _Checker, graph: Graph, i: int, step: Step, path: str, seen
                     return _body_root_problem(c, graph, i, kind, scope, earlier, t)
 
                 _check_step_templates(c, named, bpath, root_problem)
+                earlier[b.id] = b
 
 
 def _body_root_problem(
@@ -540,7 +668,9 @@ def _body_root_problem(
         return _field_problem(t, earlier[t.root])
     if t.root in graph.index:
         problem = _field_problem(t, c.spec.steps[graph.index[t.root]])
-        if problem is None and t.root not in _ancestors(graph, i):
+        if i not in c.body_ancestors:
+            c.body_ancestors[i] = _ancestors(graph, i)
+        if problem is None and t.root not in c.body_ancestors[i]:
             control_id = c.spec.steps[i].id
             problem = (
                 f"{t.text} uses step {t.root!r}, which the {kind} step {control_id!r} does not "
@@ -661,7 +791,7 @@ def _check_control(c: _Checker, step: Step, path: str) -> None:
                 "plan can run any agent image)",
             )
     if step.ask is not None:
-        for suffix, message in control.ask_problems(step.ask):
+        for suffix, message in control.ask_problems(step.ask, tick=lambda: c.tick(path)):
             c.add("control", step.id, f"{path}.ask{suffix}", message)
     if step.decide is not None:
         _check_fields(

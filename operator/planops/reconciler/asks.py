@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from planops.engine import control
+from planops.engine import control, references
 from planops.engine.decider import AttemptFact, Dispatch
 from planops.engine.report import parse_rfc3339, rfc3339
 from planops.kube.manifests import answer_annotation
@@ -90,8 +90,8 @@ def judge(w: Waiting, annotations: dict[str, str], run_id: str, now: float) -> O
     raw = annotations.get(answer_annotation(w.step_id))
     if raw is not None and raw != w.rejected:
         try:
-            given = json.loads(raw)
-        except json.JSONDecodeError:
+            given = references.loads(raw)
+        except ValueError:  # not JSON, or nested too deeply (json.loads: RecursionError)
             return "the answer annotation is not JSON (use kubectl plan answer)"
         if isinstance(given, dict) and given.get("run") == run_id:
             if given.get("declined"):

@@ -23,7 +23,9 @@ from planops import metrics
 from planops.api import CapsuleSpec, PlanSpec, Step, parse_document
 from planops.api.documents import problems_of
 from planops.engine import (
+    OPERATOR_BUDGET_SECONDS,
     AttemptFact,
+    Budget,
     Dispatch,
     Facts,
     PlanError,
@@ -66,6 +68,10 @@ class Reconciler:
     kube: Kube
     policy: Policy = field(default_factory=Policy)
     clock: Callable[[], float] = time.time
+    #: one validation's time budget (a huge plan is refused, not judged without end)
+    budget: Budget | None = field(
+        default_factory=lambda: Budget(OPERATOR_BUDGET_SECONDS, time.monotonic)
+    )
     #: attempts in flight per plan, for the planops_steps_running gauge (their sum)
     _running: dict[tuple[str, str], int] = field(default_factory=dict)
 
@@ -292,7 +298,7 @@ class Reconciler:
                         )
                     ],
                 )
-        errors = validate(spec, lambda n: capsule if n == cname else None, self.policy)
+        errors = validate(spec, lambda n: capsule if n == cname else None, self.policy, self.budget)
         return spec, capsule, errors
 
     # -- observe ------------------------------------------------------------------------------

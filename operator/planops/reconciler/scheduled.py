@@ -26,7 +26,7 @@ from planops import metrics
 from planops.api import API_VERSION
 from planops.api.documents import problems_of
 from planops.api.models import CapsuleSpec, ClusterScheduledPlanSpec, ScheduledPlanSpec
-from planops.engine import Policy, capsule_name, validate
+from planops.engine import OPERATOR_BUDGET_SECONDS, Budget, Policy, capsule_name, validate
 from planops.engine import schedule as rules
 from planops.engine.report import parse_rfc3339, rfc3339
 from planops.kube.client import ApiError, Kube
@@ -59,6 +59,10 @@ class ScheduleReconciler:
     kube: Kube
     policy: Policy = field(default_factory=Policy)
     clock: Callable[[], float] = time.time
+    #: one validation's time budget, as the Plan reconciler's
+    budget: Budget | None = field(
+        default_factory=lambda: Budget(OPERATOR_BUDGET_SECONDS, time.monotonic)
+    )
 
     async def reconcile(self, plural: str, namespace: str, name: str) -> float | None:
         cluster = plural == "clusterscheduledplans"
@@ -157,7 +161,10 @@ class ScheduleReconciler:
             except ValidationError:
                 capsule = None
         errs = validate(
-            spec.plan_template.spec, lambda n: capsule if n == cname else None, self.policy
+            spec.plan_template.spec,
+            lambda n: capsule if n == cname else None,
+            self.policy,
+            self.budget,
         )
         return [f"planTemplate.spec.{e.path}: [{e.code}] {e.message}" for e in errs]
 
