@@ -38,6 +38,7 @@ from planops.engine import (
     shell_words,
     validate,
 )
+from planops.engine.validation import DEFAULT_CAPSULE
 from planops.kube import manifests
 from planops.kube.client import ApiError, Kube
 from planops.kube.events import Recorder
@@ -61,6 +62,9 @@ FINISHED = ("Succeeded", "Failed")
 #: Jobs / child Plans created at once by one reconcile (a wide fan-out must not be created one by
 #: one: the last step's dispatch latency would grow with the width of the plan).
 CREATE_CONCURRENCY = 16
+#: verdicts kept (one per Plan generation; a few MB for this many plans)
+VERDICTS_KEPT = 20_000
+Verdict = tuple[PlanSpec | None, CapsuleSpec | None, list[PlanError]]
 
 
 @dataclass
@@ -72,6 +76,8 @@ class Reconciler:
     budget: Budget | None = field(
         default_factory=lambda: Budget(OPERATOR_BUDGET_SECONDS, time.monotonic)
     )
+    #: verdicts of judge(reuse=True) by (uid, generation, Capsule name, Capsule version)
+    _verdicts: dict[tuple[str, int, str, str | None], Verdict] = field(default_factory=dict)
     #: attempts in flight per plan, for the planops_steps_running gauge (their sum)
     _running: dict[tuple[str, str], int] = field(default_factory=dict)
 
@@ -138,7 +144,7 @@ class Reconciler:
             await self._stop_other_runs(ref)
             previous = {"conditions": previous.get("conditions", [])}
 
-        spec, capsule, errors = await self.judge(plan)
+        spec, capsule, errors = await self.judge(plan, reuse=True)
         if errors:
             if previous.get("phase") != "Invalid":
                 for e in errors:
@@ -266,11 +272,33 @@ class Reconciler:
 
     # -- validation ---------------------------------------------------------------------------
 
-    async def judge(
-        self, plan: dict[str, Any]
-    ) -> tuple[PlanSpec | None, CapsuleSpec | None, list[PlanError]]:
+    async def judge(self, plan: dict[str, Any], *, reuse: bool = False) -> Verdict:
         """The one place a Plan object is judged: the reconcile and the admission webhook
-        (handlers.webhook) both call it; it reads the Plan's Capsule through the API."""
+        (handlers.webhook) both call it; it reads the Plan's Capsule through the API.
+
+        Parsing and validation run in a worker thread (a large plan never holds the event loop,
+        which serves every other plan, the webhook and the health probe) under the validator's
+        time budget. With `reuse` (the reconciler), a verdict is kept per Plan generation and
+        Capsule version: a plan is judged once per change, not on every reconcile."""
+        meta = plan["metadata"]
+        cname = str((plan.get("spec") or {}).get("capsule") or DEFAULT_CAPSULE)
+        raw = await self.kube.get_capsule(meta["namespace"], cname)
+        key = (
+            str(meta.get("uid")),
+            int(meta.get("generation") or 0),
+            cname,
+            (raw or {}).get("metadata", {}).get("resourceVersion"),
+        )
+        if reuse and key in self._verdicts:
+            return self._verdicts[key]
+        verdict = await asyncio.to_thread(self._judge, plan, cname, raw)
+        if reuse:
+            self._verdicts[key] = verdict
+            while len(self._verdicts) > VERDICTS_KEPT:
+                del self._verdicts[next(iter(self._verdicts))]  # the oldest
+        return verdict
+
+    def _judge(self, plan: dict[str, Any], cname: str, raw: dict[str, Any] | None) -> Verdict:
         doc, problems = parse_document(
             {k: plan[k] for k in ("apiVersion", "kind", "metadata", "spec")}
         )
@@ -278,8 +306,6 @@ class Reconciler:
             return None, None, [PlanError("schema", None, p.path, p.message) for p in problems]
         spec = doc.spec
         assert isinstance(spec, PlanSpec)
-        cname = capsule_name(spec)
-        raw = await self.kube.get_capsule(plan["metadata"]["namespace"], cname)
         capsule: CapsuleSpec | None = None
         if raw is not None:
             try:

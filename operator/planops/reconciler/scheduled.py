@@ -13,6 +13,7 @@ gets no new runs (its runs finish and stay until the history limits or the owner
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -160,7 +161,8 @@ class ScheduleReconciler:
                 capsule = CapsuleSpec.model_validate(raw.get("spec") or {})
             except ValidationError:
                 capsule = None
-        errs = validate(
+        errs = await asyncio.to_thread(  # off the event loop, like a Plan's (Reconciler.judge)
+            validate,
             spec.plan_template.spec,
             lambda n: capsule if n == cname else None,
             self.policy,

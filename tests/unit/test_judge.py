@@ -1,0 +1,90 @@
+"""Reconciler.judge: the one place a Plan object is judged runs off the event loop (a plan that
+is slow to judge never holds up the other plans, the webhook or the health probe) and judges a
+Plan once per generation and Capsule version."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from planops.reconciler import reconcile
+from planops.reconciler.reconcile import Reconciler
+
+CAPSULE = {"metadata": {"resourceVersion": "7"}, "spec": {"shell": {"allow": ["echo"]}}}
+
+
+class _Kube:
+    def __init__(self) -> None:
+        self.capsule: dict[str, Any] = CAPSULE
+
+    async def get_capsule(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.capsule
+
+
+def plan(generation: int = 1) -> dict[str, Any]:
+    return {
+        "apiVersion": "planops.dev/v1alpha1",
+        "kind": "Plan",
+        "metadata": {"name": "p", "namespace": "ns", "uid": "u1", "generation": generation},
+        "spec": {"steps": [{"id": "a", "shell": "echo hi"}]},
+    }
+
+
+def test_judging_does_not_hold_the_event_loop(monkeypatch: pytest.MonkeyPatch):
+    slow = reconcile.validate
+
+    def validate(*args: Any) -> Any:
+        time.sleep(0.5)  # a plan that takes long to judge (pure Python would hold the loop)
+        return slow(*args)
+
+    monkeypatch.setattr(reconcile, "validate", validate)
+
+    async def scenario() -> int:
+        r = Reconciler(_Kube())  # type: ignore[arg-type]
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        t = asyncio.create_task(ticker())
+        _, _, errors = await r.judge(plan())
+        t.cancel()
+        assert errors == []
+        return ticks
+
+    assert asyncio.run(scenario()) >= 10  # on the loop, it would be 0 during the 0.5 s
+
+
+def test_a_plan_is_judged_once_per_generation_and_capsule_version(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    calls: list[int] = []
+    real = reconcile.validate
+
+    def counting(*args: Any) -> Any:
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(reconcile, "validate", counting)
+    kube = _Kube()
+    r = Reconciler(kube)  # type: ignore[arg-type]
+
+    async def scenario() -> None:
+        for _ in range(3):
+            await r.judge(plan(), reuse=True)
+        assert len(calls) == 1
+        await r.judge(plan(generation=2), reuse=True)  # the spec changed
+        assert len(calls) == 2
+        kube.capsule = {**CAPSULE, "metadata": {"resourceVersion": "8"}}  # the Capsule changed
+        await r.judge(plan(generation=2), reuse=True)
+        assert len(calls) == 3
+        await r.judge(plan(generation=2))  # the webhook: always judged afresh
+        assert len(calls) == 4
+
+    asyncio.run(scenario())
