@@ -395,3 +395,21 @@ def test_a_tools_credentials_reach_the_tool_and_no_shell_step(kube: Kube, ns: st
     assert secret not in json.dumps(obj)
     events = kube.get("events", "-n", ns)["items"]
     assert secret not in json.dumps(events)
+
+
+def test_the_kubelet_expands_nothing_a_plan_gives_a_step(kube: Kube, ns: str):
+    """Kubernetes expands $(VAR) in a container's command and env: a plan's words and a tool's
+    input reach the step exactly as written or rendered, never expanded a second time."""
+    kube.apply(
+        plan(
+            "dollars",
+            {"id": "words", "shell": "echo $(PLANOPS_STEP) {{input.x}} $$"},
+            {"id": "tool", "tool": "echo-input", "input": {"v": "$(PLANOPS_PLAN)"}},
+            input={"x": "$(PLANOPS_ATTEMPT)"},
+        ),
+        "-n",
+        ns,
+    )
+    rep = steps(wait_plan(kube, ns, "dollars"))
+    assert rep["words"]["output"] == "$(PLANOPS_STEP) $(PLANOPS_ATTEMPT) $$\n"
+    assert json.loads(rep["tool"]["output"]) == {"v": "$(PLANOPS_PLAN)"}

@@ -212,3 +212,20 @@ def test_a_capsule_can_shorten_how_long_a_step_stays_on_a_lost_node():
     ]
     default = job_for({"id": "sh", "shell": "echo hi"}, capsule())["spec"]["template"]["spec"]
     assert "tolerations" not in default
+
+
+def test_the_kubelet_gets_every_dollar_doubled_so_it_expands_nothing():
+    cap = capsule(image="registry.example/x:1")
+    spec = plan({"id": "sh", "shell": "echo $(PLANOPS_STEP) $$HOME"})
+    d = Dispatch(spec.steps[0], 1, "shell", None, ["echo", "$(PLANOPS_STEP)", "$(TOKEN)"])
+    ref = manifests.PlanRef("ns", "p", "uid", "run")
+    c = manifests.job(ref, d, cap, "registry.example/x:1", timeout_seconds=60)["spec"]["template"][
+        "spec"
+    ]["containers"][0]
+    assert c["command"] == ["echo", "$$(PLANOPS_STEP)", "$$(TOKEN)"]
+    tool = Dispatch(plan({"id": "t", "tool": "notes"}).steps[0], 1, "tool", {"v": "$(X)"}, None)
+    c = manifests.job(ref, tool, cap, "registry.example/x:1", timeout_seconds=60)["spec"][
+        "template"
+    ]["spec"]["containers"][0]
+    (value,) = [e["value"] for e in c["env"] if e["name"] == "PLANOPS_INPUT"]
+    assert value == '{"v": "$$(X)"}'

@@ -132,11 +132,21 @@ def step_image(d: Dispatch, capsule: CapsuleSpec) -> str | None:
     return d.step.image or capsule.image
 
 
+def literal(text: str) -> str:
+    """`text` as the kubelet will hand it over: it expands `$(VAR)` in a container's command
+    and env values (from the container's environment) and turns `$$` into `$`, so every `$` a
+    plan author wrote or a template rendered is doubled. Without this, a value such as
+    `$(PLANOPS_INPUT)` would be rendered a second time, by the kubelet."""
+    return text.replace("$", "$$")
+
+
 def step_command(d: Dispatch, capsule: CapsuleSpec) -> list[str]:
+    """The container command: a tool's as its Capsule's owner wrote it (`$(VAR)` there is the
+    owner's to use); a shell step's words exactly as the plan gives them (see `literal`)."""
     if d.kind == "tool":
         tool = capsule.tool(d.step.tool or "")
         return list(tool.command) if tool is not None else []
-    return d.words or shell_words(d.step.shell or "")
+    return [literal(w) for w in d.words or shell_words(d.step.shell or "")]
 
 
 def job(
@@ -159,7 +169,10 @@ def job(
     tool = capsule.tool(d.step.tool or "") if d.kind == "tool" else None
     if d.kind == "tool":
         env.append(
-            {"name": "PLANOPS_INPUT", "value": json.dumps(d.input if d.input is not None else {})}
+            {
+                "name": "PLANOPS_INPUT",
+                "value": literal(json.dumps(d.input if d.input is not None else {})),
+            }
         )
     volumes: list[dict[str, Any]] = []
     mounts: list[dict[str, Any]] = []
