@@ -189,6 +189,10 @@ def step_schema() -> Schema:
                 maximum=100,
                 default=0,
             ),
+            "retryBackoff": _retry_backoff(
+                "The pause before each retry: attempt n+1 starts duration x factor^(n-1) after "
+                "attempt n failed, at most maxDuration. Default: the Capsule's, else none."
+            ),
             "timeoutSeconds": _i(
                 "Deadline of each attempt (the Job's activeDeadlineSeconds). Default: "
                 "the Capsule's defaultTimeoutSeconds.",
@@ -320,6 +324,27 @@ def _env_var() -> Schema:
     )
 
 
+def _retry_backoff(description: str) -> Schema:
+    duration = {
+        "x-kubernetes-int-or-string": True,
+        "anyOf": [{"type": "integer"}, {"type": "string"}],
+    }
+    return _obj(
+        description,
+        {
+            "duration": {**duration, "description": "The first pause: 10s, 1m30s, 500ms."},
+            "factor": {
+                "type": "number",
+                "minimum": 1,
+                "maximum": 100,
+                "description": "Each further pause is the previous one times this. Default 2.",
+            },
+            "maxDuration": {**duration, "description": "The longest pause. Default: none."},
+        },
+        required=["duration"],
+    )
+
+
 def capsule_spec_schema() -> Schema:
     def allow(what: str) -> Schema:
         names = _list("The allowed names. Empty: nothing is allowed.", {"type": "string"})
@@ -386,6 +411,9 @@ def capsule_spec_schema() -> Schema:
             "resources": _resources("Default requests and limits of every step."),
             "maxResources": _quantities("The most any step may ask for."),
             "defaultTimeoutSeconds": _i("Default deadline of each step attempt.", minimum=1),
+            "retryBackoff": _retry_backoff(
+                "The retry pause of steps that set none (see a step's retryBackoff)."
+            ),
             "maxTimeoutSeconds": _i("The longest deadline a step may ask for.", minimum=1),
             "outputLimitBytes": _i(
                 "Cap on each step's recorded output (a truncation mark is appended).",

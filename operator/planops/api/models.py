@@ -18,6 +18,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from planops.api import durations
+
 #: A step id: also a Job label value and part of a Job name, hence the restriction (the seed
 #: leaves ids free; planops needs them to be label-safe). Letters, digits, `_` and `-`.
 STEP_ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,62}$"
@@ -73,6 +75,31 @@ class Resources(Model):
     limits: ResourceList | None = None
 
 
+class RetryBackoff(Model):
+    """The pause before each retry: attempt n+1 starts `duration × factor^(n-1)` after attempt n
+    failed, at most `maxDuration` (Argo's retryStrategy.backoff; the Job controller's backoff)."""
+
+    duration: str | int | float = Field(description="The first pause (10s, 1m, 500ms).")
+    factor: float = Field(default=2.0, ge=1, le=100, description="Each pause grows by this.")
+    max_duration: str | int | float | None = Field(default=None, description="The longest pause.")
+
+    @field_validator("duration", "max_duration")
+    @classmethod
+    def _is_duration(cls, value: Any) -> Any:
+        if value is not None:
+            durations.parse(value)
+        return value
+
+    def delay(self, failed_attempt: int) -> float:
+        """Seconds to wait after attempt `failed_attempt` (1-based) failed."""
+        first = durations.parse(self.duration)
+        exponent = min(max(0, failed_attempt - 1), 64)  # bounded: 100 retries cannot overflow
+        wait = first * self.factor**exponent
+        if self.max_duration is not None:
+            wait = min(wait, durations.parse(self.max_duration))
+        return min(wait, durations.MAX_SECONDS)
+
+
 class Step(Model):
     """One step of a plan. Exactly one kind: tool / shell / capsule or a seed-2 control step
     (checked by the validator)."""
@@ -102,6 +129,7 @@ class Step(Model):
     # Typed loosely on purpose: a bad value is the seed's `on-error` refusal (see module doc).
     on_error: Any = "fail"
     retries: int = Field(default=0, ge=0, le=100)
+    retry_backoff: RetryBackoff | None = None
     timeout_seconds: int | None = Field(default=None, ge=1, le=7 * 24 * 3600)
     image: str | None = None
     resources: Resources | None = None
@@ -263,6 +291,8 @@ class CapsuleSpec(Model):
     resources: Resources | None = Field(default=None, description="Defaults of every step.")
     max_resources: ResourceList | None = None
     default_timeout_seconds: int | None = Field(default=None, ge=1)
+    #: the retry pause of steps that set none (RetryBackoff); None: retries start at once
+    retry_backoff: RetryBackoff | None = None
     max_timeout_seconds: int | None = Field(default=None, ge=1)
     output_limit_bytes: int = Field(default=65536, ge=256, le=1 << 20)
     service_account_name: str | None = None

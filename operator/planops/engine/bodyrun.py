@@ -276,6 +276,18 @@ class Bodies:
         step = next((s for s in plan.steps if s.id == local), None)
         return step_kind(step) if step is not None else "shell"
 
+    def wake_at(self) -> float | None:
+        """The earliest due time of a retry waiting in a running body."""
+        times = [
+            t
+            for a in self.active.values()
+            for pos, sub in a.runs.items()
+            if pos not in a.done
+            for t in (sub.wake_at(),)
+            if t is not None
+        ]
+        return min(times, default=None)
+
     def in_flight(self) -> list[tuple[str, int]]:
         return [
             (bodies.qualified(a.step.id, a.keys[pos], sid), attempt)

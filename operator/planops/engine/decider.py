@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
-from planops.api.models import PlanSpec, Step
+from planops.api.models import PlanSpec, RetryBackoff, Step
 from planops.engine import bodies, conditions, control, references, templates
 from planops.engine.bodyrun import Bodies
 from planops.engine.dag import Graph
@@ -95,6 +95,8 @@ class Decision:
     dispatch: tuple[Dispatch, ...]
     settled: tuple[StepRecord, ...]  # settled since the previous decision (to persist/announce)
     finished: bool
+    #: when a retry waiting out its backoff becomes due: decide again then (None: nothing waits)
+    wake_at: float | None = None
 
 
 @dataclass(slots=True)
@@ -105,6 +107,7 @@ class _State:
     settled: StepRecord | None = None
     queued: bool = False
     condition_checked: bool = False
+    delayed: bool = False  # a retry waiting out its backoff
 
 
 @dataclass
@@ -118,7 +121,11 @@ class Run:
     scope: dict[str, Any] = field(default_factory=dict)  # item, index, length, accumulator
     #: a body's Run: what qualifies its step ids in messages (`scan.3.`)
     prefix: str = ""
+    #: the retry pause of steps that set none (the Capsule's retryBackoff); bodies inherit it
+    retry_backoff: RetryBackoff | None = None
     graph: Graph = field(init=False)
+    #: retries waiting out their backoff: (due time, step index), a heap
+    _delayed: list[tuple[float, int]] = field(init=False, default_factory=list)
     _states: list[_State] = field(init=False)
     _remaining: list[int] = field(init=False)
     _ready_tools: list[int] = field(init=False, default_factory=list)
@@ -168,8 +175,9 @@ class Run:
         parent: Run | None = None,
         scope: dict[str, Any] | None = None,
         prefix: str = "",
+        retry_backoff: RetryBackoff | None = None,
     ) -> Run:
-        run = cls(plan_id, spec, parent, scope or {}, prefix)
+        run = cls(plan_id, spec, parent, scope or {}, prefix, retry_backoff)
         settled_ids = {r.step_id for r in facts.settled}
         body_records: dict[int, list[StepRecord]] = {}
         body_attempts: dict[int, list[AttemptFact]] = {}
@@ -277,11 +285,29 @@ class Run:
     def decide(self, now: float) -> Decision:
         """Start what can start; settle what settles without running. Marks dispatches in flight."""
         dispatch: list[Dispatch] = []
+        self._release_due(now)
         self._dispatch_ready(now, dispatch)
         while self._bodies.active and self._bodies.pump(now, dispatch):
             self._dispatch_ready(now, dispatch)
         new, self._new = tuple(self._new), []
-        return Decision(tuple(dispatch), new, self.finished)
+        return Decision(tuple(dispatch), new, self.finished, self.wake_at())
+
+    def _release_due(self, now: float) -> None:
+        """Retries whose backoff has passed become ready (in declaration order, as any step)."""
+        while self._delayed and self._delayed[0][0] <= now:
+            _, i = heapq.heappop(self._delayed)
+            self._states[i].delayed = False
+            self._push_if_ready(i)
+
+    def wake_at(self) -> float | None:
+        """The earliest time a waiting retry (here or in a running body) becomes due."""
+        if self.failed_step is not None or self.exited is not None:
+            return None
+        times = [self._delayed[0][0]] if self._delayed else []
+        body = self._bodies.wake_at() if self._bodies.active else None
+        if body is not None:
+            times.append(body)
+        return min(times, default=None)
 
     def _dispatch_ready(self, now: float, dispatch: list[Dispatch]) -> None:
         cap = self.spec.parallelism
@@ -296,7 +322,7 @@ class Run:
                 break
             i = heap[0]
             st = states[i]
-            if st.settled is not None or st.in_flight:  # lazily dropped entry
+            if st.settled is not None or st.in_flight or st.delayed:  # lazily dropped entry
                 heapq.heappop(heap)
                 st.queued = False
                 continue
@@ -314,7 +340,11 @@ class Run:
             return False
         if self.failed_step is not None or self.exited is not None:
             return True
-        return not self._ready_other and not (self._ready_tools and not self._tool_busy)
+        return (
+            not self._ready_other
+            and not (self._ready_tools and not self._tool_busy)
+            and not self._delayed
+        )
 
     def report(self) -> Report:
         settled_all = self._settled_count == len(self.spec.steps)
@@ -513,7 +543,13 @@ class Run:
     def _attempt_failed(self, i: int, output: str | None, error: str | None, now: float) -> None:
         step, st = self.spec.steps[i], self._states[i]
         if st.attempts <= step.retries and self.failed_step is None:
-            self._push_if_ready(i)
+            backoff = step.retry_backoff or self._default_backoff()
+            wait = backoff.delay(st.attempts) if backoff is not None else 0.0
+            if wait > 0:  # counted from when the attempt failed: restored runs wait the same
+                st.delayed = True
+                heapq.heappush(self._delayed, (now + wait, i))
+            else:
+                self._push_if_ready(i)
             return
         # onError: skip settles skipped; continue and fail settle failed (fail also stops the plan,
         # in _settle). The error is kept on a skipped step: it says why it was skipped.
@@ -554,9 +590,23 @@ class Run:
             self._remaining[d] -= 1
             self._push_if_ready(d)
 
+    def _default_backoff(self) -> RetryBackoff | None:
+        run: Run | None = self
+        while run is not None:
+            if run.retry_backoff is not None:
+                return run.retry_backoff
+            run = run.parent
+        return None
+
     def _push_if_ready(self, i: int) -> None:
         st = self._states[i]
-        if self._remaining[i] > 0 or st.queued or st.settled is not None or st.in_flight:
+        if (
+            self._remaining[i] > 0
+            or st.queued
+            or st.settled is not None
+            or st.in_flight
+            or st.delayed
+        ):
             return
         st.queued = True
         heapq.heappush(self._ready_tools if self._kinds[i] == "tool" else self._ready_other, i)
@@ -574,7 +624,13 @@ def exit_report(step_id: str, record: StepRecord) -> ExitReport | None:
     )
 
 
-def decide(plan_id: str, spec: PlanSpec, facts: Facts, now: float) -> tuple[Run, Decision]:
+def decide(
+    plan_id: str,
+    spec: PlanSpec,
+    facts: Facts,
+    now: float,
+    retry_backoff: RetryBackoff | None = None,
+) -> tuple[Run, Decision]:
     """The decider as a pure function of (plan, facts, now); also returns the restored Run."""
-    run = Run.restore(plan_id, spec, facts)
+    run = Run.restore(plan_id, spec, facts, retry_backoff=retry_backoff)
     return run, run.decide(now)

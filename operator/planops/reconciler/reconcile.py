@@ -173,7 +173,7 @@ class Reconciler:
 
         claim = await self._workspace(ref, spec)
         facts, observed = await self._observe(ref, spec, capsule, previous)
-        run = Run.restore(name, spec, facts)
+        run = Run.restore(name, spec, facts, retry_backoff=capsule.retry_backoff)
         cancel = (meta.get("annotations") or {}).get(manifests.ANNOTATION_CANCEL)
         started_at = status_.parse_rfc3339(str(run_info["startedAt"])) or now
         deadline = (
@@ -268,6 +268,8 @@ class Reconciler:
         wake = [w.deadline for w in waiting]
         if deadline is not None and not finished:
             wake.append(deadline)
+        if decision.wake_at is not None:  # a retry waiting out its backoff
+            wake.append(decision.wake_at)
         return max(0.0, min(wake) - now) + 0.05 if wake else None
 
     # -- validation ---------------------------------------------------------------------------

@@ -108,7 +108,7 @@ class LocalRunner:
         lineage: tuple[str, ...],
         workdir: Path,
     ) -> Report:
-        run = Run(plan_id, spec)
+        run = Run(plan_id, spec, retry_backoff=capsule.retry_backoff)
         emit = self._emitter(plan_id, lineage)
         emit({"event": "plan_start", "steps": len(spec.steps), "workdir": str(workdir)})
         tasks: dict[asyncio.Task[Result], Dispatch] = {}
@@ -130,7 +130,18 @@ class LocalRunner:
                     tasks[task] = d
                 if decision.finished:
                     break
-                done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+                # a retry waiting out its backoff: decide again when it is due
+                wait = (
+                    max(0.0, decision.wake_at - self.clock())
+                    if decision.wake_at is not None
+                    else None
+                )
+                if not tasks:
+                    await asyncio.sleep(wait if wait is not None else 0.0)
+                    continue
+                done, _ = await asyncio.wait(
+                    tasks, timeout=wait, return_when=asyncio.FIRST_COMPLETED
+                )
                 for task in done:
                     d = tasks.pop(task)
                     result = task.result()
