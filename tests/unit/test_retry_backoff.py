@@ -5,6 +5,7 @@ one), the Capsule gives a default, and both executors honour it."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 import pytest
 from pydantic import ValidationError
@@ -114,5 +115,5 @@ def test_the_local_runner_waits_the_backoff_between_attempts():
     report = asyncio.run(runner.run("p", spec))
     assert report.steps[0].attempts == 3
     times = [float(r["time"]) for r in attempts]  # type: ignore[arg-type]
-    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     assert len(gaps) == 2 and all(g >= 0.3 for g in gaps), gaps

@@ -76,7 +76,7 @@ class Resources(Model):
 
 
 class RetryBackoff(Model):
-    """The pause before each retry: attempt n+1 starts `duration × factor^(n-1)` after attempt n
+    """The pause before each retry: attempt n+1 starts `duration x factor^(n-1)` after attempt n
     failed, at most `maxDuration` (Argo's retryStrategy.backoff; the Job controller's backoff)."""
 
     duration: str | int | float = Field(description="The first pause (10s, 1m, 500ms).")
