@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import jsonschema
 
-from planops.api import quantity
+from planops.api import quantity, values
 from planops.api.models import NEEDS_A_MODEL, STEP_KINDS, CapsuleSpec, PlanSpec, Step
 from planops.api.resources import resources as effective_resources
 from planops.engine import bodies, conditions, control, references, templates
@@ -109,10 +109,41 @@ def capsule_name(spec: PlanSpec) -> str:
     return spec.capsule or DEFAULT_CAPSULE
 
 
+#: A step's fields that hold JSON values of any shape (pydantic types them `Any`).
+STEP_VALUES = ("input", *(k for k in STEP_KINDS if k not in ("tool", "shell", "capsule")))
+
+
+def _values(spec: PlanSpec) -> list[PlanError]:
+    """Refusals of values that are no JSON values or nest deeper than values.MAX_DEPTH.
+
+    Checked first, without recursion, and a plan with any of them is judged no further: every
+    other check walks these values recursively (references, templates, jsonschema, messages that
+    quote them), and so does the decider, so none may ever see one nested without bound.
+    """
+    found: list[tuple[str | None, str, Any]] = [
+        (None, "input", spec.input),
+        (None, "output", spec.output),
+        (None, "inputSchema", spec.input_schema),
+    ]
+    for i, step in enumerate(spec.steps):
+        found += [(step.id, f"steps[{i}].{k}", getattr(step, k)) for k in STEP_VALUES]
+        found.append((step.id, f"steps[{i}].onError", step.on_error))
+    errors = []
+    for step_id, path, value in found:
+        problem = values.problem(value)
+        if problem is not None:
+            where = path if problem.too_deep else values.dotted(problem.path, path)
+            errors.append(PlanError(problem.code, step_id, where, problem.message))
+    return errors
+
+
 def validate(
     spec: PlanSpec, resolve_capsule: CapsuleResolver, policy: Policy | None = None
 ) -> list[PlanError]:
     """Every refusal of `spec`, sorted by step position; [] when the plan may run."""
+    not_values = _values(spec)
+    if not_values:
+        return not_values
     name = capsule_name(spec)
     checker = _Checker(spec, name, resolve_capsule(name), policy or Policy())
     if checker.capsule is None:

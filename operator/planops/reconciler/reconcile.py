@@ -245,7 +245,7 @@ class Reconciler:
             {k: plan[k] for k in ("apiVersion", "kind", "metadata", "spec")}
         )
         if problems or doc is None:
-            return None, None, [PlanError("schema", None, p.path, p.message) for p in problems]
+            return None, None, [PlanError(p.code, None, p.path, p.message) for p in problems]
         spec = doc.spec
         assert isinstance(spec, PlanSpec)
         cname = capsule_name(spec)

@@ -1,0 +1,227 @@
+"""Hostile plans get a clear refusal, never a traceback: the validator, the admission webhook and
+the reconciler (all `parse_document` + `validate`) stay standing whatever a plan holds."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from typing import Any
+
+import pytest
+
+from planops.api import PlanSpec, parse_document, values
+from planops.engine import Run, validate
+from planops.reconciler.reconcile import Reconciler
+
+from .helpers import capsule, resolver
+
+DEEP = 1000  # past Python's recursion limit: any recursive walk of it raises RecursionError
+
+
+def nested(depth: int, leaf: Any = "x") -> Any:
+    """`leaf` inside `depth` objects and arrays, alternating."""
+    value = leaf
+    for n in range(depth):
+        value = {"a": value} if n % 2 else [value]
+    return value
+
+
+def keyword_chain(keyword: str, depth: int) -> dict[str, Any]:
+    """A JSON Schema nested through one keyword: {"not": {"not": ... {}}}, `depth` objects."""
+    schema: dict[str, Any] = {}
+    for _ in range(depth - 1):
+        schema = {keyword: schema}
+    return schema
+
+
+def nested_properties(depth: int) -> dict[str, Any]:
+    """An object schema of objects ..., `depth` levels deep (each property adds two)."""
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range((depth - 1) // 2):
+        schema = {"type": "object", "properties": {"a": schema}}
+    return schema
+
+
+def bare(**fields: Any) -> dict[str, Any]:
+    return {"id": "p", "steps": [], **fields}
+
+
+def one_step(**step: Any) -> dict[str, Any]:
+    return bare(steps=[{"id": "a", **step}])
+
+
+#: (where the deep value sits, a document with it there, the path the refusal names)
+PLACES = [
+    ("step input", lambda v: one_step(tool="notes", input=v), "steps[0].input"),
+    ("plan input", lambda v: bare(input={"x": v}), "input"),
+    ("plan output", lambda v: bare(output={"x": v}), "output"),
+    (
+        "map.over",
+        lambda v: one_step(map={"over": v, "do": {"shell": "echo {{item}}"}}),
+        "steps[0].map",
+    ),
+    ("filter", lambda v: one_step(filter={"over": v, "where": {}}), "steps[0].filter"),
+    (
+        "decide",
+        lambda v: one_step(decide={"if": {"value": v, "op": "eq", "to": 1}, "then": {}}),
+        "steps[0].decide",
+    ),
+    ("exit output", lambda v: one_step(exit={"status": "success", "output": v}), "steps[0].exit"),
+    ("ask default", lambda v: one_step(ask={"prompt": "?", "default": v}), "steps[0].ask"),
+    ("onError", lambda v: one_step(shell="true", onError=v), "steps[0].onError"),
+    (
+        "a map body's input",
+        lambda v: one_step(map={"over": [1], "do": [{"id": "b", "tool": "notes", "input": v}]}),
+        "steps[0].map",
+    ),
+]
+SCHEMAS = [
+    ("properties", nested_properties),
+    ("not", lambda d: keyword_chain("not", d)),
+    ("items", lambda d: keyword_chain("items", d)),
+]
+
+
+def refusal(doc: dict[str, Any]) -> tuple[str, str, str]:
+    """The one problem parse_document finds, as (code, path, message)."""
+    parsed, problems = parse_document(doc)
+    assert parsed is None
+    (p,) = problems
+    return p.code, p.path, p.message
+
+
+@pytest.mark.parametrize(("where", "build", "path"), PLACES, ids=[p[0] for p in PLACES])
+def test_a_value_nested_a_thousand_deep_is_refused_with_its_field_path(where, build, path):
+    code, where_, message = refusal(build(nested(DEEP)))
+    assert (code, where_) == ("limits", path)
+    assert "nested deeper than 64 levels" in message
+
+
+@pytest.mark.parametrize(("kind", "build"), SCHEMAS, ids=[s[0] for s in SCHEMAS])
+def test_an_input_schema_nested_a_thousand_deep_is_refused(kind, build):
+    assert refusal(bare(inputSchema=build(DEEP)))[:2] == ("limits", "inputSchema")
+
+
+def test_a_document_nested_deep_outside_any_value_is_refused_too():
+    code, path, message = refusal({**bare(), "metadata": nested(DEEP)})
+    assert code == "limits" and path.startswith("metadata")
+    assert "nested deeper than 80 levels" in message
+
+
+@pytest.mark.parametrize(("where", "build", "path"), PLACES, ids=[p[0] for p in PLACES])
+def test_the_validator_refuses_deep_values_of_a_spec_built_in_python(where, build, path):
+    """A PlanSpec that did not come through parse_document (the CLI's --input merges values into
+    one) is judged by the same rule, before any recursive check."""
+    doc = build(nested(DEEP))
+    spec = PlanSpec.model_validate({k: v for k, v in doc.items() if k != "id"})
+    errors = validate(spec, resolver())
+    assert [(e.code, e.path) for e in errors] == [("limits", path)]
+    assert "nested deeper than 64 levels" in errors[0].message
+
+
+def test_the_validator_refuses_deep_values_only_once_per_field():
+    spec = PlanSpec.model_validate(
+        {
+            "input": {"x": nested(DEEP)},
+            "steps": [{"id": "a", "tool": "notes", "input": nested(DEEP)}],
+        }
+    )
+    errors = validate(spec, resolver())
+    assert [(e.code, e.step, e.path) for e in errors] == [
+        ("limits", None, "input"),
+        ("limits", "a", "steps[0].input"),
+    ]
+
+
+def test_the_limit_is_64_levels_per_value():
+    at = one_step(tool="notes", input=nested(64))
+    past = one_step(tool="notes", input=nested(65))
+    assert parse_document(at)[1] == []
+    doc, _ = parse_document(past)  # within the document's bound: the validator says it
+    assert doc is not None
+    errors = validate(doc.spec, resolver())  # type: ignore[union-attr]
+    assert [(e.code, e.path) for e in errors] == [("limits", "steps[0].input")]
+
+
+def _with_stack_used(frames: int, call: Any) -> Any:
+    """`call()` with `frames` frames already on the stack, as under the operator's own
+    (asyncio, kopf, the webhook server)."""
+    if frames:
+        return _with_stack_used(frames - 1, call)
+    return call()
+
+
+def test_a_plan_at_the_limit_everywhere_is_judged_and_run_with_stack_to_spare():
+    """The bound must leave the deepest walks (jsonschema checking a schema, the template walks,
+    the decider rendering an input) within Python's recursion limit, even with 250 frames
+    already used."""
+    spec = PlanSpec.model_validate(
+        {
+            "inputSchema": keyword_chain("not", 63),  # the meta-schema check: the deepest walk
+            "input": {"x": nested(63)},
+            "output": {"x": nested(63, "{{input.x}}")},
+            "steps": [
+                {"id": "a", "tool": "notes", "input": nested(64, "{{input.x}}")},
+                {
+                    "id": "b",
+                    "filter": {
+                        "over": nested(63, "{{input.x}}"),
+                        "where": {"value": "{{item}}", "op": "not_empty"},
+                    },
+                },
+                {
+                    "id": "c",
+                    "map": {
+                        "over": [1],
+                        "do": {"tool": "notes", "input": nested(61, "{{a.output}}")},
+                    },
+                    "dependsOn": ["a"],
+                },
+            ],
+        }
+    )
+    assert all(values.problem(v) is None for v in (spec.input, spec.input_schema, spec.output))
+    assert _with_stack_used(250, lambda: validate(spec, resolver())) == []
+    spec = spec.model_copy(update={"input": {"x": "s"}})  # a deep input spliced is deeper still
+    decision = _with_stack_used(250, lambda: Run("p", spec).decide(0.0))
+    first = decision.dispatch[0]
+    assert first.step.id == "a" and values.problem(first.input) is None
+
+
+def test_values_that_json_has_no_meaning_for_are_refused():
+    """From a Python caller (the CLI refuses them when it reads YAML, with a line and column)."""
+    for value, code, message in [
+        (datetime.date(2024, 1, 1), "schema", "a date is no JSON value"),
+        ({1: "x"}, "schema", "a key is an int, not a string"),
+        (float("nan"), "schema", "nan is no JSON number"),
+        ({"big": 10**5000}, "limits", "a number of more than 4,000 digits"),
+        ({"s": {"a", "b"}}, "schema", "a set is no JSON value"),
+    ]:
+        code_, path, message_ = refusal(one_step(tool="notes", input={"v": value}))
+        assert (code_, message_) == (code, message)
+        assert path.startswith("steps[0].input.v")
+
+
+def test_a_cyclic_value_is_refused_as_endless_nesting():
+    loop: list[Any] = []
+    loop.append(loop)
+    assert refusal(one_step(tool="notes", input=loop))[:2] == ("limits", "steps[0].input")
+
+
+def test_the_reconciler_judges_a_deep_plan_object_without_raising():
+    """The operator's path (and the admission webhook's): the API object as parsed dicts."""
+
+    class Kube:
+        async def get_capsule(self, namespace: str, name: str) -> dict[str, Any]:
+            return {"spec": capsule().dump()}
+
+    plan = {
+        "apiVersion": "planops.dev/v1alpha1",
+        "kind": "Plan",
+        "metadata": {"name": "deep", "namespace": "ns"},
+        "spec": {"steps": [{"id": "a", "tool": "notes", "input": nested(900)}]},
+    }
+    spec, _, errors = asyncio.run(Reconciler(Kube()).judge(plan))  # type: ignore[arg-type]
+    assert spec is None
+    assert [(e.code, e.path) for e in errors] == [("limits", "spec.steps[0].input")]
+    assert "nested deeper than 64 levels" in errors[0].message
