@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from planops.api import PlanSpec, parse_document, values
-from planops.engine import Run, validate
+from planops.engine import Run, control, validate
 from planops.reconciler.reconcile import Reconciler
 
 from .helpers import capsule, resolver
@@ -225,3 +225,46 @@ def test_the_reconciler_judges_a_deep_plan_object_without_raising():
     assert spec is None
     assert [(e.code, e.path) for e in errors] == [("limits", "spec.steps[0].input")]
     assert "nested deeper than 64 levels" in errors[0].message
+
+
+# -- JSON Schemas whose $refs never end ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("schema", "why"),
+    [
+        ({"$ref": "#"}, "refers back to itself"),
+        ({"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}, "refers back to itself"),
+        ({"$ref": "https://example.com/schema.json"}, "remote schemas are not fetched"),
+        ({"$ref": "#/nowhere"}, "cannot be resolved"),
+    ],
+)
+def test_an_input_schema_whose_refs_cannot_be_applied_is_refused(schema, why):
+    doc, _ = parse_document(bare(inputSchema=schema, input={"a": 1}))
+    assert doc is not None
+    errors = validate(doc.spec, resolver())  # type: ignore[union-attr]
+    assert [(e.code, e.path) for e in errors] == [("input-schema", "inputSchema")]
+    assert why in errors[0].message
+
+
+def test_an_ask_whose_output_schema_loops_is_refused_and_never_judges_answers():
+    schema = {"type": "object", "properties": {"ok": {"type": "string"}}, "$ref": "#"}
+    ask = {"prompt": "?", "outputSchema": schema, "whenUnanswered": "default", "default": {}}
+    errors = validate(PlanSpec.model_validate({"steps": [{"id": "q", "ask": ask}]}), resolver())
+    assert [(e.code, e.path) for e in errors] == [("control", "steps[0].ask.outputSchema")]
+    assert "refers back to itself" in errors[0].message
+    # a question stored before this check: an answer is refused with the reason, not a crash
+    looping = {"type": "object", "properties": {"ok": {"$ref": "#/properties/ok"}}}
+    assert "refers back to itself" in (control.answer_problem(looping, {"ok": "y"}) or "")
+
+
+def test_an_ask_whose_output_schema_is_no_schema_is_refused():
+    schema = {"type": "object", "properties": {"ok": {"type": "string", "pattern": "("}}}
+    errors = validate(
+        PlanSpec.model_validate(
+            {"steps": [{"id": "q", "ask": {"prompt": "?", "outputSchema": schema}}]}
+        ),
+        resolver(),
+    )
+    assert [(e.code, e.path) for e in errors] == [("control", "steps[0].ask.outputSchema")]
+    assert "not a valid JSON Schema" in errors[0].message

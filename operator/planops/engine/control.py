@@ -161,6 +161,9 @@ def ask_problems(raw: Any) -> list[tuple[str, str]]:
         out.append((".whenUnanswered", f"is {mode!r}; expected fail or default"))
     if mode == "default" and "default" not in spec:
         out.append((".default", "whenUnanswered: default needs a default answer"))
+    if schema is not None and (problem := schema_problem(schema)) is not None:
+        out.append((".outputSchema", problem))
+        schema = None
     if "default" in spec and schema is not None and not _has_template(spec["default"]):
         problem = answer_problem(schema, spec["default"])
         if problem:
@@ -181,10 +184,39 @@ def render_ask(spec: Any, lookup: templates.Lookup) -> dict[str, Any]:
     return out
 
 
+def schema_problem(schema: dict[str, Any]) -> str | None:
+    """Why an outputSchema cannot judge answers: not a JSON Schema (Draft 2020-12), or one whose
+    `$ref`s loop or lead nowhere on an empty answer (remote schemas are never fetched)."""
+    import jsonschema  # noqa: PLC0415 - only asks need it
+
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as e:
+        return f"not a valid JSON Schema: {e.message}"
+    return _unusable(schema, {})
+
+
+def _unusable(schema: dict[str, Any], answer: Any) -> str | None:
+    """Why applying `schema` to `answer` fails: its `$ref`s (a loop, or nothing to point at)."""
+    import jsonschema  # noqa: PLC0415
+    from referencing.exceptions import Unresolvable  # noqa: PLC0415
+
+    try:
+        list(jsonschema.Draft202012Validator(schema).iter_errors(answer))
+    except RecursionError:
+        return "cannot be applied: its $ref refers back to itself without end"
+    except Unresolvable as e:
+        return f"cannot be applied: a $ref cannot be resolved ({str(e)[:200]})"
+    return None
+
+
 def answer_problem(schema: dict[str, Any], answer: Any) -> str | None:
     """Why `answer` does not conform to the ask's outputSchema (None: it does)."""
     import jsonschema  # noqa: PLC0415 - only asks need it
 
+    unusable = _unusable(schema, answer)
+    if unusable is not None:
+        return f"the question's outputSchema {unusable}"
     errors = sorted(
         jsonschema.Draft202012Validator(schema).iter_errors(answer), key=lambda e: list(e.path)
     )

@@ -16,6 +16,7 @@ from decimal import Decimal
 from typing import Any, Protocol
 
 import jsonschema
+from referencing.exceptions import Unresolvable
 
 from planops.api import quantity, values
 from planops.api.models import NEEDS_A_MODEL, STEP_KINDS, CapsuleSpec, PlanSpec, Step
@@ -172,7 +173,10 @@ def validate(
         seen.add(step.id)
         _check_step(checker, graph, step, path)
         _check_bodies(checker, graph, i, step, path, seen)
-    _check_input(checker)
+    try:
+        _check_input(checker)
+    except (RecursionError, Unresolvable) as e:  # the schema's $refs, not its depth (bounded)
+        checker.add("input-schema", None, "inputSchema", _schema_failure(e))
     _check_templates(checker, graph)
     for cycle in graph.cycles():
         first = graph.index[cycle[0]]
@@ -365,6 +369,15 @@ def _check_input(c: _Checker) -> None:
     ):
         where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path)
         c.add("input-schema", None, f"input{where}", err.message)
+
+
+def _schema_failure(e: RecursionError | Unresolvable) -> str:
+    """Why a schema (valid by the meta-schema) cannot be applied: a `$ref` loop that never reaches
+    a keyword, or a `$ref` to nothing (remote schemas are never fetched)."""
+    if isinstance(e, RecursionError):
+        return "cannot be applied: its $ref refers back to itself without end"
+    why = str(e)[:200]
+    return f"cannot be applied: a $ref cannot be resolved ({why}); remote schemas are not fetched"
 
 
 def _ancestors(graph: Graph, i: int) -> set[str]:
