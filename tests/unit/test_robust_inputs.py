@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from planops.api import PlanSpec, parse_document, values
+from planops.api import PlanSpec, parse_document, quantity, values
 from planops.engine import Run, control, validate
 from planops.reconciler.reconcile import Reconciler
 
@@ -268,3 +268,62 @@ def test_an_ask_whose_output_schema_is_no_schema_is_refused():
     )
     assert [(e.code, e.path) for e in errors] == [("control", "steps[0].ask.outputSchema")]
     assert "not a valid JSON Schema" in errors[0].message
+
+
+# -- quantities ----------------------------------------------------------------------------------
+
+NOT_QUANTITIES = ["1e999999999", "1e-999999999", "NaN", "Infinity", "9" * 5000, "9" * 5000 + "Ki"]
+
+
+@pytest.mark.parametrize("text", NOT_QUANTITIES, ids=lambda t: t[:14])
+@pytest.mark.parametrize("key", ["cpu", "memory"])
+@pytest.mark.parametrize("part", ["requests", "limits"])
+def test_a_quantity_beyond_meaning_is_refused_as_limits_with_its_path(text, key, part):
+    doc, problems = parse_document(one_step(shell="true", resources={part: {key: text}}))
+    assert doc is not None, problems
+    errors = validate(doc.spec, resolver())  # type: ignore[union-attr]
+    assert [(e.code, e.path) for e in errors] == [("limits", f"steps[0].resources.{part}.{key}")]
+    assert "quantit" in errors[0].message
+
+
+def test_a_quantity_beyond_meaning_does_not_break_the_ceiling_check():
+    """The operator's --max-cpu / a Capsule's maxResources compare every step's limits."""
+    from planops.engine import Policy  # noqa: PLC0415
+
+    spec = PlanSpec.model_validate(
+        {"steps": [{"id": "a", "shell": "true", "resources": {"limits": {"cpu": "1e999999999"}}}]}
+    )
+    errors = validate(spec, resolver(), Policy(max_cpu="4", max_memory="1Gi"))
+    assert [(e.code, e.path) for e in errors] == [("limits", "steps[0].resources.limits.cpu")]
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("1e999999999", "too large"),
+        ("1e-999999999", "too small"),
+        ("8Ei", "too large"),
+        ("0.1n", "too small"),
+        ("NaN", "not a non-negative quantity"),
+        ("Infinity", "not a non-negative quantity"),
+        ("9" * 5000, "5000 characters"),
+        ("9" * 30, "too large"),
+    ],
+    ids=lambda t: str(t)[:14],
+)
+def test_quantity_parse_raises_value_error_with_a_reason(text, why):
+    with pytest.raises(ValueError, match=why):
+        quantity.parse(text)
+
+
+def test_quantity_parse_refuses_a_huge_integer_without_printing_it():
+    with pytest.raises(ValueError, match="too large"):
+        quantity.parse(10**5000)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("64Mi", 64 * 2**20), ("500m", 0.5), ("1.5G", 1.5e9), ("0", 0), ("7Ei", 7 * 2**60), (2, 2)],
+)
+def test_quantities_that_mean_something_still_parse(text, value):
+    assert float(quantity.parse(text)) == value
