@@ -31,9 +31,8 @@ from planops.kube.manifests import (
     ANNOTATION_RERUN,
     CONTAINER,
     LABEL_ATTEMPT,
-    LABEL_PLAN,
-    LABEL_STEP,
     answer_annotation,
+    step_selector,
 )
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_CLUSTER = 0, 1, 2, 3
@@ -280,10 +279,7 @@ async def cmd_trace(kube: Kube, args: argparse.Namespace, ns: str) -> int:
 
 
 async def cmd_logs(kube: Kube, args: argparse.Namespace, ns: str) -> int:
-    selector = f"{LABEL_PLAN}={args.name},{LABEL_STEP}={args.step}"
-    if args.attempt:
-        selector += f",{LABEL_ATTEMPT}={args.attempt}"
-    pods = await kube.list_pods(ns, selector)
+    pods = await kube.list_pods(ns, step_selector(args.name, args.step, args.attempt or None))
     if pods:
         pods.sort(
             key=lambda p: (

@@ -396,11 +396,10 @@ class Reconciler:
 
     async def _stop_other_runs(self, ref: manifests.PlanRef) -> None:
         """A new run (new generation or re-run): stop the in-flight objects of earlier runs."""
-        other = f"{manifests.LABEL_PLAN}={ref.name},{manifests.LABEL_RUN}!={ref.run}"
+        other = ref.other_runs_selector()
         for job in await self.kube.list_jobs(ref.namespace, other):
             await self.kube.delete_job(ref.namespace, job["metadata"]["name"])
-        other_children = f"{manifests.LABEL_PARENT}={ref.name},{manifests.LABEL_RUN}!={ref.run}"
-        for child in await self.kube.list_plans(ref.namespace, other_children):
+        for child in await self.kube.list_plans(ref.namespace, ref.other_runs_children_selector()):
             await self.kube.delete_plan(ref.namespace, child["metadata"]["name"])
         for pvc in await self.kube.list_pvcs(ref.namespace, other):
             await self.kube.delete_pvc(ref.namespace, pvc["metadata"]["name"])

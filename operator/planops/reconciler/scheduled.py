@@ -31,7 +31,7 @@ from planops.engine import schedule as rules
 from planops.engine.report import parse_rfc3339, rfc3339
 from planops.kube.client import ApiError, Kube
 from planops.kube.events import Recorder
-from planops.kube.manifests import MANAGED_BY
+from planops.kube.manifests import MANAGED_BY, label_value
 
 log = logging.getLogger("planops.scheduled")
 LABEL_SCHEDULED_BY = "planops.dev/scheduled-by"
@@ -157,7 +157,7 @@ class ScheduleReconciler:
     ) -> NamespaceResult:
         name = owner["metadata"]["name"]
         label = LABEL_CLUSTER_SCHEDULED_BY if cluster else LABEL_SCHEDULED_BY
-        runs = await self.kube.list_plans(ns, f"{label}={name}")
+        runs = await self.kube.list_plans(ns, f"{label}={label_value(name)}")
         active = [r for r in runs if (r.get("status") or {}).get("phase") not in FINISHED]
         last_ts = parse_rfc3339(before.get("lastScheduleTime"))
         last = datetime.fromtimestamp(last_ts, UTC) if last_ts else None
@@ -242,9 +242,10 @@ class ScheduleReconciler:
             "metadata": {
                 "name": name,
                 "namespace": ns,
-                "labels": {**tmpl.metadata.labels, label: meta["name"], **MANAGED_BY},
+                "labels": {**tmpl.metadata.labels, label: label_value(meta["name"]), **MANAGED_BY},
                 "annotations": {
                     **tmpl.metadata.annotations,
+                    label: meta["name"],  # the label may be shortened (manifests.full_value)
                     ANNOTATION_SCHEDULED_TIME: rfc3339(at.timestamp()) or "",
                 },
                 "ownerReferences": [
