@@ -14,12 +14,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from planops import __version__
 from planops.api import PlanDocument
 from planops.cli import cluster, render
-from planops.cli.inputs import InputError, Loaded, load, with_default_capsule
+from planops.cli.inputs import (
+    InputError,
+    Loaded,
+    input_value,
+    load,
+    load_values,
+    with_default_capsule,
+)
 from planops.engine import PlanError, capsules, schedule, validate
 from planops.runners.local import LocalRunner
 
@@ -104,25 +109,18 @@ def _load(args: argparse.Namespace) -> Loaded | None:
 def _inputs(args: argparse.Namespace) -> dict[str, Any] | None:
     """--input-file, then each --input KEY=VALUE over it; None after printing an error."""
     values: dict[str, Any] = {}
-    if getattr(args, "input_file", None):
-        try:
-            data = yaml.safe_load(Path(args.input_file).read_text())
-        except (OSError, yaml.YAMLError) as e:
-            sys.stderr.write(f"error: {args.input_file}: cannot read input values: {e}\n")
-            return None
-        if not isinstance(data, dict):
-            sys.stderr.write(f"error: {args.input_file}: input values must be an object\n")
-            return None
-        values.update(data)
-    for item in getattr(args, "input", None) or []:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            sys.stderr.write(f"error: --input {item!r}: expected KEY=VALUE\n")
-            return None
-        try:
-            values[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            values[key] = raw
+    try:
+        if getattr(args, "input_file", None):
+            values.update(load_values(args.input_file))
+        for item in getattr(args, "input", None) or []:
+            key, sep, raw = item.partition("=")
+            if not sep or not key:
+                raise InputError([f"--input {item!r}: expected KEY=VALUE"])
+            values[key] = input_value(key, raw)
+    except InputError as e:
+        for line in e.lines:
+            sys.stderr.write(f"error: {line}\n")
+        return None
     return values
 
 
