@@ -280,6 +280,28 @@ def test_values_without_a_json_meaning_are_exit_2_naming_the_field(tmp_path, val
         refused(r, f, "line 6", "steps[0].input.v", expected)
 
 
+# -- files and directories ------------------------------------------------------------------------
+
+
+def test_a_workdir_whose_parent_does_not_exist_is_exit_2(tmp_path):
+    f = write(tmp_path, "ok.yaml", "id: p\nsteps:\n- {id: a, shell: 'echo hi'}\n")
+    missing = tmp_path / "no" / "such"
+    r = cli("run", "--local", f, "--capsule", CAPSULE, "--workdir", str(missing))
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr == f"error: --workdir {missing}: its parent directory {missing.parent} " + (
+        "does not exist\n"
+    )
+    assert not missing.parent.exists()  # nothing created
+    a_file = Path(write(tmp_path, "file", "x"))
+    r = cli("run", "--local", f, "--capsule", CAPSULE, "--workdir", str(a_file))
+    assert r.returncode == 2 and "exists and is not a directory" in r.stderr, r.stderr
+    r = cli("run", "--local", f, "--capsule", CAPSULE, "--workdir", str(a_file / "sub"))
+    assert r.returncode == 2 and f"{a_file} is not a directory" in r.stderr, r.stderr
+    fresh = tmp_path / "fresh"
+    assert cli("run", "--local", f, "--capsule", CAPSULE, "--workdir", str(fresh)).returncode == 0
+    assert fresh.is_dir()
+
+
 def test_load_raises_only_input_error_for_odd_files(tmp_path):
     for content in [b"\xff\xfe", b"\x00", b"a: [", b"- x\n- y\n", b"!!binary AAAA", b"'x'"]:
         f = tmp_path / "f.yaml"

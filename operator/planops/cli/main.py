@@ -200,6 +200,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     answers = _answers(args.answer)
     if answers is None:
         return EXIT_INPUT
+    if args.workdir is not None and (problem := _workdir(args.workdir)) is not None:
+        sys.stderr.write(f"error: --workdir {args.workdir}: {problem}\n")
+        return EXIT_INPUT
     quiet = args.quiet or args.output == "json"
     runner = LocalRunner(
         loaded.capsules,
@@ -220,6 +223,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     if report.exit is not None and report.exit.status == "error":
         return EXIT_ERROR_EXIT  # seed 2: an exit step with status error
     return EXIT_OK if report.completed else EXIT_FAILED
+
+
+def _workdir(path: Path) -> str | None:
+    """Make `--workdir DIR` if it is missing (not its parents: a mistyped path should not grow a
+    tree of directories); why it cannot be used, or None."""
+    if path.is_dir():
+        return None
+    if not path.parent.exists():
+        return f"its parent directory {path.parent} does not exist"
+    if not path.parent.is_dir():
+        return f"{path.parent} is not a directory"
+    try:
+        path.mkdir()
+    except FileExistsError:
+        return "exists and is not a directory"
+    except OSError as e:
+        return f"cannot create it: {e.strerror or e}"
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
