@@ -7,6 +7,7 @@ import io
 import json
 import os
 import subprocess
+import sys
 import time
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
@@ -310,3 +311,56 @@ def test_load_raises_only_input_error_for_odd_files(tmp_path):
             load([str(f)])
     with pytest.raises(InputError):
         load([str(tmp_path)])  # a directory
+
+
+# -- a closed stdout ------------------------------------------------------------------------------
+
+
+def closed_stdout(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run the CLI with stdout a pipe whose reader is gone before the first write."""
+    read, write_ = os.pipe()
+    os.close(read)  # `| head -c 0`: every write to the pipe fails with EPIPE
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "planops.cli.main", *args],
+            stdout=write_,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(write_)
+    return proc
+
+
+def test_validate_into_a_closed_pipe_ends_quietly(tmp_path):
+    f = write(tmp_path, "ok.yaml", "id: p\nsteps:\n- {id: a, shell: 'echo hi'}\n")
+    r = closed_stdout("validate", *[f] * 50, "--capsule", CAPSULE)
+    assert r.stderr == "" and r.returncode == 141
+
+
+def test_run_json_into_a_closed_pipe_ends_quietly(tmp_path):
+    f = write(tmp_path, "ok.yaml", "id: p\nsteps:\n- {id: a, shell: 'echo hi'}\n")
+    r = closed_stdout("run", "--local", f, "--capsule", CAPSULE, "-o", "json")
+    assert r.stderr == "" and r.returncode == 141
+
+
+def test_a_reader_that_stops_early_like_head_sees_no_traceback(tmp_path):
+    """More output than a pipe holds (64 KiB), and the reader leaves after 10 bytes."""
+    files = [
+        write(tmp_path, f"plan-{n:04}.yaml", f"id: p{n}\nsteps:\n- {{id: a, shell: 'true'}}\n")
+        for n in range(1000)
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "planops.cli.main", "validate", *files, "--capsule", CAPSULE],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.read(10)  # `| head -c 10`
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141
+    assert err == "", err

@@ -121,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         return asyncio.run(main())
+    except BrokenPipeError:
+        raise  # stdout was closed (`| head`): kubectl-plan's main stops quietly
     except ApiError as e:
         hint = " (is the planops CRD installed? kubectl apply -f crds/)" if e.not_found else ""
         sys.stderr.write(f"error: the cluster answered {e.status} {e.reason}: {e.message}{hint}\n")

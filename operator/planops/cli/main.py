@@ -3,6 +3,11 @@
 Installed as a console script, so `kubectl plan ...` works when it is on PATH. The exit codes and
 `-o json` shapes are a contract (docs/cli.md): 0 valid/completed, 1 invalid/stopped on a failure,
 2 unreadable input or refused by validation (run), 4 ended by an `exit` step with status error.
+
+Like any Unix tool, it stops quietly when its reader goes away (`kubectl plan validate ... | head
+-1`): exit 141, as if killed by SIGPIPE, and no traceback. Restoring SIGPIPE's default action
+would do the same, but `run --local` writes step inputs to pipes of its own and must not die
+when a step exits without reading its stdin; so the BrokenPipeError is caught instead.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,6 +35,7 @@ from planops.engine import PlanError, capsules, schedule, validate
 from planops.runners.local import LocalRunner
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_ERROR_EXIT, EXIT_INTERRUPTED = 0, 1, 2, 4, 130
+EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a process killed by SIGPIPE
 #: Refusals that mean "the input needed to judge the plan is missing", not "the plan is wrong".
 INPUT_CODES = {"no-capsule"}
 
@@ -244,6 +251,20 @@ def _workdir(path: Path) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # here, not at exit, so a closed pipe is caught below
+        return code
+    except BrokenPipeError:
+        # the reader is gone: nothing more can be said to it, nor should the interpreter try
+        # again when it flushes at exit
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, sys.stderr.fileno())
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "validate":
         return cmd_validate(args)
