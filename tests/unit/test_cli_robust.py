@@ -364,3 +364,31 @@ def test_a_reader_that_stops_early_like_head_sees_no_traceback(tmp_path):
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 141
     assert err == "", err
+
+
+# -- the cluster verbs ----------------------------------------------------------------------------
+
+
+def test_a_missing_kubeconfig_is_said_plainly_with_exit_3(tmp_path):
+    missing = tmp_path / "nope"
+    env = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
+    r = cli("get", "--kubeconfig", str(missing), env=env)
+    assert r.returncode == 3, r.stderr
+    assert r.stderr == f"error: --kubeconfig {missing}: the file does not exist\n"
+    r = cli("get", env={**env, "KUBECONFIG": str(missing)})
+    assert r.returncode == 3 and "no such file" in r.stderr, r.stderr
+    r = cli("get", "--kubeconfig", str(tmp_path), env=env)
+    assert r.returncode == 3 and "is not a file" in r.stderr, r.stderr
+
+
+def test_the_namespace_of_a_kubeconfig_that_is_no_mapping_is_default(tmp_path):
+    from argparse import Namespace  # noqa: PLC0415
+
+    from planops.cli.cluster import namespace_of  # noqa: PLC0415
+
+    for text in ["- a\n- b\n", "just text\n", "contexts: [1, null]\ncurrent-context: x\n"]:
+        f = write(tmp_path, "config", text)
+        assert namespace_of(Namespace(namespace=None, kubeconfig=f, context=None)) == "default"
+    f = tmp_path / "binary"
+    f.write_bytes(b"\xff\xfe\x00")
+    assert namespace_of(Namespace(namespace=None, kubeconfig=str(f), context=None)) == "default"

@@ -100,11 +100,13 @@ def namespace_of(args: argparse.Namespace) -> str:
     )
     try:
         cfg = yaml.safe_load(Path(path).read_text()) or {}
-    except (OSError, yaml.YAMLError):
+    except (OSError, ValueError, yaml.YAMLError):  # ValueError: not UTF-8 text
+        return "default"
+    if not isinstance(cfg, dict):  # not a kubeconfig: the client library says so when it loads
         return "default"
     current = args.context or cfg.get("current-context")
     for ctx in cfg.get("contexts") or []:
-        if ctx.get("name") == current:
+        if isinstance(ctx, dict) and ctx.get("name") == current:
             return str((ctx.get("context") or {}).get("namespace") or "default")
     return "default"
 
@@ -119,6 +121,9 @@ def run(args: argparse.Namespace) -> int:
         finally:
             await kube.close()
 
+    if problem := _kubeconfig_problem(args):
+        sys.stderr.write(f"error: {problem}\n")
+        return EXIT_CLUSTER
     try:
         return asyncio.run(main())
     except BrokenPipeError:
@@ -132,6 +137,21 @@ def run(args: argparse.Namespace) -> int:
             raise
         sys.stderr.write(f"error: cannot reach the cluster: {e}\n")
         return EXIT_CLUSTER
+
+
+def _kubeconfig_problem(args: argparse.Namespace) -> str | None:
+    """A kubeconfig that is named but missing: said plainly (the client library's message is
+    "Expected key current-context", after it found no file)."""
+    if args.kubeconfig:
+        if not Path(args.kubeconfig).is_file():
+            what = "is not a file" if Path(args.kubeconfig).exists() else "does not exist"
+            return f"--kubeconfig {args.kubeconfig}: the file {what}"
+        return None
+    listed = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    in_cluster = "KUBERNETES_SERVICE_HOST" in os.environ  # a pod's own credentials come first
+    if listed and not in_cluster and not any(Path(p).is_file() for p in listed):
+        return f"KUBECONFIG={os.environ['KUBECONFIG']}: no such file"
+    return None
 
 
 def _emit(obj: Any, fmt: str, out: TextIO = sys.stdout) -> None:
