@@ -327,3 +327,15 @@ def test_quantity_parse_refuses_a_huge_integer_without_printing_it():
 )
 def test_quantities_that_mean_something_still_parse(text, value):
     assert float(quantity.parse(text)) == value
+
+
+def test_the_webhook_compares_specs_too_deep_to_compare_as_changed():
+    """An UPDATE's old and new spec are compared first (an unchanged spec is admitted): deep
+    ones are judged instead, and the validator refuses them, rather than answering 500."""
+    from planops.handlers.webhook import unchanged  # noqa: PLC0415
+
+    deep_spec = {"steps": [{"id": "a", "tool": "notes", "input": nested(5000)}]}
+    other = {"steps": [{"id": "a", "tool": "notes", "input": nested(5000)}]}
+    assert unchanged({"spec": deep_spec}, {"spec": other}) is False
+    assert unchanged({"spec": {"steps": []}}, {"spec": {"steps": []}}) is True
+    assert unchanged(None, {"spec": {}}) is False

@@ -98,7 +98,7 @@ class Reconciler:
             name,
             meta["uid"],
             rid,
-            depth=int(labels.get(manifests.LABEL_DEPTH, 0)),
+            depth=_depth(labels.get(manifests.LABEL_DEPTH)),
             lineage=tuple(
                 a
                 for a in (meta.get("annotations") or {})
@@ -281,10 +281,12 @@ class Reconciler:
         settled_ids = {s.step_id for s in settled}
         jobs = await self.kube.list_jobs(ref.namespace, ref.selector())
         pods = pods_by_job(await self.kube.list_pods(ref.namespace, ref.selector())) if jobs else {}
-        observed = [job_attempt(j, pods.get(j["metadata"]["name"])) for j in jobs]
+        # objects whose labels name no attempt of ours are not attempts (observe says why)
+        found = [job_attempt(j, pods.get(j["metadata"]["name"])) for j in jobs]
         if any(s.capsule is not None for s in spec.steps):
             children = await self.kube.list_plans(ref.namespace, ref.children_selector())
-            observed += [child_attempt(c) for c in children]
+            found += [child_attempt(c) for c in children]
+        observed = [o for o in found if o is not None]
         cap = status_.output_cap(capsule.output_limit_bytes, len(spec.steps))
         n = len(spec.steps)
         attempts: list[AttemptFact] = []
@@ -640,6 +642,17 @@ async def _bounded(calls: list[Coroutine[Any, Any, T]], limit: int) -> list[T]:
         if isinstance(r, BaseException):
             raise r
     return results  # type: ignore[return-value]
+
+
+def _depth(label: Any) -> int:
+    """How deep a Plan nests (its depth label, set on child Plans). Absent: a top-level Plan. Not
+    a number (edited by hand): as deep as allowed, so it can spawn no children but never stops
+    its own reconcile; reading it as 0 would let an edit lift the nesting cap."""
+    if label is None:
+        return 0
+    return (
+        int(label) if isinstance(label, str) and label.isascii() and label.isdigit() else MAX_DEPTH
+    )
 
 
 def _ready_at(finished: dict[str, float], d: Dispatch, default: float) -> float:
