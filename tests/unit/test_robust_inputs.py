@@ -339,3 +339,52 @@ def test_the_webhook_compares_specs_too_deep_to_compare_as_changed():
     assert unchanged({"spec": deep_spec}, {"spec": other}) is False
     assert unchanged({"spec": {"steps": []}}, {"spec": {"steps": []}}) is True
     assert unchanged(None, {"spec": {}}) is False
+
+
+# -- the local runner: a step that cannot start fails, the run goes on ------------------------
+
+
+def _run_local(spec: PlanSpec, cap: Any) -> Any:
+    from planops.runners.local import LocalRunner  # noqa: PLC0415
+
+    return asyncio.run(LocalRunner({"default": cap}).run("p", spec))
+
+
+def test_a_shell_line_with_a_nul_byte_is_refused():
+    errors = validate(
+        PlanSpec.model_validate({"steps": [{"id": "a", "shell": "echo a\0b"}]}), resolver()
+    )
+    assert [(e.code, e.path) for e in errors] == [("shell-syntax", "steps[0].shell")]
+
+
+def test_a_word_rendered_with_a_nul_byte_fails_its_step_not_the_run():
+    spec = PlanSpec.model_validate(
+        {
+            "input": {"x": "a\0b"},
+            "steps": [
+                {"id": "a", "shell": "echo {{input.x}}", "onError": "continue"},
+                {"id": "b", "shell": "echo after", "dependsOn": ["a"]},
+            ],
+        }
+    )
+    assert validate(spec, resolver()) == []
+    report = _run_local(spec, capsule())
+    a, b = report.steps
+    assert (a.status, a.error) == ("failed", "cannot start: a word of the command holds a NUL byte")
+    assert b.status == "success"
+
+
+def test_a_binary_that_cannot_be_executed_fails_its_step(tmp_path):
+    script = tmp_path / "not-executable"
+    script.write_text("#!/bin/sh\necho hi\n")  # no x bit
+    spec = PlanSpec.model_validate({"steps": [{"id": "a", "shell": str(script)}]})
+    report = _run_local(spec, capsule(shell={"allow": [str(script)]}))
+    (a,) = report.steps
+    assert a.status == "failed" and a.error is not None and a.error.startswith("cannot start")
+
+
+def test_a_capsules_memory_default_beyond_meaning_fails_the_step_with_its_reason():
+    spec = PlanSpec.model_validate({"steps": [{"id": "a", "shell": "echo hi"}]})
+    cap = capsule(resources={"limits": {"memory": "1e999999999"}})
+    (a,) = _run_local(spec, cap).steps
+    assert a.status == "failed" and "too large" in (a.error or "")

@@ -309,6 +309,9 @@ def _check_tool(c: _Checker, step: Step, path: str) -> None:
 
 def _check_shell(c: _Checker, step: Step, path: str) -> None:
     assert step.shell is not None
+    if "\x00" in step.shell:  # no process can be given it (a C string ends there)
+        c.add("shell-syntax", step.id, f"{path}.shell", "the command line holds a NUL byte")
+        return
     words = c.split(step.shell)
     if words is None:
         try:
