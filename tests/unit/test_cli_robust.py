@@ -392,3 +392,31 @@ def test_the_namespace_of_a_kubeconfig_that_is_no_mapping_is_default(tmp_path):
     f = tmp_path / "binary"
     f.write_bytes(b"\xff\xfe\x00")
     assert namespace_of(Namespace(namespace=None, kubeconfig=str(f), context=None)) == "default"
+
+
+def test_logs_picks_the_newest_attempt_whatever_the_attempt_labels_say():
+    import asyncio  # noqa: PLC0415
+    from argparse import Namespace  # noqa: PLC0415
+
+    from planops.cli.cluster import cmd_logs  # noqa: PLC0415
+
+    class Kube:
+        selector = ""
+
+        async def list_pods(self, ns: str, selector: str) -> list[dict[str, object]]:
+            Kube.selector = selector
+            return [
+                {"metadata": {"name": "p2", "labels": {"planops.dev/attempt": "2"}}},
+                {"metadata": {"name": "px", "labels": {"planops.dev/attempt": "one"}}},
+                {"metadata": {"name": "p1", "labels": None}},
+            ]
+
+        async def read_log(self, ns: str, pod: str, container: str, limit: int) -> str:
+            return f"log of {pod}\n"
+
+    out = io.StringIO()
+    args = Namespace(name="n" * 100, step="s.0.t", attempt=None)
+    with redirect_stdout(out):
+        assert asyncio.run(cmd_logs(Kube(), args, "ns")) == 0  # type: ignore[arg-type]
+    assert out.getvalue() == "log of p2\n"
+    assert "planops.dev/plan=" + "n" * 100 not in Kube.selector  # the shortened label

@@ -300,15 +300,18 @@ async def cmd_trace(kube: Kube, args: argparse.Namespace, ns: str) -> int:
     return EXIT_OK
 
 
+def _newest_attempt(pod: dict[str, Any]) -> tuple[int, str]:
+    """Sort key: the attempt (a label edited into a non-number counts as 0), then the age."""
+    meta = pod.get("metadata") or {}
+    attempt = str((meta.get("labels") or {}).get(LABEL_ATTEMPT, ""))
+    number = int(attempt) if attempt.isascii() and attempt.isdigit() else 0
+    return number, str(meta.get("creationTimestamp") or "")
+
+
 async def cmd_logs(kube: Kube, args: argparse.Namespace, ns: str) -> int:
     pods = await kube.list_pods(ns, step_selector(args.name, args.step, args.attempt or None))
     if pods:
-        pods.sort(
-            key=lambda p: (
-                int(p["metadata"]["labels"].get(LABEL_ATTEMPT, 0)),
-                p["metadata"].get("creationTimestamp", ""),
-            )
-        )
+        pods.sort(key=_newest_attempt)
         sys.stdout.write(await kube.read_log(ns, pods[-1]["metadata"]["name"], CONTAINER, 64 << 20))
         return EXIT_OK
     plan = await kube.get_plan(ns, args.name)  # the pod is gone: the recorded output remains
