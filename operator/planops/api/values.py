@@ -36,7 +36,6 @@ MAX_DOCUMENT_DEPTH = MAX_DEPTH + 16
 MAX_INT_BITS = 14_000
 
 Path = tuple[str | int, ...]
-_SCALARS = (str, bool, type(None))
 
 
 class Found(NamedTuple):
@@ -55,37 +54,59 @@ def problem(value: Any, limit: int = MAX_DEPTH) -> Found | None:
     is fine.
 
     Iterative, so it works at any depth; a cyclic value (a Python caller, a YAML alias cycle)
-    reads as an endless nesting, so this also ends on cycles.
+    reads as an endless nesting, so this also ends on cycles. It runs over every value of every
+    plan, so the common cases cost no function calls: exact classes are compared first, scalars
+    are judged where they are met, and only objects and arrays go on the stack.
     """
-    # each entry: (value, its depth, the entry of its parent, its key in the parent)
-    stack: list[tuple[Any, int, Any, str | int | None]] = [(value, 0, None, None)]
+    if not _container(value):
+        wrong = _scalar(value)
+        return Found((), *wrong) if wrong is not None else None
+    # each entry: (object or array, its depth, the entry of its parent, its key in the parent)
+    stack: list[tuple[Any, int, Any, str | int | None]] = [(value, 1, None, None)]
+    push, pop = stack.append, stack.pop
     while stack:
-        entry = stack.pop()
+        entry = pop()
         node, depth = entry[0], entry[1]
-        if isinstance(node, _SCALARS):
-            continue
-        if isinstance(node, int):
-            if node.bit_length() > MAX_INT_BITS:
-                return Found(_path(entry), "limits", "a number of more than 4,000 digits")
-            continue
-        if isinstance(node, float):
-            if not math.isfinite(node):
-                return Found(_path(entry), "schema", f"{node} is no JSON number")
-            continue
-        if isinstance(node, dict):
-            if depth + 1 > limit:
-                return Found(_path(entry), "limits", message(limit), too_deep=True)
-            for key, child in node.items():
-                if not isinstance(key, str):
-                    return Found(_path(entry), "schema", f"a key is {_kind(key)}, not a string")
-                stack.append((child, depth + 1, entry, key))
-        elif isinstance(node, list):
-            if depth + 1 > limit:
-                return Found(_path(entry), "limits", message(limit), too_deep=True)
-            stack.extend((child, depth + 1, entry, i) for i, child in enumerate(node))
-        else:
-            return Found(_path(entry), "schema", f"{_kind(node)} is no JSON value")
+        if depth > limit:
+            return Found(_path(entry), "limits", message(limit), too_deep=True)
+        is_dict = node.__class__ is dict or (node.__class__ is not list and isinstance(node, dict))
+        for key, child in node.items() if is_dict else enumerate(node):
+            if is_dict and key.__class__ is not str and not isinstance(key, str):
+                return Found(_path(entry), "schema", f"a key is {_kind(key)}, not a string")
+            cls = child.__class__
+            if cls is str or child is None or cls is bool:
+                continue
+            if cls is dict or cls is list:
+                push((child, depth + 1, entry, key))
+            elif (cls is int and -_BIG < child < _BIG) or (cls is float and child - child == 0.0):
+                continue  # a float minus itself is 0 unless it is NaN or infinite
+            elif _container(child):
+                push((child, depth + 1, entry, key))
+            elif (wrong := _scalar(child)) is not None:
+                return Found((*_path(entry), key), *wrong)
     return None
+
+
+_BIG = 1 << MAX_INT_BITS
+
+
+def _container(value: Any) -> bool:
+    cls = value.__class__
+    return cls is dict or cls is list or isinstance(value, dict | list)
+
+
+def _scalar(value: Any) -> tuple[str, str] | None:
+    """(code, message) for a value that is neither an object nor an array, None if it is fine."""
+    if isinstance(value, str | bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return None if value.bit_length() <= MAX_INT_BITS else ("limits", _TOO_LONG)
+    if isinstance(value, float):
+        return None if math.isfinite(value) else ("schema", f"{value} is no JSON number")
+    return "schema", f"{_kind(value)} is no JSON value"
+
+
+_TOO_LONG = "a number of more than 4,000 digits"
 
 
 def _kind(value: Any) -> str:

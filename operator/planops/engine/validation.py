@@ -8,6 +8,7 @@ A plan with any error runs nothing at all.
 from __future__ import annotations
 
 import fnmatch
+import operator
 import re
 import shlex
 from collections.abc import Callable, Iterable, Mapping
@@ -112,6 +113,7 @@ def capsule_name(spec: PlanSpec) -> str:
 
 #: A step's fields that hold JSON values of any shape (pydantic types them `Any`).
 STEP_VALUES = ("input", *(k for k in STEP_KINDS if k not in ("tool", "shell", "capsule")))
+_step_values = operator.attrgetter(*STEP_VALUES, "on_error")
 
 
 def _values(spec: PlanSpec) -> list[PlanError]:
@@ -120,7 +122,15 @@ def _values(spec: PlanSpec) -> list[PlanError]:
     Checked first, without recursion, and a plan with any of them is judged no further: every
     other check walks these values recursively (references, templates, jsonschema, messages that
     quote them), and so does the decider, so none may ever see one nested without bound.
+    One walk over all of them (each one level deeper inside it) says whether any is wrong; only
+    then is each field walked on its own, to name it.
     """
+    fields: list[Any] = [spec.input, spec.output, spec.input_schema]
+    for step in spec.steps:
+        fields += _step_values(step)
+    todo = [v for v in fields if v is not None and v.__class__ is not str]
+    if not todo or values.problem(todo, values.MAX_DEPTH + 1) is None:
+        return []
     found: list[tuple[str | None, str, Any]] = [
         (None, "input", spec.input),
         (None, "output", spec.output),
