@@ -44,7 +44,7 @@ def test_a_huge_quantity_is_refused_not_an_overflow():
         assert [(e.code, e.path) for e in errors] == [
             ("limits", "steps[0].resources.limits.memory")
         ], memory
-        assert "Kubernetes quantity" in errors[0].message
+        assert "Kubernetes holds quantities" in errors[0].message
 
 
 def test_a_list_index_of_thousands_of_digits_fails_the_step_not_the_decider():

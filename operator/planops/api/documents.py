@@ -5,6 +5,9 @@ seed-format plan object (`{"id": ..., "steps": [...]}`, snake_case or camelCase)
 plan file (`{"identifier": ..., "steps": [{"id", "tool_name", "input"}]}`, converted by
 `planops.api.seed2`). Structural problems come back as
 `Problem`s with a dotted field path, never as exceptions, so callers can report all of them.
+
+A document is first checked to be JSON values nested at most `values.MAX_DOCUMENT_DEPTH` deep
+(`planops.api.values` says why): nothing below, pydantic included, walks a deeper one.
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from planops.api import seed2
+from planops.api import seed2, values
 from planops.api.models import (
+    STEP_KINDS,
     CapsuleSpec,
     ClusterScheduledPlanSpec,
     PlanSpec,
@@ -29,10 +33,12 @@ API_VERSION = f"{API_GROUP}/v1alpha1"
 
 @dataclass(frozen=True)
 class Problem:
-    """A structural problem of a document: where (dotted path) and what."""
+    """A structural problem of a document: where (dotted path) and what; `code` is the
+    validator's code for it (`limits` for a document nested too deep)."""
 
     path: str
     message: str
+    code: str = "schema"
 
 
 @dataclass(frozen=True)
@@ -104,10 +110,39 @@ def _meta(doc: dict[str, Any]) -> tuple[str | None, str | None, list[Problem]]:
     return name, namespace, problems
 
 
+#: Keys whose value is one of a plan's values: the depth rule is the validator's from there.
+VALUE_KEYS = frozenset(
+    ("input", "output", "inputSchema", "input_schema", "onError", "on_error", *STEP_KINDS)
+)
+
+
+def _values_problem(doc: Any) -> Problem | None:
+    """A document that holds what is no JSON value, or nests deeper than MAX_DOCUMENT_DEPTH. The
+    path names the plan's value that is too deep (`spec.steps[0].input`) when there is one."""
+    found = values.problem(doc, values.MAX_DOCUMENT_DEPTH)
+    if found is None:
+        return None
+    if not found.too_deep:
+        return Problem(values.dotted(found.path), found.message, found.code)
+    cut = next((n + 1 for n, part in enumerate(found.path) if part in VALUE_KEYS), None)
+    if cut is not None:
+        value = doc
+        for part in found.path[:cut]:
+            value = value[part]
+        inner = values.problem(value)
+        if inner is not None and inner.too_deep:
+            return Problem(values.dotted(found.path[:cut]), inner.message, inner.code)
+    keep = values.MAX_DOCUMENT_DEPTH - values.MAX_DEPTH
+    return Problem(values.dotted(found.path[:keep]), found.message, found.code)
+
+
 def parse_document(doc: Any) -> tuple[Document | None, list[Problem]]:
     """Parse one document; returns (document, []) or (None, problems)."""
     if not isinstance(doc, dict):
         return None, [Problem("", f"expected an object, got {type(doc).__name__}")]
+    not_values = _values_problem(doc)
+    if not_values is not None:
+        return None, [not_values]
     if seed2.is_seed2(doc):
         doc, converted = seed2.convert(doc)
         if converted:

@@ -2,6 +2,12 @@
 
 Hand-written because the one library that parses them (`kubernetes.utils.quantity`) may not be
 imported by the pure layers (api, engine); it is twenty lines of the documented grammar.
+
+Bounds: Kubernetes keeps a quantity as a 64-bit integer of nano-units, so nothing above
+2^63-1 (about 9.2e18: `8Ei` is already beyond) and nothing below `1n` but zero means anything to
+it. Such a quantity is refused with a ValueError, and so is a numeral longer than
+`MAX_LENGTH` characters or with an exponent beyond `MAX_EXPONENT`, before any arithmetic: Python's
+decimals would otherwise overflow (`1e999999999`) or silently become zero (`1e-999999999`).
 """
 
 from __future__ import annotations
@@ -21,40 +27,51 @@ _DECIMAL = {
     "P": Decimal("1e15"),
     "E": Decimal("1e18"),
 }
-
-
-#: Kubernetes: "no quantity may represent a number greater than 2^63-1 in magnitude"
-MAX = Decimal(2**63 - 1)
+#: The largest quantity Kubernetes can hold, in base units (bytes, cores).
+MAXIMUM = Decimal(2**63 - 1)
+#: The smallest non-zero one (`1n`).
+MINIMUM = Decimal("1e-9")
+#: No quantity needs a longer numeral (2^63-1 has 19 digits; `0.000000001` has 11 characters).
+MAX_LENGTH = 64
+#: Numbers whose most significant digit is beyond 10^±MAX_EXPONENT are refused unmultiplied.
+MAX_EXPONENT = 40
+_EXAMPLES = "e.g. 64Mi, 500m, 1G"
+_BOUNDS = "Kubernetes holds quantities from 1n to about 9.2e18 (2^63-1), and zero"
 
 
 def parse(text: str | int | float) -> Decimal:
     """The quantity's value in base units (bytes, cores); raises ValueError when malformed or
-    beyond what Kubernetes accepts (2^63-1)."""
-    try:
-        value = _parse(text)
-    except ArithmeticError:  # decimal.Overflow: `1e999999999` times a suffix, beyond any context
-        raise ValueError(f"{text!r} is far beyond the largest Kubernetes quantity") from None
-    if value > MAX:
-        raise ValueError(f"{text!r} exceeds 2^63-1, the largest Kubernetes quantity")
-    return value
-
-
-def _parse(text: str | int | float) -> Decimal:
+    beyond what Kubernetes can hold (see the module's docstring)."""
+    if isinstance(text, int) and abs(text) > MAXIMUM:
+        raise ValueError(f"an integer of {text.bit_length()} bits is too large: {_BOUNDS}")
     s = str(text).strip()
+    if len(s) > MAX_LENGTH:
+        raise ValueError(
+            f"{s[:20]!r}... ({len(s)} characters) is not a Kubernetes quantity ({_EXAMPLES})"
+        )
     for suffix, factor in _BINARY.items():
         if s.endswith(suffix):
-            return _number(s[: -len(suffix)], text) * factor
+            return _bounded(_number(s[: -len(suffix)], text) * factor, text)
     suffix = s[-1:] if s[-1:] in _DECIMAL else ""  # "" is also a key: a plain number
-    return _number(s[: len(s) - len(suffix)], text) * _DECIMAL[suffix]
+    return _bounded(_number(s[: len(s) - len(suffix)], text) * _DECIMAL[suffix], text)
 
 
 def _number(s: str, original: object) -> Decimal:
     try:
         value = Decimal(s)
     except InvalidOperation:
-        raise ValueError(
-            f"{original!r} is not a Kubernetes quantity (e.g. 64Mi, 500m, 1G)"
-        ) from None
+        raise ValueError(f"{original!r} is not a Kubernetes quantity ({_EXAMPLES})") from None
     if not value.is_finite() or value < 0:
         raise ValueError(f"{original!r} is not a non-negative quantity")
+    if value and abs(value.adjusted()) > MAX_EXPONENT:  # before any arithmetic (see above)
+        size = "large" if value.adjusted() > 0 else "small"
+        raise ValueError(f"{original!r} is too {size}: {_BOUNDS}")
+    return value
+
+
+def _bounded(value: Decimal, original: object) -> Decimal:
+    if value > MAXIMUM:
+        raise ValueError(f"{original!r} is too large: {_BOUNDS}")
+    if 0 < value < MINIMUM:
+        raise ValueError(f"{original!r} is too small: {_BOUNDS}")
     return value

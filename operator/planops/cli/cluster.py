@@ -31,9 +31,8 @@ from planops.kube.manifests import (
     ANNOTATION_RERUN,
     CONTAINER,
     LABEL_ATTEMPT,
-    LABEL_PLAN,
-    LABEL_STEP,
     answer_annotation,
+    step_selector,
 )
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_CLUSTER = 0, 1, 2, 3
@@ -101,11 +100,13 @@ def namespace_of(args: argparse.Namespace) -> str:
     )
     try:
         cfg = yaml.safe_load(Path(path).read_text()) or {}
-    except (OSError, yaml.YAMLError):
+    except (OSError, ValueError, yaml.YAMLError):  # ValueError: not UTF-8 text
+        return "default"
+    if not isinstance(cfg, dict):  # not a kubeconfig: the client library says so when it loads
         return "default"
     current = args.context or cfg.get("current-context")
     for ctx in cfg.get("contexts") or []:
-        if ctx.get("name") == current:
+        if isinstance(ctx, dict) and ctx.get("name") == current:
             return str((ctx.get("context") or {}).get("namespace") or "default")
     return "default"
 
@@ -120,8 +121,13 @@ def run(args: argparse.Namespace) -> int:
         finally:
             await kube.close()
 
+    if problem := _kubeconfig_problem(args):
+        sys.stderr.write(f"error: {problem}\n")
+        return EXIT_CLUSTER
     try:
         return asyncio.run(main())
+    except BrokenPipeError:
+        raise  # stdout was closed (`| head`): kubectl-plan's main stops quietly
     except ApiError as e:
         hint = " (is the planops CRD installed? kubectl apply -f crds/)" if e.not_found else ""
         sys.stderr.write(f"error: the cluster answered {e.status} {e.reason}: {e.message}{hint}\n")
@@ -131,6 +137,21 @@ def run(args: argparse.Namespace) -> int:
             raise
         sys.stderr.write(f"error: cannot reach the cluster: {e}\n")
         return EXIT_CLUSTER
+
+
+def _kubeconfig_problem(args: argparse.Namespace) -> str | None:
+    """A kubeconfig that is named but missing: said plainly (the client library's message is
+    "Expected key current-context", after it found no file)."""
+    if args.kubeconfig:
+        if not Path(args.kubeconfig).is_file():
+            what = "is not a file" if Path(args.kubeconfig).exists() else "does not exist"
+            return f"--kubeconfig {args.kubeconfig}: the file {what}"
+        return None
+    listed = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    in_cluster = "KUBERNETES_SERVICE_HOST" in os.environ  # a pod's own credentials come first
+    if listed and not in_cluster and not any(Path(p).is_file() for p in listed):
+        return f"KUBECONFIG={os.environ['KUBECONFIG']}: no such file"
+    return None
 
 
 def _emit(obj: Any, fmt: str, out: TextIO = sys.stdout) -> None:
@@ -279,18 +300,18 @@ async def cmd_trace(kube: Kube, args: argparse.Namespace, ns: str) -> int:
     return EXIT_OK
 
 
+def _newest_attempt(pod: dict[str, Any]) -> tuple[int, str]:
+    """Sort key: the attempt (a label edited into a non-number counts as 0), then the age."""
+    meta = pod.get("metadata") or {}
+    attempt = str((meta.get("labels") or {}).get(LABEL_ATTEMPT, ""))
+    number = int(attempt) if attempt.isascii() and attempt.isdigit() else 0
+    return number, str(meta.get("creationTimestamp") or "")
+
+
 async def cmd_logs(kube: Kube, args: argparse.Namespace, ns: str) -> int:
-    selector = f"{LABEL_PLAN}={args.name},{LABEL_STEP}={args.step}"
-    if args.attempt:
-        selector += f",{LABEL_ATTEMPT}={args.attempt}"
-    pods = await kube.list_pods(ns, selector)
+    pods = await kube.list_pods(ns, step_selector(args.name, args.step, args.attempt or None))
     if pods:
-        pods.sort(
-            key=lambda p: (
-                int(p["metadata"]["labels"].get(LABEL_ATTEMPT, 0)),
-                p["metadata"].get("creationTimestamp", ""),
-            )
-        )
+        pods.sort(key=_newest_attempt)
         sys.stdout.write(await kube.read_log(ns, pods[-1]["metadata"]["name"], CONTAINER, 64 << 20))
         return EXIT_OK
     plan = await kube.get_plan(ns, args.name)  # the pod is gone: the recorded output remains

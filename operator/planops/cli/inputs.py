@@ -2,18 +2,59 @@
 
 Every problem becomes one line naming the file (and document and field): unreadable files,
 malformed YAML, a file with no plan, unknown fields, wrong types. Callers exit 2 on any of them.
+
+A plan's values are JSON values (they reach tools as JSON and the cluster stores them as JSON),
+so a file is read the way Kubernetes reads YAML (kubectl converts YAML to JSON), and what has no
+JSON meaning is refused here, with its line, column and field, instead of passing `validate` and
+crashing `run` later:
+
+- Plain scalars mean what they mean to kubectl: `2024-01-01` and `12:30` stay strings (PyYAML
+  would make a date and the sexagesimal 750), `1e5` is a number as in JSON, and `=` is text.
+- Refused: explicit tags without a JSON meaning (`!!set`, `!!binary`, `!!timestamp`, `!!omap`,
+  `!!pairs`, any `!custom` tag); keys that are not strings (`1:`, `null:`, `on:` - quote them);
+  `.nan`, `.inf` and floats too large to hold (JSON has no NaN or infinity); integers of more
+  than 4,000 digits (Python will not even print one).
+- Aliases (`&a` ... `*a`, and merge keys `<<: *a`) are accepted, as kubectl accepts them, so a
+  manifest that `kubectl apply` takes is judged the same here; but a document whose aliases
+  expand to more than `MAX_EXPANDED` values (an "alias bomb": nine aliases of nine aliases of ...)
+  and an alias cycle (`&a [*a]`, which kubectl refuses too) are refused before anything expands
+  them. Aliased values are shared, not copied; nothing in planops changes a plan's values.
+- Nesting: at most `values.MAX_DOCUMENT_DEPTH` levels, counted while the file is composed (the
+  YAML composer recurses, and would itself overflow Python's stack at ~500 levels), and through
+  aliases; the validator then holds each value to `values.MAX_DEPTH`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+import math
+import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from planops.api import CapsuleDocument, CapsuleSpec, PlanDocument, parse_document
+from planops.api import CapsuleDocument, CapsuleSpec, PlanDocument, parse_document, values
+
+#: The most values a document may hold once its aliases are expanded (only checked when it uses
+#: aliases): ten times a large plan's, so only an alias bomb reaches it.
+MAX_EXPANDED = 1_000_000
+#: Integers with more digits than this are refused (values.MAX_INT_BITS is the same bound).
+MAX_DIGITS = 4000
+
+_TAG = "tag:yaml.org,2002:"
+_JSON_TAGS = {f"{_TAG}{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map")}
+_MERGE = f"{_TAG}merge"
+_NAMES = {
+    f"{_TAG}set": "a YAML set (!!set)",
+    f"{_TAG}binary": "YAML binary data (!!binary)",
+    f"{_TAG}timestamp": "a YAML timestamp (!!timestamp); quote it to make it a string",
+    f"{_TAG}omap": "a YAML ordered map (!!omap)",
+    f"{_TAG}pairs": "YAML pairs (!!pairs)",
+}
 
 
 class InputError(Exception):
@@ -30,6 +71,194 @@ class Loaded:
     capsules: dict[str, CapsuleSpec] = field(default_factory=dict)
 
 
+class _RefusedError(Exception):
+    """A document that is no JSON value: where (mark, field path) and why."""
+
+    def __init__(
+        self, node: Node | None, path: values.Path, message: str, mark: Any = None
+    ) -> None:
+        super().__init__(message)
+        self.mark = node.start_mark if node is not None else mark
+        self.path = path
+        self.message = message
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader with kubectl's reading of plain scalars and a bounded composer."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.depth = 0
+        self.aliases = False
+
+    def compose_node(self, parent: Node | None, index: int) -> Node | None:
+        if self.check_event(yaml.AliasEvent):
+            self.aliases = True
+        return super().compose_node(parent, index)
+
+    def compose_sequence_node(self, anchor: Any) -> SequenceNode:
+        self._descend()
+        try:
+            return super().compose_sequence_node(anchor)
+        finally:
+            self.depth -= 1
+
+    def compose_mapping_node(self, anchor: Any) -> MappingNode:
+        self._descend()
+        try:
+            return super().compose_mapping_node(anchor)
+        finally:
+            self.depth -= 1
+
+    def _descend(self) -> None:
+        """One more level; refused past MAX_DOCUMENT_DEPTH, before the composer recurses."""
+        self.depth += 1
+        if self.depth > values.MAX_DOCUMENT_DEPTH:
+            mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+            raise _RefusedError(None, (), values.message(values.MAX_DOCUMENT_DEPTH), mark)
+
+
+# Plain scalars as kubectl reads them: no timestamps, no sexagesimal numbers, no `=` (PyYAML's
+# `value` tag, which it cannot even construct); an exponent needs no dot (JSON's `1e5`).
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag in (f"{_TAG}bool", f"{_TAG}null", _MERGE)]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Loader.add_implicit_resolver(
+    f"{_TAG}int",
+    re.compile(r"^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+)$"),
+    list("-+0123456789"),
+)
+_Loader.add_implicit_resolver(
+    f"{_TAG}float",
+    re.compile(
+        r"^(?:[-+]?[0-9][0-9_]*\.[0-9_]*(?:[eE][-+]?[0-9]+)?"
+        r"|[-+]?\.[0-9][0-9_]*(?:[eE][-+]?[0-9]+)?"
+        r"|[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+"
+        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+    ),
+    list("-+0123456789."),
+)
+
+
+def _children(node: Node) -> Iterator[tuple[Node, str | int]]:
+    if isinstance(node, SequenceNode):
+        yield from ((child, i) for i, child in enumerate(node.value))
+    elif isinstance(node, MappingNode):
+        for key, child in node.value:
+            yield child, key.value if isinstance(key, ScalarNode) else "?"
+
+
+def _check_scalar(loader: _Loader, node: ScalarNode, path: values.Path) -> None:
+    if node.tag == f"{_TAG}int" and len(node.value) > MAX_DIGITS:
+        raise _RefusedError(
+            node, path, f"a number of {len(node.value)} digits (at most {MAX_DIGITS})"
+        )
+    if node.tag == f"{_TAG}float":
+        try:
+            number = loader.construct_yaml_float(node)
+        except ValueError:
+            raise _RefusedError(node, path, f"{node.value[:20]!r} is not a number") from None
+        if not math.isfinite(number):
+            raise _RefusedError(
+                node, path, f"{node.value[:20]} has no JSON meaning (quote it for the text)"
+            )
+
+
+def _check_node(loader: _Loader, node: Node, path: values.Path) -> None:
+    """The node itself: a JSON type, string keys."""
+    if node.tag not in _JSON_TAGS:
+        what = _NAMES.get(node.tag, f"the YAML tag {node.tag}")
+        raise _RefusedError(
+            node, path, f"{what} has no JSON meaning: a plan file holds JSON values"
+        )
+    if isinstance(node, ScalarNode):
+        _check_scalar(loader, node, path)
+    elif isinstance(node, MappingNode):
+        for key, _ in node.value:
+            if isinstance(key, ScalarNode) and key.tag in (f"{_TAG}str", _MERGE):
+                continue
+            if isinstance(key, ScalarNode):
+                kind = key.tag.removeprefix(_TAG)
+                why = f"the key {key.value!r} reads as {kind}, not a string: quote it"
+            else:
+                why = "a key is an object or an array: keys are strings"
+            raise _RefusedError(key, path, why)
+
+
+def _check_document(loader: _Loader, root: Node) -> None:
+    """Every node of a composed document, through its aliases, without recursion: JSON types
+    only (`_check_node`), no alias cycle, at most MAX_DOCUMENT_DEPTH levels and (with aliases)
+    MAX_EXPANDED values once expanded. Sizes are counted once per node, so a bomb is caught in
+    time proportional to the file, not to its expansion."""
+    done: dict[int, tuple[int, int]] = {}  # node -> (values once expanded, depth)
+    open_: set[int] = set()  # nodes on the current path: meeting one again is a cycle
+    stack: list[tuple[Node, values.Path, bool]] = [(root, (), False)]
+    while stack:
+        node, path, finished = stack.pop()
+        key = id(node)
+        if finished:
+            open_.discard(key)
+            below = [done[id(child)] for child, _ in _children(node)]
+            size = 1 + sum(s for s, _ in below)
+            depth = 0 if isinstance(node, ScalarNode) else 1 + max((d for _, d in below), default=0)
+            if loader.aliases and size > MAX_EXPANDED:
+                raise _RefusedError(
+                    node,
+                    path,
+                    f"its YAML aliases expand to more than {MAX_EXPANDED:,} values (an alias "
+                    "bomb?): write the values out",
+                )
+            if depth > values.MAX_DOCUMENT_DEPTH:
+                raise _RefusedError(node, path, values.message(values.MAX_DOCUMENT_DEPTH))
+            done[key] = (min(size, MAX_EXPANDED + 1), depth)
+            continue
+        if key in done:
+            continue
+        if key in open_:
+            raise _RefusedError(
+                node, path, "a YAML alias refers to a value that contains it (a cycle)"
+            )
+        _check_node(loader, node, path)
+        open_.add(key)
+        stack.append((node, path, True))
+        stack.extend((child, (*path, part), False) for child, part in _children(node))
+
+
+def _documents(text: str) -> list[Any]:
+    """The documents of a YAML/JSON text, each checked before it is constructed."""
+    loader = _Loader(text)
+    docs = []
+    try:
+        while loader.check_node():
+            root = loader.get_node()
+            if root is None:
+                continue
+            _check_document(loader, root)
+            loader.aliases = False
+            docs.append(loader.construct_document(root))
+    finally:
+        loader.dispose()
+    return [d for d in docs if d is not None]
+
+
+def _parse(path: str, text: str) -> list[Any]:
+    try:
+        return _documents(text)
+    except _RefusedError as e:
+        where = values.dotted(e.path)
+        field = f"{where}: " if where else ""
+        line = f"line {e.mark.line + 1}, column {e.mark.column + 1}"
+        raise InputError([f"{path}: {line}: {field}{e.message}"]) from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise InputError([f"{path}: {where}malformed YAML/JSON: {problem}"]) from None
+    except (RecursionError, ValueError) as e:  # not expected past the checks: still one line
+        raise InputError([f"{path}: cannot read: {type(e).__name__}: {str(e)[:200]}"]) from None
+
+
 def _read(path: str) -> list[Any]:
     try:
         text = Path(path).read_text() if path != "-" else _stdin()
@@ -37,19 +266,62 @@ def _read(path: str) -> list[Any]:
         raise InputError([f"{path}: cannot read: {e.strerror or e}"]) from None
     except UnicodeDecodeError:
         raise InputError([f"{path}: cannot read: not UTF-8 text"]) from None
-    try:
-        return [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise InputError([f"{path}: {where}malformed YAML/JSON: {problem}"]) from None
+    except ValueError as e:  # e.g. a NUL in the path
+        raise InputError([f"{path!r}: cannot read: {e}"]) from None
+    return _parse(path, text)
 
 
 def _stdin() -> str:
     import sys  # noqa: PLC0415 - only for "-"
 
     return sys.stdin.read()
+
+
+def load_values(path: str) -> dict[str, Any]:
+    """`--input-file`: one object of input values, read by the same rules as plan files."""
+    docs = _read(path)
+    if len(docs) != 1 or not isinstance(docs[0], dict):
+        raise InputError([f"{path}: input values must be one object"])
+    problem = values.problem(docs[0])
+    if problem is not None:
+        where = values.dotted(problem.path) or "(document)"
+        raise InputError([f"{path}: {where}: {problem.message}"])
+    return docs[0]
+
+
+class _NotJSONError(ValueError):
+    """A JSON text that holds what JSON means nothing by (NaN, Infinity)."""
+
+
+def _constant(name: str) -> Any:
+    raise _NotJSONError(name)
+
+
+def _float(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise InputError([f"the number {text[:20]}... is too large to hold"])
+    return number
+
+
+def input_value(key: str, raw: str) -> Any:
+    """`--input KEY=VALUE`: VALUE as JSON when it is JSON, else the text itself. A JSON value
+    planops cannot hold (nested too deep, a number too large) is an InputError, not text."""
+    try:
+        value = json.loads(raw, parse_constant=_constant, parse_float=_float)
+    except (json.JSONDecodeError, _NotJSONError):
+        return raw
+    except InputError as e:
+        raise InputError([f"--input {key}: {e.lines[0]}"]) from None
+    except ValueError:  # int(): more digits than Python reads
+        raise InputError([f"--input {key}: a number of more than {MAX_DIGITS} digits"]) from None
+    except RecursionError:
+        raise InputError([f"--input {key}: {values.message()}"]) from None
+    problem = values.problem(value)
+    if problem is not None:
+        where = values.dotted(problem.path, f"--input {key}")
+        raise InputError([f"{where}: {problem.message}"])
+    return value
 
 
 def load(plan_files: Iterable[str], capsule_files: Iterable[str] = ()) -> Loaded:

@@ -3,6 +3,11 @@
 Installed as a console script, so `kubectl plan ...` works when it is on PATH. The exit codes and
 `-o json` shapes are a contract (docs/cli.md): 0 valid/completed, 1 invalid/stopped on a failure,
 2 unreadable input or refused by validation (run), 4 ended by an `exit` step with status error.
+
+Like any Unix tool, it stops quietly when its reader goes away (`kubectl plan validate ... | head
+-1`): exit 141, as if killed by SIGPIPE, and no traceback. Restoring SIGPIPE's default action
+would do the same, but `run --local` writes step inputs to pipes of its own and must not die
+when a step exits without reading its stdin; so the BrokenPipeError is caught instead.
 """
 
 from __future__ import annotations
@@ -10,20 +15,27 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from planops import __version__
 from planops.api import PlanDocument
 from planops.cli import cluster, render
-from planops.cli.inputs import InputError, Loaded, load, with_default_capsule
+from planops.cli.inputs import (
+    InputError,
+    Loaded,
+    input_value,
+    load,
+    load_values,
+    with_default_capsule,
+)
 from planops.engine import PlanError, capsules, schedule, validate
 from planops.runners.local import LocalRunner
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_ERROR_EXIT, EXIT_INTERRUPTED = 0, 1, 2, 4, 130
+EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a process killed by SIGPIPE
 #: Refusals that mean "the input needed to judge the plan is missing", not "the plan is wrong".
 INPUT_CODES = {"no-capsule"}
 
@@ -104,25 +116,18 @@ def _load(args: argparse.Namespace) -> Loaded | None:
 def _inputs(args: argparse.Namespace) -> dict[str, Any] | None:
     """--input-file, then each --input KEY=VALUE over it; None after printing an error."""
     values: dict[str, Any] = {}
-    if getattr(args, "input_file", None):
-        try:
-            data = yaml.safe_load(Path(args.input_file).read_text())
-        except (OSError, yaml.YAMLError) as e:
-            sys.stderr.write(f"error: {args.input_file}: cannot read input values: {e}\n")
-            return None
-        if not isinstance(data, dict):
-            sys.stderr.write(f"error: {args.input_file}: input values must be an object\n")
-            return None
-        values.update(data)
-    for item in getattr(args, "input", None) or []:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            sys.stderr.write(f"error: --input {item!r}: expected KEY=VALUE\n")
-            return None
-        try:
-            values[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            values[key] = raw
+    try:
+        if getattr(args, "input_file", None):
+            values.update(load_values(args.input_file))
+        for item in getattr(args, "input", None) or []:
+            key, sep, raw = item.partition("=")
+            if not sep or not key:
+                raise InputError([f"--input {item!r}: expected KEY=VALUE"])
+            values[key] = input_value(key, raw)
+    except InputError as e:
+        for line in e.lines:
+            sys.stderr.write(f"error: {line}\n")
+        return None
     return values
 
 
@@ -202,6 +207,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     answers = _answers(args.answer)
     if answers is None:
         return EXIT_INPUT
+    if args.workdir is not None and (problem := _workdir(args.workdir)) is not None:
+        sys.stderr.write(f"error: --workdir {args.workdir}: {problem}\n")
+        return EXIT_INPUT
     quiet = args.quiet or args.output == "json"
     runner = LocalRunner(
         loaded.capsules,
@@ -224,7 +232,39 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_OK if report.completed else EXIT_FAILED
 
 
+def _workdir(path: Path) -> str | None:
+    """Make `--workdir DIR` if it is missing (not its parents: a mistyped path should not grow a
+    tree of directories); why it cannot be used, or None."""
+    if path.is_dir():
+        return None
+    if not path.parent.exists():
+        return f"its parent directory {path.parent} does not exist"
+    if not path.parent.is_dir():
+        return f"{path.parent} is not a directory"
+    try:
+        path.mkdir()
+    except FileExistsError:
+        return "exists and is not a directory"
+    except OSError as e:
+        return f"cannot create it: {e.strerror or e}"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # here, not at exit, so a closed pipe is caught below
+        return code
+    except BrokenPipeError:
+        # the reader is gone: nothing more can be said to it, nor should the interpreter try
+        # again when it flushes at exit
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, sys.stderr.fileno())
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "validate":
         return cmd_validate(args)

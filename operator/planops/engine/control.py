@@ -168,6 +168,12 @@ def ask_problems(raw: Any, tick: jsonschemas.Tick | None = None) -> list[tuple[s
             (".outputSchema" + "".join(f".{p}" for p in path), message)
             for path, message in unusable
         ]
+        if not unusable:  # a $ref that loops or leads nowhere shows on any answer: try one
+            try:
+                jsonschemas.evaluate(schema, {}, tick)
+            except jsonschemas.UnusableSchemaError as e:
+                out.append((".outputSchema", f"cannot be applied to answers: {e}"))
+                unusable = [((), str(e))]
         if unusable:
             schema = None
     if "default" in spec and schema is not None and not _has_template(spec["default"]):

@@ -10,7 +10,8 @@ from typing import Any
 
 #: Every code the validator can return, with the seed rule it stands for.
 CODES: dict[str, str] = {
-    "schema": "the document's structure: unknown field, wrong type, missing field",
+    "schema": "the document's structure: unknown field, wrong type, missing field, a value JSON "
+    "has no meaning for",
     "duplicate-id": "two steps with the same id",
     "step-kind": "a step declaring none of tool, shell, capsule, or more than one",
     "unknown-tool": "a tool step naming a tool that is not in the capsule's inventory",
@@ -26,7 +27,8 @@ CODES: dict[str, str] = {
     "no-capsule": "the plan's Capsule does not exist",
     "image-not-allowed": "a step image outside the capsule's and the operator's allowlists, or "
     "not an image reference",
-    "limits": "a plan or step beyond the operator's or the capsule's limits",
+    "limits": "a plan or step beyond the operator's or the capsule's limits, a quantity beyond "
+    "what Kubernetes holds, or a value nested deeper than 64 levels",
     "workspace": "a workspace the capsule does not allow: an existing claim it does not list, a "
     "storage class it does not list, or a size above its workspace.maxSize",
     "schedule": "a ScheduledPlan's schedule or time zone that cannot be used",
@@ -35,7 +37,8 @@ CODES: dict[str, str] = {
     "malformed field, or a body breaking the body rules (no decide/map/reduce inside a body, exit "
     "only in decide branches)",
     "unsupported": "agent / infer (they need a language model: use a capsule step)",
-    "input-schema": "an inputSchema that is not a JSON Schema, or input that does not satisfy it",
+    "input-schema": "an inputSchema that is not a JSON Schema (or whose $ref loops or cannot be "
+    "resolved), or input that does not satisfy it",
     "template": "a {{...}} template that is malformed, names an unknown root, uses a step result "
     "the step does not depend on, or sits in a shell step's first word",
 }

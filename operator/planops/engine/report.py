@@ -20,9 +20,14 @@ def rfc3339(t: float | None) -> str | None:
 
 
 def parse_rfc3339(text: str | None) -> float | None:
+    """Seconds since the epoch; None when absent or not a timestamp (objects and statuses can be
+    edited by hand: a bad time reads as no time, it does not stop a reconcile)."""
     if not text:
         return None
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except (ValueError, TypeError, AttributeError, OverflowError):
+        return None
 
 
 class StepRecord(NamedTuple):

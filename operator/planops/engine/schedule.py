@@ -84,7 +84,9 @@ def _zone(name: str | None) -> ZoneInfo:
 
 
 def run_name(name: str, at: datetime) -> str:
-    return f"{name[:52]}-{int(at.timestamp()) // 60}"
+    """At most 61 characters (a label value, a Job name part); a cut never ends in `.` or `-`
+    (`a.-1234` is no object name)."""
+    return f"{name[:52].rstrip('.-')}-{int(at.timestamp()) // 60}"
 
 
 def _names_hours(schedule: str) -> bool:

@@ -7,6 +7,7 @@ A plan with any error runs nothing at all.
 
 from __future__ import annotations
 
+import operator
 import re
 import shlex
 from collections.abc import Callable, Iterable, Mapping
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Protocol
 
-from planops.api import quantity
+from planops.api import quantity, values
 from planops.api.models import NEEDS_A_MODEL, STEP_KINDS, CapsuleSpec, PlanSpec, Step
 from planops.api.resources import resources as effective_resources
 from planops.engine import (
@@ -165,6 +166,43 @@ def capsule_name(spec: PlanSpec) -> str:
     return spec.capsule or DEFAULT_CAPSULE
 
 
+#: A step's fields that hold JSON values of any shape (pydantic types them `Any`).
+STEP_VALUES = ("input", *(k for k in STEP_KINDS if k not in ("tool", "shell", "capsule")))
+_step_values = operator.attrgetter(*STEP_VALUES, "on_error")
+
+
+def _values(spec: PlanSpec) -> list[PlanError]:
+    """Refusals of values that are no JSON values or nest deeper than values.MAX_DEPTH.
+
+    Checked first, without recursion, and a plan with any of them is judged no further: every
+    other check walks these values recursively (references, templates, jsonschema, messages that
+    quote them), and so does the decider, so none may ever see one nested without bound.
+    One walk over all of them (each one level deeper inside it) says whether any is wrong; only
+    then is each field walked on its own, to name it.
+    """
+    fields: list[Any] = [spec.input, spec.output, spec.input_schema]
+    for step in spec.steps:
+        fields += _step_values(step)
+    todo = [v for v in fields if v is not None and v.__class__ is not str]
+    if not todo or values.problem(todo, values.MAX_DEPTH + 1) is None:
+        return []
+    found: list[tuple[str | None, str, Any]] = [
+        (None, "input", spec.input),
+        (None, "output", spec.output),
+        (None, "inputSchema", spec.input_schema),
+    ]
+    for i, step in enumerate(spec.steps):
+        found += [(step.id, f"steps[{i}].{k}", getattr(step, k)) for k in STEP_VALUES]
+        found.append((step.id, f"steps[{i}].onError", step.on_error))
+    errors = []
+    for step_id, path, value in found:
+        problem = values.problem(value)
+        if problem is not None:
+            where = path if problem.too_deep else values.dotted(problem.path, path)
+            errors.append(PlanError(problem.code, step_id, where, problem.message))
+    return errors
+
+
 def validate(
     spec: PlanSpec,
     resolve_capsule: CapsuleResolver,
@@ -175,6 +213,9 @@ def validate(
 
     With a `budget`, a validation that runs past it stops and returns one error instead (code
     `limits`, path `steps`): the plan was not judged, so it may not run."""
+    not_values = _values(spec)
+    if not_values:
+        return not_values
     name = capsule_name(spec)
     checker = _Checker(spec, name, resolve_capsule(name), policy or Policy(), budget=budget)
     if budget is not None:
@@ -195,45 +236,8 @@ def validate(
         ]
 
 
-MAX_DEPTH = references.MAX_DEPTH
-#: the Step fields that hold free-form JSON
-_NESTED = ("input", "exit", "filter", "decide", "map", "reduce", "ask", "agent", "infer")
-_CONTAINER_TYPES = (dict, list)  # checked before the call: most fields are None or text
-
-
-def _deep_fields(spec: PlanSpec) -> list[tuple[str | None, str]]:
-    """(step id, field path) of every JSON value of the plan nested too deeply."""
-    found: list[tuple[str | None, str]] = [
-        (None, name)
-        for name, value in (
-            ("input", spec.input),
-            ("inputSchema", spec.input_schema),
-            ("output", spec.output),
-        )
-        if references.too_deep(value)
-    ]
-    for i, step in enumerate(spec.steps):
-        fields = step.__dict__
-        for name in _NESTED:
-            value = fields[name]
-            if value.__class__ in _CONTAINER_TYPES and references.too_deep(value):
-                found.append((step.id, f"steps[{i}].{name}"))
-    return found
-
-
 def _validate(checker: _Checker) -> list[PlanError]:
     spec, name = checker.spec, checker.capsule_name
-    deep = _deep_fields(spec)
-    if deep:  # judged no further: every other check walks these values recursively
-        for step_id, path in deep:
-            checker.add(
-                "limits",
-                step_id,
-                path,
-                f"nested more than {MAX_DEPTH} levels deep (objects and lists within each "
-                "other); nothing else of the plan is judged until it is flatter",
-            )
-        return checker.errors
     if checker.capsule is None:
         checker.add(
             "no-capsule",
@@ -401,6 +405,9 @@ def _check_tool(c: _Checker, step: Step, path: str) -> None:
 
 def _check_shell(c: _Checker, step: Step, path: str) -> None:
     assert step.shell is not None
+    if "\x00" in step.shell:  # no process can be given it (a C string ends there)
+        c.add("shell-syntax", step.id, f"{path}.shell", "the command line holds a NUL byte")
+        return
     words = c.split(step.shell)
     if words is None:
         why = c.split_errors[step.shell]

@@ -23,6 +23,7 @@ from planops.kube.manifests import (
     LABEL_PARENT,
     LABEL_PLAN,
     LABEL_SCHEDULED_BY,
+    full_value,
 )
 from planops.reconciler.reconcile import Reconciler
 from planops.reconciler.scheduled import ScheduleReconciler
@@ -118,23 +119,25 @@ async def plan_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_
         memo.active.add((ns, name))
     if event["type"] != "DELETED":
         memo.queue.put((ns, name))
-    labels = meta.get("labels") or {}
-    if labels.get(LABEL_PARENT):
-        memo.queue.put((ns, labels[LABEL_PARENT]))
-    if labels.get(LABEL_SCHEDULED_BY):  # a run changed: its schedule may start the next (Forbid)
-        memo.schedules.put(("scheduledplans", ns, labels[LABEL_SCHEDULED_BY]))
-    if labels.get(LABEL_CLUSTER_SCHEDULED_BY):
-        memo.schedules.put(("clusterscheduledplans", "", labels[LABEL_CLUSTER_SCHEDULED_BY]))
+    # labels may hold shortened values (manifests.label_value): the full names are annotations
+    if parent := full_value(meta, LABEL_PARENT):
+        memo.queue.put((ns, parent))
+    if schedule := full_value(meta, LABEL_SCHEDULED_BY):  # its schedule may start the next run
+        memo.schedules.put(("scheduledplans", ns, schedule))
+    if schedule := full_value(meta, LABEL_CLUSTER_SCHEDULED_BY):
+        memo.schedules.put(("clusterscheduledplans", "", schedule))
 
 
 @kopf.on.event("batch", "v1", "jobs", labels={LABEL_PLAN: kopf.PRESENT})
 async def job_event(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    memo.queue.put((body["metadata"]["namespace"], body["metadata"]["labels"][LABEL_PLAN]))
+    if plan := full_value(body["metadata"], LABEL_PLAN):
+        memo.queue.put((body["metadata"]["namespace"], plan))
 
 
 @kopf.on.event("", "v1", "pods", labels={LABEL_PLAN: kopf.PRESENT})
 async def pod_event(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    memo.queue.put((body["metadata"]["namespace"], body["metadata"]["labels"][LABEL_PLAN]))
+    if plan := full_value(body["metadata"], LABEL_PLAN):
+        memo.queue.put((body["metadata"]["namespace"], plan))
 
 
 @kopf.on.event(GROUP, VERSION, "scheduledplans")

@@ -28,6 +28,15 @@ GROUP, VERSION = "planops.dev", "v1alpha1"
 PATH_ID = "plans"
 
 
+def unchanged(old: Any, new: Any) -> bool:
+    """An UPDATE that leaves the spec as it was. Comparing recurses once per level: a spec too
+    deep to compare is judged instead (and the validator refuses it, code `limits`)."""
+    try:
+        return old is not None and bool(old.get("spec") == new.get("spec"))
+    except RecursionError:
+        return False
+
+
 def register() -> None:
     @kopf.on.startup()
     async def serve(settings: kopf.OperatorSettings, **_: Any) -> None:
@@ -41,9 +50,7 @@ def register() -> None:
 
     @kopf.on.validate(GROUP, VERSION, "plans", id=PATH_ID)
     async def validate_plan(*, body: kopf.Body, memo: Any, **kwargs: Any) -> None:
-        old = kwargs.get("old")
-        unchanged = old is not None and old.get("spec") == body.get("spec")
-        if kwargs.get("operation") == "UPDATE" and unchanged:
+        if kwargs.get("operation") == "UPDATE" and unchanged(kwargs.get("old"), body):
             return
         _, _, errors = await memo.reconciler.judge(dict(body))
         errors = [e for e in errors if e.code != "no-capsule"]

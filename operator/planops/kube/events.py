@@ -45,7 +45,8 @@ def event(plan: dict[str, Any], reason: str, message: str, warning: bool = False
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {
-            "name": f"{meta['name'][:200]}.{uuid.uuid4().hex[:16]}",
+            # cut where it cannot end in `.` or `-` (`a..b` is no object name)
+            "name": f"{meta['name'][:200].rstrip('.-')}.{uuid.uuid4().hex[:16]}",
             "namespace": meta.get("namespace") or "default",  # cluster-scoped objects: default
         },
         "involvedObject": {

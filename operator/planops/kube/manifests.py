@@ -4,6 +4,13 @@ Pure functions (no API calls). Names are deterministic (plan, run, step, attempt
 characters), so a create after an operator restart finds the same object (AlreadyExists = adopt)
 instead of making a second one. Labels are built fresh, never copied from the parent: copying
 Argo CD's tracking label would make children look Argo-owned and get them pruned.
+
+Label values hold at most 63 characters of a restricted syntax, but a Plan's name may have 253 and
+a body step's qualified id (`scan.12.probe`) has no bound: every label value made from a name or
+an id goes through `label_value` (itself when it fits, else a readable prefix and a hash of the
+whole), and so does every selector that matches one. The full value is always in an annotation:
+`planops.dev/step-id` for the step, the label's own key for the others (`planops.dev/plan`,
+`planops.dev/parent`); `full_value` reads it back (the label for objects made before).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ LABEL_STEP = "planops.dev/step"
 LABEL_ATTEMPT = "planops.dev/attempt"
 LABEL_PARENT = "planops.dev/parent"
 LABEL_DEPTH = "planops.dev/depth"
+ANNOTATION_STEP_ID = "planops.dev/step-id"
 ANNOTATION_LINEAGE = "planops.dev/lineage"
 ANNOTATION_SPAWNED_BY = "planops.dev/spawned-by"
 ANNOTATION_DELEGATION = "planops.dev/delegation-id"
@@ -33,7 +41,6 @@ ANNOTATION_CANCEL = "planops.dev/cancel"
 LABEL_SCHEDULED_BY = "planops.dev/scheduled-by"
 LABEL_CLUSTER_SCHEDULED_BY = "planops.dev/cluster-scheduled-by"
 ANNOTATION_SCHEDULED_TIME = "planops.dev/scheduled-time"
-ANNOTATION_STEP_ID = "planops.dev/step-id"
 #: What only the operator writes on the Plans it manages (child Plans, scheduled runs): the
 #: chart's admission policy (templates/admission-policy.yaml, kept equal by a unit test) lets only
 #: holders of `manage` on plans create a Plan carrying any of them or change them.
@@ -53,13 +60,54 @@ RESERVED_ANNOTATIONS = (
     ANNOTATION_OBJECTIVE,
     ANNOTATION_STEP_ID,
     ANNOTATION_SCHEDULED_TIME,
+    # the full values of labels that label_value may shorten (full_value reads them first)
+    LABEL_PARENT,
+    LABEL_SCHEDULED_BY,
+    LABEL_CLUSTER_SCHEDULED_BY,
 )
 #: the answer to an ask step: answer.planops.dev/<step> (reconciler.asks has the format)
 ANNOTATION_ANSWER_PREFIX = "answer.planops.dev/"
 
 
+#: Kubernetes' syntax of a label value (and of an annotation key's name part), at most 63 chars.
+LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+MAX_LABEL_VALUE = 63
+_NOT_LABEL = re.compile(r"[^-A-Za-z0-9_.]+")
+_DIGEST = 10  # hex characters: 40 bits, so two ids of one plan never share a label by chance
+
+
+def label_value(text: str) -> str:
+    """`text` as a label value: itself when it is one, else (longer than 63 characters, or not
+    label syntax: `_x`, `a-`) a readable prefix and a hash of the whole text. Deterministic,
+    so selectors built from the same text match; different texts get different values."""
+    if len(text) <= MAX_LABEL_VALUE and LABEL_VALUE.fullmatch(text):
+        return text
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:_DIGEST]
+    prefix = _NOT_LABEL.sub("-", text)[: MAX_LABEL_VALUE - _DIGEST - 1].strip("-_.")
+    return f"{prefix}-{digest}" if prefix else digest
+
+
+def full_value(meta: dict[str, Any], label: str) -> str | None:
+    """The full value behind one of our labels that `label_value` may have shortened: from its
+    annotation (the step's is ANNOTATION_STEP_ID, the others' the label's own key), else the
+    label itself (objects made before the annotation existed); None when neither is a string."""
+    key = ANNOTATION_STEP_ID if label == LABEL_STEP else label
+    for source, k in ((meta.get("annotations"), key), (meta.get("labels"), label)):
+        value = source.get(k) if isinstance(source, dict) else None
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def step_selector(plan: str, step: str, attempt: int | None = None) -> str:
+    """The pods (and Jobs) of one step of a Plan, any run; of one attempt when given."""
+    selector = f"{LABEL_PLAN}={label_value(plan)},{LABEL_STEP}={label_value(step)}"
+    return selector + (f",{LABEL_ATTEMPT}={attempt}" if attempt is not None else "")
+
+
 def answer_annotation(step_id: str) -> str:
-    return ANNOTATION_ANSWER_PREFIX + step_id
+    """The annotation that answers an ask step (its name part follows the label value rules)."""
+    return ANNOTATION_ANSWER_PREFIX + label_value(step_id)
 
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "planops"}
@@ -96,20 +144,32 @@ class PlanRef:
 
     def labels(self, step: str, attempt: int) -> dict[str, str]:
         return {
-            LABEL_PLAN: self.name,
+            LABEL_PLAN: label_value(self.name),
             LABEL_RUN: self.run,
-            LABEL_STEP: step,
+            LABEL_STEP: label_value(step),
             LABEL_ATTEMPT: str(attempt),
             **MANAGED_BY,
         }
 
+    def annotations(self, step: str) -> dict[str, str]:
+        """The full values of the labels (which may be shortened)."""
+        return {ANNOTATION_STEP_ID: step, LABEL_PLAN: self.name}
+
     def selector(self) -> str:
         """Jobs (and their pods) of this run."""
-        return f"{LABEL_PLAN}={self.name},{LABEL_RUN}={self.run}"
+        return f"{LABEL_PLAN}={label_value(self.name)},{LABEL_RUN}={self.run}"
+
+    def other_runs_selector(self) -> str:
+        """Jobs, pods and workspace claims of this Plan's other runs."""
+        return f"{LABEL_PLAN}={label_value(self.name)},{LABEL_RUN}!={self.run}"
 
     def children_selector(self) -> str:
         """Child Plans of this run."""
-        return f"{LABEL_PARENT}={self.name},{LABEL_RUN}={self.run}"
+        return f"{LABEL_PARENT}={label_value(self.name)},{LABEL_RUN}={self.run}"
+
+    def other_runs_children_selector(self) -> str:
+        """Child Plans of this Plan's other runs."""
+        return f"{LABEL_PARENT}={label_value(self.name)},{LABEL_RUN}!={self.run}"
 
 
 def run_id(uid: str, generation: int, rerun: str) -> str:
@@ -161,6 +221,7 @@ def job(
     """The Job of one attempt of a tool or shell step: restricted pod security, limits set,
     backoffLimit 0 (planops owns retries, each attempt visible), deadline = the step timeout."""
     labels = ref.labels(d.step.id, d.attempt)
+    annotations = ref.annotations(d.step.id)
     env = [
         {"name": "PLANOPS_PLAN", "value": ref.name},
         {"name": "PLANOPS_STEP", "value": d.step.id},
@@ -251,7 +312,7 @@ def job(
             "name": child_name(ref.name, ref.run, d.step.id, d.attempt),
             "namespace": ref.namespace,
             "labels": labels,
-            "annotations": {ANNOTATION_STEP_ID: d.step.id},
+            "annotations": annotations,
             "ownerReferences": [ref.owner()],
         },
         "spec": {
@@ -260,7 +321,10 @@ def job(
             # the Job's own deadline adds room for waiting on a busy cluster, so nothing waits
             # forever, and a step never times out only because the cluster was full
             "activeDeadlineSeconds": timeout_seconds + QUEUE_ALLOWANCE_SECONDS,
-            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+            "template": {
+                "metadata": {"labels": labels, "annotations": annotations},
+                "spec": pod_spec,
+            },
         },
     }
 
@@ -279,7 +343,8 @@ def workspace_claim(ref: PlanRef, size: str, storage_class: str | None) -> dict[
         "metadata": {
             "name": child_name(ref.name, ref.run, "workspace", 0),
             "namespace": ref.namespace,
-            "labels": {LABEL_PLAN: ref.name, LABEL_RUN: ref.run, **MANAGED_BY},
+            "labels": {LABEL_PLAN: label_value(ref.name), LABEL_RUN: ref.run, **MANAGED_BY},
+            "annotations": {LABEL_PLAN: ref.name},
             "ownerReferences": [ref.owner()],
         },
         "spec": spec,
@@ -298,14 +363,16 @@ def child_plan(ref: PlanRef, d: Dispatch, target: str, spec: dict[str, Any]) -> 
             "name": name,
             "namespace": ref.namespace,
             "labels": {
-                LABEL_PARENT: ref.name,
+                LABEL_PARENT: label_value(ref.name),
                 LABEL_RUN: ref.run,
-                LABEL_STEP: d.step.id,
+                LABEL_STEP: label_value(d.step.id),
                 LABEL_ATTEMPT: str(d.attempt),
                 LABEL_DEPTH: str(ref.depth + 1),
                 **MANAGED_BY,
             },
             "annotations": {
+                LABEL_PARENT: ref.name,
+                ANNOTATION_STEP_ID: d.step.id,
                 ANNOTATION_LINEAGE: ",".join(lineage),
                 ANNOTATION_SPAWNED_BY: ref.uid,
                 ANNOTATION_DELEGATION: hashlib.sha256(f"{ref.uid}/{name}".encode()).hexdigest()[

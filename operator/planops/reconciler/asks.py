@@ -21,6 +21,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from planops.api import values
 from planops.engine import control, references
 from planops.engine.decider import AttemptFact, Dispatch
 from planops.engine.report import parse_rfc3339, rfc3339
@@ -93,6 +94,8 @@ def judge(w: Waiting, annotations: dict[str, str], run_id: str, now: float) -> O
             given = references.loads(raw)
         except ValueError:  # not JSON, or nested too deeply (json.loads: RecursionError)
             return "the answer annotation is not JSON (use kubectl plan answer)"
+        if (unusable := values.problem(given)) is not None:  # recorded as the step's JSON
+            return f"the answer annotation cannot be used: {unusable.message}"
         if isinstance(given, dict) and given.get("run") == run_id:
             if given.get("declined"):
                 return _unanswered(w, "declined")

@@ -4,15 +4,23 @@ A Job's attempt is settled by the Job's terminal condition (Complete / Failed), 
 from a pod phase, and its error is made readable from the pod: exit code, OOMKilled, deadline.
 A pod that cannot start (image pull, bad config) would otherwise sit until the deadline (Argo's
 "stuck Running" complaint): it fails the attempt at once, with the kubelet's reason.
+
+Never raises on what it reads: labels, annotations (and a child Plan's status) can be written by
+anyone allowed to edit the objects. An object whose labels do not name an attempt of ours (no
+step, an attempt that is not a positive decimal number such as `planops.dev/attempt: "one"`) is
+not an attempt: `job_attempt` and `child_attempt` return None and the reconciler skips it, as
+if it were not there (it is not deleted: it may be someone else's). Other fields that are not
+what the API server would write read as absent.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from planops.engine.report import parse_rfc3339
-from planops.kube.manifests import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_STEP
+from planops.kube.manifests import LABEL_ATTEMPT, LABEL_STEP, full_value
 
 Obj = dict[str, Any]
 
@@ -46,28 +54,52 @@ class Observed:
     stuck: bool = False  # failed because its pod cannot start: the Job must be deleted
 
 
+def _obj(value: Any) -> Obj:
+    """`value` if it is an object, else an empty one (a field that is not what it should be)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _time(value: Any) -> float | None:
+    return parse_rfc3339(value) if isinstance(value, str) else None
+
+
 def _condition(obj: Obj, kind: str) -> Obj | None:
-    for c in obj.get("status", {}).get("conditions", []) or []:
-        if c.get("type") == kind and c.get("status") == "True":
-            return c  # type: ignore[no-any-return]
+    for c in _list(_obj(obj.get("status")).get("conditions")):
+        if isinstance(c, dict) and c.get("type") == kind and c.get("status") == "True":
+            return c
     return None
 
 
-def _ident(obj: Obj) -> tuple[str, int]:
-    labels = obj["metadata"].get("labels", {})
-    step = obj["metadata"].get("annotations", {}).get(ANNOTATION_STEP_ID) or labels[LABEL_STEP]
-    return step, int(labels[LABEL_ATTEMPT])
+#: An attempt number as planops writes it (str(int), from 1); nothing else is an attempt.
+_ATTEMPT = re.compile(r"[1-9][0-9]{0,8}")
+
+
+def _ident(obj: Obj) -> tuple[str, int, str] | None:
+    """(step id, attempt, object name); None when the object is not an attempt of ours."""
+    meta = _obj(obj.get("metadata"))
+    step = full_value(meta, LABEL_STEP)
+    attempt = _text(_obj(meta.get("labels")).get(LABEL_ATTEMPT))
+    name = _text(meta.get("name"))
+    if step is None or attempt is None or not _ATTEMPT.fullmatch(attempt) or not name:
+        return None
+    return step, int(attempt), name
 
 
 def _container(pod: Obj | None) -> Obj:
-    if pod is None:
-        return {}
-    statuses = pod.get("status", {}).get("containerStatuses") or []
-    return statuses[0] if statuses else {}
+    statuses = _list(_obj(_obj(pod).get("status")).get("containerStatuses"))
+    return _obj(statuses[0]) if statuses else {}
 
 
 def _pod_error(pod: Obj | None, limits: Obj | None) -> str | None:
-    term = _container(pod).get("state", {}).get("terminated")
+    term = _obj(_obj(_container(pod).get("state")).get("terminated"))
     if not term:
         return None
     if term.get("reason") == "OOMKilled":
@@ -78,18 +110,26 @@ def _pod_error(pod: Obj | None, limits: Obj | None) -> str | None:
     code = term.get("exitCode")
     if term.get("signal"):
         return f"killed by signal {term['signal']}"
-    return f"exit code {code}" if code is not None else term.get("reason")
+    return f"exit code {code}" if code is not None else _text(term.get("reason"))
+
+
+def _disruption(pod: Obj | None) -> Obj | None:
+    for c in _list(_obj(_obj(pod).get("status")).get("conditions")):
+        if (
+            isinstance(c, dict)
+            and c.get("type") == "DisruptionTarget"
+            and c.get("status") == "True"
+        ):
+            return c
+    return None
 
 
 def _disrupted(pod: Obj | None) -> bool:
     """A pod the cluster is taking away (DisruptionTarget: evicted from a lost node, preempted,
     drained) while its Job has not ended: with the node gone it may never end by itself."""
-    if pod is None or not pod["metadata"].get("deletionTimestamp"):
+    if pod is None or not _obj(pod.get("metadata")).get("deletionTimestamp"):
         return False
-    return any(
-        c.get("type") == "DisruptionTarget" and c.get("status") == "True"
-        for c in pod.get("status", {}).get("conditions") or []
-    )
+    return _disruption(pod) is not None
 
 
 def _gone(pod: Obj | None, job_says: str) -> str | None:
@@ -100,35 +140,29 @@ def _gone(pod: Obj | None, job_says: str) -> str | None:
             "its pod is gone: deleted (by hand or by an eviction) or lost with its node before "
             f"the step finished (the Job says {job_says})"
         )
-    if not pod["metadata"].get("deletionTimestamp"):
+    if not _obj(pod.get("metadata")).get("deletionTimestamp"):
         return None
-    node = pod.get("spec", {}).get("nodeName")
+    node = _text(_obj(pod.get("spec")).get("nodeName"))
     where = f" on node {node}" if node else ""
-    why = next(
-        (
-            f" ({c.get('reason')}: {c.get('message')})"
-            for c in pod.get("status", {}).get("conditions") or []
-            if c.get("type") == "DisruptionTarget" and c.get("status") == "True"
-        ),
-        "",
-    )
+    c = _disruption(pod)
+    why = f" ({c.get('reason')}: {c.get('message')})" if c is not None else ""
     return f"its pod was deleted while the step ran{where}{why}"
 
 
-def job_attempt(job: Obj, pod: Obj | None) -> Observed:
-    step, attempt = _ident(job)
-    meta, spec = job["metadata"], job.get("spec", {})
-    started = parse_rfc3339(meta.get("creationTimestamp")) or 0.0
-    name = meta["name"]
-    pod_name = pod["metadata"]["name"] if pod is not None else None
+def job_attempt(job: Obj, pod: Obj | None) -> Observed | None:
+    """The attempt a Job (and its pod) shows; None when the Job is not an attempt of ours."""
+    ident = _ident(job)
+    if ident is None:
+        return None
+    step, attempt, name = ident
+    meta, spec = _obj(job.get("metadata")), _obj(job.get("spec"))
+    started = _time(meta.get("creationTimestamp")) or 0.0
+    pod_name = _text(_obj(_obj(pod).get("metadata")).get("name")) if pod is not None else None
     container = _container(pod)
-    term = container.get("state", {}).get("terminated") or {}
-    message = term.get("message")
-    limits = (
-        (spec.get("template", {}).get("spec", {}).get("containers") or [{}])[0]
-        .get("resources", {})
-        .get("limits")
-    )
+    state = _obj(container.get("state"))
+    message = _text(_obj(state.get("terminated")).get("message"))
+    containers = _list(_obj(_obj(spec.get("template")).get("spec")).get("containers"))
+    limits = _obj(_obj(_obj(containers[0] if containers else {}).get("resources")).get("limits"))
     if (done := _condition(job, "Complete")) is not None:
         return Observed(
             step,
@@ -137,14 +171,14 @@ def job_attempt(job: Obj, pod: Obj | None) -> Observed:
             "job",
             started,
             "success",
-            finished_at=parse_rfc3339(done.get("lastTransitionTime")),
+            finished_at=_time(done.get("lastTransitionTime")),
             pod=pod_name,
             termination_message=message,
         )
     if (failed := _condition(job, "Failed")) is not None:
-        finished = parse_rfc3339(failed.get("lastTransitionTime"))
-        pod_deadline = (pod or {}).get("spec", {}).get("activeDeadlineSeconds")
-        if (pod or {}).get("status", {}).get("reason") == "DeadlineExceeded":
+        finished = _time(failed.get("lastTransitionTime"))
+        pod_deadline = _obj(_obj(pod).get("spec")).get("activeDeadlineSeconds")
+        if _obj(_obj(pod).get("status")).get("reason") == "DeadlineExceeded":
             error = f"deadline exceeded: the attempt ran longer than {pod_deadline}s"
         elif failed.get("reason") == "DeadlineExceeded":
             waited = spec.get("activeDeadlineSeconds")
@@ -171,7 +205,7 @@ def job_attempt(job: Obj, pod: Obj | None) -> Observed:
             pod_name,
             stuck=True,
         )
-    waiting = container.get("state", {}).get("waiting") or {}
+    waiting = _obj(state.get("waiting"))
     if waiting.get("reason") in CANNOT_START:
         error = f"cannot start: {waiting['reason']}: {waiting.get('message', '')}".rstrip(": ")
         return Observed(
@@ -180,46 +214,44 @@ def job_attempt(job: Obj, pod: Obj | None) -> Observed:
     return Observed(step, attempt, name, "job", started, None, pod=pod_name)
 
 
-def child_attempt(child: Obj) -> Observed:
-    step, attempt = _ident(child)
-    meta, status = child["metadata"], child.get("status") or {}
-    started = parse_rfc3339(meta.get("creationTimestamp")) or 0.0
+def child_attempt(child: Obj) -> Observed | None:
+    """The attempt a child Plan shows; None when the Plan is not an attempt of ours."""
+    ident = _ident(child)
+    if ident is None:
+        return None
+    step, attempt, name = ident
+    meta, status = _obj(child.get("metadata")), _obj(child.get("status"))
+    started = _time(meta.get("creationTimestamp")) or 0.0
     phase = status.get("phase")
-    report = status.get("report") or {}
-    steps = report.get("steps") or []
-    last = steps[-1].get("output") if steps else None
-    finished = parse_rfc3339(status.get("finishedAt"))
+    report = _obj(status.get("report"))
+    steps = [s for s in _list(report.get("steps")) if isinstance(s, dict)]
+    last = _text(steps[-1].get("output")) if steps else None
+    finished = _time(status.get("finishedAt"))
     if phase == "Succeeded":
         return Observed(
-            step,
-            attempt,
-            meta["name"],
-            "plan",
-            started,
-            "success",
-            finished_at=finished,
-            output=last,
+            step, attempt, name, "plan", started, "success", finished_at=finished, output=last
         )
     if phase in ("Failed", "Invalid"):
         if phase == "Invalid":
-            errors = "; ".join(e.get("message", "") for e in status.get("errors", [])[:5])
-            why = f"child plan {meta['name']} is invalid: {errors}"
+            errors = "; ".join(
+                str(e.get("message", ""))
+                for e in _list(status.get("errors"))[:5]
+                if isinstance(e, dict)
+            )
+            why = f"child plan {name} is invalid: {errors}"
         else:
             failed = next((s for s in steps if s.get("stepId") == report.get("failedStep")), None)
             detail = f": step {failed['stepId']} failed: {failed.get('error')}" if failed else ""
-            why = f"child plan {meta['name']} did not complete{detail}"
-        return Observed(
-            step, attempt, meta["name"], "plan", started, "failed", why, finished, output=last
-        )
-    return Observed(step, attempt, meta["name"], "plan", started, None)
+            why = f"child plan {name} did not complete{detail}"
+        return Observed(step, attempt, name, "plan", started, "failed", why, finished, output=last)
+    return Observed(step, attempt, name, "plan", started, None)
 
 
 def controller_uid(obj: Obj) -> str | None:
     """The UID of the object's controller (its ownerReference with `controller: true`)."""
-    for ref in obj.get("metadata", {}).get("ownerReferences") or []:
+    for ref in _list(_obj(_obj(obj).get("metadata")).get("ownerReferences")):
         if isinstance(ref, dict) and ref.get("controller") is True:
-            uid = ref.get("uid")
-            return uid if isinstance(uid, str) else None
+            return _text(ref.get("uid"))
     return None
 
 
@@ -233,10 +265,14 @@ def owned(objs: list[Obj], uid: str) -> list[Obj]:
 def pods_by_job(pods: list[Obj], jobs: list[Obj]) -> dict[str, Obj]:
     """The (single, backoffLimit 0) pod of each Job, by Job name; the newest if several. A pod
     counts only when the Job is its controller (by UID), whatever its labels say."""
-    names = {j["metadata"].get("uid"): j["metadata"]["name"] for j in jobs}
+    names = {
+        _text(_obj(j.get("metadata")).get("uid")): _text(_obj(j.get("metadata")).get("name"))
+        for j in jobs
+    }
     out: dict[str, Obj] = {}
-    for pod in sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp", "")):
+    metas = [(_obj(_obj(pod).get("metadata")), pod) for pod in pods]
+    for _, pod in sorted(metas, key=lambda m: str(m[0].get("creationTimestamp") or "")):
         job = names.get(controller_uid(pod))
-        if job is not None:
+        if job:
             out[job] = pod
     return out

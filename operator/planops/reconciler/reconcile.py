@@ -118,7 +118,7 @@ class Reconciler:
             name,
             meta["uid"],
             rid,
-            depth=int(labels.get(manifests.LABEL_DEPTH, 0)),
+            depth=_depth(labels.get(manifests.LABEL_DEPTH)),
             lineage=tuple(
                 a
                 for a in (meta.get("annotations") or {})
@@ -305,7 +305,7 @@ class Reconciler:
             {k: plan[k] for k in ("apiVersion", "kind", "metadata", "spec")}
         )
         if problems or doc is None:
-            return None, None, [PlanError("schema", None, p.path, p.message) for p in problems]
+            return None, None, [PlanError(p.code, None, p.path, p.message) for p in problems]
         spec = doc.spec
         assert isinstance(spec, PlanSpec)
         capsule: CapsuleSpec | None = None
@@ -343,10 +343,12 @@ class Reconciler:
             if jobs
             else {}
         )
-        observed = [job_attempt(j, pods.get(j["metadata"]["name"])) for j in jobs]
+        # objects whose labels name no attempt of ours are not attempts (observe says why)
+        found = [job_attempt(j, pods.get(j["metadata"]["name"])) for j in jobs]
         if any(s.capsule is not None for s in spec.steps):
             children = await self.kube.list_plans(ref.namespace, ref.children_selector())
-            observed += [child_attempt(c) for c in owned(children, ref.uid)]
+            found += [child_attempt(c) for c in owned(children, ref.uid)]
+        observed = [o for o in found if o is not None]
         cap = status_.output_cap(capsule.output_limit_bytes, len(spec.steps))
         n = len(spec.steps)
         attempts: list[AttemptFact] = []
@@ -459,10 +461,10 @@ class Reconciler:
 
     async def _stop_other_runs(self, ref: manifests.PlanRef) -> None:
         """A new run (new generation or re-run): stop the in-flight objects of earlier runs."""
-        other = f"{manifests.LABEL_PLAN}={ref.name},{manifests.LABEL_RUN}!={ref.run}"
+        other = ref.other_runs_selector()
         for job in owned(await self.kube.list_jobs(ref.namespace, other), ref.uid):
             await self.kube.delete_job(ref.namespace, job["metadata"]["name"])
-        other_children = f"{manifests.LABEL_PARENT}={ref.name},{manifests.LABEL_RUN}!={ref.run}"
+        other_children = ref.other_runs_children_selector()
         for child in owned(await self.kube.list_plans(ref.namespace, other_children), ref.uid):
             await self.kube.delete_plan(ref.namespace, child["metadata"]["name"])
         for pvc in owned(await self.kube.list_pvcs(ref.namespace, other), ref.uid):
@@ -771,6 +773,17 @@ def _vanished(
             )
         )
     return out
+
+
+def _depth(label: Any) -> int:
+    """How deep a Plan nests (its depth label, set on child Plans). Absent: a top-level Plan. Not
+    a number (edited by hand): as deep as allowed, so it can spawn no children but never stops
+    its own reconcile; reading it as 0 would let an edit lift the nesting cap."""
+    if label is None:
+        return 0
+    return (
+        int(label) if isinstance(label, str) and label.isascii() and label.isdigit() else MAX_DEPTH
+    )
 
 
 def _ready_at(finished: dict[str, float], d: Dispatch, default: float) -> float:

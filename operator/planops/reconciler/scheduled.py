@@ -39,6 +39,7 @@ from planops.kube.manifests import (
     MANAGED_BY,
     RESERVED_ANNOTATIONS,
     RESERVED_LABELS,
+    label_value,
 )
 from planops.reconciler.observe import owned
 
@@ -184,7 +185,9 @@ class ScheduleReconciler:
     ) -> NamespaceResult:
         name = owner["metadata"]["name"]
         label = LABEL_CLUSTER_SCHEDULED_BY if cluster else LABEL_SCHEDULED_BY
-        runs = owned(await self.kube.list_plans(ns, f"{label}={name}"), owner["metadata"]["uid"])
+        runs = owned(
+            await self.kube.list_plans(ns, f"{label}={label_value(name)}"), owner["metadata"]["uid"]
+        )
         active = [r for r in runs if (r.get("status") or {}).get("phase") not in FINISHED]
         last_ts = parse_rfc3339(before.get("lastScheduleTime"))
         last = datetime.fromtimestamp(last_ts, UTC) if last_ts else None
@@ -269,9 +272,10 @@ class ScheduleReconciler:
             "metadata": {
                 "name": name,
                 "namespace": ns,
-                "labels": {**tmpl.metadata.labels, label: meta["name"], **MANAGED_BY},
+                "labels": {**tmpl.metadata.labels, label: label_value(meta["name"]), **MANAGED_BY},
                 "annotations": {
                     **tmpl.metadata.annotations,
+                    label: meta["name"],  # the label may be shortened (manifests.full_value)
                     ANNOTATION_SCHEDULED_TIME: rfc3339(at.timestamp()) or "",
                 },
                 "ownerReferences": [

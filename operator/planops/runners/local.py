@@ -312,19 +312,27 @@ class LocalRunner:
         env["PLANOPS_ATTEMPT"] = str(d.attempt)
         if stdin is not None:
             env["PLANOPS_INPUT"] = stdin
-        memory = _memory_limit(d, capsule)
+        try:
+            memory = _memory_limit(d, capsule)
+        except ValueError as e:  # a Capsule's default (a step's own is refused by the validator)
+            return Result("failed", None, f"resources.limits.memory: {e}")
         if shutil.which(argv[0], path=env.get("PATH")) is None and not Path(argv[0]).is_file():
             return Result("failed", None, f"{argv[0]!r}: binary not found on PATH")
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            cwd=workdir,
-            env=env,
-            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,  # its own process group: killed as a whole
-            preexec_fn=(lambda: _limit_memory(memory)) if memory else None,
-        )
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                cwd=workdir,
+                env=env,
+                stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,  # its own process group: killed as a whole
+                preexec_fn=(lambda: _limit_memory(memory)) if memory else None,
+            )
+        except ValueError:  # a NUL in a word (a rendered template): no process can take it
+            return Result("failed", None, "cannot start: a word of the command holds a NUL byte")
+        except OSError as e:  # not executable, not a binary, ...: the attempt fails, not the run
+            return Result("failed", None, f"cannot start {argv[0]!r}: {e.strerror or e}")
         try:
             output, timed_out = await _communicate(proc, stdin, timeout, capsule.output_limit_bytes)
         finally:
