@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
+from planops.kube import manifests
 from tests.conftest import Kube
 from tests.e2e.conftest import capsule, plan, steps, wait_plan
 
@@ -413,3 +414,53 @@ def test_the_kubelet_expands_nothing_a_plan_gives_a_step(kube: Kube, ns: str):
     rep = steps(wait_plan(kube, ns, "dollars"))
     assert rep["words"]["output"] == "$(PLANOPS_STEP) $(PLANOPS_ATTEMPT) $$\n"
     assert json.loads(rep["tool"]["output"]) == {"v": "$(PLANOPS_PLAN)"}
+
+
+def test_a_job_squatting_a_steps_name_is_not_adopted(kube: Kube, ns: str, busybox: str):
+    """Job names are deterministic: someone who may create Jobs can take the next attempt's
+    name first. The operator adopts a Job only when the Plan is its controller; the attempt
+    fails saying why, and the squatter is left alone."""
+    kube.apply(
+        plan(
+            "target",
+            {"id": "first", "shell": "sleep 4"},
+            {"id": "next", "shell": "echo real", "dependsOn": ["first"], "onError": "continue"},
+        ),
+        "-n",
+        ns,
+    )
+    obj = wait_plan(
+        kube,
+        ns,
+        "target",
+        phases=("Running",),
+        until=lambda o: bool((o.get("status") or {}).get("run", {}).get("id")),
+    )
+    name = manifests.child_name("target", obj["status"]["run"]["id"], "next", 1)
+    squatter = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "securityContext": {"runAsNonRoot": True, "runAsUser": 65534},
+                    "containers": [
+                        {
+                            "name": "step",
+                            "image": busybox,
+                            "command": ["echo", "SQUATTER"],
+                            "securityContext": {"allowPrivilegeEscalation": False},
+                        }
+                    ],
+                }
+            }
+        },
+    }
+    kube.apply(squatter)
+    rep = steps(wait_plan(kube, ns, "target", timeout=120))
+    assert rep["next"]["status"] == "failed"
+    assert "already exists and is not this Plan's" in rep["next"]["error"]
+    assert "SQUATTER" not in (rep["next"]["output"] or "")
+    assert kube.get("job", name, "-n", ns)["metadata"]["name"] == name  # left alone

@@ -273,3 +273,83 @@ def jobs_per_attempt(kube: Kube, ns: str, plan: str) -> Counter[tuple[str, str]]
         )
         for j in jobs
     )
+
+
+class StandInNode:
+    """A second Node that stays Ready (its Lease renewed from here) and takes no pods (tainted).
+
+    With one node, losing it is losing every node, and the node lifecycle controller then assumes
+    its own connectivity is at fault and evicts nothing ("master disruption mode"). A platform
+    team's cluster has other nodes; this gives the test cluster one, as far as that controller
+    is concerned."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+        self.name = f"stand-in-{uuid.uuid4().hex[:6]}"
+        self.stopped = threading.Event()
+
+    def start(self) -> None:
+        self.kube.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": self.name, "labels": {"planops.dev/stand-in": "true"}},
+                "spec": {
+                    "taints": [
+                        {"key": "planops.dev/stand-in", "value": "true", "effect": "NoSchedule"}
+                    ]
+                },
+            }
+        )
+        self._status()
+        self.kube.apply(
+            {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": self.name, "namespace": "kube-node-lease"},
+                "spec": {"holderIdentity": self.name, "leaseDurationSeconds": 40},
+            }
+        )
+        threading.Thread(target=self._renew, daemon=True).start()
+
+    def _status(self) -> None:
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        ready = {
+            "type": "Ready",
+            "status": "True",
+            "reason": "StandIn",
+            "message": "a stand-in node of the fault tests",
+            "lastHeartbeatTime": now,
+            "lastTransitionTime": now,
+        }
+        self.kube.run(
+            "patch",
+            "node",
+            self.name,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            json.dumps({"status": {"conditions": [ready]}}),
+            check=False,
+        )
+
+    def _renew(self) -> None:
+        while not self.stopped.wait(4):
+            now = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+            self.kube.run(
+                "patch",
+                "lease",
+                self.name,
+                "-n",
+                "kube-node-lease",
+                "--type=merge",
+                "-p",
+                json.dumps({"spec": {"renewTime": now}}),
+                check=False,
+            )
+            self._status()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.kube.run("delete", "node", self.name, "--wait=false", check=False)
+        self.kube.run("delete", "lease", self.name, "-n", "kube-node-lease", check=False)

@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import Kube
 from tests.e2e.conftest import capsule, plan, steps, wait_plan
 from tests.e2e.test_restart import EXPECTED, STEPS
-from tests.faults.conftest import Cluster, Pair, in_background, jobs_per_attempt
+from tests.faults.conftest import Cluster, Pair, StandInNode, in_background, jobs_per_attempt
 
 pytestmark = [pytest.mark.cluster, pytest.mark.node, pytest.mark.faults]
 
@@ -220,6 +220,8 @@ def test_steps_on_a_lost_node_fail_naming_it_and_are_retried_when_it_returns(
     attempt fails naming the node; a retry waits for a node and runs when the node is back."""
     kube.apply(capsule(busybox, nodeFailureTolerationSeconds=5), "-n", fns)
     pair.leader()
+    stand_in = StandInNode(kube)  # so that losing the real node is not "every node lost"
+    stand_in.start()
     once = "sh -c '[ \"$PLANOPS_ATTEMPT\" = 1 ] && sleep 600; echo back-$PLANOPS_ATTEMPT'"
     kube.apply(
         plan(
@@ -261,7 +263,10 @@ def test_steps_on_a_lost_node_fail_naming_it_and_are_retried_when_it_returns(
         assert "DeletionByTaintManager" in given_up["error"]
     finally:
         cluster.restart("kubelet", "--start")
-    obj = wait_plan(kube, fns, "lost", phases=("Succeeded", "Failed"), timeout=240)
+    try:
+        obj = wait_plan(kube, fns, "lost", phases=("Succeeded", "Failed"), timeout=240)
+    finally:
+        stand_in.stop()
     rec = steps(obj)["retried"]
     assert (rec["status"], rec["attempts"], rec["output"]) == ("success", 2, "back-2\n")
     assert obj["status"]["phase"] == "Succeeded"  # given-up failed with onError: continue

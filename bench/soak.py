@@ -1,0 +1,227 @@
+"""Soak under faults: N plans of mixed shapes run to the end while a bounded random schedule of
+faults hits the test cluster; every plan must end with the report an undisturbed run gives.
+
+    eval "$(tests/cluster/up --with-node)"
+    .venv/bin/python bench/soak.py [--plans 50] [--seed S] [--fault-every 25] [-o json]
+
+Two operator replicas with leader election (the chart's shape) run the plans; the faults are the
+ones whose defined outcome is "nothing changes for the plan" (docs/operations.md, "Faults"): the
+leader SIGKILLed (and started again as the standby), kube-apiserver or etcd down for a few
+seconds, the kubelet, containerd, the scheduler or the controller manager restarted, the
+operators cut off from the API server. Shapes: a chain, a fan-out and join, tool steps with
+references, a flaky step with retries, a capsule step (a child Plan). Prints the faults injected,
+the plans that ended exact, any step whose report differs, and Jobs per step attempt (must be 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.conftest import Kube  # noqa: E402
+from tests.e2e.conftest import capsule, plan  # noqa: E402
+from tests.faults.conftest import Cluster, Pair, jobs_per_attempt  # noqa: E402
+
+FLAKY = "sh -c '[ \"$PLANOPS_ATTEMPT\" -ge 2 ] && echo ok-$PLANOPS_STEP || exit 1'"
+
+
+def shapes() -> dict[str, tuple[list[dict[str, Any]], dict[str, tuple[str, Any, int]]]]:
+    """name -> (steps, expected {step: (status, output, attempts)})."""
+    chain = [{"id": "c0", "shell": "sh -c 'sleep 1; echo c0'"}] + [
+        {"id": f"c{i}", "shell": f"sh -c 'sleep 1; echo c{i}'", "dependsOn": [f"c{i - 1}"]}
+        for i in range(1, 5)
+    ]
+    fan = [{"id": "go", "shell": "echo go"}]
+    fan += [{"id": f"w{i}", "shell": f"echo w{i}", "dependsOn": ["go"]} for i in range(6)]
+    fan += [{"id": "join", "shell": "echo joined", "dependsOn": [f"w{i}" for i in range(6)]}]
+    tools = [
+        {"id": "src", "shell": "echo src"},
+        {"id": "t1", "tool": "echo-input", "dependsOn": ["src"], "input": {"v": "$src.output"}},
+        {"id": "t2", "tool": "echo-input", "dependsOn": ["t1"], "input": {"s": "$t1.status"}},
+    ]
+    retry = [
+        {"id": "flaky", "shell": FLAKY, "retries": 2},
+        {"id": "after", "shell": "echo after", "dependsOn": ["flaky"]},
+    ]
+    child = [{"id": "delegate", "capsule": "helper", "input": "work"}]
+    return {
+        "chain": (chain, {f"c{i}": ("success", f"c{i}\n", 1) for i in range(5)}),
+        "fan": (
+            fan,
+            {"go": ("success", "go\n", 1), "join": ("success", "joined\n", 1)}
+            | {f"w{i}": ("success", f"w{i}\n", 1) for i in range(6)},
+        ),
+        "tools": (
+            tools,
+            {
+                "src": ("success", "src\n", 1),
+                "t1": ("success", {"v": "src\n"}, 1),
+                "t2": ("success", {"s": "success"}, 1),
+            },
+        ),
+        "retry": (
+            retry,
+            {"flaky": ("success", "ok-flaky\n", 2), "after": ("success", "after\n", 1)},
+        ),
+        "child": (child, {"delegate": ("success", "delegated\n", 1)}),
+    }
+
+
+def report_of(obj: dict[str, Any]) -> dict[str, tuple[str, Any, int]]:
+    out = {}
+    for s in (obj.get("status") or {}).get("report", {}).get("steps", []):
+        output = s.get("output")
+        if s["stepId"].startswith("t") and output:
+            output = json.loads(output)
+        out[s["stepId"]] = (s["status"], output, s["attempts"])
+    return out
+
+
+class Faults:
+    """A bounded random schedule of faults, one every `every` seconds (jittered)."""
+
+    def __init__(self, pair: Pair, cluster: Cluster, rng: random.Random, every: float) -> None:
+        self.pair, self.cluster, self.rng, self.every = pair, cluster, rng, every
+        self.done: Counter[str] = Counter()
+        self.stop = threading.Event()
+        self.errors: list[str] = []
+
+    def one(self) -> str:
+        kind = self.rng.choice(
+            [
+                "kill-leader",
+                "kube-apiserver",
+                "etcd",
+                "kubelet",
+                "containerd",
+                "kube-scheduler",
+                "kube-controller-manager",
+                "cut-operators",
+            ]
+        )
+        if kind == "kill-leader":
+            leader = self.pair.leader()
+            self.pair.kill(leader)
+            self.pair.start(leader.name)
+        elif kind == "cut-operators":
+            threads = [
+                threading.Thread(target=r.relay.cut, args=(10,))
+                for r in self.pair.replicas.values()
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        else:
+            down = "4" if kind in ("kube-apiserver", "etcd") else "1"
+            self.cluster.restart(kind, "--down", down)
+        return kind
+
+    def run(self) -> None:
+        while not self.stop.wait(self.rng.uniform(0.5, 1.5) * self.every):
+            try:
+                self.done[self.one()] += 1
+            except Exception as e:  # a fault that could not be injected is reported, not fatal
+                self.errors.append(f"{type(e).__name__}: {e}")
+                self.cluster.heal()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--plans", type=int, default=50)
+    ap.add_argument("--seed", type=int, default=int(time.time()))
+    ap.add_argument("--fault-every", type=float, default=25.0, help="seconds between faults")
+    ap.add_argument("--timeout", type=float, default=1800.0)
+    ap.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    args = ap.parse_args()
+    rng = random.Random(args.seed)
+    kubeconfig = str(Path(os.environ["KUBECONFIG"]).resolve())
+    kube = Kube(kubeconfig)
+    kube.run("apply", "-f", str(ROOT / "crds"))
+    busybox = (Path(kubeconfig).parent / "busybox-image").read_text().strip()
+    ns, lease_ns = f"f-soak-{uuid.uuid4().hex[:6]}", f"lease-{uuid.uuid4().hex[:6]}"
+    for n in (ns, lease_ns):
+        kube.run("create", "namespace", n)
+    kube.apply(capsule(busybox, spawn={"allow": ["helper"]}), "-n", ns)
+    helper = capsule(
+        busybox, name="helper", plan={"steps": [{"id": "w", "shell": "echo delegated"}]}
+    )
+    kube.apply(helper, "-n", ns)
+    cluster = Cluster(kubeconfig)
+    pair = Pair(kube, kubeconfig, Path(tempfile.mkdtemp(prefix="planops-soak-")), lease_ns)
+    catalog = shapes()
+    names = sorted(catalog)
+    wanted = {f"p{i:03d}-{(s := names[i % len(names)])}": s for i in range(args.plans)}
+    faults = Faults(pair, cluster, rng, args.fault_every)
+    t0 = time.monotonic()
+    injector = threading.Thread(target=faults.run, daemon=True)
+    injector.start()
+    try:
+        for name, shape in wanted.items():
+            kube.apply(plan(name, *catalog[shape][0]), "-n", ns)
+        pending = set(wanted)
+        while pending and time.monotonic() - t0 < args.timeout:
+            time.sleep(3)
+            got = kube.run("get", "plans", "-n", ns, "-o", "json", check=False)
+            if got.returncode != 0:
+                continue  # the API server is down right now
+            for p in json.loads(got.stdout)["items"]:
+                if (p.get("status") or {}).get("phase") in ("Succeeded", "Failed", "Invalid"):
+                    pending.discard(p["metadata"]["name"])
+        faults.stop.set()
+        injector.join()
+        cluster.heal()
+        wall = time.monotonic() - t0
+        exact, wrong, duplicates = 0, [], 0
+        items = {p["metadata"]["name"]: p for p in kube.get("plans", "-n", ns)["items"]}
+        for name, shape in wanted.items():
+            obj = items.get(name, {})
+            rep, expected = report_of(obj), catalog[shape][1]
+            per_attempt = jobs_per_attempt(kube, ns, name)
+            duplicates += sum(n - 1 for n in per_attempt.values() if n > 1)
+            phase = (obj.get("status") or {}).get("phase")
+            if phase == "Succeeded" and rep == expected:
+                exact += 1
+            else:
+                wrong.append({"plan": name, "phase": phase, "got": rep, "expected": expected})
+    finally:
+        faults.stop.set()
+        pair.stop()
+        cluster.heal()
+        for n in (ns, lease_ns):
+            kube.run("delete", "namespace", n, "--wait=false", check=False)
+    summary = {
+        "plans": args.plans,
+        "exact": exact,
+        "not_exact": len(wrong),
+        "duplicate_jobs": duplicates,
+        "unfinished": len(pending),
+        "faults": dict(faults.done),
+        "fault_errors": faults.errors,
+        "wall_s": round(wall, 1),
+        "seed": args.seed,
+    }
+    if args.output == "json":
+        print(json.dumps(summary))
+    else:
+        print(json.dumps(summary, indent=1))
+        for w in wrong[:5]:
+            print("NOT EXACT:", json.dumps(w)[:800])
+    sys.exit(0 if exact == args.plans and duplicates == 0 else 1)
+
+
+if __name__ == "__main__":
+    main()
