@@ -88,3 +88,56 @@ def test_a_plan_is_judged_once_per_generation_and_capsule_version(
         assert len(calls) == 4
 
     asyncio.run(scenario())
+
+
+class _Logs:
+    def __init__(self, answer: str | Exception, pod_exists: bool = True) -> None:
+        self.answer, self.pod_exists = answer, pod_exists
+
+    async def read_log(self, namespace: str, pod: str, container: str, limit: int) -> str:
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return {"metadata": {"name": name}} if self.pod_exists else None
+
+
+def _observed(status: str = "success") -> Any:
+    from planops.reconciler.observe import Observed  # noqa: PLC0415
+
+    return Observed(
+        "a",
+        1,
+        "job-a",
+        "job",
+        0.0,
+        status,  # type: ignore[arg-type]
+        finished_at=100.0,
+        pod="job-a-x",
+    )
+
+
+def test_an_output_is_read_never_made_up():
+    from planops.kube.client import ApiError  # noqa: PLC0415
+
+    def output(
+        answer: str | Exception, status: str = "success", now: float = 101.0, exists: bool = True
+    ) -> Any:
+        r = Reconciler(_Logs(answer, exists))  # type: ignore[arg-type]
+        return asyncio.run(r._output("ns", _observed(status), 1000, now))
+
+    assert output("hello\n") == "hello\n"
+    assert output("") is None  # a step that printed nothing
+    lost = output("unable to retrieve container logs for containerd://abc")
+    assert isinstance(lost, reconcile._Lost) and "node lost the container's log" in lost.reason
+    not_found = ApiError(404, "NotFound", "the server could not find the requested resource")
+    gone = output(not_found, exists=False)
+    assert isinstance(gone, reconcile._Lost) and "deleted before its log was read" in gone.reason
+    assert output(not_found, status="failed", exists=False) is None  # its error says why
+    # the kubelet restarting: 404 for a pod it does not know yet, or unreachable: read later
+    assert isinstance(output(not_found), reconcile._Later)
+    down = ApiError(500, "InternalError", "dial tcp 10.244.0.1:10250: connect: connection refused")
+    assert isinstance(output(down), reconcile._Later)
+    late = output(down, now=100.0 + reconcile.LOG_GRACE_SECONDS + 1)
+    assert isinstance(late, reconcile._Lost) and "did not serve the log" in late.reason

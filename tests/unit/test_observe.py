@@ -131,3 +131,28 @@ def test_a_pod_evicted_from_a_lost_node_fails_its_attempt_before_the_job_ends():
     assert observed.error is not None and "on node node-7" in observed.error
     p["status"]["conditions"] = []  # being deleted, no disruption: the Job decides
     assert job_attempt(running, p).status is None
+
+
+def test_a_container_the_node_could_not_start_never_ran():
+    p = pod("j-1", "job-uid", "2026-01-01T00:00:00Z")
+    p["status"] = {
+        "containerStatuses": [
+            {
+                "state": {
+                    "terminated": {
+                        "exitCode": 128,
+                        "reason": "StartError",
+                        "message": "failed to start containerd task: context canceled",
+                    }
+                }
+            }
+        ]
+    }
+    observed = job_attempt(failed_job(), p)
+    assert observed is not None and observed.never_ran and observed.status == "failed"
+    assert observed.error == (
+        "the node could not start the container (StartError: failed to start containerd task: "
+        "context canceled)"
+    )
+    p["status"]["containerStatuses"][0]["state"]["terminated"]["reason"] = "Error"
+    assert not job_attempt(failed_job(), p).never_ran  # its code ran and failed

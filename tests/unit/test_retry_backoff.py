@@ -117,3 +117,31 @@ def test_the_local_runner_waits_the_backoff_between_attempts():
     times = [float(r["time"]) for r in attempts]  # type: ignore[arg-type]
     gaps = [b - a for a, b in itertools.pairwise(times)]
     assert len(gaps) == 2 and all(g >= 0.3 for g in gaps), gaps
+
+
+def test_an_attempt_that_never_ran_is_started_again_without_using_a_retry():
+    run = Run("p", plan({"id": "s", "shell": "true"}))  # retries: 0
+    (d,) = run.decide(0.0).dispatch
+    run.finish_attempt("s", 1, "failed", None, "the node could not start it", 1.0, never_ran=True)
+    (d,) = run.decide(1.0).dispatch
+    assert d.attempt == 2  # again, though the step has no retries
+    run.finish_attempt("s", 2, "success", "ok", None, 2.0)
+    rec = run.report().steps[0]
+    assert (rec.status, rec.attempts) == ("success", 2)
+
+
+def test_attempts_that_never_ran_are_counted_from_the_facts_and_bounded():
+    spec = plan({"id": "s", "shell": "true"})
+    facts = Facts(
+        attempts=tuple(
+            AttemptFact("s", n, float(n), "failed", float(n), None, "start error", never_ran=True)
+            for n in (1, 2, 3, 4)
+        )
+    )
+    run = Run.restore("p", spec, facts)  # the first and three again (NEVER_RAN_AGAIN): spent
+    decision = run.decide(10.0)
+    assert decision.dispatch == () and decision.finished
+    assert run.report().steps[0].status == "failed"
+    three = Run.restore("p", spec, Facts(attempts=facts.attempts[:3]))
+    (d,) = three.decide(10.0).dispatch
+    assert d.attempt == 4

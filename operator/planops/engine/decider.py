@@ -80,6 +80,13 @@ class AttemptFact:
     finished_at: float | None = None
     output: str | None = None
     error: str | None = None
+    #: the attempt failed before the step's code ran (the node could not start its container):
+    #: it is started again without using up a retry, at most NEVER_RAN_AGAIN times per step
+    never_ran: bool = False
+
+
+#: attempts that never ran which a step gets again on top of its retries
+NEVER_RAN_AGAIN = 3
 
 
 @dataclass(frozen=True)
@@ -108,6 +115,7 @@ class _State:
     queued: bool = False
     condition_checked: bool = False
     delayed: bool = False  # a retry waiting out its backoff
+    never_ran: int = 0  # attempts that failed before the step's code ran (NEVER_RAN_AGAIN)
 
 
 @dataclass
@@ -217,6 +225,16 @@ class Run:
             )
             if i not in latest or fact.attempt > latest[i].attempt:
                 latest[i] = fact
+        for fact in facts.attempts:  # earlier attempts that never ran (the latest counts below)
+            i = run.graph.index.get(fact.step_id)
+            if (
+                i is not None
+                and i in latest
+                and fact.never_ran
+                and fact.status == "failed"
+                and fact.attempt < latest[i].attempt
+            ):
+                run._states[i].never_ran += 1
         for i, fact in latest.items():
             st = run._states[i]
             st.attempts = fact.attempt
@@ -231,7 +249,13 @@ class Run:
         for f in finished:
             assert f.status is not None
             run.finish_attempt(
-                f.step_id, f.attempt, f.status, f.output, f.error, f.finished_at or 0.0
+                f.step_id,
+                f.attempt,
+                f.status,
+                f.output,
+                f.error,
+                f.finished_at or 0.0,
+                never_ran=f.never_ran,
             )
         for i in sorted(set(body_records) | set(body_attempts)):
             run._restore_body(i, body_records.get(i, []), body_attempts.get(i, []))
@@ -264,10 +288,12 @@ class Run:
         output: str | None,
         error: str | None,
         now: float,
+        never_ran: bool = False,
     ) -> None:
-        """Record the result of a dispatched attempt. A stale or repeated report is ignored."""
+        """Record the result of a dispatched attempt. A stale or repeated report is ignored.
+        `never_ran`: it failed before the step's code started (AttemptFact.never_ran)."""
         if "." in step_id:  # a body step: <control>.<key>.<step>
-            self._bodies.finish(step_id, attempt, status, output, error, now)
+            self._bodies.finish(step_id, attempt, status, output, error, now, never_ran)
             return
         i = self.graph.index[step_id]
         st = self._states[i]
@@ -280,7 +306,7 @@ class Run:
         if status == "success":
             self._settle(i, self._record(i, "success", output, None, now))
         else:
-            self._attempt_failed(i, output, error, now)
+            self._attempt_failed(i, output, error, now, never_ran)
 
     def decide(self, now: float) -> Decision:
         """Start what can start; settle what settles without running. Marks dispatches in flight."""
@@ -540,9 +566,15 @@ class Run:
 
     _template_lookup = template_lookup
 
-    def _attempt_failed(self, i: int, output: str | None, error: str | None, now: float) -> None:
+    def _attempt_failed(
+        self, i: int, output: str | None, error: str | None, now: float, never_ran: bool = False
+    ) -> None:
         step, st = self.spec.steps[i], self._states[i]
-        if st.attempts <= step.retries and self.failed_step is None:
+        if never_ran and st.never_ran < NEVER_RAN_AGAIN and self.failed_step is None:
+            st.never_ran += 1  # the step's code never started: start it again, no retry used
+            self._push_if_ready(i)
+            return
+        if st.attempts - st.never_ran <= step.retries and self.failed_step is None:
             backoff = step.retry_backoff or self._default_backoff()
             wait = backoff.delay(st.attempts) if backoff is not None else 0.0
             if wait > 0:  # counted from when the attempt failed: restored runs wait the same

@@ -297,6 +297,16 @@ class Kube:
         )
         return list(data["items"])
 
+    async def get_pod(self, namespace: str, name: str) -> Obj | None:
+        try:
+            return await _obj(
+                await self._core.read_namespaced_pod_without_preload_content(name, namespace)
+            )
+        except ApiError as e:
+            if e.not_found:
+                return None
+            raise
+
     async def read_log(self, namespace: str, pod: str, container: str, limit_bytes: int) -> str:
         return await _text(
             await self._core.read_namespaced_pod_log_without_preload_content(

@@ -52,6 +52,8 @@ class Observed:
     termination_message: str | None = None
     output: str | None = None  # child plans: known without reading a log
     stuck: bool = False  # failed because its pod cannot start: the Job must be deleted
+    #: the container never started (the node failed to start it): AttemptFact.never_ran
+    never_ran: bool = False
 
 
 def _obj(value: Any) -> Obj:
@@ -111,6 +113,21 @@ def _pod_error(pod: Obj | None, limits: Obj | None) -> str | None:
     if term.get("signal"):
         return f"killed by signal {term['signal']}"
     return f"exit code {code}" if code is not None else _text(term.get("reason"))
+
+
+#: terminated reasons of a container the node failed to start (its command never ran)
+NEVER_STARTED = ("StartError", "ContainerCannotRun")
+
+
+def _start_error(pod: Obj | None) -> str | None:
+    """Why the node could not start the step's container, when that is why it ended (the
+    kubelet or the runtime failing, e.g. restarted while starting it): the step's code never
+    ran, so starting it again is safe."""
+    term = _obj(_obj(_container(pod).get("state")).get("terminated"))
+    if term.get("reason") not in NEVER_STARTED:
+        return None
+    message = _text(term.get("message")) or ""
+    return f"the node could not start the container ({term.get('reason')}: {message[:300]})"
 
 
 def _disruption(pod: Obj | None) -> Obj | None:
@@ -189,8 +206,21 @@ def job_attempt(job: Obj, pod: Obj | None) -> Observed | None:
         else:
             job_says = f"{failed.get('reason')}: {failed.get('message')}"
             error = _gone(pod, job_says) or _pod_error(pod, limits) or job_says
+        start_error = _start_error(pod)
+        if start_error is not None:
+            error = start_error
         return Observed(
-            step, attempt, name, "job", started, "failed", error, finished, pod_name, message
+            step,
+            attempt,
+            name,
+            "job",
+            started,
+            "failed",
+            error,
+            finished,
+            pod_name,
+            message,
+            never_ran=start_error is not None,
         )
     if _disrupted(pod):  # evicted (its node lost, preempted...): it will not finish
         return Observed(

@@ -172,7 +172,7 @@ class Reconciler:
             )
 
         claim = await self._workspace(ref, spec)
-        facts, observed = await self._observe(ref, spec, capsule, previous)
+        facts, observed, later = await self._observe(ref, spec, capsule, previous)
         run = Run.restore(name, spec, facts, retry_backoff=capsule.retry_backoff)
         cancel = (meta.get("annotations") or {}).get(manifests.ANNOTATION_CANCEL)
         started_at = status_.parse_rfc3339(str(run_info["startedAt"])) or now
@@ -270,6 +270,8 @@ class Reconciler:
             wake.append(deadline)
         if decision.wake_at is not None:  # a retry waiting out its backoff
             wake.append(decision.wake_at)
+        if later:  # an output not readable yet (observe)
+            wake.append(now + LATER_SECONDS)
         return max(0.0, min(wake) - now) + 0.05 if wake else None
 
     # -- validation ---------------------------------------------------------------------------
@@ -333,16 +335,13 @@ class Reconciler:
 
     async def _observe(
         self, ref: manifests.PlanRef, spec: PlanSpec, capsule: CapsuleSpec, previous: dict[str, Any]
-    ) -> tuple[Facts, list[Observed]]:
+    ) -> tuple[Facts, list[Observed], bool]:
         report = previous.get("report") or {}
         settled = tuple(StepRecord.from_json(s) for s in report.get("steps") or [])
         settled_ids = {s.step_id for s in settled}
         jobs = owned(await self.kube.list_jobs(ref.namespace, ref.selector()), ref.uid)
-        pods = (
-            pods_by_job(await self.kube.list_pods(ref.namespace, ref.selector()), jobs)
-            if jobs
-            else {}
-        )
+        listed = await self.kube.list_pods(ref.namespace, ref.selector()) if jobs else []
+        pods = pods_by_job(listed, jobs) if jobs else {}
         # objects whose labels name no attempt of ours are not attempts (observe says why)
         found = [job_attempt(j, pods.get(j["metadata"]["name"])) for j in jobs]
         if any(s.capsule is not None for s in spec.steps):
@@ -352,21 +351,53 @@ class Reconciler:
         cap = status_.output_cap(capsule.output_limit_bytes, len(spec.steps))
         n = len(spec.steps)
         attempts: list[AttemptFact] = []
-        pending = [o for o in observed if o.step_id not in settled_ids]
+        now = self.clock()
+        later = False  # an attempt to look at again shortly (its output not readable yet)
+        pending = []
+        for o in observed:
+            if o.step_id in settled_ids:
+                continue
+            if (
+                o.kind == "job"
+                and o.status == "success"
+                and o.pod is None
+                and now - (o.finished_at or now) < POD_GRACE_SECONDS
+            ):
+                # a Job done but its pod not listed (yet): not settled without its output; past
+                # POD_GRACE the pod is taken as gone (_output says so)
+                o, later = replace(o, status=None), True
+            pending.append(o)
         outputs = await _bounded(
-            [self._output(ref.namespace, o, cap) for o in pending if o.kind == "job" and o.status],
+            [
+                self._output(ref.namespace, o, cap, now)
+                for o in pending
+                if o.kind == "job" and o.status
+            ],
             CREATE_CONCURRENCY,
         )
         read = iter(outputs)
         for obs in pending:
             output = next(read) if obs.kind == "job" and obs.status else obs.output
+            status, error = obs.status, obs.error
+            if isinstance(output, _Later):  # still in flight: looked at again shortly
+                log.info("%s", output.reason)
+                status, output, later = None, None, True
+            if isinstance(output, _Lost):
+                status, error, output = "failed", error or output.reason, None
             if obs.stuck:
                 await self.kube.delete_job(ref.namespace, obs.object_name)
-            out, err = status_.cap_step(output, obs.error, capsule.output_limit_bytes, n)
-            finished = (obs.finished_at or self.clock()) if obs.status else None
+            out, err = status_.cap_step(output, error, capsule.output_limit_bytes, n)
+            finished = (obs.finished_at or self.clock()) if status else None
             attempts.append(
                 AttemptFact(
-                    obs.step_id, obs.attempt, obs.started_at, obs.status, finished, out, err
+                    obs.step_id,
+                    obs.attempt,
+                    obs.started_at,
+                    status,
+                    finished,
+                    out,
+                    err,
+                    never_ran=obs.never_ran and status == "failed",
                 )
             )
         for r in previous.get("refusedAttempts") or []:
@@ -385,7 +416,7 @@ class Reconciler:
                 )
         attempts += [w.fact() for w in asks_.waiting(previous) if w.step_id not in settled_ids]
         attempts += _vanished(previous, settled_ids, observed, attempts, self.clock())
-        return Facts(settled, tuple(attempts)), observed
+        return Facts(settled, tuple(attempts)), observed, later
 
     def _answers(
         self,
@@ -441,20 +472,37 @@ class Reconciler:
             self.policy.max_timeout_seconds,
         )
 
-    async def _output(self, namespace: str, obs: Observed, cap: int) -> str | None:
+    async def _output(
+        self, namespace: str, obs: Observed, cap: int, now: float
+    ) -> str | _Lost | _Later | None:
         """The container log, read once when the attempt settles (before any cleanup can race
-        it); the termination message when the log is gone."""
+        it); the termination message when the pod is gone.
+
+        An output is never made up. When the log cannot be read now (the kubelet restarting
+        answers 404 for a pod it does not know yet, or cannot be reached) the attempt stays in
+        flight and is looked at again (`_Later`), for up to LOG_GRACE_SECONDS after it ended;
+        when the log is gone for good (the pod deleted, the node's runtime lost the file, the
+        node silent past the grace) a successful attempt fails saying so (`_Lost`)."""
         if obs.pod is not None:
             try:
                 text = await self.kube.read_log(namespace, obs.pod, manifests.CONTAINER, cap + 1)
-                return text or None
             except ApiError as e:
-                log.info(
-                    "log of %s/%s unavailable (%s); using the termination message",
-                    namespace,
-                    obs.pod,
-                    e,
-                )
+                gone = e.not_found and await self.kube.get_pod(namespace, obs.pod) is None
+                if not gone:
+                    if now - (obs.finished_at or now) < LOG_GRACE_SECONDS:
+                        return _Later(f"log of {namespace}/{obs.pod} not readable yet: {e}")
+                    if obs.status == "success":
+                        return _Lost(
+                            f"its output could not be read: the node did not serve the log "
+                            f"for {LOG_GRACE_SECONDS:g}s after the step ended ({e.message[:300]})"
+                        )
+                log.info("log of %s/%s unavailable (%s)", namespace, obs.pod, e)
+            else:
+                if text.startswith(LOG_LOST):  # what the kubelet answers without a log file
+                    return _Lost(f"its output is gone: the node lost the container's log ({text})")
+                return text or None
+        if obs.termination_message is None and obs.status == "success":
+            return _Lost("its output is gone: the pod was deleted before its log was read")
         return obs.termination_message
 
     # -- act ------------------------------------------------------------------------------------
@@ -726,6 +774,30 @@ async def _bounded(calls: list[Coroutine[Any, Any, T]], limit: int) -> list[T]:
         if isinstance(r, BaseException):
             raise r
     return results  # type: ignore[return-value]
+
+
+#: how long a finished Job's pod may be missing from a listing before it counts as gone
+POD_GRACE_SECONDS = 30.0
+#: how long after a step ended its log may stay unreadable (a node restarting) before the
+#: output counts as lost; looked at again every LATER_SECONDS meanwhile
+LOG_GRACE_SECONDS = 120.0
+LATER_SECONDS = 2.0
+#: how the kubelet answers a log request when the container's log file is gone
+LOG_LOST = "unable to retrieve container logs for "
+
+
+@dataclass(frozen=True)
+class _Later:
+    """An attempt's output that cannot be read now but may be soon (see Reconciler._output)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class _Lost:
+    """An attempt's output that can no longer be read (see Reconciler._output)."""
+
+    reason: str
 
 
 #: kinds whose attempt is an object in the cluster (a Job, a child Plan)
