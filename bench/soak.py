@@ -199,8 +199,13 @@ def main() -> None:
     injector = threading.Thread(target=faults.run, daemon=True)
     injector.start()
     try:
-        for name, shape in wanted.items():
-            kube.apply(plan(name, *catalog[shape][0]), "-n", ns)
+        for name, shape in wanted.items():  # submitted while the faults already run
+            body = json.dumps(plan(name, *catalog[shape][0]))
+            deadline = time.monotonic() + 120
+            while kube.run("apply", "-n", ns, "-f", "-", input=body, check=False).returncode:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"could not submit {name}")
+                time.sleep(1)
         pending = set(wanted)
         while pending and time.monotonic() - t0 < args.timeout:
             time.sleep(3)
