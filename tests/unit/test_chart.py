@@ -3,7 +3,6 @@ values -> operator flags, least-privilege RBAC with every rule explained, CRDs a
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 from pathlib import Path
@@ -12,12 +11,13 @@ from typing import Any
 import pytest
 import yaml
 
-from planops import metrics
 from planops.api import crd
 from planops.kube import manifests
 from planops.main import _parser
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "planops"
+# the real helm, built from Go when missing: not a Python-only test (`-m "not cluster"` skips it)
+pytestmark = [pytest.mark.cluster, pytest.mark.helm]
 
 
 def render(helm: str, *args: str) -> list[dict[str, Any]]:
@@ -128,15 +128,6 @@ def test_operator_rbac_is_least_privilege(helm: str):
         assert needed in granted, needed
 
 
-def test_every_operator_rule_is_explained_by_a_comment():
-    text = (CHART / "templates" / "_helpers.tpl").read_text()
-    text += (CHART / "templates" / "rbac-operator.yaml").read_text()
-    lines = text.splitlines()
-    for i, line in enumerate(lines):
-        if line.lstrip().startswith("- apiGroups:"):
-            assert lines[i - 1].lstrip().startswith("#"), f"rule without a why: {line!r} ({i})"
-
-
 def test_watch_namespaces_gives_roles_there_and_nothing_namespaced_cluster_wide(helm: str):
     docs = render(helm, "--set", "watchNamespaces={team-a,team-b}")
     roles = [r for r in kinds(docs, "Role") if not r["metadata"]["name"].endswith("-election")]
@@ -176,41 +167,6 @@ def test_service_monitor_is_opt_in(helm: str):
     assert kinds(render(helm), "ServiceMonitor") == []
     (sm,) = kinds(render(helm, "--set", "metrics.serviceMonitor.enabled=true"), "ServiceMonitor")
     assert sm["spec"]["endpoints"][0]["port"] == "metrics"
-
-
-def test_every_value_is_documented_and_in_the_schema():
-    values = yaml.safe_load((CHART / "values.yaml").read_text())
-    schema = json.loads((CHART / "values.schema.json").read_text())
-    text = (CHART / "values.yaml").read_text().splitlines()
-
-    def leaves(d: dict[str, Any], prefix: str = "") -> list[str]:
-        out = []
-        for k, v in d.items():
-            if isinstance(v, dict) and v and k not in ("resources",):
-                out += leaves(v, f"{prefix}{k}.")
-            else:
-                out.append(f"{prefix}{k}")
-        return out
-
-    for leaf in leaves(values):
-        node = schema
-        for part in leaf.split("."):
-            assert part in node.get("properties", {}), f"{leaf} is not in values.schema.json"
-            node = node["properties"][part]
-        key = leaf.split(".")[-1]
-        idx = next(i for i, line in enumerate(text) if re.match(rf"^\s*{key}:", line))
-        above = text[idx - 1].strip()
-        assert above.startswith("#"), f"{leaf} has no comment above it in values.yaml"
-
-
-def test_alerts_and_dashboard_only_use_exported_metrics():
-    exported = set()
-    for m in metrics.REGISTRY.collect():  # a family's name, and the series names it makes
-        suffixes = {"counter": ["_total"], "histogram": ["_bucket", "_sum", "_count"]}
-        exported |= {m.name} | {m.name + s for s in suffixes.get(m.type, [])}
-    text = (CHART / "alerts.yaml").read_text() + (CHART / "dashboards" / "planops.json").read_text()
-    used = set(re.findall(r"planops_[a-z_]+", text))
-    assert used and used <= exported, used - exported
 
 
 def test_the_webhook_is_scoped_to_watched_namespaces_and_keeps_its_certificate(helm: str):
