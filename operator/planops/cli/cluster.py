@@ -39,57 +39,6 @@ EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_CLUSTER = 0, 1, 2, 3
 FINISHED = ("Succeeded", "Failed", "Invalid")
 
 
-def add_common(p: argparse.ArgumentParser, output: bool = True) -> None:
-    p.add_argument("-n", "--namespace")
-    p.add_argument("--context")
-    p.add_argument("--kubeconfig")
-    if output:
-        p.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
-
-
-def add_parsers(sub: Any) -> None:
-    s = sub.add_parser("submit", help="create Plans in the cluster")
-    s.add_argument("files", nargs="+", metavar="FILE")
-    s.add_argument(
-        "--wait", action="store_true", help="wait for the plan to finish, showing progress"
-    )
-    s.add_argument("--timeout", type=float, default=0, help="seconds to wait (0: no limit)")
-    add_common(s)
-    g = sub.add_parser("get", help="list Plans, or show one")
-    g.add_argument("name", nargs="?")
-    add_common(g)
-    d = sub.add_parser("describe", help="a Plan's report as a table, its errors and events")
-    d.add_argument("name")
-    add_common(d, output=False)
-    lg = sub.add_parser("logs", help="the log of a step's pod (its full output)")
-    lg.add_argument("name")
-    lg.add_argument("step")
-    lg.add_argument("--attempt", type=int, help="default: the latest")
-    add_common(lg, output=False)
-    t = sub.add_parser("trace", help="a Plan's events (its trace) as rows")
-    t.add_argument("name")
-    add_common(t)
-    r = sub.add_parser("rerun", help="start a fresh run of a Plan (same spec)")
-    r.add_argument("name")
-    add_common(r, output=False)
-    c = sub.add_parser("cancel", help="stop a running Plan")
-    c.add_argument("name")
-    add_common(c, output=False)
-    a = sub.add_parser("answer", help="answer an ask step that is waiting")
-    a.add_argument("name")
-    a.add_argument("step", help="the ask step (a body step by its name: scan.0.confirm)")
-    how = a.add_mutually_exclusive_group(required=True)
-    how.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="an answer field, typed by the question's schema; repeatable",
-    )
-    how.add_argument("--decline", action="store_true", help="decline: whenUnanswered applies")
-    add_common(a, output=False)
-
-
 def namespace_of(args: argparse.Namespace) -> str:
     if args.namespace:
         return str(args.namespace)

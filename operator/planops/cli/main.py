@@ -22,7 +22,7 @@ from typing import Any
 
 from planops import __version__
 from planops.api import PlanDocument
-from planops.cli import cluster, render
+from planops.cli import cluster_args, render
 from planops.cli.inputs import (
     InputError,
     Loaded,
@@ -82,7 +82,7 @@ def _parser() -> argparse.ArgumentParser:
         help="answer an ask step in advance (typed by its outputSchema); repeatable. Without "
         "one, a terminal gets a prompt; otherwise whenUnanswered applies",
     )
-    cluster.add_parsers(sub)
+    cluster_args.add_parsers(sub)
     return p
 
 
@@ -270,6 +270,8 @@ def _main(argv: list[str] | None) -> int:
         return cmd_validate(args)
     if args.command == "run":
         return cmd_run(args)
+    from planops.cli import cluster  # noqa: PLC0415 - the Kubernetes client: cluster verbs only
+
     return cluster.run(args)
 
 
