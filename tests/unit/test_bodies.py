@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from planops.engine import Facts, Run, validate
-from planops.engine.decider import AttemptFact
+from planops.engine.facts import AttemptFact
 from planops.runners.local import LocalRunner
 
 from .helpers import EXAMPLE_CAPSULE, capsule, plan, resolver, run_local_cli

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planops.engine import Facts, Run, decide
-from planops.engine.decider import AttemptFact
+from planops.engine.facts import AttemptFact
 
 from .helpers import plan
 

@@ -4,8 +4,9 @@ No kopf, no kubernetes, no I/O (enforced by tests/unit/test_layering.py); the cl
 This is the public surface; the modules behind it are private to the package.
 """
 
-from planops.engine.decider import AttemptFact, Decision, Dispatch, Facts, Run, decide, step_kind
+from planops.engine.decider import Run, decide
 from planops.engine.errors import CODES, PlanError
+from planops.engine.facts import AttemptFact, Decision, Dispatch, Facts, step_kind
 from planops.engine.report import Report, StepRecord
 from planops.engine.validation import (
     OPERATOR_BUDGET_SECONDS,

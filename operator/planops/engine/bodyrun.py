@@ -31,10 +31,11 @@ from typing import TYPE_CHECKING, Any
 
 from planops.api.models import PlanSpec, Step
 from planops.engine import bodies, control, templates
+from planops.engine.facts import AttemptFact, Dispatch, Facts, Kind, exit_report, step_kind
+from planops.engine.report import ExitReport, StepRecord
 
-if TYPE_CHECKING:
-    from planops.engine.decider import AttemptFact, Dispatch, Facts, Kind, Run
-    from planops.engine.report import ExitReport, StepRecord
+if TYPE_CHECKING:  # the Run that owns these bodies (it creates their Runs: Run.child)
+    from planops.engine.decider import Run
 
 
 @dataclass
@@ -122,14 +123,10 @@ class Bodies:
         return scope
 
     def _start(self, a: _Active, pos: int, facts: Facts | None = None) -> Run:
-        from planops.engine.decider import Facts, Run  # noqa: PLC0415 - the two modules are one
-
         assert a.plan is not None
-        sub = Run.restore(
-            self.run.plan_id,
+        sub = self.run.child(
             a.plan,
             facts or Facts(),
-            parent=self.run,
             scope=self._scope(a, pos),
             prefix=bodies.qualified(a.step.id, a.keys[pos], ""),
         )
@@ -201,9 +198,9 @@ class Bodies:
         a.done[pos] = result
         if a.kind == "reduce":
             a.accumulator = result
-        if sub.exited is not None and self.run.exited is None:
-            self.run.exited = replace(
-                sub.exited, step_id=bodies.qualified(a.step.id, key, sub.exited.step_id)
+        if sub.exited is not None:
+            self.run.record_exit(
+                replace(sub.exited, step_id=bodies.qualified(a.step.id, key, sub.exited.step_id))
             )
 
     def _settle(self, a: _Active, now: float, stopped: bool) -> None:
@@ -257,8 +254,6 @@ class Bodies:
 
     def kind_of(self, step_id: str) -> Kind:
         """The kind of body step `<control>.<key>.<step>` ("shell" when it names none)."""
-        from planops.engine.decider import step_kind  # noqa: PLC0415
-
         ctl, _, rest = step_id.partition(".")
         key, _, local = rest.partition(".")
         i = self.run.graph.index.get(ctl)
@@ -301,8 +296,6 @@ class Bodies:
     def fired_exit(self, i: int, record: StepRecord) -> ExitReport | None:
         """The exit a settled decide's body record fired (restoring a run that an exit in a
         branch ended), or None."""
-        from planops.engine.decider import exit_report  # noqa: PLC0415
-
         _, key, local = record.step_id.split(".", 2)
         body = bodies.bodies("decide", self.run.spec.steps[i].decide).get(key)
         if body is None:
@@ -314,8 +307,6 @@ class Bodies:
 
     def restore(self, i: int, records: list[StepRecord], attempts: list[AttemptFact]) -> None:
         """Rebuild control step `i`'s bodies from their facts (ids still qualified)."""
-        from planops.engine.decider import Facts  # noqa: PLC0415
-
         self.begin(i)
         a = self.active[i]
         by_pos: dict[int, tuple[list[StepRecord], list[AttemptFact]]] = {}

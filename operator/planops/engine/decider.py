@@ -32,78 +32,28 @@ import heapq
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
-from planops.api.models import PlanSpec, RetryBackoff, Step
+from planops.api.models import PlanSpec, RetryBackoff
 from planops.engine import bodies, conditions, control, references, templates
 from planops.engine.bodyrun import Bodies
 from planops.engine.dag import Graph
+from planops.engine.facts import (
+    NEVER_RAN_AGAIN,
+    AttemptFact,
+    Decision,
+    Dispatch,
+    Facts,
+    Kind,
+    exit_report,
+    step_kind,
+)
 from planops.engine.report import NO_OUTPUT, ExitReport, OutputError, Report, StepRecord
 from planops.engine.validation import shell_words
 
 Status = Literal["success", "failed", "skipped"]
-Kind = Literal["tool", "shell", "capsule", "ask", "exit", "filter", "decide", "map", "reduce"]
 CONTROL = ("exit", "filter")  # evaluated by the decider itself: no Job, no process
 #: `ask` is dispatched like a tool call, but its executor asks a person (prompt or annotation)
-
-
-def step_kind(step: Step) -> Kind:
-    if step.shell is not None:  # the common kinds first: this runs once per step per restore
-        return "shell"
-    if step.tool is not None:
-        return "tool"
-    for kind in ("capsule", "ask", "exit", "filter", "decide", "map", "reduce"):
-        if getattr(step, kind) is not None:
-            return kind
-    return "shell"
-
-
-class Dispatch(NamedTuple):
-    """Start attempt `attempt` (1-based) of `step`, with its references resolved in `input`."""
-
-    step: Step
-    attempt: int
-    kind: Kind
-    input: Any
-    #: a shell step's words, templates rendered per word (None: no shell step)
-    words: list[str] | None = None
-
-
-@dataclass(frozen=True)
-class AttemptFact:
-    """What an executor knows about one attempt: in flight (`status` None) or finished."""
-
-    step_id: str
-    attempt: int
-    started_at: float
-    status: Literal["success", "failed"] | None = None
-    finished_at: float | None = None
-    output: str | None = None
-    error: str | None = None
-    #: the attempt failed before the step's code ran (the node could not start its container):
-    #: it is started again without using up a retry, at most NEVER_RAN_AGAIN times per step
-    never_ran: bool = False
-
-
-#: attempts that never ran which a step gets again on top of its retries
-NEVER_RAN_AGAIN = 3
-
-
-@dataclass(frozen=True)
-class Facts:
-    """Everything a run has established: steps settled (in settle order) and attempts seen."""
-
-    settled: tuple[StepRecord, ...] = ()
-    attempts: tuple[AttemptFact, ...] = ()
-
-
-@dataclass(frozen=True)
-class Decision:
-    dispatch: tuple[Dispatch, ...]
-    settled: tuple[StepRecord, ...]  # settled since the previous decision (to persist/announce)
-    finished: bool
-    #: when a retry waiting out its backoff becomes due: decide again then (None: nothing waits)
-    wake_at: float | None = None
 
 
 @dataclass(slots=True)
@@ -437,6 +387,15 @@ class Run:
         i = self.graph.index.get(step_id)
         return self._kinds[i] if i is not None else self._bodies.kind_of(step_id)
 
+    def child(self, spec: PlanSpec, facts: Facts, *, scope: dict[str, Any], prefix: str) -> Run:
+        """A body's Run (engine.bodyrun): restored from its facts, looking up through this run."""
+        return Run.restore(self.plan_id, spec, facts, parent=self, scope=scope, prefix=prefix)
+
+    def record_exit(self, exited: ExitReport) -> None:
+        """An exit fired (in a decide branch): the first one ends the plan."""
+        if self.exited is None:
+            self.exited = exited
+
     def add_record(self, record: StepRecord, announce: bool) -> None:
         """A body step's record (engine.bodyrun), qualified: reported, not a step of this plan."""
         self._order.append(record)
@@ -642,18 +601,6 @@ class Run:
             return
         st.queued = True
         heapq.heappush(self._ready_tools if self._kinds[i] == "tool" else self._ready_other, i)
-
-
-def exit_report(step_id: str, record: StepRecord) -> ExitReport | None:
-    """The exit an exit step's record says fired (restorable: the result says so), or None."""
-    if record.status != "success":
-        return None
-    result = json.loads(record.output or "{}")
-    if not result.get("fired"):
-        return None
-    return ExitReport(
-        step_id, result.get("status", "success"), result.get("message"), result.get("output")
-    )
 
 
 def decide(

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from planops.api import values
 from planops.engine import control, references
-from planops.engine.decider import AttemptFact, Dispatch
+from planops.engine.facts import AttemptFact, Dispatch
 from planops.engine.report import parse_rfc3339, rfc3339
 from planops.kube.manifests import answer_annotation
 
