@@ -139,5 +139,7 @@ def test_an_output_is_read_never_made_up():
     assert isinstance(output(not_found), reconcile._Later)
     down = ApiError(500, "InternalError", "dial tcp 10.244.0.1:10250: connect: connection refused")
     assert isinstance(output(down), reconcile._Later)
+    # a failed attempt (a pod that never started: no log to read) is settled at once by its error
+    assert output(ApiError(400, "BadRequest", "container is waiting to start"), "failed") is None
     late = output(down, now=100.0 + reconcile.LOG_GRACE_SECONDS + 1)
     assert isinstance(late, reconcile._Lost) and "did not serve the log" in late.reason

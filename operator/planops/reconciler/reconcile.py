@@ -487,7 +487,10 @@ class Reconciler:
             try:
                 text = await self.kube.read_log(namespace, obs.pod, manifests.CONTAINER, cap + 1)
             except ApiError as e:
-                gone = e.not_found and await self.kube.get_pod(namespace, obs.pod) is None
+                # a failed attempt is settled by its error; its log is only a bonus
+                gone = obs.status != "success" or (
+                    e.not_found and await self.kube.get_pod(namespace, obs.pod) is None
+                )
                 if not gone:
                     if now - (obs.finished_at or now) < LOG_GRACE_SECONDS:
                         return _Later(f"log of {namespace}/{obs.pod} not readable yet: {e}")
