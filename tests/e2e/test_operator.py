@@ -254,7 +254,12 @@ def test_readable_errors_for_oom_and_deadline(kube: Kube, ns: str, busybox: str)
         ns,
     )
     rep = steps(wait_plan(kube, ns, "limits", timeout=180))
-    assert rep["hog"]["error"] == "OOMKilled: the container exceeded its memory limit (32Mi)"
+    # containerd reports OOMKilled only when its OOM event beats the exit event: either reading
+    assert rep["hog"]["error"] in (
+        "OOMKilled: the container exceeded its memory limit (32Mi)",
+        "exit code 137: killed (SIGKILL), most likely for exceeding its memory limit (32Mi); "
+        "raise resources.limits.memory if the step needs more",
+    )
     assert rep["slow"]["error"] == "deadline exceeded: the attempt ran longer than 2s"
 
 

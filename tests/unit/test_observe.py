@@ -115,6 +115,28 @@ def test_an_ordinary_failure_keeps_its_exit_code():
     assert job_attempt(failed_job(), p).error == "exit code 3"
 
 
+def test_an_oom_kill_reads_as_one_even_when_the_runtime_reports_only_the_exit_code():
+    p = pod("j-1", "job-uid", "2026-01-01T00:00:00Z")
+    j = failed_job()
+    j["spec"] = {
+        "template": {"spec": {"containers": [{"resources": {"limits": {"memory": "32Mi"}}}]}}
+    }
+    p["status"] = {
+        "containerStatuses": [{"state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}]
+    }
+    assert job_attempt(j, p).error == "OOMKilled: the container exceeded its memory limit (32Mi)"
+    # containerd's exit event beat its OOM event: the kubelet saw only Error / 137
+    p["status"] = {
+        "containerStatuses": [{"state": {"terminated": {"exitCode": 137, "reason": "Error"}}}]
+    }
+    assert job_attempt(j, p).error == (
+        "exit code 137: killed (SIGKILL), most likely for exceeding its memory limit (32Mi); "
+        "raise resources.limits.memory if the step needs more"
+    )
+    j["spec"] = {}  # no memory limit: nothing to blame
+    assert job_attempt(j, p).error == "exit code 137"
+
+
 def test_a_pod_evicted_from_a_lost_node_fails_its_attempt_before_the_job_ends():
     running = job("j", "job-uid")
     running["status"] = {"active": 1}

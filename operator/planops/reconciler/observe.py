@@ -112,7 +112,19 @@ def _pod_error(pod: Obj | None, limits: Obj | None) -> str | None:
     code = term.get("exitCode")
     if term.get("signal"):
         return f"killed by signal {term['signal']}"
+    memory = (limits or {}).get("memory")
+    if code == SIGKILLED and memory:
+        # The runtime reports OOMKilled only when its OOM event beats the exit event (a race in
+        # containerd 1.6/1.7): a SIGKILL under a memory limit is most often the OOM killer.
+        return (
+            f"exit code {code}: killed (SIGKILL), most likely for exceeding its memory limit "
+            f"({memory}); raise resources.limits.memory if the step needs more"
+        )
     return f"exit code {code}" if code is not None else _text(term.get("reason"))
+
+
+#: 128 + SIGKILL: what a container killed by the kernel's OOM killer exits with
+SIGKILLED = 137
 
 
 #: terminated reasons of a container the node failed to start (its command never ran)
