@@ -178,3 +178,27 @@ def test_a_container_the_node_could_not_start_never_ran():
     )
     p["status"]["containerStatuses"][0]["state"]["terminated"]["reason"] = "Error"
     assert not job_attempt(failed_job(), p).never_ran  # its code ran and failed
+
+
+def test_a_pod_that_succeeded_settles_its_attempt_before_the_job_controller_marks_it():
+    running = job("j", "job-uid")
+    running["status"] = {"active": 1}
+    p = pod("j-1", "job-uid", "2026-01-01T00:00:00Z")
+    done = {"exitCode": 0, "finishedAt": "2026-01-01T00:00:03Z"}
+    p["status"] = {"phase": "Succeeded", "containerStatuses": [{"state": {"terminated": done}}]}
+    observed = job_attempt(running, p)
+    assert observed.status == "success" and observed.pod == "j-1"
+    assert observed.finished_at == 1767225603.0
+    # still running, or ended otherwise: the Job's condition decides, as before
+    p["status"]["phase"] = "Running"
+    assert job_attempt(running, p).status is None
+    p["status"] = {
+        "phase": "Failed",
+        "containerStatuses": [{"state": {"terminated": {"exitCode": 1}}}],
+    }
+    assert job_attempt(running, p).status is None
+    p["status"] = {
+        "phase": "Succeeded",
+        "containerStatuses": [{"state": {"terminated": {"exitCode": 2}}}],
+    }
+    assert job_attempt(running, p).status is None  # the kubelet and the container disagree

@@ -1,7 +1,8 @@
 """Observe: what the cluster says about a run's attempts, as plain facts (pure functions).
 
-A Job's attempt is settled by the Job's terminal condition (Complete / Failed), never by guessing
-from a pod phase, and its error is made readable from the pod: exit code, OOMKilled, deadline.
+A Job's attempt is settled by the Job's terminal condition (Complete / Failed), or by its pod's
+terminal phase Succeeded (the Job can only follow it, a second later), never by guessing from a
+pod that is still running; its error is made readable from the pod: exit code, OOMKilled, deadline.
 A pod that cannot start (image pull, bad config) would otherwise sit until the deadline (Argo's
 "stuck Running" complaint): it fails the attempt at once, with the kubelet's reason.
 
@@ -142,6 +143,14 @@ def _start_error(pod: Obj | None) -> str | None:
     return f"the node could not start the container ({term.get('reason')}: {message[:300]})"
 
 
+def _pod_succeeded(pod: Obj | None) -> bool:
+    """The step's pod ended with every container exiting 0 (phase Succeeded, as the kubelet
+    writes it), and its one container says so too."""
+    if _obj(_obj(pod).get("status")).get("phase") != "Succeeded":
+        return False
+    return _obj(_obj(_container(pod).get("state")).get("terminated")).get("exitCode") == 0
+
+
 def _disruption(pod: Obj | None) -> Obj | None:
     for c in _list(_obj(_obj(pod).get("status")).get("conditions")):
         if (
@@ -201,6 +210,22 @@ def job_attempt(job: Obj, pod: Obj | None) -> Observed | None:
             started,
             "success",
             finished_at=_time(done.get("lastTransitionTime")),
+            pod=pod_name,
+            termination_message=message,
+        )
+    if _pod_succeeded(pod):
+        # Settled by the pod: the Job controller batches pod updates (about 1 s) before it marks
+        # the Job Complete, and that second would be most of a step-to-step latency. A pod that
+        # Succeeded is terminal (restartPolicy Never, backoffLimit 0): its Job can only follow.
+        term = _obj(state.get("terminated"))
+        return Observed(
+            step,
+            attempt,
+            name,
+            "job",
+            started,
+            "success",
+            finished_at=_time(term.get("finishedAt")),
             pod=pod_name,
             termination_message=message,
         )
