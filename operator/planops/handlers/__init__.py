@@ -25,6 +25,7 @@ from planops.kube.manifests import (
     LABEL_SCHEDULED_BY,
     full_value,
 )
+from planops.reconciler.observe import job_event_matters, pod_event_matters
 from planops.reconciler.reconcile import Reconciler
 from planops.reconciler.scheduled import ScheduleReconciler
 
@@ -117,7 +118,11 @@ async def plan_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_
         memo.active.discard((ns, name))
     else:
         memo.active.add((ns, name))
-    if event["type"] != "DELETED":
+    if event["type"] == "DELETED":
+        memo.reconciler.forget(ns, name)
+    elif not memo.reconciler.own_write(ns, name, meta.get("resourceVersion")):
+        # (the echo of the reconciler's own status write is no news to it; a parent or a
+        # schedule below still hears of it)
         memo.queue.put((ns, name))
     # labels may hold shortened values (manifests.label_value): the full names are annotations
     if parent := full_value(meta, LABEL_PARENT):
@@ -129,13 +134,17 @@ async def plan_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_
 
 
 @kopf.on.event("batch", "v1", "jobs", labels={LABEL_PLAN: kopf.PRESENT})
-async def job_event(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+async def job_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    if not job_event_matters(event["type"], dict(event["object"])):
+        return
     if plan := full_value(body["metadata"], LABEL_PLAN):
         memo.queue.put((body["metadata"]["namespace"], plan))
 
 
 @kopf.on.event("", "v1", "pods", labels={LABEL_PLAN: kopf.PRESENT})
-async def pod_event(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+async def pod_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    if not pod_event_matters(event["type"], dict(event["object"])):
+        return
     if plan := full_value(body["metadata"], LABEL_PLAN):
         memo.queue.put((body["metadata"]["namespace"], plan))
 

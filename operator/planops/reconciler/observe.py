@@ -281,6 +281,30 @@ def job_attempt(job: Obj, pod: Obj | None) -> Observed | None:
     return Observed(step, attempt, name, "job", started, None, pod=pod_name)
 
 
+def job_event_matters(event_type: str | None, job: Obj) -> bool:
+    """Whether a Job event can change what `job_attempt` says (or an attempt's Job vanished):
+    the Job controller writes a running Job's status several times (active, ready, start time),
+    and reconciling the Plan on each would only read the same facts again."""
+    if event_type in (None, "DELETED"):  # the initial listing (after a restart), or gone
+        return True
+    if _obj(job.get("metadata")).get("deletionTimestamp"):
+        return True
+    return any(_condition(job, c) is not None for c in ("Complete", "Failed"))
+
+
+def pod_event_matters(event_type: str | None, pod: Obj) -> bool:
+    """Whether a pod event can change what `job_attempt` says of its Job: the pod ended, is
+    being taken away, or cannot start. Scheduling, pulling and starting are not news."""
+    if event_type in (None, "DELETED") or _obj(pod.get("metadata")).get("deletionTimestamp"):
+        return True
+    if _obj(pod.get("status")).get("phase") in ("Succeeded", "Failed"):
+        return True
+    state = _obj(_container(pod).get("state"))
+    if _obj(state.get("waiting")).get("reason") in CANNOT_START:
+        return True
+    return bool(state.get("terminated"))
+
+
 def child_attempt(child: Obj) -> Observed | None:
     """The attempt a child Plan shows; None when the Plan is not an attempt of ours."""
     ident = _ident(child)

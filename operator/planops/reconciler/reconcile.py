@@ -80,6 +80,8 @@ class Reconciler:
     _verdicts: dict[tuple[str, int, str, str | None], Verdict] = field(default_factory=dict)
     #: attempts in flight per plan, for the planops_steps_running gauge (their sum)
     _running: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: the resourceVersion of each Plan's last status write (own_write)
+    _written: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def _set_running(self, key: tuple[str, str], n: int) -> None:
         if n:
@@ -759,8 +761,26 @@ class Reconciler:
         if (plan.get("status") or {}) == new:
             return
         meta = plan["metadata"]
-        await self.kube.patch_plan_status(meta["namespace"], meta["name"], new)
+        written = await self.kube.patch_plan_status(meta["namespace"], meta["name"], new)
         metrics.status_patches.inc()
+        version = (written.get("metadata") or {}).get("resourceVersion")
+        if version:
+            self._written[(meta["namespace"], meta["name"])] = str(version)
+            while len(self._written) > VERDICTS_KEPT:
+                del self._written[next(iter(self._written))]  # the oldest
+
+    def own_write(self, namespace: str, name: str, version: str | None) -> bool:
+        """Whether a Plan event shows exactly the object this reconciler last wrote (the same
+        resourceVersion): its watch echoes every status write, and reconciling on the echo would
+        only read again what was just decided."""
+        key = (namespace, name)
+        if version is None or self._written.get(key) != str(version):
+            return False
+        del self._written[key]
+        return True
+
+    def forget(self, namespace: str, name: str) -> None:
+        self._written.pop((namespace, name), None)
 
 
 async def _bounded(calls: list[Coroutine[Any, Any, T]], limit: int) -> list[T]:

@@ -1,0 +1,82 @@
+"""Which watch events wake a Plan's reconcile: only those that can change a decision. A running
+Job's status is written several times by the Job controller and its pod's as it is scheduled,
+pulled and started; each would cost a reconcile (four API reads) that learns nothing. The echo of
+the reconciler's own status write is no news either."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from planops.reconciler.observe import job_event_matters, pod_event_matters
+from planops.reconciler.reconcile import Reconciler
+
+
+def job(*conditions: str, deleting: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "j"}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    conds = [{"type": c, "status": "True"} for c in conditions]
+    return {"metadata": meta, "status": {"active": 1, "conditions": conds}}
+
+
+def pod(phase: str, state: dict[str, Any] | None = None, deleting: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "p"}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    statuses = [{"state": state}] if state is not None else []
+    return {"metadata": meta, "status": {"phase": phase, "containerStatuses": statuses}}
+
+
+def test_a_running_jobs_status_writes_do_not_wake_its_plan():
+    assert not job_event_matters("ADDED", job())
+    assert not job_event_matters("MODIFIED", job())
+    assert not job_event_matters("MODIFIED", job("SuccessCriteriaMet"))
+
+
+def test_a_job_that_ended_vanished_or_is_listed_after_a_restart_wakes_its_plan():
+    assert job_event_matters("MODIFIED", job("Complete"))
+    assert job_event_matters("MODIFIED", job("Failed"))
+    assert job_event_matters("DELETED", job())
+    assert job_event_matters("MODIFIED", job(deleting=True))
+    assert job_event_matters(None, job())  # kopf's initial listing
+
+
+def test_a_pod_starting_does_not_wake_its_plan():
+    assert not pod_event_matters("ADDED", pod("Pending"))
+    assert not pod_event_matters(
+        "MODIFIED", pod("Pending", {"waiting": {"reason": "ContainerCreating"}})
+    )
+    assert not pod_event_matters("MODIFIED", pod("Running", {"running": {}}))
+
+
+def test_a_pod_that_ended_cannot_start_or_is_going_wakes_its_plan():
+    assert pod_event_matters("MODIFIED", pod("Succeeded", {"terminated": {"exitCode": 0}}))
+    assert pod_event_matters("MODIFIED", pod("Failed", {"terminated": {"exitCode": 1}}))
+    assert pod_event_matters("MODIFIED", pod("Running", {"terminated": {"reason": "StartError"}}))
+    assert pod_event_matters("MODIFIED", pod("Pending", {"waiting": {"reason": "ErrImagePull"}}))
+    assert pod_event_matters("MODIFIED", pod("Running", {"running": {}}, deleting=True))
+    assert pod_event_matters("DELETED", pod("Running"))
+    assert pod_event_matters(None, pod("Running"))
+
+
+class _Kube:
+    def __init__(self) -> None:
+        self.version = 41
+
+    async def patch_plan_status(self, namespace: str, name: str, status: Any) -> dict[str, Any]:
+        self.version += 1
+        return {"metadata": {"resourceVersion": str(self.version)}, "status": status}
+
+
+def test_the_echo_of_the_reconcilers_own_status_write_is_recognised_once():
+    r = Reconciler(_Kube())  # type: ignore[arg-type]
+    plan = {"metadata": {"namespace": "ns", "name": "p"}, "status": {}}
+    asyncio.run(r._write(plan, {}, {"phase": "Running"}))
+    assert not r.own_write("ns", "p", "41")  # an older version: somebody else's
+    assert not r.own_write("ns", "other", "42")
+    assert r.own_write("ns", "p", "42")
+    assert not r.own_write("ns", "p", "42")  # only once
+    asyncio.run(r._write(plan, {}, {"phase": "Succeeded"}))
+    r.forget("ns", "p")
+    assert not r.own_write("ns", "p", "43")  # a deleted Plan's entry is gone
