@@ -8,13 +8,23 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import Kube
-from tests.e2e.conftest import Operator, capsule, events, plan, steps, wait_plan
+from tests.e2e.conftest import (
+    Operator,
+    capsule,
+    events,
+    plan,
+    start_operator,
+    steps,
+    wait_plan,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.node]
 
@@ -190,6 +200,30 @@ def test_a_plan_whose_capsule_is_missing_is_invalid_until_the_capsule_exists(
     kube.apply(capsule(busybox, name="late"), "-n", ns)
     done = wait_plan(kube, ns, "later", phases=("Succeeded", "Failed"), timeout=60)
     assert done["status"]["phase"] == "Succeeded"
+
+
+def test_events_alone_drive_a_plan_and_a_new_capsule_starts_the_plan_waiting_for_it(
+    kube: Kube, kubeconfig: str, busybox: str, tmp_path: Path
+):
+    """With no resync to fall back on (an hour), every wake-up must come from an event: the
+    Capsule's creation starts the Invalid plan, each step's pod ending dispatches the next."""
+    ns = f"wake-{uuid.uuid4().hex[:8]}"  # not e2e-*: only this test's operator watches it
+    kube.run("create", "namespace", ns)
+    op = start_operator(kubeconfig, [ns], tmp_path / "op.log", "--resync-seconds", "3600")
+    try:
+        chain = [
+            {"id": "a", "shell": "echo one"},
+            {"id": "b", "shell": "echo {{a.output}} two", "dependsOn": ["a"]},
+        ]
+        kube.apply(plan("later", *chain, capsule="late"), "-n", ns)
+        wait_plan(kube, ns, "later", phases=("Invalid",))
+        kube.apply(capsule(busybox, name="late"), "-n", ns)
+        done = wait_plan(kube, ns, "later", phases=("Succeeded", "Failed"), timeout=90)
+        assert done["status"]["phase"] == "Succeeded", op.logs()[-3000:]
+        assert steps(done)["b"]["output"] == "one two"
+    finally:
+        op.stop()
+        kube.run("delete", "namespace", ns, "--wait=false", check=False)
 
 
 def test_a_capsule_step_runs_a_child_plan_whose_result_becomes_the_steps(

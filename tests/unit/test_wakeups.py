@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from planops.kube.cache import WatchCache
 from planops.reconciler.observe import job_event_matters, pod_event_matters
 from planops.reconciler.reconcile import Reconciler
 
@@ -80,3 +81,48 @@ def test_the_echo_of_the_reconcilers_own_status_write_is_recognised_once():
     asyncio.run(r._write(plan, {}, {"phase": "Succeeded"}))
     r.forget("ns", "p")
     assert not r.own_write("ns", "p", "43")  # a deleted Plan's entry is gone
+
+
+def test_the_capsule_cache_keeps_the_newest_version_and_forgets_deleted_ones():
+    cache = WatchCache()
+
+    def capsule(rv: str) -> dict[str, Any]:
+        return {"metadata": {"namespace": "ns", "name": "c", "resourceVersion": rv}}
+
+    assert cache.get("ns", "c") is None  # not seen: the caller asks the API
+    cache.seen(None, capsule("10"))
+    cache.seen("MODIFIED", capsule("9"))  # an older version arriving late is not kept
+    assert cache.get("ns", "c") == capsule("10")
+    cache.seen("MODIFIED", capsule("12"))
+    assert cache.get("ns", "c") == capsule("12")
+    cache.seen("DELETED", capsule("13"))
+    assert cache.get("ns", "c") is None
+
+
+def test_a_reconcile_reads_a_cached_capsule_without_a_request():
+    class Kube:
+        gets = 0
+
+        async def get_capsule(self, namespace: str, name: str) -> dict[str, Any] | None:
+            Kube.gets += 1
+            return None  # the API would say: no such Capsule
+
+    cache = WatchCache()
+    r = Reconciler(Kube(), capsules=cache)  # type: ignore[arg-type]
+    plan = {
+        "apiVersion": "planops.dev/v1alpha1",
+        "kind": "Plan",
+        "metadata": {"name": "p", "namespace": "ns", "uid": "u", "generation": 1},
+        "spec": {"steps": [{"id": "a", "shell": "echo hi"}]},
+    }
+    _, _, errors = asyncio.run(r.judge(plan, reuse=True))
+    assert [e.code for e in errors] == ["no-capsule"] and Kube.gets == 1  # not cached: asked
+    cache.seen(
+        "ADDED",
+        {
+            "metadata": {"namespace": "ns", "name": "default", "resourceVersion": "5"},
+            "spec": {"shell": {"allow": ["echo"]}},
+        },
+    )
+    _, _, errors = asyncio.run(r.judge(plan, reuse=True))
+    assert errors == [] and Kube.gets == 1

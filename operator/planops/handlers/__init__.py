@@ -16,6 +16,7 @@ import kopf
 from planops import metrics
 from planops.handlers.config import CONFIG
 from planops.handlers.queue import Coalescer
+from planops.kube.cache import WatchCache
 from planops.kube.client import Kube
 from planops.kube.leader import GuardedKube, LeaderElector, Timing
 from planops.kube.manifests import (
@@ -56,7 +57,9 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
         )
         kube = GuardedKube(kube, memo.elector.check)
     memo.gate = gate
-    memo.reconciler = Reconciler(kube, CONFIG.policy)  # also the admission webhook's judge
+    memo.capsules = WatchCache()
+    # also the admission webhook's judge
+    memo.reconciler = Reconciler(kube, CONFIG.policy, capsules=memo.capsules)
     memo.queue = Coalescer(memo.reconciler.reconcile, workers=CONFIG.workers, gate=gate)
     memo.queue.start()
     memo.schedules = Coalescer(
@@ -147,6 +150,19 @@ async def pod_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_:
         return
     if plan := full_value(body["metadata"], LABEL_PLAN):
         memo.queue.put((body["metadata"]["namespace"], plan))
+
+
+@kopf.on.event(GROUP, VERSION, "capsules")
+async def capsule_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+    """A Capsule created, changed or deleted: kept for the reconciler's reads, and every Plan of
+    its namespace not yet finished looks again at once (one waiting as Invalid for this Capsule
+    starts now, not at the next resync)."""
+    obj: dict[str, Any] = dict(event["object"])
+    memo.capsules.seen(event["type"], obj)
+    namespace = (obj.get("metadata") or {}).get("namespace")
+    for key in list(memo.active):
+        if key[0] == namespace:
+            memo.queue.put(key)
 
 
 @kopf.on.event(GROUP, VERSION, "scheduledplans")

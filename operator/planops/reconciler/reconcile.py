@@ -40,6 +40,7 @@ from planops.engine import (
 )
 from planops.engine.validation import DEFAULT_CAPSULE
 from planops.kube import manifests
+from planops.kube.cache import WatchCache
 from planops.kube.client import ApiError, Kube
 from planops.kube.events import Recorder
 from planops.reconciler import asks as asks_
@@ -80,6 +81,8 @@ class Reconciler:
     _verdicts: dict[tuple[str, int, str, str | None], Verdict] = field(default_factory=dict)
     #: attempts in flight per plan, for the planops_steps_running gauge (their sum)
     _running: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: Capsules as the watch shows them (handlers.capsule_event); None: always ask the API
+    capsules: WatchCache | None = None
     #: the resourceVersion of each Plan's last status write (own_write)
     _written: dict[tuple[str, str], str] = field(default_factory=dict)
 
@@ -280,7 +283,8 @@ class Reconciler:
 
     async def judge(self, plan: dict[str, Any], *, reuse: bool = False) -> Verdict:
         """The one place a Plan object is judged: the reconcile and the admission webhook
-        (handlers.webhook) both call it; it reads the Plan's Capsule through the API.
+        (handlers.webhook) both call it; it reads the Plan's Capsule from the watch cache when it
+        has it, else through the API.
 
         Parsing and validation run in a worker thread (a large plan never holds the event loop,
         which serves every other plan, the webhook and the health probe) under the validator's
@@ -288,7 +292,9 @@ class Reconciler:
         Capsule version: a plan is judged once per change, not on every reconcile."""
         meta = plan["metadata"]
         cname = str((plan.get("spec") or {}).get("capsule") or DEFAULT_CAPSULE)
-        raw = await self.kube.get_capsule(meta["namespace"], cname)
+        raw = self.capsules.get(meta["namespace"], cname) if self.capsules else None
+        if raw is None:
+            raw = await self.kube.get_capsule(meta["namespace"], cname)
         key = (
             str(meta.get("uid")),
             int(meta.get("generation") or 0),
