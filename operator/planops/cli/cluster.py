@@ -20,8 +20,8 @@ from typing import Any, TextIO
 
 import yaml
 
-from planops.api import API_VERSION
-from planops.cli import render
+from planops.api import API_VERSION, PlanDocument, parse_document
+from planops.cli import graph, render
 from planops.cli.inputs import InputError, load
 from planops.engine import control
 from planops.engine.report import parse_rfc3339
@@ -418,6 +418,96 @@ async def _wait(kube: Kube, ns: str, name: str, timeout: float) -> int:
         await asyncio.sleep(0.5)
 
 
+def _plan_graph(plan: dict[str, Any], name: str) -> graph.PlanGraph | str:
+    """A cluster Plan's graph with its status, or why its spec cannot be read."""
+    doc, problems = parse_document(plan)
+    if not isinstance(doc, PlanDocument):
+        where = "; ".join(f"{p.path}: {p.message}" for p in problems[:3]) or "not a Plan"
+        return f"plan {name!r}: its spec cannot be read: {where}"
+    return graph.with_status(graph.from_spec(name, doc.spec), plan.get("status") or {})
+
+
+class _Screen:
+    """Where frames go: on a terminal each one replaces the last; elsewhere (a pipe, a log)
+    each changed frame follows the one before, after a blank line."""
+
+    def __init__(self, out: TextIO, output: str) -> None:
+        self.out, self.output = out, output
+        self.tty = out.isatty()
+        self.colour = output == "text" and self.tty and not os.environ.get("NO_COLOR")
+        self.last: str | None = None
+
+    def show(self, drawn: graph.PlanGraph) -> None:
+        frame = graph.render(drawn, self.output, self.colour)
+        if frame == self.last:
+            return
+        if self.tty and self.last is not None:
+            self.out.write("\x1b[H\x1b[2J")
+        elif self.last is not None:
+            self.out.write("\n")
+        self.out.write(frame)
+        self.out.flush()
+        self.last = frame
+
+
+def _phase_exit(plan: dict[str, Any]) -> int | None:
+    """`graph --watch` ends as `submit --wait` does: 0 Succeeded, 1 Failed, 2 Invalid."""
+    phase = (plan.get("status") or {}).get("phase")
+    return {"Succeeded": EXIT_OK, "Failed": EXIT_FAILED, "Invalid": EXIT_INPUT}.get(phase or "")
+
+
+async def cmd_graph(kube: Kube, args: argparse.Namespace, ns: str) -> int:
+    """The Plan's DAG with its status; --watch redraws on each change the API server sends
+    (a watch on this one Plan, resumed from the last resourceVersion when the server ends it)."""
+    name = args.target
+    plan = await kube.get_plan(ns, name)
+    if plan is None:
+        sys.stderr.write(f"error: plan {name!r} not found in namespace {ns}\n")
+        return EXIT_INPUT
+    screen = _Screen(sys.stdout, args.output)
+    while True:
+        drawn = _plan_graph(plan, name)
+        if isinstance(drawn, str):
+            sys.stderr.write(f"error: {drawn}\n")
+            return EXIT_INPUT
+        screen.show(drawn)
+        done = _phase_exit(plan)
+        if not args.watch:
+            return EXIT_OK
+        if done is not None:
+            return done
+        changed = await _next_version(kube, ns, name, plan)
+        if changed is None:
+            sys.stderr.write(f"plan {name}: deleted\n")
+            return EXIT_FAILED
+        plan = changed
+
+
+async def _next_version(
+    kube: Kube, ns: str, name: str, plan: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The Plan's next version (None: it was deleted): the watch's next ADDED or MODIFIED
+    event; a watch the server ended is started again from the last version seen, and one
+    whose version is too old (410 Gone) from a fresh read."""
+    version = (plan.get("metadata") or {}).get("resourceVersion")
+    while True:
+        try:
+            async for kind, obj in kube.watch_plan(ns, name, version):
+                meta = obj.get("metadata") or {}
+                if kind == "DELETED":
+                    return None
+                if kind in ("ADDED", "MODIFIED") and meta.get("name") == name:
+                    return obj
+                version = meta.get("resourceVersion") or version  # BOOKMARK
+        except ApiError as e:
+            if e.status != 410:
+                raise
+            fresh = await kube.get_plan(ns, name)
+            if fresh is None or fresh != plan:
+                return fresh
+            version = (fresh.get("metadata") or {}).get("resourceVersion")
+
+
 VERBS: dict[str, Callable[[Kube, argparse.Namespace, str], Awaitable[int]]] = {
     "submit": cmd_submit,
     "get": cmd_get,
@@ -427,4 +517,5 @@ VERBS: dict[str, Callable[[Kube, argparse.Namespace, str], Awaitable[int]]] = {
     "rerun": cmd_rerun,
     "cancel": cmd_cancel,
     "answer": cmd_answer,
+    "graph": cmd_graph,
 }
