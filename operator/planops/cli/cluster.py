@@ -20,8 +20,8 @@ from typing import Any, TextIO
 
 import yaml
 
-from planops.api import API_VERSION, PlanDocument, parse_document
-from planops.cli import graph, render
+from planops.api import API_VERSION, PlanDocument, PlanSpec, parse_document
+from planops.cli import graph, render, timeline
 from planops.cli.inputs import InputError, load
 from planops.engine import control
 from planops.engine.report import parse_rfc3339
@@ -208,7 +208,7 @@ async def cmd_describe(kube: Kube, args: argparse.Namespace, ns: str) -> int:
                 ]
             )
         render.table(rows, sys.stdout)
-    events = sorted(await kube.list_events(ns, args.name), key=_event_time)[-10:]
+    events = timeline.order(await kube.list_events(ns, args.name), _spec(plan))[-10:]
     if events:
         print("\nRecent events:")
         render.table(
@@ -228,12 +228,15 @@ async def cmd_describe(kube: Kube, args: argparse.Namespace, ns: str) -> int:
     return EXIT_OK
 
 
-def _event_time(e: dict[str, Any]) -> str:
-    return str(e.get("eventTime") or e.get("lastTimestamp") or e.get("firstTimestamp") or "")
+def _spec(plan: dict[str, Any] | None) -> PlanSpec | None:
+    """The Plan's spec, when it can be read (it orders the Plan's events: cli/timeline.py)."""
+    doc, _ = parse_document(plan) if plan is not None else (None, [])
+    return doc.spec if isinstance(doc, PlanDocument) else None
 
 
 async def cmd_trace(kube: Kube, args: argparse.Namespace, ns: str) -> int:
-    events = sorted(await kube.list_events(ns, args.name), key=_event_time)
+    plan = await kube.get_plan(ns, args.name)  # None: the Plan is gone, its events remain
+    events = timeline.order(await kube.list_events(ns, args.name), _spec(plan))
     if args.output != "table":
         _emit(
             [{k: e.get(k) for k in ("eventTime", "type", "reason", "message")} for e in events],
@@ -242,7 +245,7 @@ async def cmd_trace(kube: Kube, args: argparse.Namespace, ns: str) -> int:
         return EXIT_OK
     rows = [["TIME", "TYPE", "REASON", "MESSAGE"]]
     rows += [
-        [_event_time(e), e.get("type", ""), e.get("reason", ""), e.get("message", "")]
+        [timeline.shown_time(e), e.get("type", ""), e.get("reason", ""), e.get("message", "")]
         for e in events
     ]
     render.table(rows, sys.stdout)
