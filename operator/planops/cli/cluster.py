@@ -20,9 +20,16 @@ from typing import Any, TextIO
 
 import yaml
 
-from planops.api import API_VERSION, PlanDocument, PlanSpec, parse_document
+from planops.api import (
+    API_VERSION,
+    CapsuleDocument,
+    CapsuleSpec,
+    PlanDocument,
+    PlanSpec,
+    parse_document,
+)
 from planops.cli import graph, render, timeline
-from planops.cli.inputs import InputError, load
+from planops.cli.inputs import InputError, load, with_default_capsule
 from planops.engine import control
 from planops.engine.report import parse_rfc3339
 from planops.kube.client import ApiError, Kube
@@ -356,14 +363,19 @@ async def cmd_answer(kube: Kube, args: argparse.Namespace, ns: str) -> int:
 
 
 async def cmd_submit(kube: Kube, args: argparse.Namespace, ns: str) -> int:
+    """Capsules first (`_apply_capsules`), then the Plans; a plan naming no Capsule runs under
+    the only Capsule given, as in `validate` and `run --local`."""
     try:
         loaded = load(args.files)
     except InputError as e:
         for line in e.lines:
             sys.stderr.write(f"error: {line}\n")
         return EXIT_INPUT
+    if (rc := await _apply_capsules(kube, loaded.capsule_documents, ns)) != EXIT_OK:
+        return rc
     names = []
-    for _, doc in loaded.plans:
+    for _, given in loaded.plans:
+        doc = with_default_capsule(given, loaded.capsules)
         body = {
             "apiVersion": API_VERSION,
             "kind": "Plan",
@@ -389,6 +401,65 @@ async def cmd_submit(kube: Kube, args: argparse.Namespace, ns: str) -> int:
         return EXIT_OK
     results = [await _wait(kube, pns, name, args.timeout) for pns, name in names]
     return max(results)
+
+
+def capsule_body(doc: CapsuleDocument, ns: str) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "Capsule",
+        "metadata": {"name": doc.name, "namespace": doc.namespace or ns},
+        "spec": doc.spec.dump(),
+    }
+
+
+def _same_capsule(existing: dict[str, Any], doc: CapsuleDocument) -> bool:
+    try:
+        return CapsuleSpec.model_validate(existing.get("spec") or {}).dump() == doc.spec.dump()
+    except ValueError:  # pydantic's ValidationError: not even a Capsule we can read
+        return False
+
+
+async def _apply_capsules(kube: Kube, docs: list[tuple[str, CapsuleDocument]], ns: str) -> int:
+    """The Capsules given with the plans, before any Plan: one that is there with the same spec
+    is left as it is; one that is there with another spec is refused (a Capsule is policy that
+    other Plans run under: `submit` never changes one; `kubectl apply` does, for who may); a
+    missing one is created, when the user may (else the API server's refusal, said plainly).
+    Every refusal comes before anything is created."""
+    missing = []
+    for path, doc in docs:
+        where = doc.namespace or ns
+        existing = await kube.get_capsule(where, doc.name)
+        if existing is None:
+            missing.append((path, doc))
+        elif _same_capsule(existing, doc):
+            print(f"capsule.planops.dev/{doc.name} unchanged")
+        else:
+            sys.stderr.write(
+                f"error: capsule {doc.name!r} already exists in {where} with another spec; submit "
+                f"never changes a Capsule (Plans run under it): `kubectl apply -f {path}` does, "
+                "if you may, or submit the plan files alone to use the Capsule that is there\n"
+            )
+            return EXIT_INPUT
+    for path, doc in missing:
+        where = doc.namespace or ns
+        try:
+            await kube.create_capsule(where, capsule_body(doc, ns))
+        except ApiError as e:
+            if e.status not in (400, 403, 422):
+                raise
+            why = (
+                "you may not create Capsules there; a namespace's admin applies them "
+                f"(`kubectl apply -f {path}`), then submit the plan files alone"
+                if e.status == 403
+                else "fix it and submit again"
+            )
+            sys.stderr.write(
+                f"error: the cluster refused capsule {doc.name!r} in {where} ({e.status} "
+                f"{e.reason}: {e.message}); no plan was submitted: {why}\n"
+            )
+            return EXIT_INPUT
+        print(f"capsule.planops.dev/{doc.name} created")
+    return EXIT_OK
 
 
 async def _wait(kube: Kube, ns: str, name: str, timeout: float) -> int:
