@@ -386,16 +386,20 @@ class FakeKube:
 
     def __init__(self, reads: list[dict[str, Any] | None], watches: list[list[Any]]) -> None:
         self.reads, self.watches, self.calls = reads, watches, []  # type: ignore[var-annotated]
+        self.closed = 0
 
     async def get_plan(self, ns: str, name: str) -> dict[str, Any] | None:
         return self.reads.pop(0) if len(self.reads) > 1 else self.reads[0]
 
     async def watch_plan(self, ns: str, name: str, version: str | None) -> Any:
         self.calls.append(version)
-        for item in self.watches.pop(0):
-            if isinstance(item, Exception):
-                raise item
-            yield item
+        try:
+            for item in self.watches.pop(0):
+                if isinstance(item, Exception):
+                    raise item
+                yield item
+        finally:
+            self.closed += 1  # the real one releases its connection here
 
 
 def run_graph(kube: FakeKube, watch: bool = True, output: str = "text") -> tuple[int, str, str]:
@@ -438,6 +442,7 @@ def test_watch_redraws_on_each_change_until_the_plan_finishes():
     ]
     # resumed from the last version seen; after 410 Gone, from a fresh read
     assert kube.calls == ["1", "2", "5", "6", "7"]
+    assert kube.closed == 5  # each watch closed, also those left at their first change
 
 
 def test_watch_ends_with_the_plans_verdict_or_its_deletion():

@@ -15,6 +15,7 @@ import os
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -566,13 +567,14 @@ async def _next_version(
     version = (plan.get("metadata") or {}).get("resourceVersion")
     while True:
         try:
-            async for kind, obj in kube.watch_plan(ns, name, version):
-                meta = obj.get("metadata") or {}
-                if kind == "DELETED":
-                    return None
-                if kind in ("ADDED", "MODIFIED") and meta.get("name") == name:
-                    return obj
-                version = meta.get("resourceVersion") or version  # BOOKMARK
+            async with aclosing(kube.watch_plan(ns, name, version)) as events:
+                async for kind, obj in events:
+                    meta = obj.get("metadata") or {}
+                    if kind == "DELETED":
+                        return None
+                    if kind in ("ADDED", "MODIFIED") and meta.get("name") == name:
+                        return obj
+                    version = meta.get("resourceVersion") or version  # BOOKMARK
         except ApiError as e:
             if e.status != 410:
                 raise

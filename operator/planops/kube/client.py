@@ -10,7 +10,7 @@ reconciler turns into a defined outcome (AlreadyExists = adopt, Forbidden from a
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -208,11 +208,12 @@ class Kube:
 
     async def watch_plan(
         self, namespace: str, name: str, resource_version: str | None, timeout_seconds: int = 240
-    ) -> AsyncIterator[tuple[str, Obj]]:
+    ) -> AsyncGenerator[tuple[str, Obj], None]:
         """The watch events of one Plan after `resource_version`, as (type, object): ADDED,
         MODIFIED, DELETED, BOOKMARK. It ends when the server closes the watch (after
         `timeout_seconds`): watch again from the last resourceVersion seen. An ERROR event
-        (410 Gone: that version is too old) is raised as ApiError."""
+        (410 Gone: that version is too old) is raised as ApiError. Close it (`aclosing`) when
+        leaving it early: that releases the connection."""
         resp = await self._custom.list_namespaced_custom_object_without_preload_content(
             API_GROUP,
             VERSION,
