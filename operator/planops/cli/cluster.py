@@ -15,14 +15,22 @@ import os
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any, TextIO
 
 import yaml
 
-from planops.api import API_VERSION
-from planops.cli import render
-from planops.cli.inputs import InputError, load
+from planops.api import (
+    API_VERSION,
+    CapsuleDocument,
+    CapsuleSpec,
+    PlanDocument,
+    PlanSpec,
+    parse_document,
+)
+from planops.cli import graph, render, timeline
+from planops.cli.inputs import InputError, load, with_default_capsule
 from planops.engine import control
 from planops.engine.report import parse_rfc3339
 from planops.kube.client import ApiError, Kube
@@ -208,7 +216,7 @@ async def cmd_describe(kube: Kube, args: argparse.Namespace, ns: str) -> int:
                 ]
             )
         render.table(rows, sys.stdout)
-    events = sorted(await kube.list_events(ns, args.name), key=_event_time)[-10:]
+    events = timeline.order(await kube.list_events(ns, args.name), _spec(plan))[-10:]
     if events:
         print("\nRecent events:")
         render.table(
@@ -228,12 +236,15 @@ async def cmd_describe(kube: Kube, args: argparse.Namespace, ns: str) -> int:
     return EXIT_OK
 
 
-def _event_time(e: dict[str, Any]) -> str:
-    return str(e.get("eventTime") or e.get("lastTimestamp") or e.get("firstTimestamp") or "")
+def _spec(plan: dict[str, Any] | None) -> PlanSpec | None:
+    """The Plan's spec, when it can be read (it orders the Plan's events: cli/timeline.py)."""
+    doc, _ = parse_document(plan) if plan is not None else (None, [])
+    return doc.spec if isinstance(doc, PlanDocument) else None
 
 
 async def cmd_trace(kube: Kube, args: argparse.Namespace, ns: str) -> int:
-    events = sorted(await kube.list_events(ns, args.name), key=_event_time)
+    plan = await kube.get_plan(ns, args.name)  # None: the Plan is gone, its events remain
+    events = timeline.order(await kube.list_events(ns, args.name), _spec(plan))
     if args.output != "table":
         _emit(
             [{k: e.get(k) for k in ("eventTime", "type", "reason", "message")} for e in events],
@@ -242,7 +253,7 @@ async def cmd_trace(kube: Kube, args: argparse.Namespace, ns: str) -> int:
         return EXIT_OK
     rows = [["TIME", "TYPE", "REASON", "MESSAGE"]]
     rows += [
-        [_event_time(e), e.get("type", ""), e.get("reason", ""), e.get("message", "")]
+        [timeline.shown_time(e), e.get("type", ""), e.get("reason", ""), e.get("message", "")]
         for e in events
     ]
     render.table(rows, sys.stdout)
@@ -353,14 +364,19 @@ async def cmd_answer(kube: Kube, args: argparse.Namespace, ns: str) -> int:
 
 
 async def cmd_submit(kube: Kube, args: argparse.Namespace, ns: str) -> int:
+    """Capsules first (`_apply_capsules`), then the Plans; a plan naming no Capsule runs under
+    the only Capsule given, as in `validate` and `run --local`."""
     try:
         loaded = load(args.files)
     except InputError as e:
         for line in e.lines:
             sys.stderr.write(f"error: {line}\n")
         return EXIT_INPUT
+    if (rc := await _apply_capsules(kube, loaded.capsule_documents, ns)) != EXIT_OK:
+        return rc
     names = []
-    for _, doc in loaded.plans:
+    for _, given in loaded.plans:
+        doc = with_default_capsule(given, loaded.capsules)
         body = {
             "apiVersion": API_VERSION,
             "kind": "Plan",
@@ -386,6 +402,65 @@ async def cmd_submit(kube: Kube, args: argparse.Namespace, ns: str) -> int:
         return EXIT_OK
     results = [await _wait(kube, pns, name, args.timeout) for pns, name in names]
     return max(results)
+
+
+def capsule_body(doc: CapsuleDocument, ns: str) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "Capsule",
+        "metadata": {"name": doc.name, "namespace": doc.namespace or ns},
+        "spec": doc.spec.dump(),
+    }
+
+
+def _same_capsule(existing: dict[str, Any], doc: CapsuleDocument) -> bool:
+    try:
+        return CapsuleSpec.model_validate(existing.get("spec") or {}).dump() == doc.spec.dump()
+    except ValueError:  # pydantic's ValidationError: not even a Capsule we can read
+        return False
+
+
+async def _apply_capsules(kube: Kube, docs: list[tuple[str, CapsuleDocument]], ns: str) -> int:
+    """The Capsules given with the plans, before any Plan: one that is there with the same spec
+    is left as it is; one that is there with another spec is refused (a Capsule is policy that
+    other Plans run under: `submit` never changes one; `kubectl apply` does, for who may); a
+    missing one is created, when the user may (else the API server's refusal, said plainly).
+    Every refusal comes before anything is created."""
+    missing = []
+    for path, doc in docs:
+        where = doc.namespace or ns
+        existing = await kube.get_capsule(where, doc.name)
+        if existing is None:
+            missing.append((path, doc))
+        elif _same_capsule(existing, doc):
+            print(f"capsule.planops.dev/{doc.name} unchanged")
+        else:
+            sys.stderr.write(
+                f"error: capsule {doc.name!r} already exists in {where} with another spec; submit "
+                f"never changes a Capsule (Plans run under it): `kubectl apply -f {path}` does, "
+                "if you may, or submit the plan files alone to use the Capsule that is there\n"
+            )
+            return EXIT_INPUT
+    for path, doc in missing:
+        where = doc.namespace or ns
+        try:
+            await kube.create_capsule(where, capsule_body(doc, ns))
+        except ApiError as e:
+            if e.status not in (400, 403, 422):
+                raise
+            why = (
+                "you may not create Capsules there; a namespace's admin applies them "
+                f"(`kubectl apply -f {path}`), then submit the plan files alone"
+                if e.status == 403
+                else "fix it and submit again"
+            )
+            sys.stderr.write(
+                f"error: the cluster refused capsule {doc.name!r} in {where} ({e.status} "
+                f"{e.reason}: {e.message}); no plan was submitted: {why}\n"
+            )
+            return EXIT_INPUT
+        print(f"capsule.planops.dev/{doc.name} created")
+    return EXIT_OK
 
 
 async def _wait(kube: Kube, ns: str, name: str, timeout: float) -> int:
@@ -418,6 +493,97 @@ async def _wait(kube: Kube, ns: str, name: str, timeout: float) -> int:
         await asyncio.sleep(0.5)
 
 
+def _plan_graph(plan: dict[str, Any], name: str) -> graph.PlanGraph | str:
+    """A cluster Plan's graph with its status, or why its spec cannot be read."""
+    doc, problems = parse_document(plan)
+    if not isinstance(doc, PlanDocument):
+        where = "; ".join(f"{p.path}: {p.message}" for p in problems[:3]) or "not a Plan"
+        return f"plan {name!r}: its spec cannot be read: {where}"
+    return graph.with_status(graph.from_spec(name, doc.spec), plan.get("status") or {})
+
+
+class _Screen:
+    """Where frames go: on a terminal each one replaces the last; elsewhere (a pipe, a log)
+    each changed frame follows the one before, after a blank line."""
+
+    def __init__(self, out: TextIO, output: str) -> None:
+        self.out, self.output = out, output
+        self.tty = out.isatty()
+        self.colour = output == "text" and self.tty and not os.environ.get("NO_COLOR")
+        self.last: str | None = None
+
+    def show(self, drawn: graph.PlanGraph) -> None:
+        frame = graph.render(drawn, self.output, self.colour)
+        if frame == self.last:
+            return
+        if self.tty and self.last is not None:
+            self.out.write("\x1b[H\x1b[2J")
+        elif self.last is not None:
+            self.out.write("\n")
+        self.out.write(frame)
+        self.out.flush()
+        self.last = frame
+
+
+def _phase_exit(plan: dict[str, Any]) -> int | None:
+    """`graph --watch` ends as `submit --wait` does: 0 Succeeded, 1 Failed, 2 Invalid."""
+    phase = (plan.get("status") or {}).get("phase")
+    return {"Succeeded": EXIT_OK, "Failed": EXIT_FAILED, "Invalid": EXIT_INPUT}.get(phase or "")
+
+
+async def cmd_graph(kube: Kube, args: argparse.Namespace, ns: str) -> int:
+    """The Plan's DAG with its status; --watch redraws on each change the API server sends
+    (a watch on this one Plan, resumed from the last resourceVersion when the server ends it)."""
+    name = args.target
+    plan = await kube.get_plan(ns, name)
+    if plan is None:
+        sys.stderr.write(f"error: plan {name!r} not found in namespace {ns}\n")
+        return EXIT_INPUT
+    screen = _Screen(sys.stdout, args.output)
+    while True:
+        drawn = _plan_graph(plan, name)
+        if isinstance(drawn, str):
+            sys.stderr.write(f"error: {drawn}\n")
+            return EXIT_INPUT
+        screen.show(drawn)
+        done = _phase_exit(plan)
+        if not args.watch:
+            return EXIT_OK
+        if done is not None:
+            return done
+        changed = await _next_version(kube, ns, name, plan)
+        if changed is None:
+            sys.stderr.write(f"plan {name}: deleted\n")
+            return EXIT_FAILED
+        plan = changed
+
+
+async def _next_version(
+    kube: Kube, ns: str, name: str, plan: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The Plan's next version (None: it was deleted): the watch's next ADDED or MODIFIED
+    event; a watch the server ended is started again from the last version seen, and one
+    whose version is too old (410 Gone) from a fresh read."""
+    version = (plan.get("metadata") or {}).get("resourceVersion")
+    while True:
+        try:
+            async with aclosing(kube.watch_plan(ns, name, version)) as events:
+                async for kind, obj in events:
+                    meta = obj.get("metadata") or {}
+                    if kind == "DELETED":
+                        return None
+                    if kind in ("ADDED", "MODIFIED") and meta.get("name") == name:
+                        return obj
+                    version = meta.get("resourceVersion") or version  # BOOKMARK
+        except ApiError as e:
+            if e.status != 410:
+                raise
+            fresh = await kube.get_plan(ns, name)
+            if fresh is None or fresh != plan:
+                return fresh
+            version = (fresh.get("metadata") or {}).get("resourceVersion")
+
+
 VERBS: dict[str, Callable[[Kube, argparse.Namespace, str], Awaitable[int]]] = {
     "submit": cmd_submit,
     "get": cmd_get,
@@ -427,4 +593,5 @@ VERBS: dict[str, Callable[[Kube, argparse.Namespace, str], Awaitable[int]]] = {
     "rerun": cmd_rerun,
     "cancel": cmd_cancel,
     "answer": cmd_answer,
+    "graph": cmd_graph,
 }

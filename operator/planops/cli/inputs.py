@@ -69,6 +69,8 @@ class InputError(Exception):
 class Loaded:
     plans: list[tuple[str, PlanDocument]] = field(default_factory=list)  # (file, plan)
     capsules: dict[str, CapsuleSpec] = field(default_factory=dict)
+    #: the Capsule documents as given (file, document): `submit` applies them
+    capsule_documents: list[tuple[str, CapsuleDocument]] = field(default_factory=list)
 
 
 class _RefusedError(Exception):
@@ -345,6 +347,7 @@ def load(plan_files: Iterable[str], capsule_files: Iterable[str] = ()) -> Loaded
                         f"{where}: metadata.name: Capsule {doc.name!r} is defined twice"
                     )
                 loaded.capsules[doc.name] = doc.spec
+                loaded.capsule_documents.append((path, doc))
             elif isinstance(doc, PlanDocument):
                 if capsules_only:
                     problems.append(

@@ -22,7 +22,7 @@ from typing import Any
 
 from planops import __version__
 from planops.api import PlanDocument
-from planops.cli import cluster_args, render
+from planops.cli import cluster_args, graph, render
 from planops.cli.inputs import (
     InputError,
     Loaded,
@@ -83,6 +83,24 @@ def _parser() -> argparse.ArgumentParser:
         "one, a terminal gets a prompt; otherwise whenUnanswered applies",
     )
     cluster_args.add_parsers(sub)
+    g = sub.add_parser(
+        "graph", help="a plan's DAG: a file as validated, or a Plan in the cluster with its status"
+    )
+    g.add_argument(
+        "target",
+        metavar="NAME|FILE",
+        help="a file (it exists, is -, has a / or ends in .yaml/.yml/.json), else a Plan's name",
+    )
+    g.add_argument("--capsule", action="append", default=[], metavar="FILE")
+    g.add_argument("--plan", metavar="NAME", help="the plan to draw, of a file holding several")
+    g.add_argument("-o", "--output", choices=["text", "dot", "mermaid"], default="text")
+    g.add_argument(
+        "-w",
+        "--watch",
+        action="store_true",
+        help="a Plan in the cluster: redraw as it changes, until it finishes",
+    )
+    cluster_args.add_common(g, output=False)
     return p
 
 
@@ -232,6 +250,54 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_OK if report.completed else EXIT_FAILED
 
 
+def is_file(target: str) -> bool:
+    """`graph NAME|FILE`: a file when it exists, is `-`, or looks like a path (a Plan's name
+    has no `/`, and no Plan is called plan.yaml by accident)."""
+    return (
+        target == "-"
+        or "/" in target
+        or target.endswith((".yaml", ".yml", ".json"))
+        or Path(target).exists()
+    )
+
+
+def colour_wanted() -> bool:
+    """Colour only on a terminal, and never when NO_COLOR is set (no-color.org)."""
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+def cmd_graph(args: argparse.Namespace) -> int:
+    """`graph FILE`: validated first by the one validator, with validate's errors and exit code
+    (on stderr: stdout may be piped to `dot`)."""
+    if args.watch:
+        sys.stderr.write("error: --watch follows a Plan in the cluster; a file does not run\n")
+        return EXIT_INPUT
+    args.files = [args.target]
+    loaded = _load(args)
+    if loaded is None:
+        return EXIT_INPUT
+    found = _errors(loaded)
+    if found:
+        for f, plan in dict.fromkeys((f, plan) for f, plan, _ in found):
+            errs = [e for ff, pp, e in found if (ff, pp) == (f, plan)]
+            render.errors(errs, sys.stderr, f"{f}: plan {plan}")
+        return EXIT_INPUT if any(e.code in INPUT_CODES for _, _, e in found) else EXIT_FAILED
+    plans = [p for _, p in loaded.plans if args.plan in (None, p.plan_id)]
+    names = ", ".join(p.plan_id for _, p in loaded.plans)
+    if not plans:
+        sys.stderr.write(f"error: {args.target} holds no plan {args.plan!r} (it holds {names})\n")
+        return EXIT_INPUT
+    if len(plans) > 1 and args.output != "text":
+        sys.stderr.write(
+            f"error: {args.target} holds {len(plans)} plans ({names}): pick one with --plan NAME\n"
+        )
+        return EXIT_INPUT
+    colour = args.output == "text" and colour_wanted()
+    drawn = [graph.render(graph.from_spec(p.plan_id, p.spec), args.output, colour) for p in plans]
+    sys.stdout.write("\n".join(drawn))
+    return EXIT_OK
+
+
 def _workdir(path: Path) -> str | None:
     """Make `--workdir DIR` if it is missing (not its parents: a mistyped path should not grow a
     tree of directories); why it cannot be used, or None."""
@@ -270,6 +336,11 @@ def _main(argv: list[str] | None) -> int:
         return cmd_validate(args)
     if args.command == "run":
         return cmd_run(args)
+    if args.command == "graph" and args.watch and args.output != "text":
+        sys.stderr.write("error: --watch redraws the terminal graph; -o dot|mermaid print once\n")
+        return EXIT_INPUT
+    if args.command == "graph" and is_file(args.target):
+        return cmd_graph(args)
     from planops.cli import cluster  # noqa: PLC0415 - the Kubernetes client: cluster verbs only
 
     return cluster.run(args)

@@ -10,6 +10,7 @@ reconciler turns into a defined outcome (AlreadyExists = adopt, Forbidden from a
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -205,8 +206,50 @@ class Kube:
             )
         )
 
+    async def watch_plan(
+        self, namespace: str, name: str, resource_version: str | None, timeout_seconds: int = 240
+    ) -> AsyncGenerator[tuple[str, Obj], None]:
+        """The watch events of one Plan after `resource_version`, as (type, object): ADDED,
+        MODIFIED, DELETED, BOOKMARK. It ends when the server closes the watch (after
+        `timeout_seconds`): watch again from the last resourceVersion seen. An ERROR event
+        (410 Gone: that version is too old) is raised as ApiError. Close it (`aclosing`) when
+        leaving it early: that releases the connection."""
+        resp = await self._custom.list_namespaced_custom_object_without_preload_content(
+            API_GROUP,
+            VERSION,
+            namespace,
+            "plans",
+            field_selector=f"metadata.name={name}",
+            watch=True,
+            allow_watch_bookmarks=True,
+            resource_version=resource_version,
+            timeout_seconds=timeout_seconds,
+        )
+        if resp.status >= 300:
+            await _json(resp)  # raises ApiError
+        try:
+            while line := await resp.content.readline():
+                event = json.loads(line)
+                kind, obj = str(event.get("type", "")), event.get("object") or {}
+                if kind == "ERROR":
+                    raise ApiError(
+                        int(obj.get("code") or 500),
+                        str(obj.get("reason", "")),
+                        str(obj.get("message", "")),
+                    )
+                yield kind, obj
+        finally:
+            resp.release()
+
     async def get_capsule(self, namespace: str, name: str) -> Obj | None:
         return await self.get_object("capsules", namespace, name)
+
+    async def create_capsule(self, namespace: str, body: Obj) -> Obj:
+        return await _obj(
+            await self._custom.create_namespaced_custom_object_without_preload_content(
+                API_GROUP, VERSION, namespace, "capsules", body
+            )
+        )
 
     # -- any planops kind (scheduled plans; cluster-scoped when namespace is None) -----------------
 
