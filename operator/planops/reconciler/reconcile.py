@@ -169,6 +169,8 @@ class Reconciler:
             return None
         assert spec is not None and capsule is not None
         if fresh or previous.get("phase") == "Invalid":
+            # the run starts now: the time it waited as Invalid (for its Capsule) is not its own
+            run_info["startedAt"] = status_.rfc3339(now)
             events(
                 "PlanStarted",
                 f"run {rid} of generation {generation}: {len(spec.steps)} steps",
@@ -716,16 +718,7 @@ class Reconciler:
         started_at: float,
     ) -> None:
         settled_at = {r.step_id: r.finished_at for r in run.settled if r.finished_at is not None}
-        for d in dispatched:
-            if d.attempt > 1:
-                metrics.retries.inc()
-            events(
-                "StepStarted",
-                f"step {d.step.id} attempt {d.attempt} ({d.kind})",
-                step=d.step.id,
-                attempt=d.attempt,
-            )
-            metrics.dispatch_latency.observe(max(0.0, now - _ready_at(settled_at, d, started_at)))
+        # settlements first: a start follows the settlements that made its step ready
         for rec in new_settled:
             reason = {"success": "StepSucceeded", "failed": "StepFailed"}.get(
                 rec.status, "StepSkipped"
@@ -748,6 +741,16 @@ class Reconciler:
                     f"step {rec.step_id}: child plan {rec.status}",
                     step=rec.step_id,
                 )
+        for d in dispatched:
+            if d.attempt > 1:
+                metrics.retries.inc()
+            events(
+                "StepStarted",
+                f"step {d.step.id} attempt {d.attempt} ({d.kind})",
+                step=d.step.id,
+                attempt=d.attempt,
+            )
+            metrics.dispatch_latency.observe(max(0.0, now - _ready_at(settled_at, d, started_at)))
         if finished and previous.get("phase") not in FINISHED:
             result = "succeeded" if report.completed else "failed"
             metrics.plans.labels(result).inc()
