@@ -7,8 +7,10 @@ other names). Its log is printed when a test fails, to see why.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -30,6 +32,20 @@ OPERATOR = [sys.executable, "-m", "planops.main"]
 
 
 def free_port() -> int:
+    """A free loopback port below the kernel's ephemeral range: a port the kernel handed out
+    (bind to 0) may be handed out again to another process's outgoing connection before the
+    operator binds it, which made a restarted operator fail with "Address already in use"."""
+    low = 32768
+    with contextlib.suppress(OSError, ValueError):
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for _ in range(100):
+        port = random.randrange(max(1024, low - 12000), low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -63,6 +79,8 @@ class Operator:
 
 def start_operator(kubeconfig: str, namespaces: list[str], log: Path, *extra: str) -> Operator:
     metrics_port, health_port = free_port(), free_port()
+    while health_port == metrics_port:
+        health_port = free_port()
     args = [
         *OPERATOR,
         "--kubeconfig",
