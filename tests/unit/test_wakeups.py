@@ -126,3 +126,76 @@ def test_a_reconcile_reads_a_cached_capsule_without_a_request():
     )
     _, _, errors = asyncio.run(r.judge(plan, reuse=True))
     assert errors == [] and Kube.gets == 1
+
+
+class _Recording:
+    """An API that records the calls a reconcile makes (reads answer: nothing there)."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.version = 100
+
+    def __getattr__(self, name: str) -> Any:
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            self.calls.append(name)
+            if name == "patch_plan_status":
+                self.version += 1
+                return {
+                    "apiVersion": "planops.dev/v1alpha1",
+                    "kind": "Plan",
+                    "metadata": {**NEW["metadata"], "resourceVersion": str(self.version)},
+                    "spec": NEW["spec"],
+                    "status": args[2],
+                }
+            if name.startswith("create_"):
+                return args[-1]
+            return [] if name.startswith("list_") else None
+
+        return call
+
+
+NEW = {
+    "apiVersion": "planops.dev/v1alpha1",
+    "kind": "Plan",
+    "metadata": {
+        "name": "p",
+        "namespace": "ns",
+        "uid": "u",
+        "generation": 1,
+        "resourceVersion": "100",
+    },
+    "spec": {"steps": [{"id": "a", "shell": "echo hi"}]},
+}
+CAPSULE = {
+    "metadata": {"namespace": "ns", "name": "default", "resourceVersion": "5"},
+    "spec": {
+        "image": "local/busybox:1",
+        "images": ["local/busybox:*"],
+        "shell": {"allow": ["echo"]},
+    },
+}
+
+
+def test_a_new_plans_first_reconcile_reads_nothing_and_the_next_starts_from_what_it_wrote():
+    kube, plans, capsules = _Recording(), WatchCache(), WatchCache()
+    plans.seen("ADDED", NEW)
+    capsules.seen("ADDED", CAPSULE)
+    r = Reconciler(kube, plans=plans, capsules=capsules)  # type: ignore[arg-type]
+    asyncio.run(r.reconcile("ns", "p"))
+    # no GET of the Plan or Capsule, no lists of earlier runs' objects or of this run's (it has
+    # none yet): create the Job, write the status, tell the trace
+    assert [c for c in kube.calls if c != "create_event"] == ["create_job", "patch_plan_status"]
+    written = plans.get("ns", "p")
+    assert written is not None and written["status"]["phase"] == "Running"
+    kube.calls.clear()
+    asyncio.run(r.reconcile("ns", "p"))  # the run is known now: its Job is looked for
+    assert "list_jobs" in kube.calls and "get_plan" not in kube.calls
+
+
+def test_a_later_generation_stops_the_objects_of_earlier_runs():
+    kube, plans, capsules = _Recording(), WatchCache(), WatchCache()
+    plans.seen("ADDED", {**NEW, "metadata": {**NEW["metadata"], "generation": 2}})
+    capsules.seen("ADDED", CAPSULE)
+    r = Reconciler(kube, plans=plans, capsules=capsules)  # type: ignore[arg-type]
+    asyncio.run(r.reconcile("ns", "p"))
+    assert kube.calls[:3] == ["list_jobs", "list_plans", "list_pvcs"]

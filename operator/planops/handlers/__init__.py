@@ -59,7 +59,8 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     memo.gate = gate
     memo.capsules = WatchCache()
     # also the admission webhook's judge
-    memo.reconciler = Reconciler(kube, CONFIG.policy, capsules=memo.capsules)
+    memo.plans = WatchCache()
+    memo.reconciler = Reconciler(kube, CONFIG.policy, capsules=memo.capsules, plans=memo.plans)
     memo.queue = Coalescer(memo.reconciler.reconcile, workers=CONFIG.workers, gate=gate)
     memo.queue.start()
     memo.schedules = Coalescer(
@@ -121,6 +122,7 @@ async def plan_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_
         memo.active.discard((ns, name))
     else:
         memo.active.add((ns, name))
+    memo.plans.seen(event["type"], dict(event["object"]))
     if event["type"] == "DELETED":
         memo.reconciler.forget(ns, name)
     elif not memo.reconciler.own_write(ns, name, meta.get("resourceVersion")):

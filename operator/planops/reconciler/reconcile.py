@@ -1,9 +1,10 @@
 """One reconcile of one Plan: observe -> facts -> the engine's decision -> act -> one status patch.
 
 Level-based: everything is derived from the Plan (its spec and status) and the objects of its
-current run (Jobs, their pods, child Plans), read fresh from the API each time. Nothing lives only
-in memory, so a restarted operator resumes exactly where it was: the same deterministic names
-make a repeated create an adoption, never a second Job.
+current run (Jobs, their pods, child Plans), read from the API each time (the Plan and its
+Capsule come from the watch's cache, the Plan as last written by this reconciler or seen since).
+Nothing lives only in memory, so a restarted operator resumes exactly where it was: the same
+deterministic names make a repeated create an adoption, never a second Job.
 
 The scheduling rules are not here: `planops.engine.Run` decides; this module only executes.
 """
@@ -83,6 +84,8 @@ class Reconciler:
     _running: dict[tuple[str, str], int] = field(default_factory=dict)
     #: Capsules as the watch shows them (handlers.capsule_event); None: always ask the API
     capsules: WatchCache | None = None
+    #: Plans as the watch shows them, and as this reconciler last wrote them (handlers.plan_event)
+    plans: WatchCache | None = None
     #: the resourceVersion of each Plan's last status write (own_write)
     _written: dict[tuple[str, str], str] = field(default_factory=dict)
 
@@ -109,7 +112,9 @@ class Reconciler:
             metrics.reconcile_duration.observe(time.perf_counter() - started)
 
     async def _reconcile(self, namespace: str, name: str) -> float | None:
-        plan = await self.kube.get_plan(namespace, name)
+        plan = self.plans.get(namespace, name) if self.plans else None
+        if plan is None:  # not seen on the watch (yet): ask
+            plan = await self.kube.get_plan(namespace, name)
         if plan is None or plan["metadata"].get("deletionTimestamp"):
             self._set_running((namespace, name), 0)
             return None
@@ -146,7 +151,10 @@ class Reconciler:
         }
         run_info["startedAt"] = run_info["startedAt"] or status_.rfc3339(now)
         if fresh:
-            await self._stop_other_runs(ref)
+            # Run ids derive from (uid, generation, re-run): a first generation that never ran
+            # and was never re-run has no other run to stop (three lists saved per new Plan).
+            if previous.get("run") or generation > 1 or rerun:
+                await self._stop_other_runs(ref)
             previous = {"conditions": previous.get("conditions", [])}
 
         spec, capsule, errors = await self.judge(plan, reuse=True)
@@ -179,7 +187,14 @@ class Reconciler:
             )
 
         claim = await self._workspace(ref, spec)
-        facts, observed, later = await self._observe(ref, spec, capsule, previous)
+        facts, observed, later = (
+            (Facts((), ()), [], False)
+            if fresh
+            # A run the status does not know has dispatched nothing that needs observing: an
+            # object a crashed reconcile created before its status write has the name the next
+            # dispatch creates, and that create adopts it (AlreadyExists).
+            else await self._observe(ref, spec, capsule, previous)
+        )
         run = Run.restore(name, spec, facts, retry_backoff=capsule.retry_backoff)
         cancel = (meta.get("annotations") or {}).get(manifests.ANNOTATION_CANCEL)
         started_at = status_.parse_rfc3339(str(run_info["startedAt"])) or now
@@ -772,6 +787,8 @@ class Reconciler:
         meta = plan["metadata"]
         written = await self.kube.patch_plan_status(meta["namespace"], meta["name"], new)
         metrics.status_patches.inc()
+        if self.plans is not None:  # the next reconcile starts from what was written
+            self.plans.seen("MODIFIED", written)
         version = (written.get("metadata") or {}).get("resourceVersion")
         if version:
             self._written[(meta["namespace"], meta["name"])] = str(version)
