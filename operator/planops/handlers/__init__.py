@@ -34,6 +34,22 @@ log = logging.getLogger("planops.handlers")
 GROUP, VERSION = "planops.dev", "v1alpha1"
 
 
+class NoDiffBase(kopf.DiffBaseStorage):
+    """No diff base: planops has no change-detecting handlers (on.create/update/field), only
+    on.event, so kopf's default storage, which deep-copies every watched object on every event
+    to build an "essence" nobody reads, cost a seventh of the operator's CPU (measured with
+    py-spy in bench/vs_argo.py) for nothing."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
+        return kopf.BodyEssence()
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        return None
+
+
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     settings.posting.enabled = False  # our own Events only, not kopf's log lines
@@ -41,6 +57,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     settings.watching.client_timeout = 330
     settings.networking.request_timeout = 60
     settings.scanning.disabled = not CONFIG.scanning
+    settings.persistence.diffbase_storage = NoDiffBase()
     kube: Kube = await Kube.connect(CONFIG.kubeconfig)
     memo.kube = kube
     memo.elector = None
