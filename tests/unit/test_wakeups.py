@@ -11,7 +11,7 @@ from typing import Any
 import kopf
 
 import planops.handlers  # noqa: F401  (registers the operator's handlers with kopf)
-from planops.kube.cache import WatchCache
+from planops.kube.cache import RunObjects, WatchCache
 from planops.reconciler.observe import job_event_matters, pod_event_matters
 from planops.reconciler.reconcile import Reconciler
 
@@ -150,8 +150,8 @@ class _Recording:
                     "spec": NEW["spec"],
                     "status": args[2],
                 }
-            if name.startswith("create_"):
-                return args[-1]
+            if name.startswith("create_"):  # as the API answers: with its namespace
+                return {**args[-1], "metadata": {**args[-1]["metadata"], "namespace": args[0]}}
             return [] if name.startswith("list_") else None
 
         return call
@@ -183,7 +183,8 @@ def test_a_new_plans_first_reconcile_reads_nothing_and_the_next_starts_from_what
     kube, plans, capsules = _Recording(), WatchCache(), WatchCache()
     plans.seen("ADDED", NEW)
     capsules.seen("ADDED", CAPSULE)
-    r = Reconciler(kube, plans=plans, capsules=capsules)  # type: ignore[arg-type]
+    runs = RunObjects("planops.dev/plan", "planops.dev/run")
+    r = Reconciler(kube, plans=plans, capsules=capsules, runs=runs)  # type: ignore[arg-type]
     asyncio.run(r.reconcile("ns", "p"))
     # no GET of the Plan or Capsule, no lists of earlier runs' objects or of this run's (it has
     # none yet): create the Job, write the status, tell the trace
@@ -191,8 +192,39 @@ def test_a_new_plans_first_reconcile_reads_nothing_and_the_next_starts_from_what
     written = plans.get("ns", "p")
     assert written is not None and written["status"]["phase"] == "Running"
     kube.calls.clear()
-    asyncio.run(r.reconcile("ns", "p"))  # the run is known now: its Job is looked for
-    assert "list_jobs" in kube.calls and "get_plan" not in kube.calls
+    # the run is known now: its Job comes from the cache (written back when it was created),
+    # so nothing is listed and nothing is created twice
+    asyncio.run(r.reconcile("ns", "p"))
+    assert [c for c in kube.calls if c != "create_event"] == []
+    r.check("ns", "p")  # the resync asks for a real look
+    asyncio.run(r.reconcile("ns", "p"))
+    assert kube.calls[:1] == ["list_jobs"]  # and the list (empty: the Job is gone) is the truth
+    assert runs.of("job", ("ns", "p", written["status"]["run"]["id"])) == []
+
+
+def test_run_objects_follow_the_watch_and_a_list_is_the_truth():
+    runs = RunObjects("planops.dev/plan", "planops.dev/run")
+
+    def job(name: str, rv: str, run: str = "r1") -> dict[str, Any]:
+        labels = {"planops.dev/plan": "p", "planops.dev/run": run}
+        return {
+            "metadata": {"namespace": "ns", "name": name, "resourceVersion": rv, "labels": labels}
+        }
+
+    key = ("ns", "p", "r1")
+    runs.seen("job", "ADDED", job("a", "5"))
+    runs.seen("job", "MODIFIED", job("a", "4"))  # late and older: ignored
+    assert runs.of("job", key) == [job("a", "5")]
+    runs.seen("job", "MODIFIED", job("a", "6", run="r2"))  # relabelled: moves
+    assert runs.of("job", key) == [] and runs.of("job", ("ns", "p", "r2")) == [job("a", "6", "r2")]
+    runs.seen("job", "ADDED", job("b", "7"))
+    runs.seen("job", "ADDED", job("c", "9"))
+    runs.replace("job", key, [job("b", "8"), job("c", "8")])  # c: the watch's is newer
+    assert sorted(runs.of("job", key), key=str) == sorted([job("b", "8"), job("c", "9")], key=str)
+    runs.replace("job", key, [])  # a deletion the watch never delivered
+    assert runs.of("job", key) == []
+    runs.seen("job", "DELETED", job("a", "10", run="r2"))
+    assert runs.of("job", ("ns", "p", "r2")) == []
 
 
 def test_a_later_generation_stops_the_objects_of_earlier_runs():

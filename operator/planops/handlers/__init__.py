@@ -16,13 +16,14 @@ import kopf
 from planops import metrics
 from planops.handlers.config import CONFIG
 from planops.handlers.queue import Coalescer
-from planops.kube.cache import WatchCache
+from planops.kube.cache import RunObjects, WatchCache
 from planops.kube.client import Kube
 from planops.kube.leader import GuardedKube, LeaderElector, Timing
 from planops.kube.manifests import (
     LABEL_CLUSTER_SCHEDULED_BY,
     LABEL_PARENT,
     LABEL_PLAN,
+    LABEL_RUN,
     LABEL_SCHEDULED_BY,
     full_value,
 )
@@ -77,7 +78,10 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     memo.capsules = WatchCache()
     # also the admission webhook's judge
     memo.plans = WatchCache()
-    memo.reconciler = Reconciler(kube, CONFIG.policy, capsules=memo.capsules, plans=memo.plans)
+    memo.runs = RunObjects(LABEL_PLAN, LABEL_RUN)
+    memo.reconciler = Reconciler(
+        kube, CONFIG.policy, capsules=memo.capsules, plans=memo.plans, runs=memo.runs
+    )
     memo.queue = Coalescer(memo.reconciler.reconcile, workers=CONFIG.workers, gate=gate)
     memo.queue.start()
     memo.schedules = Coalescer(
@@ -101,6 +105,7 @@ def _lead(memo: kopf.Memo, leading: bool) -> None:
     if not leading:
         memo.gate.clear()
         return
+    memo.reconciler.check_all()  # list each run once before trusting the watch's cache
     memo.gate.set()
     for key in list(memo.active):
         memo.queue.put(key)
@@ -127,6 +132,7 @@ async def _resync(memo: kopf.Memo) -> None:
     while True:
         await asyncio.sleep(CONFIG.resync_seconds)
         for key in list(memo.active):
+            memo.reconciler.check(*key)  # a real list this time: nothing the watch missed stays
             memo.queue.put(key)
 
 
@@ -157,7 +163,9 @@ async def plan_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_
 
 @kopf.on.event("batch", "v1", "jobs", labels={LABEL_PLAN: kopf.PRESENT})
 async def job_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    if not job_event_matters(event["type"], dict(event["object"])):
+    obj: dict[str, Any] = dict(event["object"])
+    memo.runs.seen("job", event["type"], obj)
+    if not job_event_matters(event["type"], obj):
         return
     if plan := full_value(body["metadata"], LABEL_PLAN):
         memo.queue.put((body["metadata"]["namespace"], plan))
@@ -165,7 +173,9 @@ async def job_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_:
 
 @kopf.on.event("", "v1", "pods", labels={LABEL_PLAN: kopf.PRESENT})
 async def pod_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    if not pod_event_matters(event["type"], dict(event["object"])):
+    obj: dict[str, Any] = dict(event["object"])
+    memo.runs.seen("pod", event["type"], obj)
+    if not pod_event_matters(event["type"], obj):
         return
     if plan := full_value(body["metadata"], LABEL_PLAN):
         memo.queue.put((body["metadata"]["namespace"], plan))

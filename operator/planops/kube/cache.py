@@ -41,3 +41,58 @@ class WatchCache:
     def get(self, namespace: str, name: str) -> Obj | None:
         """The object as last seen, or None when the cache has not seen it (ask the API)."""
         return self._objects.get((namespace, name))
+
+
+RunKey = tuple[str, str, str]  # namespace, the Plan's label value, run id
+
+
+class RunObjects:
+    """The Jobs and pods of Plans' runs, by the labels a run's selector matches
+    (`PlanRef.selector()`: the Plan's label value and the run id), fed by the watches the
+    operator has anyway. The reconciler reads a run's objects from here instead of listing them,
+    except when it cannot trust what it holds (see Reconciler._observe)."""
+
+    def __init__(self, plan_label: str, run_label: str) -> None:
+        self._labels = (plan_label, run_label)
+        self._objects: dict[str, dict[RunKey, dict[str, Obj]]] = {"job": {}, "pod": {}}
+        self._where: dict[tuple[str, str, str], RunKey] = {}  # (kind, ns, name) -> its run
+
+    def _key(self, obj: Obj) -> RunKey | None:
+        meta = obj.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        plan, run = labels.get(self._labels[0]), labels.get(self._labels[1])
+        if not isinstance(plan, str) or not isinstance(run, str):
+            return None
+        return str(meta.get("namespace", "")), plan, run
+
+    def seen(self, kind: str, event_type: str | None, obj: Obj) -> None:
+        meta = obj.get("metadata") or {}
+        where = (kind, str(meta.get("namespace", "")), str(meta.get("name", "")))
+        old_key = self._where.get(where)
+        old = self._objects[kind].get(old_key, {}).get(where[2]) if old_key else None
+        if event_type != "DELETED" and old is not None and not _newer(obj, old):
+            return  # an older version arriving late
+        if old_key is not None:
+            self._objects[kind][old_key].pop(where[2], None)
+            if not self._objects[kind][old_key]:
+                del self._objects[kind][old_key]
+            del self._where[where]
+        key = self._key(obj)
+        if event_type == "DELETED" or key is None:
+            return
+        self._objects[kind].setdefault(key, {})[where[2]] = obj
+        self._where[where] = key
+
+    def of(self, kind: str, key: RunKey) -> list[Obj]:
+        return list(self._objects[kind].get(key, {}).values())
+
+    def replace(self, kind: str, key: RunKey, objs: list[Obj]) -> None:
+        """What a list of the run's objects showed: what it does not hold is gone (a deletion
+        the watch did not deliver); what it holds is kept unless the watch already brought a
+        newer version while the list was on its way."""
+        listed = {str((o.get("metadata") or {}).get("name", "")) for o in objs}
+        for obj in self.of(kind, key):
+            if str((obj.get("metadata") or {}).get("name", "")) not in listed:
+                self.seen(kind, "DELETED", obj)
+        for obj in objs:
+            self.seen(kind, "ADDED", obj)

@@ -281,6 +281,11 @@ def job_attempt(job: Obj, pod: Obj | None) -> Observed | None:
     return Observed(step, attempt, name, "job", started, None, pod=pod_name)
 
 
+def job_ended(job: Obj) -> bool:
+    """The Job has its terminal condition (Complete or Failed)."""
+    return _condition(job, "Complete") is not None or _condition(job, "Failed") is not None
+
+
 def job_event_matters(event_type: str | None, job: Obj) -> bool:
     """Whether a Job event can change what `job_attempt` says (or an attempt's Job vanished):
     the Job controller writes a running Job's status several times (active, ready, start time),
@@ -289,7 +294,7 @@ def job_event_matters(event_type: str | None, job: Obj) -> bool:
         return True
     if _obj(job.get("metadata")).get("deletionTimestamp"):
         return True
-    return any(_condition(job, c) is not None for c in ("Complete", "Failed"))
+    return job_ended(job)
 
 
 def pod_event_matters(event_type: str | None, pod: Obj) -> bool:

@@ -41,7 +41,7 @@ from planops.engine import (
 )
 from planops.engine.validation import DEFAULT_CAPSULE
 from planops.kube import manifests
-from planops.kube.cache import WatchCache
+from planops.kube.cache import RunObjects, WatchCache
 from planops.kube.client import ApiError, Kube
 from planops.kube.events import Recorder
 from planops.reconciler import asks as asks_
@@ -51,6 +51,7 @@ from planops.reconciler.observe import (
     child_attempt,
     controller_uid,
     job_attempt,
+    job_ended,
     owned,
     pods_by_job,
 )
@@ -86,6 +87,10 @@ class Reconciler:
     capsules: WatchCache | None = None
     #: Plans as the watch shows them, and as this reconciler last wrote them (handlers.plan_event)
     plans: WatchCache | None = None
+    #: Jobs and pods of runs as the watches show them (handlers.job_event / pod_event)
+    runs: RunObjects | None = None
+    #: Plans whose run objects the cache holds truly (_run_objects)
+    _trusted: set[tuple[str, str]] = field(default_factory=set)
     #: the resourceVersion of each Plan's last status write (own_write)
     _written: dict[tuple[str, str], str] = field(default_factory=dict)
 
@@ -156,6 +161,7 @@ class Reconciler:
             if previous.get("run") or generation > 1 or rerun:
                 await self._stop_other_runs(ref)
             previous = {"conditions": previous.get("conditions", [])}
+            self._trusted.add((namespace, name))  # nothing yet; its creations are written back
 
         spec, capsule, errors = await self.judge(plan, reuse=True)
         if errors:
@@ -364,9 +370,7 @@ class Reconciler:
         report = previous.get("report") or {}
         settled = tuple(StepRecord.from_json(s) for s in report.get("steps") or [])
         settled_ids = {s.step_id for s in settled}
-        jobs = owned(await self.kube.list_jobs(ref.namespace, ref.selector()), ref.uid)
-        listed = await self.kube.list_pods(ref.namespace, ref.selector()) if jobs else []
-        pods = pods_by_job(listed, jobs) if jobs else {}
+        jobs, pods = await self._run_objects(ref)
         # objects whose labels name no attempt of ours are not attempts (observe says why)
         found = [job_attempt(j, pods.get(j["metadata"]["name"])) for j in jobs]
         if any(s.capsule is not None for s in spec.steps):
@@ -442,6 +446,43 @@ class Reconciler:
         attempts += [w.fact() for w in asks_.waiting(previous) if w.step_id not in settled_ids]
         attempts += _vanished(previous, settled_ids, observed, attempts, self.clock())
         return Facts(settled, tuple(attempts)), observed, later
+
+    async def _run_objects(
+        self, ref: manifests.PlanRef
+    ) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+        """The run's Jobs (this Plan's own) and the pod of each, from the watch's cache when it
+        can be trusted, else listed (and the cache set right from the list). Trusted: this
+        reconciler listed the run since it started (or created the run itself), no resync asked
+        for a check since, and every Job that ended has its pod at hand (a success is never
+        settled without its pod's log because a pod event is late)."""
+        key = (ref.namespace, manifests.label_value(ref.name), ref.run)
+        plan = (ref.namespace, ref.name)
+        if self.runs is not None and plan in self._trusted:
+            jobs = owned(self.runs.of("job", key), ref.uid)
+            pods = pods_by_job(self.runs.of("pod", key), jobs)
+            if all(
+                j["metadata"]["name"] in pods or not job_ended(j) for j in jobs
+            ):  # otherwise: list, below
+                return jobs, pods
+        listed_jobs = await self.kube.list_jobs(ref.namespace, ref.selector())
+        listed_pods = (
+            await self.kube.list_pods(ref.namespace, ref.selector()) if listed_jobs else []
+        )
+        if self.runs is not None:
+            self.runs.replace("job", key, listed_jobs)
+            self.runs.replace("pod", key, listed_pods)
+            self._trusted.add(plan)
+        jobs = owned(listed_jobs, ref.uid)
+        return jobs, pods_by_job(listed_pods, jobs) if jobs else {}
+
+    def check_all(self) -> None:
+        """Trust no cached run (this replica starts leading: list each run once first)."""
+        self._trusted.clear()
+
+    def check(self, namespace: str, name: str) -> None:
+        """The next reconcile of this Plan lists its run's objects instead of trusting the
+        cache (the resync asks this: a deletion a watch did not deliver is found within it)."""
+        self._trusted.discard((namespace, name))
 
     def _answers(
         self,
@@ -591,7 +632,9 @@ class Reconciler:
                     child=body_or_refusal["metadata"]["name"],
                 )
             else:
-                await self.kube.create_job(ref.namespace, body_or_refusal)
+                job = await self.kube.create_job(ref.namespace, body_or_refusal)
+                if self.runs is not None:  # the next reconcile sees it even before the watch
+                    self.runs.seen("job", "ADDED", job)
         except ApiError as e:
             if e.already_exists:  # created before a restart: adopt it, if it is ours
                 return await self._adopt(ref, d, body_or_refusal)
@@ -807,6 +850,7 @@ class Reconciler:
 
     def forget(self, namespace: str, name: str) -> None:
         self._written.pop((namespace, name), None)
+        self._trusted.discard((namespace, name))
 
 
 async def _bounded(calls: list[Coroutine[Any, Any, T]], limit: int) -> list[T]:
