@@ -24,7 +24,9 @@ an identity of its own, classified by a FlowSchema of its own, read from
 `apiserver_flowcontrol_dispatched_requests_total`): the controller's, the requests its step pods
 make (Argo's executor writes task results; planops' pods make none), and the whole cluster's
 (kube-controller-manager's Job controller works for planops, the kubelet reports more containers
-for Argo); controller CPU seconds per step and peak RSS from /proc.
+for Argo); controller CPU seconds per step and peak RSS from /proc; and the CPU the step pods
+used per step (the node's pod cgroups: a trivial step's own work is nearly nothing, so this is
+what runs beside it, such as Argo's init and wait containers).
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ FIGURES = (
     "cluster_api_requests_per_step",
     "controller_cpu_s_per_step",
     "controller_rss_mib",
+    "pods_cpu_s_per_step",
     "etcd_bytes_per_run",
 )
 
@@ -408,6 +411,19 @@ def proc_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def pods_cpu_s() -> float:
+    """CPU seconds used so far by every pod on the node (the kubelet's /kubepods cgroup, v1
+    cpuacct or v2 cpu.stat): the steps' own work, and whatever runs beside it in their pods
+    (Argo's init and wait containers)."""
+    v1 = Path("/sys/fs/cgroup/cpuacct/kubepods/cpuacct.usage")
+    if v1.exists():
+        return int(v1.read_text()) / 1e9
+    for line in Path("/sys/fs/cgroup/kubepods/cpu.stat").read_text().splitlines():
+        if line.startswith("usage_usec"):
+            return int(line.split()[1]) / 1e6
+    return 0.0
+
+
 def proc_peak_rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -709,7 +725,7 @@ def measure(side: Side, cluster: Cluster, args: argparse.Namespace) -> dict[str,
             watches.append(Watch(cluster.kubeconfig, side.runs_resource, ns, runs.on))
             watches.append(Watch(cluster.kubeconfig, "pods", ns, pods.on))
         time.sleep(2)
-        req0, cpu0 = cluster.requests(), proc_cpu_s(side.pid)
+        req0, cpu0, pods0 = cluster.requests(), proc_cpu_s(side.pid), pods_cpu_s()
         out: dict[str, Any] = {}
 
         names = [f"burst-{i}" for i in range(args.burst)]
@@ -750,6 +766,7 @@ def measure(side: Side, cluster: Cluster, args: argparse.Namespace) -> dict[str,
         out["requests_by_flow_schema"] = {k: v for k, v in sorted(delta.items()) if v}
         out["controller_cpu_s_per_step"] = (proc_cpu_s(side.pid) - cpu0) / steps
         out["controller_rss_mib"] = proc_peak_rss_mib(side.pid)
+        out["pods_cpu_s_per_step"] = (pods_cpu_s() - pods0) / steps
         out["steps"] = steps
         out["settings"] = side.settings
         return out
