@@ -103,7 +103,8 @@ def main() -> None:
                 lambda spec=spec: validate(spec, resolver, POLICY), args.repeat
             )
             print(f"{shape:<10} {n:>7} {seconds * 1e3:>10.1f} {calls:>12} {calls / n:>8.1f}")
-    for n in (int(s) for s in args.map_sizes.split(",")):  # a run records at most 2,000 steps, the map included
+    # a run records at most 2,000 steps, the map included
+    for n in (int(s) for s in args.map_sizes.split(",")):
         seconds, calls = measure(lambda n=n: run_map(n), args.repeat)
         print(f"{'map':<10} {n:>7} {seconds * 1e3:>10.1f} {calls:>12} {calls / n:>8.1f}")
 
