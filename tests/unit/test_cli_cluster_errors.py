@@ -21,6 +21,15 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
+#: a complete kubeconfig whose server is a closed port on the loopback address
+CLOSED_PORT: dict[str, Any] = {
+    "current-context": "x",
+    "contexts": [{"name": "x", "context": {"cluster": "x", "user": "x"}}],
+    "clusters": [{"name": "x", "cluster": {"server": "https://127.0.0.1:1"}}],
+    "users": [{"name": "x", "user": {"token": "t"}}],
+}
+
+
 def kubeconfig(tmp_path: Path, **config: Any) -> str:
     path = tmp_path / "kubeconfig"
     path.write_text(json.dumps({"apiVersion": "v1", "kind": "Config", **config}))
@@ -48,12 +57,7 @@ def test_an_unreachable_server_is_named_with_the_errors_kind(
 ):
     path = kubeconfig(
         tmp_path,
-        **{
-            "current-context": "x",
-            "contexts": [{"name": "x", "context": {"cluster": "x", "user": "x"}}],
-            "clusters": [{"name": "x", "cluster": {"server": "https://127.0.0.1:1"}}],
-            "users": [{"name": "x", "user": {"token": "t"}}],
-        },
+        **CLOSED_PORT,
     )
     code, err = run(capsys, "get", "--kubeconfig", path)
     assert code == cluster.EXIT_CLUSTER
@@ -69,12 +73,7 @@ def test_a_bug_is_not_reported_as_an_unreachable_cluster(
     monkeypatch.setitem(cluster.VERBS, "get", broken)
     path = kubeconfig(
         tmp_path,
-        **{
-            "current-context": "x",
-            "contexts": [{"name": "x", "context": {"cluster": "x", "user": "x"}}],
-            "clusters": [{"name": "x", "cluster": {"server": "https://127.0.0.1:1"}}],
-            "users": [{"name": "x", "user": {"token": "t"}}],
-        },
+        **CLOSED_PORT,
     )
     with pytest.raises(KeyError):
         run(capsys, "get", "--kubeconfig", path)
