@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +10,12 @@ from typing import Any
 
 from planops.api import CapsuleSpec, PlanSpec
 from planops.engine import CapsuleResolver, capsules
+
+
+def time_bound(seconds: float) -> float:
+    """A timed test's bound: `seconds`, times PLANOPS_TEST_TIME_FACTOR when set (a mutation run
+    sets it: mutmut's trampolines make every call of the mutated modules slower)."""
+    return seconds * float(os.environ.get("PLANOPS_TEST_TIME_FACTOR", "1"))
 
 
 def plan(*steps: dict[str, Any], **spec: Any) -> PlanSpec:

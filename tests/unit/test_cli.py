@@ -1,4 +1,5 @@
-"""The CLI contract (DESIGN §6): exit codes, `-o json` shapes, one-line errors naming file+field."""
+"""The CLI contract (docs/cli.md): exit codes, `-o json` shapes, one-line errors naming file and
+field."""
 
 from __future__ import annotations
 

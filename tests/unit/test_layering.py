@@ -1,4 +1,5 @@
-"""The engine and the api layer are pure: no kopf, no kubernetes, no I/O layers (DESIGN §5)."""
+"""The engine and the api layer are pure: no kopf, no kubernetes, no I/O layers
+(docs/architecture.md)."""
 
 import ast
 import subprocess

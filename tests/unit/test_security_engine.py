@@ -10,9 +10,9 @@ import pytest
 
 from planops.engine import Policy, Run, validate
 
-from .helpers import capsule, plan, resolver
+from .helpers import capsule, plan, resolver, time_bound
 
-BOUND_SECONDS = 3.0
+BOUND_SECONDS = time_bound(3.0)
 
 
 def nested(depth: int):

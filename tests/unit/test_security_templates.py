@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 
 from planops.engine import templates, validate
 
-from .helpers import plan, resolver
+from .helpers import plan, resolver, time_bound
 
 OLD_TEMPLATE = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 #: generous: the old scanner needs minutes on these; the new one milliseconds
-BOUND_SECONDS = 2.0
+BOUND_SECONDS = time_bound(2.0)
 
 
 def timed(fn, *args):

@@ -2,7 +2,8 @@
 
 Seed 2 writes every step as a tool call: `tool_name` names a catalog tool, a sub-plan
 (`plan__<identifier>`) or a control step (`map`, `decide`, ...) whose grammar is the `input`; its
-steps "run sequentially". planops spells the same plan as a DAG (DESIGN.md §1), so the importer:
+steps "run sequentially". planops spells the same plan as a DAG (docs/plan-language.md), so the
+importer:
 
 - chains the steps with `dependsOn` (each step depends on the one before);
 - `tool_name: <control>` -> the control key (`map: {...}`), bodies converted the same way (a

@@ -33,7 +33,7 @@ from planops.cli import graph, render, timeline
 from planops.cli.inputs import InputError, load, with_default_capsule
 from planops.engine import control
 from planops.engine.report import parse_rfc3339
-from planops.kube.client import ApiError, Kube
+from planops.kube.client import UNREACHABLE, ApiError, ConfigError, Kube
 from planops.kube.manifests import (
     ANNOTATION_CANCEL,
     ANNOTATION_RERUN,
@@ -89,10 +89,12 @@ def run(args: argparse.Namespace) -> int:
         hint = " (is the planops CRD installed? kubectl apply -f crds/)" if e.not_found else ""
         sys.stderr.write(f"error: the cluster answered {e.status} {e.reason}: {e.message}{hint}\n")
         return EXIT_CLUSTER
-    except (OSError, Exception) as e:
-        if isinstance(e, KeyboardInterrupt):
-            raise
-        sys.stderr.write(f"error: cannot reach the cluster: {e}\n")
+    except ConfigError as e:
+        where = f"--kubeconfig {args.kubeconfig}" if args.kubeconfig else "the kubeconfig"
+        sys.stderr.write(f"error: {where}: {e}\n")
+        return EXIT_CLUSTER
+    except UNREACHABLE as e:  # anything else is a bug: its traceback says where
+        sys.stderr.write(f"error: cannot reach the cluster: {type(e).__name__}: {e}\n")
         return EXIT_CLUSTER
 
 

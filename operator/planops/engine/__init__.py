@@ -1,7 +1,10 @@
 """The pure engine: validation, the DAG, references, conditions, the decider and the report.
 
 No kopf, no kubernetes, no I/O (enforced by tests/unit/test_layering.py); the clock is passed in.
-This is the public surface; the modules behind it are private to the package.
+This is the surface most callers need. The executors also import three modules directly, for
+what only they hold: engine.report (the RFC 3339 times of statuses and events), engine.facts
+(AttemptFact and Dispatch, for ask steps) and engine.validation (DEFAULT_CAPSULE, the
+resolver over fixed Capsules). Those names are kept stable like the ones below.
 """
 
 from planops.engine.decider import Run, decide

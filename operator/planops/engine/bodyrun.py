@@ -50,10 +50,17 @@ class _Active:
     accumulator: Any = None
     verdict: bool | None = None
     runs: dict[int, Run] = field(default_factory=dict)
+    #: the runs not done yet (what each decide advances: never a scan of all the items)
+    live: dict[int, Run] = field(default_factory=dict)
     harvested: dict[int, int] = field(default_factory=dict)
     done: dict[int, Any] = field(default_factory=dict)  # position -> result
     next: int = 0
     failure: str | None = None
+    #: key -> position (a map's keys are its item numbers, a decide's its branch): no list scan
+    positions: dict[str, int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.positions = {key: pos for pos, key in enumerate(self.keys)}
 
 
 class Bodies:
@@ -130,7 +137,7 @@ class Bodies:
             scope=self._scope(a, pos),
             prefix=bodies.qualified(a.step.id, a.keys[pos], ""),
         )
-        a.runs[pos] = sub
+        a.runs[pos] = a.live[pos] = sub
         return sub
 
     # -- each decide --------------------------------------------------------------------------
@@ -149,9 +156,7 @@ class Bodies:
             ):
                 self._start(a, a.next)
                 a.next += 1
-            for pos, sub in list(a.runs.items()):
-                if pos in a.done:
-                    continue
+            for pos, sub in list(a.live.items()):
                 if not stopped:
                     ctl, key = a.step.id, a.keys[pos]
                     dispatch += [
@@ -196,6 +201,7 @@ class Bodies:
         last = sub.last_record()
         result = bodies.result_value(last.status, last.output) if last is not None else None
         a.done[pos] = result
+        a.live.pop(pos, None)
         if a.kind == "reduce":
             a.accumulator = result
         if sub.exited is not None:
@@ -238,9 +244,10 @@ class Bodies:
         key, _, local = rest.partition(".")
         i = self.run.graph.index.get(ctl)
         a = self.active.get(i) if i is not None else None
-        if a is None or key not in a.keys:
+        pos = a.positions.get(key) if a is not None else None
+        if a is None or pos is None:
             return
-        sub = a.runs.get(a.keys.index(key))
+        sub = a.runs.get(pos)
         if sub is not None:
             sub.finish_attempt(local, attempt, *args)
 
@@ -276,8 +283,7 @@ class Bodies:
         times = [
             t
             for a in self.active.values()
-            for pos, sub in a.runs.items()
-            if pos not in a.done
+            for sub in a.live.values()
             for t in (sub.wake_at(),)
             if t is not None
         ]
@@ -287,7 +293,7 @@ class Bodies:
         return [
             (bodies.qualified(a.step.id, a.keys[pos], sid), attempt)
             for a in self.active.values()
-            for pos, sub in a.runs.items()
+            for pos, sub in a.live.items()
             for sid, attempt in sub.in_flight_attempts()
         ]
 
@@ -312,14 +318,14 @@ class Bodies:
         by_pos: dict[int, tuple[list[StepRecord], list[AttemptFact]]] = {}
         for rec in records:
             _, key, local = rec.step_id.split(".", 2)
-            if key in a.keys:
-                by_pos.setdefault(a.keys.index(key), ([], []))[0].append(
-                    rec._replace(step_id=local)
-                )
+            pos = a.positions.get(key)
+            if pos is not None:
+                by_pos.setdefault(pos, ([], []))[0].append(rec._replace(step_id=local))
         for f in attempts:
             _, key, local = f.step_id.split(".", 2)
-            if key in a.keys:
-                by_pos.setdefault(a.keys.index(key), ([], []))[1].append(replace(f, step_id=local))
+            pos = a.positions.get(key)
+            if pos is not None:
+                by_pos.setdefault(pos, ([], []))[1].append(replace(f, step_id=local))
         for pos in sorted(by_pos):  # in item order: a reduce's accumulator comes from the last
             recs, atts = by_pos[pos]
             sub = self._start(a, pos, Facts(tuple(recs), tuple(atts)))

@@ -103,8 +103,9 @@ class _Checker:
     default_verdict: list[tuple[str, str]] | None = None
     #: each shell line split once per plan (the shell check and the template check both need it)
     words: dict[str, list[str] | None] = field(default_factory=dict)
-    #: the ancestors of a control step, computed once for all the templates of its bodies
-    body_ancestors: dict[int, set[str]] = field(default_factory=dict)
+    #: refusals that hold unless a step waits for another (error slot, step, other), all
+    #: answered at once at the end (Graph.waits_for): no walk of the ancestors per template
+    unless: list[tuple[int, int, int]] = field(default_factory=list)
     #: why a line could not be split (shlex is slow on long lines: never split one twice)
     split_errors: dict[str, str] = field(default_factory=dict)
 
@@ -120,6 +121,20 @@ class _Checker:
 
     def add(self, code: str, step: str | None, path: str, message: str) -> None:
         self.errors.append(PlanError(code, step, path, message))
+
+    def add_unless(self, waits: _Unless, code: str, step: str | None, path: str) -> None:
+        """A refusal that is dropped if step `waits.i` turns out to wait for `waits.r`."""
+        self.unless.append((len(self.errors), waits.i, waits.r))
+        self.add(code, step, path, waits.message)
+
+    def settle_unless(self, graph: Graph) -> None:
+        """Drop the refusals of add_unless whose condition holds (one pass over the graph)."""
+        if not self.unless:
+            return
+        holds = graph.waits_for((i, r) for _, i, r in self.unless)
+        drop = {slot for slot, i, r in self.unless if (i, r) in holds}
+        self.errors = [e for n, e in enumerate(self.errors) if n not in drop]
+        self.unless = []
 
     def check(self, where: str) -> None:
         """Past the budget (if any), validation stops here (_OverBudgetError)."""
@@ -271,6 +286,7 @@ def _validate(checker: _Checker) -> list[PlanError]:
         for where, message in workspace.problems(spec.workspace, checker.capsule, name):
             checker.add("workspace", None, f"workspace.{where}", message)
     _check_templates(checker, graph)
+    checker.settle_unless(graph)
     for cycle in graph.cycles():
         first = graph.index[cycle[0]]
         loop = " -> ".join(graph.cycle_path(cycle))
@@ -468,20 +484,19 @@ def _check_input(c: _Checker) -> None:
         c.add("input-schema", None, f"input{where}", err.message)
 
 
-def _ancestors(graph: Graph, i: int) -> set[str]:
-    seen: set[int] = set()
-    stack = list(graph.deps[i])
-    while stack:
-        j = stack.pop()
-        if j not in seen:
-            seen.add(j)
-            stack.extend(graph.deps[j])
-    return {graph.ids[j] for j in seen}
+@dataclass(frozen=True, slots=True)
+class _Unless:
+    """A template's refusal, `message`, unless step `i` waits for step `r` (directly or
+    through other steps): answered for every template of the plan at once (_Checker.unless)."""
+
+    i: int
+    r: int
+    message: str
 
 
 #: steps whose result fields are readable directly ({{scan.results}}, {{pick.items}})
 RESULT_KINDS = ("exit", "filter", "decide", "map", "reduce", "ask")
-RootCheck = Callable[[templates.Template], str | None]
+RootCheck = Callable[[templates.Template], str | _Unless | None]
 
 
 def _field_problem(t: templates.Template, step: Step | None) -> str | None:
@@ -502,20 +517,24 @@ def _check_templates(c: _Checker, graph: Graph) -> None:
             c.check(path)
         if step.id in templates.RESERVED:
             _reserved_id(c, step.id, path)
-        ancestors: set[str] | None = None
+        direct: set[str] | None = None
 
-        def root_problem(t: templates.Template, i: int = i, step: Step = step) -> str | None:
-            nonlocal ancestors
+        def root_problem(
+            t: templates.Template, i: int = i, step: Step = step
+        ) -> str | _Unless | None:
+            nonlocal direct
             problem = _template_root_problem(graph, t)
             if problem is None and t.root not in templates.RESERVED:
                 problem = _field_problem(t, steps[graph.index[t.root]])
-                if problem is None and t.root in step.depends_on:
-                    return None  # a direct dependency: no walk of the ancestors
-                ancestors = _ancestors(graph, i) if ancestors is None else ancestors
-                if problem is None and t.root not in ancestors:
-                    problem = (
+                if problem is None:
+                    direct = set(step.depends_on) if direct is None else direct
+                    if t.root in direct:
+                        return None  # a direct dependency: nothing to ask the graph
+                    return _Unless(
+                        i,
+                        graph.index[t.root],
                         f"{t.text} uses step {t.root!r}, which this step does not depend on "
-                        "(add it to dependsOn, directly or through another step)"
+                        "(add it to dependsOn, directly or through another step)",
                     )
             return problem
 
@@ -583,7 +602,9 @@ def _check_step_templates(c: _Checker, step: Step, path: str, root_problem: Root
         if where in scoped and t.root in ("item", "index"):
             continue
         problem = root_problem(t)
-        if problem:
+        if isinstance(problem, _Unless):
+            c.add_unless(problem, "template", step.id, where)
+        elif problem:
             c.add("template", step.id, where, problem)
 
 
@@ -649,7 +670,7 @@ def _check_bodies(c: _Checker, graph: Graph, i: int, step: Step, path: str, seen
                     earlier: dict[str, Step] = earlier,
                     kind: str = kind,
                     scope: set[str] = scope,
-                ) -> str | None:
+                ) -> str | _Unless | None:
                     return _body_root_problem(c, graph, i, kind, scope, earlier, t)
 
                 _check_step_templates(c, named, bpath, root_problem)
@@ -664,7 +685,7 @@ def _body_root_problem(
     scope: set[str],
     earlier: dict[str, Step],
     t: templates.Template,
-) -> str | None:
+) -> str | _Unless | None:
     if t.root in templates.RESERVED:
         if t.root in scope:
             return None
@@ -675,13 +696,12 @@ def _body_root_problem(
         return _field_problem(t, earlier[t.root])
     if t.root in graph.index:
         problem = _field_problem(t, c.spec.steps[graph.index[t.root]])
-        if i not in c.body_ancestors:
-            c.body_ancestors[i] = _ancestors(graph, i)
-        if problem is None and t.root not in c.body_ancestors[i]:
-            control_id = c.spec.steps[i].id
-            problem = (
-                f"{t.text} uses step {t.root!r}, which the {kind} step {control_id!r} does not "
-                "depend on (add it to its dependsOn)"
+        if problem is None:
+            return _Unless(
+                i,
+                graph.index[t.root],
+                f"{t.text} uses step {t.root!r}, which the {kind} step {c.spec.steps[i].id!r} "
+                "does not depend on (add it to its dependsOn)",
             )
         return problem
     return (

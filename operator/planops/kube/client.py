@@ -9,11 +9,14 @@ reconciler turns into a defined outcome (AlreadyExists = adopt, Forbidden from a
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any, cast
 
+import aiohttp
+import yaml
 from kubernetes.aio import client
 from kubernetes.aio import config as _config
 
@@ -47,6 +50,15 @@ class ApiError(Exception):
             or "policy" in self.message.lower()
         )
 
+
+class ConfigError(Exception):
+    """No usable credentials: the kubeconfig cannot be read, or lacks a context, cluster or user
+    it needs (and no pod's own credentials either)."""
+
+
+#: What reaching the API server can raise besides an answer (ApiError): refused or reset
+#: connections, names that do not resolve, TLS failures, no answer in time.
+UNREACHABLE: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError, asyncio.TimeoutError)
 
 # kubernetes.aio.config is untyped
 config: Any = _config
@@ -85,14 +97,20 @@ class Kube:
 
     @classmethod
     async def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> Kube:
-        """In-cluster credentials, else the kubeconfig (given, $KUBECONFIG, ~/.kube/config)."""
-        if kubeconfig or context:
-            await config.load_kube_config(config_file=kubeconfig, context=context)
-        else:
-            try:
-                config.load_incluster_config()
-            except config.ConfigException:
-                await config.load_kube_config()
+        """In-cluster credentials, else the kubeconfig (given, $KUBECONFIG, ~/.kube/config);
+        ConfigError when neither is usable."""
+        try:
+            if kubeconfig or context:
+                await config.load_kube_config(config_file=kubeconfig, context=context)
+            else:
+                try:
+                    config.load_incluster_config()
+                except config.ConfigException:
+                    await config.load_kube_config()
+        except config.ConfigException as e:
+            raise ConfigError(str(e)) from None
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:  # the file itself
+            raise ConfigError(f"cannot read it: {type(e).__name__}: {e}") from None
         return cls(client.ApiClient())
 
     async def close(self) -> None:
