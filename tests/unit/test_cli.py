@@ -233,6 +233,10 @@ def test_ctrl_c_stops_every_step_process(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # as a terminal's foreground job: a test run started in the background by a
+        # non-interactive shell (CI scripts do) inherits SIGINT ignored, and Python keeps an
+        # ignored SIGINT ignored, so Ctrl-C would never reach the CLI
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
     )
     for _ in range(600):  # a loaded machine may take a while to start three processes
         time.sleep(0.05)
