@@ -201,23 +201,17 @@ def job_attempt(job: Obj, pod: Obj | None) -> Observed | None:
     message = _text(_obj(state.get("terminated")).get("message"))
     containers = _list(_obj(_obj(spec.get("template")).get("spec")).get("containers"))
     limits = _obj(_obj(_obj(containers[0] if containers else {}).get("resources")).get("limits"))
-    if (done := _condition(job, "Complete")) is not None:
-        return Observed(
-            step,
-            attempt,
-            name,
-            "job",
-            started,
-            "success",
-            finished_at=_time(done.get("lastTransitionTime")),
-            pod=pod_name,
-            termination_message=message,
+    done = _condition(job, "Complete")
+    # Settled by the Job's Complete, or already by its pod: the Job controller batches pod
+    # updates (about 1 s) before it marks the Job Complete, and that second would be most of a
+    # step-to-step latency. A pod that Succeeded is terminal (restartPolicy Never, backoffLimit
+    # 0): its Job can only follow.
+    if done is not None or _pod_succeeded(pod):
+        finished = (
+            done.get("lastTransitionTime")
+            if done is not None
+            else _obj(state.get("terminated")).get("finishedAt")
         )
-    if _pod_succeeded(pod):
-        # Settled by the pod: the Job controller batches pod updates (about 1 s) before it marks
-        # the Job Complete, and that second would be most of a step-to-step latency. A pod that
-        # Succeeded is terminal (restartPolicy Never, backoffLimit 0): its Job can only follow.
-        term = _obj(state.get("terminated"))
         return Observed(
             step,
             attempt,
@@ -225,7 +219,7 @@ def job_attempt(job: Obj, pod: Obj | None) -> Observed | None:
             "job",
             started,
             "success",
-            finished_at=_time(term.get("finishedAt")),
+            finished_at=_time(finished),
             pod=pod_name,
             termination_message=message,
         )
