@@ -55,6 +55,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "image"))
 
+from bench.operator_bench import apply_many  # noqa: E402
 from ocitar import image, layer  # noqa: E402
 from tests.conftest import KUBECTL, Kube  # noqa: E402
 from tests.e2e.conftest import capsule, free_port, plan, start_operator  # noqa: E402
@@ -394,18 +395,6 @@ class Pods:
 # -- the sides ---------------------------------------------------------------------------------
 
 
-def apply_list(kube: Kube, ns: str, objs: list[dict[str, Any]]) -> None:
-    kube.run(
-        "apply",
-        "-n",
-        ns,
-        "-f",
-        "-",
-        timeout=600,
-        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}),
-    )
-
-
 def proc_cpu_s(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -731,7 +720,7 @@ def measure(side: Side, cluster: Cluster, args: argparse.Namespace) -> dict[str,
         names = [f"burst-{i}" for i in range(args.burst)]
         progress(f"{side.name}: {args.burst} one-step runs at once")
         t0 = time.monotonic()
-        apply_list(cluster.kube, nss["burst"], [side.one_step(n) for n in names])
+        apply_many(cluster.kube, nss["burst"], [side.one_step(n) for n in names])
         last = runs.wait(names, 120 + args.burst * 10) - t0
         out["burst_last_s"] = last
         out["throughput_runs_per_s"] = args.burst / last
