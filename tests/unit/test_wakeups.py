@@ -243,3 +243,18 @@ def test_the_operator_has_no_change_detecting_handlers_so_it_needs_no_diff_base(
     assert list(registry._changing.get_all_handlers()) == []
     assert list(registry._spawning.get_all_handlers()) == []
     assert {h.id for h in registry._watching.get_all_handlers()} >= {"plan_event", "pod_event"}
+
+
+def test_a_running_plans_duration_alone_is_not_written_but_its_end_is():
+    kube = _Kube()
+    r = Reconciler(kube)  # type: ignore[arg-type]
+    running = {"phase": "Running", "progress": "1/2", "duration": "1s"}
+    plan = {"metadata": {"namespace": "ns", "name": "p"}, "status": running}
+    asyncio.run(r._write(plan, running, {**running, "duration": "3s"}))
+    assert kube.version == 41  # no patch: only the clock moved
+    asyncio.run(r._write(plan, running, {**running, "progress": "2/2", "duration": "3s"}))
+    assert kube.version == 42  # a real change carries the new duration with it
+    done = {**running, "phase": "Succeeded", "duration": "4s"}
+    plan["status"] = {**done, "duration": "3s"}
+    asyncio.run(r._write(plan, plan["status"], done))
+    assert kube.version == 43  # a finished plan's duration is final: written

@@ -823,9 +823,16 @@ class Reconciler:
     async def _write(
         self, plan: dict[str, Any], previous: dict[str, Any], new: dict[str, Any]
     ) -> None:
-        """One status patch per reconcile, and none when nothing changed."""
+        """One status patch per reconcile, and none when nothing changed. A running plan's
+        `duration` alone is no change: it is refreshed with the next real one and final when the
+        plan ends (a Job's Complete after its pod's success already settled the step would
+        otherwise cost a patch that only says one second later)."""
         new = {k: v for k, v in new.items() if v is not None}
-        if (plan.get("status") or {}) == new:
+        old = plan.get("status") or {}
+        if old == new or (
+            new.get("phase") not in FINISHED
+            and {**old, "duration": None} == {**new, "duration": None}
+        ):
             return
         meta = plan["metadata"]
         written = await self.kube.patch_plan_status(meta["namespace"], meta["name"], new)
