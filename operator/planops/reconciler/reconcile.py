@@ -145,6 +145,7 @@ class Reconciler:
         fresh = (previous.get("run") or {}).get("id") != rid
         if not fresh and previous.get("phase") in FINISHED:
             self._set_running((namespace, name), 0)
+            self._close(ref)
             return None
         events = Recorder(self.kube, plan)
         now = self.clock()
@@ -291,6 +292,8 @@ class Reconciler:
         )
         await self._write(plan, previous, new)
         await events.flush()
+        if finished:
+            self._close(ref)
         # wake up at the first question's deadline (whenUnanswered applies then), and at the
         # plan's own deadline
         wake = [w.deadline for w in waiting]
@@ -474,6 +477,12 @@ class Reconciler:
             self._trusted.add(plan)
         jobs = owned(listed_jobs, ref.uid)
         return jobs, pods_by_job(listed_pods, jobs) if jobs else {}
+
+    def _close(self, ref: manifests.PlanRef) -> None:
+        """The run ended: its Jobs and pods are not read again (RunObjects.close)."""
+        if self.runs is not None:
+            self.runs.close((ref.namespace, manifests.label_value(ref.name), ref.run))
+        self._trusted.discard((ref.namespace, ref.name))
 
     def check_all(self) -> None:
         """Trust no cached run (this replica starts leading: list each run once first)."""
@@ -759,6 +768,7 @@ class Reconciler:
             )
         await self._write(plan, previous, new)
         await events.flush()
+        self._close(ref)
 
     # -- report -----------------------------------------------------------------------------------
 
