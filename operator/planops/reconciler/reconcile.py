@@ -43,7 +43,7 @@ from planops.engine.validation import DEFAULT_CAPSULE
 from planops.kube import manifests
 from planops.kube.cache import RunObjects, WatchCache
 from planops.kube.client import ApiError, Kube
-from planops.kube.events import Recorder
+from planops.kube.events import Poster, Recorder
 from planops.reconciler import asks as asks_
 from planops.reconciler import status as status_
 from planops.reconciler.observe import (
@@ -91,6 +91,8 @@ class Reconciler:
     runs: RunObjects | None = None
     #: Plans whose run objects the cache holds truly (_run_objects)
     _trusted: set[tuple[str, str]] = field(default_factory=set)
+    #: posts the Events in the background (None: each reconcile posts its own)
+    poster: Poster | None = None
     #: the resourceVersion of each Plan's last status write (own_write)
     _written: dict[tuple[str, str], str] = field(default_factory=dict)
 
@@ -147,7 +149,7 @@ class Reconciler:
             self._set_running((namespace, name), 0)
             self._close(ref)
             return None
-        events = Recorder(self.kube, plan)
+        events = Recorder(self.kube, plan, self.poster)
         now = self.clock()
         run_info = {
             "id": rid,
