@@ -247,9 +247,6 @@ async def serve(kube: Kube, args: argparse.Namespace, ns: str) -> int:
     if args.name and await kube.get_plan(ns, args.name) is None:
         sys.stderr.write(f"error: plan {args.name!r} not found in namespace {ns}\n")
         return cluster.EXIT_INPUT
-    if not 0 <= args.port <= 65535:
-        sys.stderr.write(f"error: --port {args.port}: a port is 0 (any free one) to 65535\n")
-        return cluster.EXIT_INPUT
     await kube.list_plans(ns, "")  # refused (RBAC, no CRD): said now, as the other verbs do
     try:
         sock = listen(args.port)
@@ -275,6 +272,9 @@ async def serve(kube: Kube, args: argparse.Namespace, ns: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not 0 <= args.port <= 65535:
+        sys.stderr.write(f"error: --port {args.port}: a port is 0 (any free one) to 65535\n")
+        return cluster.EXIT_INPUT
     try:
         return cluster.run(args, serve)
     except KeyboardInterrupt:
