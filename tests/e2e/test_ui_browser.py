@@ -15,6 +15,7 @@ import re
 import socket
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -105,11 +106,13 @@ def ui(kubeconfig: str, ui_ns: str) -> Iterator[str]:
         stop(proc)
 
 
-def shot(driver: Any, name: str) -> Path:
+def shot(driver: Any, name: str, capsys: pytest.CaptureFixture[str]) -> Path:
+    """A screenshot in .artifacts/ui/ (gitignored), its path printed past pytest's capture."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / name
     driver.save_screenshot(str(path))
-    print(f"screenshot: {path}")
+    with capsys.disabled():
+        print(f"\nscreenshot: {path}")
     return path
 
 
@@ -140,12 +143,12 @@ def click_step(driver: Any, step: str) -> None:
 
 
 def test_a_running_plans_graph_turns_succeeded_live_and_a_steps_log_opens(
-    kube: Kube, ui_ns: str, ui: str, browser: Any
+    kube: Kube, ui_ns: str, ui: str, browser: Any, capsys: pytest.CaptureFixture[str]
 ):
     kube.apply(
         plan(
             "fan",
-            {"id": "prepare", "shell": "sh -c 'sleep 6; echo ready'"},
+            {"id": "prepare", "shell": "sh -c 'sleep 8; echo ready'"},
             {"id": "left", "shell": "sh -c 'sleep 3; echo left side'", "dependsOn": ["prepare"]},
             {"id": "right", "shell": "sh -c 'sleep 2; echo right side'", "dependsOn": ["prepare"]},
             {"id": "join", "shell": "sh -c 'echo joined'", "dependsOn": ["left", "right"]},
@@ -170,12 +173,12 @@ def test_a_running_plans_graph_turns_succeeded_live_and_a_steps_log_opens(
     assert "left side" in until(browser, "document.querySelector('#log')?.textContent")
     pod = browser.execute_script("return document.querySelector('#detail p.muted:last-of-type')")
     assert pod is not None
-    shot(browser, "plan.png")
+    shot(browser, "plan.png", capsys)
     browser.get(ui)
     until(browser, "document.querySelector(\"tr[data-plan='fan']\")")
     row = browser.find_element("css selector", "tr[data-plan='fan']").text
     assert "Succeeded" in row and "4/4" in row
-    shot(browser, "plans.png")
+    shot(browser, "plans.png", capsys)
 
 
 def test_a_steps_output_with_markup_is_shown_as_text_and_runs_nothing(
@@ -198,10 +201,20 @@ def test_a_steps_output_with_markup_is_shown_as_text_and_runs_nothing(
     assert browser.execute_script(made) == 0
     severe = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert severe == []
+    # once the step's pod is gone, its log is the output the report recorded
+    kube.run("delete", "pods", "-n", ui_ns, "-l", "planops.dev/plan=hostile", "--wait=true")
+    with urllib.request.urlopen(f"{ui}/api/plans/hostile/log?step=say", timeout=30) as r:
+        after = json.loads(r.read())
+    assert (after["source"], after["text"]) == ("report", XSS + "\n")
 
 
 def test_a_waiting_ask_shows_its_answer_command_and_a_child_plan_is_linked(
-    kube: Kube, kubeconfig: str, ui_ns: str, ui: str, browser: Any
+    kube: Kube,
+    kubeconfig: str,
+    ui_ns: str,
+    ui: str,
+    browser: Any,
+    capsys: pytest.CaptureFixture[str],
 ):
     ask = {
         "prompt": "Ship <it>?",
@@ -224,7 +237,7 @@ def test_a_waiting_ask_shows_its_answer_command_and_a_child_plan_is_linked(
     assert statuses(browser)["confirm"] == "waiting"
     click_step(browser, "sub")
     child = until(browser, "document.querySelector('a.child')?.textContent")
-    shot(browser, "ask.png")
+    shot(browser, "ask.png", capsys)
     browser.find_element("css selector", "a.child").click()
     until(browser, "document.body.dataset.phase === 'Succeeded'")
     assert browser.find_element("css selector", "#parent").text == "gated"
