@@ -310,13 +310,20 @@ def argocd(
     """Argo CD's repo server, application controller and API server, out of the cluster."""
     for crd in _manifests(argocd_bin):
         kube.apply(crd, "--server-side", "--force-conflicts")
-    kube.run(
-        "wait",
-        "--for=condition=Established",
-        "crd/applications.argoproj.io",
-        "crd/appprojects.argoproj.io",
-        "--timeout=60s",
-    )
+    deadline = time.monotonic() + 60  # a CRD just created has no conditions for a moment
+    while (
+        kube.run(
+            "wait",
+            "--for=condition=Established",
+            "crd/applications.argoproj.io",
+            "crd/appprojects.argoproj.io",
+            "--timeout=30s",
+            check=False,
+        ).returncode
+        != 0
+    ):
+        assert time.monotonic() < deadline, "Argo CD's CRDs never became Established"
+        time.sleep(1)
     ns = f"argocd-{uuid.uuid4().hex[:8]}"
     kube.run("create", "namespace", ns)
     d = tmp_path_factory.mktemp("argocd")
@@ -359,6 +366,8 @@ def argocd(
             "ARGOCD_FAKE_IN_CLUSTER": "true",
             "ARGOCD_GPG_ENABLED": "false",
             "HOME": str(home),
+            # the repo server runs git-verify-wrapper.sh, shipped beside the binary
+            "PATH": f"{argocd_bin}:{os.environ['PATH']}",
             "TMPDIR": str(d),
         }
         repo_port, repo_metrics = free_port(), free_port()
@@ -372,6 +381,7 @@ def argocd(
                 f"--metrics-port={repo_metrics}",
                 f"--redis={redis}",
                 "--disable-tls",
+                "--client-ca-path=",  # its default is a file of an in-cluster install
                 "--logformat=text",
             ],
             d / "repo-server.log",
