@@ -80,7 +80,13 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     memo.plans = WatchCache()
     memo.runs = RunObjects(LABEL_PLAN, LABEL_RUN)
     memo.reconciler = Reconciler(
-        kube, CONFIG.policy, capsules=memo.capsules, plans=memo.plans, runs=memo.runs
+        kube,
+        CONFIG.policy,
+        capsules=memo.capsules,
+        plans=memo.plans,
+        runs=memo.runs,
+        chunk_records=CONFIG.chunk_records,
+        status_records=CONFIG.status_records,
     )
     memo.queue = Coalescer(memo.reconciler.reconcile, workers=CONFIG.workers, gate=gate)
     memo.queue.start()

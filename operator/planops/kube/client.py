@@ -170,9 +170,12 @@ class Kube:
         return await self.get_object("plans", namespace, name)
 
     async def list_plans(self, namespace: str, selector: str) -> list[Obj]:
+        return await self._list_custom("plans", namespace, selector)
+
+    async def _list_custom(self, plural: str, namespace: str, selector: str) -> list[Obj]:
         data = await _json(
             await self._custom.list_namespaced_custom_object_without_preload_content(
-                API_GROUP, VERSION, namespace, "plans", label_selector=selector
+                API_GROUP, VERSION, namespace, plural, label_selector=selector
             )
         )
         return list(data["items"])
@@ -268,6 +271,43 @@ class Kube:
                 API_GROUP, VERSION, namespace, "capsules", body
             )
         )
+
+    # -- PlanReports: a run's report, in chunks (planops.reconciler.reports) --------------------
+
+    async def list_plan_reports(self, namespace: str, selector: str) -> list[Obj]:
+        return await self._list_custom("planreports", namespace, selector)
+
+    async def create_plan_report(self, namespace: str, body: Obj) -> None:
+        await _json(
+            await self._custom.create_namespaced_custom_object_without_preload_content(
+                API_GROUP, VERSION, namespace, "planreports", body
+            )
+        )
+
+    async def patch_plan_report(self, namespace: str, name: str, patch: list[Obj]) -> None:
+        """A JSON Patch (the chunk's append: its `test` fails with 422 on a stale count)."""
+        await _json(
+            await self._custom.patch_namespaced_custom_object_without_preload_content(
+                API_GROUP,
+                VERSION,
+                namespace,
+                "planreports",
+                name,
+                patch,
+                _content_type="application/json-patch+json",
+            )
+        )
+
+    async def delete_plan_report(self, namespace: str, name: str) -> None:
+        try:
+            await _json(
+                await self._custom.delete_namespaced_custom_object_without_preload_content(
+                    API_GROUP, VERSION, namespace, "planreports", name
+                )
+            )
+        except ApiError as e:
+            if not e.not_found:
+                raise
 
     # -- any planops kind (scheduled plans; cluster-scoped when namespace is None) -----------------
 
