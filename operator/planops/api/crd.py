@@ -27,8 +27,9 @@ from planops.api.models import (
 )
 
 VERSION = "v1alpha1"
-#: literal steps: as many of the smallest steps (~26 bytes) as a spec of 768 KiB holds (the
-#: spec shares one object with its status; planops.reconciler.status has the budgets)
+#: a Plan's spec as stored JSON: its status (planops.reconciler.status) shares the one object
+SPEC_BUDGET = 768 << 10
+#: literal steps: as many of the smallest steps (~26 bytes) as SPEC_BUDGET holds
 MAX_STEPS = 30_000
 MAX_DEPENDS_ON = 256
 
@@ -683,7 +684,7 @@ def plan_report_crd() -> dict[str, Any]:
     record = _obj(
         "One settled step, as in the Plan's status.report.steps.",
         {
-            "stepId": _s("The step (a body step: <control>.<branch or item>.<step>)."),
+            "stepId": _s("The step (a body step: CONTROL.BRANCH-OR-ITEM.STEP, e.g. scan.3.probe)."),
             "status": _s("success, failed or skipped."),
             "output": _s("The step's output, cut to its share of the report (docs/operator.md)."),
             "error": _s("Why it failed or was skipped."),

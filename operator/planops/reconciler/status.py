@@ -25,20 +25,28 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from planops.api.crd import MAX_STEPS, SPEC_BUDGET
 from planops.engine import AttemptFact, PlanError, Report
 from planops.engine.report import parse_rfc3339, rfc3339
 
-__all__ = ["cap_text", "invalid", "output_cap", "parse_rfc3339", "rfc3339", "running"]
+#: the spec's room (SPEC_BUDGET) and its literal steps (MAX_STEPS, the CRD's maxItems) are the
+#: CRD's: they leave SUMMARY_BUDGET beside them
+__all__ = [
+    "MAX_STEPS",
+    "SPEC_BUDGET",
+    "cap_text",
+    "invalid",
+    "output_cap",
+    "parse_rfc3339",
+    "rfc3339",
+    "running",
+]
 
 #: every record's texts of one run, in its PlanReport objects
 REPORT_BUDGET = 96 << 20
 STEP_OVERHEAD = 256  # stepId (63), status, attempts, two timestamps, keys and JSON punctuation
 #: the most text one record keeps (a PlanReport object holds at least one record)
 RECORD_TEXT_LIMIT = 256 << 10
-#: the spec's own room in the Plan object (the status has SUMMARY_BUDGET beside it)
-SPEC_BUDGET = 768 << 10
-#: literal steps of a Plan (CRD maxItems): as many of the smallest steps as SPEC_BUDGET holds
-MAX_STEPS = 30_000
 #: the summary's bound (tests/unit/test_status_bound.py checks the worst case stays under it)
 SUMMARY_BUDGET = 448 << 10
 STATUS_RECORDS = 50
