@@ -2,7 +2,8 @@
 objects (chunks of 5 here, 3 records repeated in the status: the operator's flags), owned by the
 Plan; `kubectl plan get -o json` and `describe` show every step; a SIGKILLed operator restarted
 mid-plan resumes from the status, the PlanReports and the Jobs without losing or doubling a
-record, and never writes a closed chunk again; deleting the Plan garbage-collects them (the
+record or running a settled step again (its Job deleted meanwhile), and never writes a closed
+chunk again; deleting the Plan garbage-collects them (the
 test cluster runs kube-controller-manager's garbage collector)."""
 
 from __future__ import annotations
@@ -64,6 +65,11 @@ def test_a_report_beyond_the_status_lives_in_owned_chunks_survives_a_restart_and
         else:
             raise AssertionError(f"s1 never started: {json.dumps(st)[:2000]}")
         op.stop(signal.SIGKILL)
+        # s0's Job goes while the operator is down (as a TTL would take it): its record is only
+        # in the PlanReports now (the status repeats the last 3), and the restart must not run
+        # it again
+        s0 = "planops.dev/plan=wide,planops.dev/step=s0"
+        kube.run("delete", "jobs", "-n", ns, "-l", s0, "--cascade=foreground", "--wait=true")
         before = chunks(kube, ns, "wide")
         assert [c["count"] for c in before] == [5, 5, 1]
         closed = {c["metadata"]["name"]: c["metadata"]["resourceVersion"] for c in before[:2]}
@@ -101,6 +107,8 @@ def test_a_report_beyond_the_status_lives_in_owned_chunks_survives_a_restart_and
         assert {c["metadata"]["name"]: c["metadata"]["resourceVersion"] for c in found[:2]} == (
             closed
         )
+
+        assert kube.get("jobs", "-n", ns, "-l", s0)["items"] == [], "s0 ran again"
 
         # the CLI assembles the whole report
         got = cli(kubeconfig, "get", "wide", "-n", ns, "-o", "json")
