@@ -173,3 +173,20 @@ def test_logs_of_a_gone_pod_read_the_record_from_the_report_objects(
     code, out, err = run(capfd, "logs", "big", "s00", "-n", "ns", "--kubeconfig", kubeconfig)
     assert code == 0, err
     assert out == records()[0].output  # not in the status's window of 5
+
+
+def test_submit_wait_prints_every_settled_step_though_the_status_shows_the_last_five(
+    capsys: pytest.CaptureFixture[str], server: tuple[str, list[str]]
+):
+    kubeconfig, _ = server
+
+    async def wait() -> int:
+        kube = await cluster.Kube.connect(kubeconfig)
+        try:
+            return await cluster._wait(kube, "ns", "big", 30)
+        finally:
+            await kube.close()
+
+    assert asyncio.run(wait()) == cluster.EXIT_OK
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split()[1] for line in lines] == [r.step_id for r in records()]
