@@ -12,9 +12,14 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Callable
 
 from planops.api import quantity
+from planops.api.crd import MAX_STEPS
 from planops.engine import Policy
+from planops.engine.bodies import MAX_RECORDS
+from planops.reconciler.reports import CHUNK_RECORDS
+from planops.reconciler.status import STATUS_RECORDS, STATUS_RECORDS_MAX
 
 
 class JsonFormatter(logging.Formatter):
@@ -57,7 +62,25 @@ def _parser() -> argparse.ArgumentParser:
         help="operator-wide image allowlist, comma-"
         "separated patterns; a Capsule can only narrow it",
     )
-    p.add_argument("--max-steps", type=int, default=2000, help="at most 2000 (the status bound)")
+    p.add_argument(
+        "--max-steps",
+        type=_bounded(1, MAX_STEPS),
+        default=MAX_STEPS,
+        help=f"literal steps of a Plan, at most {MAX_STEPS} (the CRD's bound; a map over "
+        f"items runs up to {MAX_RECORDS} records)",
+    )
+    p.add_argument(
+        "--report-chunk-records",
+        type=_bounded(1, 100_000),
+        default=CHUNK_RECORDS,
+        help="settled records per PlanReport object (each also stays under 512 KiB)",
+    )
+    p.add_argument(
+        "--status-records",
+        type=_bounded(1, STATUS_RECORDS_MAX),
+        default=STATUS_RECORDS,
+        help=f"most recent records repeated in a Plan's status (at most {STATUS_RECORDS_MAX})",
+    )
     p.add_argument("--max-timeout-seconds", type=int, default=7 * 24 * 3600)
     p.add_argument(
         "--max-cpu", help="ceiling of any step's cpu limit (a quantity: 2, 500m); default none"
@@ -92,6 +115,19 @@ def _parser() -> argparse.ArgumentParser:
     election.add_argument("--leader-elect-retry-period", type=_seconds, default=2.0)
     p.add_argument("-v", "--verbose", action="store_true")
     return p
+
+
+def _bounded(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value}: expected {low} to {high}")
+        return value
+
+    return parse
 
 
 def _seconds(text: str) -> float:
@@ -164,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     CONFIG.workers = args.workers
     CONFIG.metrics_port = args.metrics_port
     CONFIG.resync_seconds = args.resync_seconds
+    CONFIG.chunk_records = args.report_chunk_records
+    CONFIG.status_records = args.status_records
     CONFIG.policy = Policy(
         images=tuple(p.strip() for p in args.allowed_images.split(",") if p.strip()),
         max_steps=args.max_steps,

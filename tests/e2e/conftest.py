@@ -125,6 +125,7 @@ def crds(kube: Kube) -> None:
         "--for=condition=Established",
         "crd/plans.planops.dev",
         "crd/capsules.planops.dev",
+        "crd/planreports.planops.dev",
         "--timeout=60s",
     )
     deadline = time.monotonic() + 30  # discovery catches up with a new CRD shortly after

@@ -19,6 +19,7 @@ from tests.conftest import Kube
 from tests.e2e.conftest import (
     Operator,
     capsule,
+    cli,
     events,
     plan,
     start_operator,
@@ -401,11 +402,12 @@ def test_the_metrics_endpoint_serves_real_values(kube: Kube, ns: str, operator: 
 
 
 def test_a_1000_step_plan_with_large_outputs_keeps_its_status_under_one_mib(
-    kube: Kube, ns: str, busybox: str
+    kube: Kube, ns: str, busybox: str, kubeconfig: str
 ):
     """Every step's result is ~100 kB: 100 shell steps print it (real Jobs, their logs read), 900
     filter steps make it (results the operator computes itself). The status must stay bounded
-    (the trimming rule of planops.reconciler.status) and every step must still be reported.
+    (the trimming rule of planops.reconciler.status), every PlanReport too, and every step must
+    still be reported.
     parallelism keeps the node's 110-pod capacity from making queued Jobs outlive their deadline.
     (Filters keep this test's pod count, and so its time, modest: the node starts ~2 pods/s.)"""
     jobs, filters = 100, 900
@@ -421,10 +423,16 @@ def test_a_1000_step_plan_with_large_outputs_keeps_its_status_under_one_mib(
     obj = wait_plan(kube, ns, "big", timeout=900)
     st = obj["status"]
     assert st["phase"] == "Succeeded", st["conditions"]
-    assert len(st["report"]["steps"]) == jobs + filters
-    size = len(json.dumps(st, separators=(",", ":"), ensure_ascii=False).encode())
-    assert size < 1 << 20, f"status is {size} bytes"
-    rep = steps(obj)
+    assert st["report"]["records"] == jobs + filters  # the status holds a summary of them
+    size = len(json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode())
+    assert size < 1 << 20, f"the Plan is {size} bytes"
+    for chunk in kube.get("planreports", "-n", ns, "-l", "planops.dev/plan=big")["items"]:
+        size = len(json.dumps(chunk, separators=(",", ":"), ensure_ascii=False).encode())
+        assert size < 600 << 10, f"PlanReport {chunk['metadata']['name']} is {size} bytes"
+    got = cli(kubeconfig, "get", "big", "-n", ns, "-o", "json")  # every record, assembled
+    assert got.returncode == 0, got.stderr
+    rep = {s["stepId"]: s for s in json.loads(got.stdout)["status"]["report"]["steps"]}
+    assert len(rep) == jobs + filters
     assert rep["s0"]["output"].startswith("planops\nplanops\n")
     assert "[planops: output truncated at" in rep["s0"]["output"]
     assert rep["f0"]["output"].startswith('{"count": 500')

@@ -256,6 +256,53 @@ def test_the_operators_child_plans_cannot_be_changed_or_forged_by_an_author(
     assert apply_as_author(kube, tenant, forged).returncode != 0
 
 
+def test_an_author_reads_a_plans_report_objects_and_cannot_forge_or_edit_one_even_with_rbac(
+    kube: Kube, tenant: str
+):
+    """PlanReports are the operator's: plan-author reads them; a role granting every verb on
+    them still cannot create or change one (the chart's admission policy)."""
+    done = apply_as_author(
+        kube, tenant, plan("rep", {"id": "a", "shell": "echo a"}, capsule="safe")
+    )
+    assert done.returncode == 0, done.stderr
+    wait_plan(kube, tenant, "rep")
+    listed = as_author(kube, "get", "planreports", "-n", tenant, "-l", "planops.dev/plan=rep")
+    assert listed.returncode == 0, listed.stderr
+    (chunk,) = json.loads(as_author(kube, "get", "planreports", "-n", tenant, "-o", "json").stdout)[
+        "items"
+    ]
+    assert [r["stepId"] for r in chunk["records"]] == ["a"]
+    kube.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": "reports-writer", "namespace": tenant},
+            "rules": [{"apiGroups": ["planops.dev"], "resources": ["planreports"], "verbs": ["*"]}],
+        }
+    )
+    kube.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "alice-reports-writer", "namespace": tenant},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": "reports-writer",
+            },
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": AUTHOR}],
+        }
+    )
+    forged = {**chunk, "metadata": {"name": "forged", "labels": chunk["metadata"]["labels"]}}
+    done = as_author(kube, "create", "-n", tenant, "-f", "-", input=json.dumps(forged))
+    assert done.returncode != 0 and "may not create a PlanReport" in done.stderr, done.stderr
+    edit = json.dumps([{"op": "replace", "path": "/records/0/status", "value": "failed"}])
+    name = chunk["metadata"]["name"]
+    done = as_author(kube, "patch", "planreport", name, "-n", tenant, "--type=json", "-p", edit)
+    assert done.returncode != 0 and "may not change a PlanReport" in done.stderr, done.stderr
+    assert kube.get("planreport", name, "-n", tenant)["records"][0]["status"] == "success"
+
+
 def test_the_refusal_holds_with_no_operator_running(
     kube: Kube, namespace: str, busybox: str, policies: None
 ):
@@ -286,6 +333,9 @@ def test_the_refusal_holds_with_no_operator_running(
         ("use", "capsules.planops.dev/default", False),
         ("manage", "plans.planops.dev", False),
         ("patch", "plans.planops.dev --subresource=status", False),
+        ("list", "planreports.planops.dev", True),
+        ("create", "planreports.planops.dev", False),
+        ("patch", "planreports.planops.dev", False),
         ("create", "capsules.planops.dev", False),
         ("patch", "capsules.planops.dev", False),
         ("create", "pods", False),

@@ -11,6 +11,9 @@ from typing import Any
 
 import pytest
 
+from planops.engine import Report, StepRecord
+from planops.reconciler import status as status_
+
 ROOT = Path(__file__).resolve().parents[2]
 CHECKS = ROOT / "charts" / "planops" / "argocd"
 LUA = shutil.which("lua5.4") or shutil.which("lua")
@@ -124,3 +127,28 @@ def test_scheduled_plan_health():
         == "Suspended"
     )
     assert health("health-scheduledplan.lua", {"spec": {}})[0] == "Progressing"
+
+
+def test_the_health_of_a_100000_step_plan_comes_from_its_status_summary_alone():
+    """The status the operator writes for a plan whose report is in PlanReports (only a
+    summary in .status) carries every field the check reads."""
+    records = [StepRecord(f"s{i}", "success", "ok\n", None, 1, 1.0, 2.0) for i in range(99_999)]
+    records.append(StepRecord("last", "failed", None, "exit 1", 1, 1.0, 2.0))
+    st = status_.running(
+        Report("big", False, "last", tuple(records)),
+        total=100_000,
+        finished=True,
+        dispatched_any=True,
+        generation=3,
+        run={"id": "r", "generation": 3},
+        refused=[],
+        previous={},
+        started_at=0.0,
+        now=10.0,
+        reports=200,
+    )
+    assert len(st["report"]["steps"]) < 100  # a summary: not the 100,000 records
+    st = {k: v for k, v in st.items() if v is not None}
+    state, message = health("health-plan.lua", {"metadata": {"generation": 3}, "status": st})
+    assert state == "Degraded"
+    assert message == "Failed (100000/100000 steps): step 'last' failed and stopped the plan"

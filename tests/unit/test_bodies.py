@@ -192,14 +192,21 @@ def test_too_many_body_records_fail_the_map_before_any_item_starts():
             {
                 "id": "m",
                 "map": {
-                    "over": list(range(1500)),
+                    "over": list(range(100_000)),
                     "do": [{"id": "a", "shell": "true"}, {"id": "b", "shell": "true"}],
                 },
             }
         ),
     )
-    assert ids(run.decide(0)) == []
-    assert "at most 2000" in (results(run.report())["m"].error or "")
+    assert ids(run.decide(0)) == []  # 200,001 records: one more than a run may record
+    assert "at most 200000" in (results(run.report())["m"].error or "")
+
+
+def test_a_map_over_100000_items_runs_them():
+    run = Run(
+        "p", plan({"id": "m", "map": {"over": list(range(100_000)), "do": {"shell": "true"}}})
+    )
+    assert ids(run.decide(0)) == ["m.0.call"]
 
 
 # -- restoring from facts: what the reconciler does every time ------------------------------------

@@ -45,7 +45,8 @@ def test_lint_strict(helm: str):
         ["--set", "workerz=3"],  # a typo
         ["--set", "policy.maxCpu=lots"],  # not a quantity
         ["--set", "workers=0"],
-        ["--set", "policy.maxSteps=5000"],  # beyond the status bound
+        ["--set", "policy.maxSteps=30001"],  # beyond the CRD's bound
+        ["--set", "reports.statusRecords=101"],  # beyond the status bound
         ["--set", "image.pullPolicy=Sometimes"],
     ],
 )
@@ -195,7 +196,14 @@ def test_the_admission_policies_reserve_exactly_the_keys_the_operator_writes(hel
     docs = render(helm)
     policies = {d["metadata"]["name"]: d for d in kinds(docs, "ValidatingAdmissionPolicy")}
     bindings = {d["spec"]["policyName"] for d in kinds(docs, "ValidatingAdmissionPolicyBinding")}
-    assert set(policies) == bindings == {"po-planops-capsule-use", "po-planops-managed-plans"}
+    assert (
+        set(policies)
+        == bindings
+        == {"po-planops-capsule-use", "po-planops-managed-plans", "po-planops-plan-reports"}
+    )
+    reports = policies["po-planops-plan-reports"]["spec"]
+    assert reports["matchConstraints"]["resourceRules"][0]["resources"] == ["planreports"]
+    assert "check('manage')" in reports["validations"][0]["expression"]
     managed = policies["po-planops-managed-plans"]
     assert _policy_list(managed, "labels") == list(manifests.RESERVED_LABELS)
     assert _policy_list(managed, "annotations") == list(manifests.RESERVED_ANNOTATIONS)
@@ -232,6 +240,8 @@ def test_the_operator_may_use_every_capsule_and_manage_plans(helm: str):
     }
     assert ("planops.dev", "capsules", "use") in granted
     assert ("planops.dev", "plans", "manage") in granted
+    for verb in ("create", "patch", "list", "delete"):  # a run's report (reconciler.reports)
+        assert ("planops.dev", "planreports", verb) in granted
 
 
 def test_the_plan_author_role_reaches_plans_and_nothing_that_runs_code(helm: str):
@@ -240,16 +250,20 @@ def test_the_plan_author_role_reaches_plans_and_nothing_that_runs_code(helm: str
     assert ("planops.dev", "plans", "create") in author
     assert ("planops.dev", "scheduledplans", "patch") in author
     assert ("", "pods/log", "get") in author
+    assert ("planops.dev", "planreports", "list") in author  # describe / get -o json read them
     for g, r, v in author:
         assert r not in ("secrets", "configmaps", "jobs", "serviceaccounts"), (g, r, v)
         assert not (r.startswith("pods") and v not in ("get", "list")), (g, r, v)
         assert not (r == "capsules" and v not in ("get", "list", "watch")), (g, r, v)
         assert not r.endswith("/status") or v in ("get", "list", "watch"), (g, r, v)
+        assert r != "planreports" or v in ("get", "list", "watch"), (g, r, v)  # only read them
         assert v not in ("use", "manage", "*", "escalate", "bind", "impersonate"), (g, r, v)
     admin = _granted(by_name["po-planops-admin"])
     assert ("planops.dev", "capsules", "use") in admin
     edit = _granted(by_name["po-planops-edit"])
     assert not any(v == "use" for _, _, v in edit)
+    assert not any(r == "planreports" for _, r, _ in edit | admin)  # written by the operator only
+    assert ("planops.dev", "planreports", "get") in _granted(by_name["po-planops-view"])
 
 
 def test_two_replicas_with_a_lease_a_pdb_and_spread_over_nodes(helm: str):

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from planops.reconciler import reconcile
+from planops.reconciler import reconcile, status
 from planops.reconciler.reconcile import Reconciler
 
 CAPSULE = {"metadata": {"resourceVersion": "7"}, "spec": {"shell": {"allow": ["echo"]}}}
@@ -143,3 +143,24 @@ def test_an_output_is_read_never_made_up():
     assert output(ApiError(400, "BadRequest", "container is waiting to start"), "failed") is None
     late = output(down, now=100.0 + reconcile.LOG_GRACE_SECONDS + 1)
     assert isinstance(late, reconcile._Lost) and "did not serve the log" in late.reason
+
+
+def test_a_spec_too_large_to_share_its_object_with_a_status_is_refused_with_what_to_do():
+    """The CRD's maxItems lets 30,000 steps through; a spec past SPEC_BUDGET bytes (its status
+    shares the etcd object) is refused as `limits`, with the way out, before anything runs."""
+    big = plan()
+    big["spec"]["steps"] = [
+        {"id": f"s{i}", "shell": "echo " + "x" * 40} for i in range(status.MAX_STEPS)
+    ]
+    small = plan()
+    small["spec"]["steps"] = [{"id": f"s{i:x}", "tool": "t"} for i in range(status.MAX_STEPS)]
+
+    async def scenario() -> tuple[list[Any], list[Any]]:
+        r = Reconciler(_Kube())  # type: ignore[arg-type]
+        return (await r.judge(big))[2], (await r.judge(small))[2]
+
+    refused, accepted = asyncio.run(scenario())
+    assert [(e.code, e.path) for e in refused] == [("limits", "spec")]
+    assert "a Plan's spec may be at most 786432 bytes" in refused[0].message
+    assert "run a map over the items" in refused[0].message
+    assert not any(e.path == "spec" for e in accepted)  # 30,000 of the smallest steps fit

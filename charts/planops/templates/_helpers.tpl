@@ -42,6 +42,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - apiGroups: ["planops.dev"]
   resources: ["plans/status", "scheduledplans/status"]
   verbs: ["get", "patch"]
+# A run's full report: PlanReport chunks, owned by their Plan (garbage-collected with it);
+# created and appended to (patch), listed on a restart, deleted when a new run replaces them.
+- apiGroups: ["planops.dev"]
+  resources: ["planreports"]
+  verbs: ["get", "list", "create", "patch", "delete"]
 # Capsules are policy: read only (admins write them, never the operator).
 - apiGroups: ["planops.dev"]
   resources: ["capsules"]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from planops.api import crd
+from planops.engine.bodies import MAX_RECORDS
 
 Schema = dict[str, Any]
 
@@ -166,6 +167,7 @@ def render() -> str:
     sched = crd._scheduled_crd(False)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     csched = crd._scheduled_crd(True)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     cap = {**cap, "properties": {k: v for k, v in cap["properties"].items() if k != "plan"}}
+    report = crd.plan_report_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
 
     def spec_of(s: Schema) -> Schema:
         sp = s["properties"]["spec"]
@@ -213,6 +215,23 @@ def render() -> str:
             or row.startswith("| Field")
             or row.startswith("|---")
         ],
+        "",
+        "## PlanReport (`planreports.planops.dev`, short name `planrep`): written by the operator",
+        "",
+        "One chunk of a run's report: the Plan's `status.report` is a summary (its last records,",
+        "counts, the failed step's record), every record is in its PlanReports, in the order they",
+        'settled (docs/operator.md, "Reports"). No spec: these are its fields.',
+        "",
+        *table(report, seeds=False),
+        "",
+        "## Limits",
+        "",
+        f"- A Plan has at most {crd.MAX_STEPS:,} literal steps (`spec.steps` maxItems), and its "
+        f"`spec` takes at most {crd.SPEC_BUDGET >> 10} KiB",
+        "  as stored JSON: the status shares the object, and etcd stores at most 1.5 MiB.",
+        f"- A run records at most {MAX_RECORDS:,} steps, body steps included (a `map` over "
+        "100,000 items fits).",
+        "- `kubectl-plan validate` and `run --local` take plans of any size.",
         "",
     ]
     return "\n".join(lines)

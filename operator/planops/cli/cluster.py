@@ -39,9 +39,11 @@ from planops.kube.manifests import (
     ANNOTATION_RERUN,
     CONTAINER,
     LABEL_ATTEMPT,
+    PlanRef,
     answer_annotation,
     step_selector,
 )
+from planops.reconciler import reports
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_CLUSTER = 0, 1, 2, 3
 FINISHED = ("Succeeded", "Failed", "Invalid")
@@ -116,7 +118,8 @@ def _kubeconfig_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _emit(obj: Any, fmt: str, out: TextIO = sys.stdout) -> None:
+def _emit(obj: Any, fmt: str, out: TextIO | None = None) -> None:
+    out = out or sys.stdout  # looked up now: the stdout of the moment (redirected, captured)
     if fmt == "json":
         out.write(json.dumps(obj, indent=2) + "\n")
     else:
@@ -143,13 +146,35 @@ def _row(p: dict[str, Any]) -> list[str]:
     ]
 
 
+async def full_report(kube: Kube, plan: dict[str, Any]) -> dict[str, Any]:
+    """The Plan with its whole report in status.report.steps: the status holds a summary (the
+    last records, their texts shortened), the run's PlanReport objects every record
+    (planops.reconciler.reports). A status without report objects is returned as it is."""
+    st = plan.get("status") or {}
+    rep = st.get("report") or {}
+    run = (st.get("run") or {}).get("id")
+    if not rep.get("reportObjects") or not run:
+        return plan
+    meta = plan["metadata"]
+    ref = PlanRef(meta["namespace"], meta["name"], meta["uid"], str(run))
+    listed = await kube.list_plan_reports(ref.namespace, reports.selector(ref))
+    steps = reports.records_json(listed, ref.uid, ref.run)
+    if len(steps) < int(rep.get("records") or 0):
+        sys.stderr.write(
+            f"warning: plan {ref.name}: its report objects hold {len(steps)} of its "
+            f"{rep.get('records')} records (kubectl get planreports -l {ref.selector()})\n"
+        )
+    whole = {**rep, "steps": steps, "stepsOmitted": 0}
+    return {**plan, "status": {**st, "report": whole}}
+
+
 async def cmd_get(kube: Kube, args: argparse.Namespace, ns: str) -> int:
     if args.name:
         plan = await kube.get_plan(ns, args.name)
         if plan is None:
             sys.stderr.write(f"error: plan {args.name!r} not found in namespace {ns}\n")
             return EXIT_INPUT
-        plans = [plan]
+        plans = [await full_report(kube, plan) if args.output != "table" else plan]
     else:
         plans = await kube.list_plans(ns, "")
     if args.output != "table":
@@ -172,6 +197,7 @@ async def cmd_describe(kube: Kube, args: argparse.Namespace, ns: str) -> int:
     if plan is None:
         sys.stderr.write(f"error: plan {args.name!r} not found in namespace {ns}\n")
         return EXIT_INPUT
+    plan = await full_report(kube, plan)
     st = plan.get("status") or {}
     cond = (st.get("conditions") or [{}])[0]
     print(
@@ -280,6 +306,7 @@ async def cmd_logs(kube: Kube, args: argparse.Namespace, ns: str) -> int:
         sys.stdout.write(await kube.read_log(ns, pods[-1]["metadata"]["name"], CONTAINER, 64 << 20))
         return EXIT_OK
     plan = await kube.get_plan(ns, args.name)  # the pod is gone: the recorded output remains
+    plan = await full_report(kube, plan) if plan is not None else None
     for s in ((plan or {}).get("status") or {}).get("report", {}).get("steps", []):
         if s["stepId"] == args.step:
             sys.stderr.write(
@@ -475,12 +502,15 @@ async def _wait(kube: Kube, ns: str, name: str, timeout: float) -> int:
     while True:
         plan = await kube.get_plan(ns, name)
         st = (plan or {}).get("status") or {}
-        steps = (st.get("report") or {}).get("steps") or []
-        for s in steps[shown:]:
+        rep = st.get("report") or {}
+        steps, first = rep.get("steps") or [], int(rep.get("stepsOmitted") or 0)
+        if plan is not None and first > shown:  # settled past the status's window: read them
+            steps, first = (await full_report(kube, plan))["status"]["report"]["steps"], 0
+        for s in steps[shown - first :]:
             mark = {"success": "✔", "failed": "✘", "skipped": "↷"}.get(s["status"], "?")
             why = f": {render.first_line(s.get('error'))}" if s.get("error") else ""
             sys.stderr.write(f"  {mark} {s['stepId']} {s['status']}{why}\n")
-        shown = len(steps)
+        shown = first + len(steps)
         phase = st.get("phase")
         if phase in FINISHED:
             if phase == "Invalid":
@@ -546,7 +576,8 @@ async def cmd_graph(kube: Kube, args: argparse.Namespace, ns: str) -> int:
         return EXIT_INPUT
     screen = _Screen(sys.stdout, args.output)
     while True:
-        drawn = _plan_graph(plan, name)
+        omitted = ((plan.get("status") or {}).get("report") or {}).get("stepsOmitted")
+        drawn = _plan_graph(await full_report(kube, plan) if omitted else plan, name)
         if isinstance(drawn, str):
             sys.stderr.write(f"error: {drawn}\n")
             return EXIT_INPUT

@@ -27,8 +27,9 @@ from planops.engine.references import loads
 BODY_KINDS = ("decide", "map", "reduce")
 #: The id of a single-call body's one step.
 CALL = "call"
-#: Every record of a run, body steps included, counts against this (the status must stay bounded).
-MAX_RECORDS = 2000
+#: Every record of a run, body steps included, counts against this: the run's PlanReport objects
+#: hold them (at least 256 bytes of text each, REPORT_BUDGET in all: docs/operator.md).
+MAX_RECORDS = 200_000
 
 
 class BodyError(ValueError):

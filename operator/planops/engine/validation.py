@@ -56,7 +56,8 @@ class Policy:
     """Operator-wide bounds that no Capsule can widen (Helm values in the cluster)."""
 
     images: tuple[str, ...] = ("*",)
-    max_steps: int = 10_000
+    #: kubectl-plan (validate, run --local) holds no object; the operator passes --max-steps
+    max_steps: int = 1_000_000
     max_timeout_seconds: int = 7 * 24 * 3600
     #: ceilings of any step's effective limits (quantities, e.g. "4", "8Gi"); None: no ceiling
     max_cpu: str | None = None

@@ -88,6 +88,8 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
         capsules=memo.capsules,
         plans=memo.plans,
         runs=memo.runs,
+        chunk_records=CONFIG.chunk_records,
+        status_records=CONFIG.status_records,
         poster=memo.poster,
     )
     memo.queue = Coalescer(memo.reconciler.reconcile, workers=CONFIG.workers, gate=gate)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from planops.engine import Policy
+from planops.reconciler.reports import CHUNK_RECORDS
+from planops.reconciler.status import STATUS_RECORDS
 
 
 @dataclass
@@ -15,6 +17,8 @@ class Config:
     metrics_port: int = 0
     metrics_address: str = "0.0.0.0"
     resync_seconds: float = 60.0
+    chunk_records: int = CHUNK_RECORDS  # records per PlanReport object
+    status_records: int = STATUS_RECORDS  # most recent records repeated in a Plan's status
     webhook_port: int = 0  # 0: no admission webhook (handlers.webhook)
     webhook_cert: str | None = None
     webhook_key: str | None = None

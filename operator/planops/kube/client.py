@@ -366,6 +366,22 @@ class Kube:
     async def create_capsule(self, namespace: str, body: Obj) -> Obj:
         return await self._create(_custom("capsules", namespace), body)
 
+    # -- PlanReports: a run's report, in chunks (planops.reconciler.reports) --------------------
+
+    async def list_plan_reports(self, namespace: str, selector: str) -> list[Obj]:
+        return await self._list(_custom("planreports", namespace), labelSelector=selector)
+
+    async def create_plan_report(self, namespace: str, body: Obj) -> None:
+        await self._create(_custom("planreports", namespace), body)
+
+    async def patch_plan_report(self, namespace: str, name: str, patch: list[Obj]) -> None:
+        """A JSON Patch (the chunk's append: its `test` fails with 422 on a stale count)."""
+        path = _custom("planreports", namespace, name)
+        await _json(await self.api.request("PATCH", path, body=patch, content_type=JSON_PATCH))
+
+    async def delete_plan_report(self, namespace: str, name: str) -> None:
+        await self._delete(_custom("planreports", namespace, name))
+
     # -- any planops kind (scheduled plans; cluster-scoped when namespace is None) -----------------
 
     async def get_object(self, plural: str, namespace: str | None, name: str) -> Obj | None:

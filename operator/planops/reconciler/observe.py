@@ -331,6 +331,8 @@ def child_attempt(child: Obj) -> Observed | None:
             why = f"child plan {name} is invalid: {errors}"
         else:
             failed = next((s for s in steps if s.get("stepId") == report.get("failedStep")), None)
+            if failed is None and isinstance(report.get("failedRecord"), dict):
+                failed = report["failedRecord"]  # not among the status's most recent records
             detail = f": step {failed['stepId']} failed: {failed.get('error')}" if failed else ""
             why = f"child plan {name} did not complete{detail}"
         return Observed(step, attempt, name, "plan", started, "failed", why, finished, output=last)

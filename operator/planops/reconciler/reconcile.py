@@ -45,6 +45,7 @@ from planops.kube.cache import RunObjects, WatchCache
 from planops.kube.client import ApiError, Kube
 from planops.kube.events import Poster, Recorder
 from planops.reconciler import asks as asks_
+from planops.reconciler import reports as reports_
 from planops.reconciler import status as status_
 from planops.reconciler.observe import (
     Observed,
@@ -95,6 +96,12 @@ class Reconciler:
     poster: Poster | None = None
     #: the resourceVersion of each Plan's last status write (own_write)
     _written: dict[tuple[str, str], str] = field(default_factory=dict)
+    #: records per PlanReport chunk, and records repeated in the status (operator flags)
+    chunk_records: int = reports_.CHUNK_RECORDS
+    status_records: int = status_.STATUS_RECORDS
+    #: what each running Plan's PlanReports hold (listed once per run and leadership term, then
+    #: kept as written: only the leader writes them)
+    _reports: dict[tuple[str, str], reports_.Written] = field(default_factory=dict)
 
     def _set_running(self, key: tuple[str, str], n: int) -> None:
         if n:
@@ -269,7 +276,9 @@ class Reconciler:
                 break
         waiting += [self._ask(d, capsule, name, events, now) for d in dispatched if d.kind == "ask"]
         finished = decision.finished
-        report = run.report()
+        report = await self._record(
+            ref, run.report(), max(run.record_count(), len(spec.steps)), capsule, previous
+        )
         self._set_running((namespace, name), len(run.in_flight_attempts()))
         new = status_.running(
             report,
@@ -282,8 +291,8 @@ class Reconciler:
             previous=previous,
             started_at=started_at,
             now=now,
-            records=run.record_count(),
-            output_limit=capsule.output_limit_bytes,
+            reports=len(self._reports[(namespace, name)].chunks),
+            status_records=self.status_records,
         )
         flying = set(run.in_flight_attempts())
         waiting = [w for w in waiting if (w.step_id, w.attempt) in flying]
@@ -346,6 +355,23 @@ class Reconciler:
             return None, None, [PlanError(p.code, None, p.path, p.message) for p in problems]
         spec = doc.spec
         assert isinstance(spec, PlanSpec)
+        size = status_.json_size(plan.get("spec"))
+        if size > status_.SPEC_BUDGET:  # the status must fit beside it, in one etcd object
+            return (
+                spec,
+                None,
+                [
+                    PlanError(
+                        "limits",
+                        None,
+                        "spec",
+                        f"the spec is {size} bytes; a Plan's spec may be at most "
+                        f"{status_.SPEC_BUDGET} bytes (its status shares the object, and etcd "
+                        "stores at most 1.5 MiB): run a map over the items instead of one step "
+                        "each, or split the plan into capsule steps",
+                    )
+                ],
+            )
         capsule: CapsuleSpec | None = None
         if raw is not None:
             try:
@@ -372,9 +398,8 @@ class Reconciler:
     async def _observe(
         self, ref: manifests.PlanRef, spec: PlanSpec, capsule: CapsuleSpec, previous: dict[str, Any]
     ) -> tuple[Facts, list[Observed], bool]:
-        report = previous.get("report") or {}
-        settled = tuple(StepRecord.from_json(s) for s in report.get("steps") or [])
-        settled_ids = {s.step_id for s in settled}
+        written = await self._report_objects(ref, previous)
+        settled, settled_ids = tuple(written.records), written.ids
         jobs, pods = await self._run_objects(ref)
         # objects whose labels name no attempt of ours are not attempts (observe says why)
         found = [job_attempt(j, pods.get(j["metadata"]["name"])) for j in jobs]
@@ -485,10 +510,12 @@ class Reconciler:
         if self.runs is not None:
             self.runs.close((ref.namespace, manifests.label_value(ref.name), ref.run))
         self._trusted.discard((ref.namespace, ref.name))
+        self._reports.pop((ref.namespace, ref.name), None)  # its report is written
 
     def check_all(self) -> None:
         """Trust no cached run (this replica starts leading: list each run once first)."""
         self._trusted.clear()
+        self._reports.clear()
 
     def check(self, namespace: str, name: str) -> None:
         """The next reconcile of this Plan lists its run's objects instead of trusting the
@@ -585,6 +612,77 @@ class Reconciler:
             return _Lost("its output is gone: the pod was deleted before its log was read")
         return obs.termination_message
 
+    # -- the report ---------------------------------------------------------------------------
+
+    async def _report_objects(
+        self, ref: manifests.PlanRef, previous: dict[str, Any]
+    ) -> reports_.Written:
+        """What the run's PlanReports hold: as this reconciler wrote them, else listed. A status
+        an operator before PlanReports wrote (every record in status.report.steps, no
+        `records` count) is read once from there; its records are then written out."""
+        key = (ref.namespace, ref.name)
+        known = self._reports.get(key)
+        if known is not None and known.run == ref.run:
+            return known
+        listed = await self.kube.list_plan_reports(ref.namespace, reports_.selector(ref))
+        written = reports_.assemble(listed, ref.uid, ref.run)
+        self._reports[key] = written
+        old = previous.get("report") or {}
+        if not written.chunks and old.get("steps") and "records" not in old:
+            return reports_.Written(
+                ref.run, [StepRecord.from_json(r) for r in old["steps"]], written.ids, []
+            )
+        return written
+
+    async def _record(
+        self,
+        ref: manifests.PlanRef,
+        report: Report,
+        records: int,
+        capsule: CapsuleSpec | None,
+        previous: dict[str, Any],
+    ) -> Report:
+        """Write the records the run's PlanReports do not hold yet (each cut to its share of
+        the report first), before the status that counts them; returns the report with its
+        records as written (what the summary repeats, what a restart restores)."""
+        key = (ref.namespace, ref.name)
+        if key not in self._reports or self._reports[key].run != ref.run:
+            fresh = (previous.get("run") or {}).get("id") != ref.run
+            # a new run has written nothing (a create that finds a chunk lists, below)
+            self._reports[key] = (
+                reports_.Written(ref.run) if fresh else await self._report_objects(ref, previous)
+            )
+        limit = capsule.output_limit_bytes if capsule is not None else status_.RECORD_TEXT_LIMIT
+        for retry in (False, True):
+            written = self._reports[key]
+            new = [
+                status_.recut(r.to_json(), records, limit)
+                for r in report.steps
+                if r.step_id not in written.ids
+            ]
+            try:
+                for w in reports_.plan_writes(written, new, self.chunk_records):
+                    if w.create:
+                        body = reports_.body(ref, w.chunk, w.records)
+                        await self.kube.create_plan_report(ref.namespace, body)
+                    else:
+                        await self.kube.patch_plan_report(
+                            ref.namespace,
+                            reports_.chunk_name(ref.name, ref.run, w.chunk.index),
+                            reports_.append_patch(w),
+                        )
+                    reports_.applied(written, w)
+                break
+            except ApiError as e:
+                # a chunk written by a reconcile that crashed before its status write, or a
+                # count that moved: list what is there and write the rest once more
+                if retry or not (e.already_exists or e.status == 422):
+                    self._reports.pop(key, None)
+                    raise
+                listed = await self.kube.list_plan_reports(ref.namespace, reports_.selector(ref))
+                self._reports[key] = reports_.assemble(listed, ref.uid, ref.run)
+        return replace(report, steps=tuple(self._reports[key].records))
+
     # -- act ------------------------------------------------------------------------------------
 
     async def _stop_other_runs(self, ref: manifests.PlanRef) -> None:
@@ -597,6 +695,8 @@ class Reconciler:
             await self.kube.delete_plan(ref.namespace, child["metadata"]["name"])
         for pvc in owned(await self.kube.list_pvcs(ref.namespace, other), ref.uid):
             await self.kube.delete_pvc(ref.namespace, pvc["metadata"]["name"])
+        for chunk in owned(await self.kube.list_plan_reports(ref.namespace, other), ref.uid):
+            await self.kube.delete_plan_report(ref.namespace, chunk["metadata"]["name"])
 
     async def _workspace(self, ref: manifests.PlanRef, spec: PlanSpec) -> str | None:
         """The claim mounted at /workspace in every step pod of this run, if the plan has one."""
@@ -746,6 +846,9 @@ class Reconciler:
         self._set_running((ref.namespace, ref.name), 0)
         report = run.report()
         report = Report(report.plan_id, False, None, (*report.steps, *cancelled))
+        report = await self._record(
+            ref, report, max(run.record_count(), len(spec.steps)), None, previous
+        )
         started_at = status_.parse_rfc3339(str(run_info["startedAt"])) or now
         new = status_.running(
             report,
@@ -760,6 +863,8 @@ class Reconciler:
             now=now,
             cancelled=why,
             stopped_reason=reason,
+            reports=len(self._reports[(ref.namespace, ref.name)].chunks),
+            status_records=self.status_records,
         )
         if previous.get("phase") not in FINISHED:
             metrics.plans.labels("cancelled" if reason == "Cancelled" else "failed").inc()
@@ -870,6 +975,7 @@ class Reconciler:
     def forget(self, namespace: str, name: str) -> None:
         self._written.pop((namespace, name), None)
         self._trusted.discard((namespace, name))
+        self._reports.pop((namespace, name), None)
 
 
 async def _bounded(calls: list[Coroutine[Any, Any, T]], limit: int) -> list[T]:
@@ -925,7 +1031,7 @@ def _in_flight(run: Run, previous: dict[str, Any], now: float) -> list[dict[str,
         for step, attempt in run.in_flight_attempts()
         if run.kind_of(step) in WITH_OBJECT
     ]
-    return out or None
+    return out[: status_.IN_FLIGHT_LIMIT] or None  # the status bound (reconciler.status)
 
 
 def _vanished(

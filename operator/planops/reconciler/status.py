@@ -1,14 +1,22 @@
-"""The Plan's `.status`: phase, a `Succeeded` condition, the report, and what a restart needs.
+"""The Plan's `.status`: a summary of the run under a fixed bound, whatever the plan's size.
 
-Bounded by design: a Plan's status stays under 1 MiB whatever the plan's size or its steps'
-output (etcd refuses objects over 1.5 MiB, and the spec needs room too). The trimming rule
-(docs/operator.md):
-- a plan has at most MAX_STEPS steps (CRD maxItems); each settled step's record costs at most
-  STEP_OVERHEAD bytes besides its texts;
-- what remains of STATUS_BUDGET is shared equally: each step may record `text_share(steps)` bytes
-  of error + output, the error first (at most ERROR_LIMIT), the output in the rest, capped also at
-  the Capsule's outputLimitBytes; a cut text ends with a truncation mark. The full output stays in
-  the step's pod log (`kubectl plan logs`);
+A Plan's spec and status share one object, and etcd refuses objects over 1.5 MiB, so the status
+holds only a summary (docs/architecture.md, "Reports"): phase, the `Succeeded` condition,
+counts by status, the attempts in flight, the failed step's record, the most recent settled
+records and the plan's output, each part under its own bound (SUMMARY_BUDGET in all). Every
+settled record goes to the run's PlanReport objects (reconciler.reports), the report's only
+complete copy, which is also what a restarted operator restores from.
+
+The trimming rules (docs/operator.md):
+- a record's error + output share REPORT_BUDGET over the run's records: each may keep
+  `text_share(records)` bytes, the error first (at most ERROR_LIMIT), the output in the rest,
+  capped also at the Capsule's outputLimitBytes and at RECORD_TEXT_LIMIT; a cut text ends with
+  a truncation mark. The full output stays in the step's pod log (`kubectl plan logs`);
+- the status repeats the last STATUS_RECORDS records (an operator flag), the newest with up to
+  LAST_TEXT bytes of text (a capsule step's output is its child plan's last record, read from
+  here), the others with RECENT_TEXT; the failed step's record with RECENT_TEXT;
+- the plan's output, when larger than OUTPUT_LIMIT, is left out with an `outputError`;
+- at most IN_FLIGHT_LIMIT attempts in flight and REFUSED_LIMIT refused attempts are recorded;
 - validation errors: at most MAX_ERRORS entries of at most MAX_ERROR_MESSAGE bytes.
 """
 
@@ -17,14 +25,36 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from planops.api.crd import MAX_STEPS, SPEC_BUDGET
 from planops.engine import AttemptFact, PlanError, Report
 from planops.engine.report import parse_rfc3339, rfc3339
 
-__all__ = ["cap_text", "invalid", "output_cap", "parse_rfc3339", "rfc3339", "running"]
+#: the spec's room (SPEC_BUDGET) and its literal steps (MAX_STEPS, the CRD's maxItems) are the
+#: CRD's: they leave SUMMARY_BUDGET beside them
+__all__ = [
+    "MAX_STEPS",
+    "SPEC_BUDGET",
+    "cap_text",
+    "invalid",
+    "output_cap",
+    "parse_rfc3339",
+    "rfc3339",
+    "running",
+]
 
-STATUS_BUDGET = 900 * 1024
+#: every record's texts of one run, in its PlanReport objects
+REPORT_BUDGET = 96 << 20
 STEP_OVERHEAD = 256  # stepId (63), status, attempts, two timestamps, keys and JSON punctuation
-MAX_STEPS = 2000
+#: the most text one record keeps (a PlanReport object holds at least one record)
+RECORD_TEXT_LIMIT = 256 << 10
+#: the summary's bound (tests/unit/test_status_bound.py checks the worst case stays under it)
+SUMMARY_BUDGET = 448 << 10
+STATUS_RECORDS = 50
+LAST_TEXT = 64 << 10
+RECENT_TEXT = 1024
+OUTPUT_LIMIT = 64 << 10
+IN_FLIGHT_LIMIT = 500
+REFUSED_LIMIT = 50
 ERROR_LIMIT = 2048
 MAX_ERRORS = 200
 MAX_ERROR_MESSAGE = 512
@@ -34,8 +64,9 @@ MARK_ROOM = 48  # the truncation mark's own bytes
 
 def text_share(steps: int) -> int:
     """Bytes of error + output each step may record (the trimming rule above)."""
-    n = max(1, min(steps, MAX_STEPS))
-    return (STATUS_BUDGET - n * STEP_OVERHEAD) // n - MARK_ROOM * 2
+    n = max(1, steps)
+    share = (REPORT_BUDGET - n * STEP_OVERHEAD) // n - MARK_ROOM * 2
+    return max(RECENT_TEXT // 4, min(RECORD_TEXT_LIMIT, share))
 
 
 def output_cap(capsule_limit: int, steps: int) -> int:
@@ -52,6 +83,12 @@ def stored_len(text: str) -> int:
     but with Go's escapes (\\n, \\", control characters, and <, >, & as \\u003c: 6 bytes)."""
     n = len(json.dumps(text, ensure_ascii=False).encode()) - 2  # not the quotes
     return n + 5 * (text.count("<") + text.count(">") + text.count("&"))
+
+
+def json_size(value: Any) -> int:
+    """Bytes `value` takes as JSON in the API server's encoding (see stored_len)."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return len(text.encode()) + 5 * (text.count("<") + text.count(">") + text.count("&"))
 
 
 def cap_text(text: str | None, limit: int) -> str | None:
@@ -161,12 +198,11 @@ def running(
     now: float,
     cancelled: str | None = None,
     stopped_reason: str = "Cancelled",
-    records: int = 0,
-    output_limit: int = 1 << 20,
+    reports: int = 0,
+    status_records: int = STATUS_RECORDS,
 ) -> dict[str, Any]:
-    """The status of a run in progress or finished. `records`: the step records the run has or
-    will have (body steps included); every text is cut to the share of that many records, so the
-    status stays within its budget whatever made the text."""
+    """The status of a run in progress or finished: a summary of `report` (whose records are
+    all in the run's `reports` PlanReport objects), bounded whatever the report's size."""
     top = top_level(report)
     if finished:
         phase = "Succeeded" if report.completed else "Failed"
@@ -226,20 +262,21 @@ def running(
         "errorCount": None,
         "conditions": [cond],
         "report": {
-            **_recut(report.to_json(), records, total, output_limit),
+            **summary(report, status_records),
+            "reportObjects": reports,
             "generation": generation,
         },
+        "counts": counts(report),
         "failedStep": report.failed_step,  # top level for the printer column (absent when null)
         "refusedAttempts": [
             {
                 "stepId": f.step_id,
                 "attempt": f.attempt,
-                "error": f.error,
+                "error": cap_text(f.error, RECENT_TEXT),
                 "startedAt": rfc3339(f.started_at),
                 "finishedAt": rfc3339(f.finished_at),
             }
-            for f in refused
-            if f.step_id not in settled
+            for f in [f for f in refused if f.step_id not in settled][-REFUSED_LIMIT:]
         ]
         or None,
         "startedAt": rfc3339(started_at),
@@ -248,12 +285,68 @@ def running(
     }
 
 
-def _recut(report: dict[str, Any], records: int, total: int, output_limit: int) -> dict[str, Any]:
-    """Every record within its share: Job outputs were cut when read, but results the decider
-    made itself (filter, map, ask...) and the smaller share bodies bring are cut here."""
-    n = max(records, total)
-    for step in report["steps"]:
-        step["output"], step["error"] = cap_step(
-            step.get("output"), step.get("error"), output_limit, n
+def recut(record: dict[str, Any], records: int, output_limit: int) -> dict[str, Any]:
+    """One record (StepRecord.to_json) within its share of REPORT_BUDGET: Job outputs were cut
+    when read, but results the decider made itself (filter, map, ask...) are cut here, once,
+    before the record is written to its PlanReport object."""
+    out, err = cap_step(record.get("output"), record.get("error"), output_limit, records)
+    return {**record, "output": out, "error": err}
+
+
+def _within(record: dict[str, Any], limit: int) -> dict[str, Any]:
+    out, err = record.get("output"), record.get("error")
+    err = cap_text(err, min(ERROR_LIMIT, limit))
+    room = limit - (stored_len(err) if err else 0)
+    return {**record, "output": cap_text(out, max(0, room)), "error": err}
+
+
+def summary(report: Report, status_records: int = STATUS_RECORDS) -> dict[str, Any]:
+    """The report as the status holds it: its verdict and output, the last `status_records`
+    records (the newest with LAST_TEXT bytes of text, the others RECENT_TEXT), the failed
+    step's record, and how many records there are in all (`records`; `stepsOmitted` of them
+    are only in the PlanReport objects)."""
+    n = max(1, min(status_records, STATUS_RECORDS_MAX))
+    tail = report.steps[-n:]
+    recent = [
+        _within(r.to_json(), LAST_TEXT if k == len(tail) - 1 else RECENT_TEXT)
+        for k, r in enumerate(tail)
+    ]
+    out: dict[str, Any] = {
+        "planId": report.plan_id,
+        "completed": report.completed,
+        "failedStep": report.failed_step,
+        "steps": recent,
+        "records": len(report.steps),
+        "stepsOmitted": len(report.steps) - len(recent),
+    }
+    whole = Report(report.plan_id, report.completed, None, (), report.output, report.exit)
+    extra = {k: v for k, v in whole.to_json().items() if k in ("output", "outputError", "exit")}
+    if "exit" in extra:
+        message = cap_text(extra["exit"]["message"], ERROR_LIMIT)
+        extra["exit"] = {**extra["exit"], "message": message}
+    size = json_size(extra.get("output"))
+    if size > OUTPUT_LIMIT:
+        extra["output"], extra["outputError"] = (
+            None,
+            f"the plan's output is {size} bytes, more than a Plan's status holds "
+            f"({OUTPUT_LIMIT} bytes); make the plan's output smaller (its steps' full results "
+            "are in its report: kubectl plan get NAME -o json)",
         )
-    return report
+    out.update(extra)
+    if report.failed_step:
+        failed = next((r for r in reversed(report.steps) if r.step_id == report.failed_step), None)
+        if failed is not None:
+            out["failedRecord"] = _within(failed.to_json(), RECENT_TEXT)
+    return out
+
+
+#: the most records a status may repeat (the operator flag's ceiling: SUMMARY_BUDGET holds it)
+STATUS_RECORDS_MAX = 100
+
+
+def counts(report: Report) -> dict[str, int]:
+    """Settled records by status (body steps included)."""
+    out = {"success": 0, "failed": 0, "skipped": 0}
+    for r in report.steps:
+        out[r.status] = out.get(r.status, 0) + 1
+    return out

@@ -122,6 +122,7 @@ async def plan(request: web.Request) -> web.StreamResponse:
     found = await kube.get_plan(ns, name)
     if found is None:
         return _not_found(ns, name)
+    found = await cluster.full_report(kube, found)  # every record, from its PlanReports
     return _json(view.plan_view(ns, found, await _children(kube, ns, name)))
 
 
@@ -156,6 +157,9 @@ async def watch(request: web.Request) -> web.StreamResponse:
     try:
         while True:
             if kind == "plan":
+                # the status repeats the last records; the others are in the PlanReports
+                omitted = ((obj.get("status") or {}).get("report") or {}).get("stepsOmitted")
+                obj = await cluster.full_report(kube, obj) if omitted else obj
                 shown = view.plan_view(ns, obj, await _children(kube, ns, name))
                 await resp.write(_event("plan", shown))
             else:
@@ -198,6 +202,7 @@ async def log(request: web.Request) -> web.StreamResponse:
     found = await kube.get_plan(ns, name)
     if found is None:
         return _not_found(ns, name)
+    found = await cluster.full_report(kube, found)
     for rec in view.plan_view(ns, found, [])["records"]:
         if rec["stepId"] == step and rec["output"] is not None:
             note = "the step's pod is gone: the output recorded in the report"
