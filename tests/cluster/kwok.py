@@ -145,8 +145,9 @@ _END = """
 {{ $now := Now }}
 {{ $started := or .status.startTime $now }}
 conditions:
-- {type: Ready, status: "False", reason: PodCompleted, lastTransitionTime: {{ $now | Quote }}}
-- {type: ContainersReady, status: "False", reason: PodCompleted, lastTransitionTime: {{ $now | Quote }}}
+{{ range list "Ready" "ContainersReady" }}
+- {type: {{ . }}, status: "False", reason: PodCompleted, lastTransitionTime: {{ $now | Quote }}}
+{{ end }}
 containerStatuses:
 {{ range .spec.containers }}
 - image: {{ .image | Quote }}
