@@ -46,6 +46,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -412,6 +413,35 @@ class Kwok:
             "--ignore-not-found",
         )
         (self.state / "logs" / f"{namespace}.log").unlink(missing_ok=True)
+
+
+def any_ready(kubeconfig: str) -> bool:
+    """Does the cluster have a Ready simulated node (of any kwok, e.g. `up --kwok-nodes`)?"""
+    out = kubectl(kubeconfig, "get", "nodes", "-l", INSTANCE_LABEL, "-o", "json")
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for n in json.loads(out)["items"]
+        for c in (n.get("status") or {}).get("conditions") or []
+    )
+
+
+@contextlib.contextmanager
+def simulated_nodes(
+    kubeconfig: str, state: Path, name: str, nodes: int, run_ms: int = 1000
+) -> Iterator[Kwok]:
+    """The cluster's simulated nodes when it has some, else `nodes` of our own (a kwok process
+    named `name`), stopped and deleted on exit. Either way `output` works (any kwok serves it)."""
+    if not (kwok_dir() / "kwok").exists():
+        subprocess.run([str(HERE / "build"), "kwok"], check=True, stdout=subprocess.DEVNULL)
+    if any_ready(kubeconfig):
+        yield Kwok(kubeconfig, state, name="")
+        return
+    own = Kwok(kubeconfig, state, name=name)
+    try:
+        own.up(nodes, run_ms=run_ms)
+        yield own
+    finally:
+        own.down()
 
 
 def main() -> None:

@@ -15,7 +15,6 @@ the tests use, and removes them afterwards.
 from __future__ import annotations
 
 import json
-import subprocess
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -23,34 +22,18 @@ from typing import Any
 import pytest
 
 from tests.cluster import kwok
-from tests.conftest import CLUSTER, Kube
+from tests.conftest import Kube
 from tests.e2e.conftest import Operator, capsule, plan, steps, wait_plan
 
 IMAGE = "local/busybox:1.35.0"  # never pulled: a simulated node runs nothing
 
 
 @pytest.fixture(scope="module")
-def simulated(
-    kube: Kube, kubeconfig: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[kwok.Kwok]:
+def simulated(kubeconfig: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[kwok.Kwok]:
     """kwok nodes to run on: the cluster's own (up --kwok-nodes), else two of our own."""
-    if not (kwok.kwok_dir() / "kwok").exists():
-        subprocess.run([str(CLUSTER / "build"), "kwok"], check=True, stdout=subprocess.DEVNULL)
-    state = tmp_path_factory.mktemp("kwok")
-    nodes = kube.get("nodes", "-l", kwok.INSTANCE_LABEL)["items"]
-    if any(
-        c["type"] == "Ready" and c["status"] == "True"
-        for n in nodes
-        for c in n["status"].get("conditions", [])
-    ):
-        yield kwok.Kwok(kubeconfig, state, name="")  # only to write logs
-        return
-    own = kwok.Kwok(kubeconfig, state, name=f"sim-e2e-{uuid.uuid4().hex[:6]}")
-    try:
-        own.up(2, run_ms=300)
-        yield own
-    finally:
-        own.down()
+    name = f"sim-e2e-{uuid.uuid4().hex[:6]}"
+    with kwok.simulated_nodes(kubeconfig, tmp_path_factory.mktemp("kwok"), name, 2, 300) as k:
+        yield k
 
 
 @pytest.fixture
