@@ -234,6 +234,27 @@ def pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 
 
+def watch(kubeconfig: str, resource: str, namespace: str, *output: str) -> subprocess.Popen[str]:
+    """`kubectl get RESOURCE --watch` in one namespace, one event at a time on its stdout."""
+    return subprocess.Popen(
+        [
+            str(KUBECTL),
+            "--kubeconfig",
+            kubeconfig,
+            "get",
+            resource,
+            "-n",
+            namespace,
+            "--watch",
+            "--output-watch-events",
+            "-o",
+            *output,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
 class Watch:
     """`kubectl get --watch` of one resource in one namespace; `on(seen_at, type, obj)` per event
     (monotonic time taken as the line arrives: both tools are observed the same way)."""
@@ -245,23 +266,7 @@ class Watch:
         namespace: str,
         on: Callable[[float, str, dict[str, Any]], None],
     ) -> None:
-        self.proc = subprocess.Popen(
-            [
-                str(KUBECTL),
-                "--kubeconfig",
-                kubeconfig,
-                "get",
-                resource,
-                "-n",
-                namespace,
-                "--watch",
-                "--output-watch-events",
-                "-o",
-                "json",
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
+        self.proc = watch(kubeconfig, resource, namespace, "json")
         self.thread = threading.Thread(target=self._read, args=(on,), daemon=True)
         self.thread.start()
 

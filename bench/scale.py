@@ -44,7 +44,6 @@ import json
 import os
 import ssl
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -66,10 +65,10 @@ from bench.measure import (  # noqa: E402
     proc_rss_mib,
     start_counted_operator,
     versions,
+    watch,
 )
 from bench.operator_bench import metric  # noqa: E402
 from tests.cluster import kwok  # noqa: E402
-from tests.conftest import KUBECTL  # noqa: E402
 from tests.e2e.conftest import Operator, capsule, plan  # noqa: E402
 
 IMAGE = "local/busybox:1.35.0"  # never pulled: simulated nodes run nothing
@@ -111,24 +110,7 @@ class Columns:
         on: Callable[[float, list[str]], None],
     ) -> None:
         spec = ",".join(f"C{i}:{c}" for i, c in enumerate([".type", *columns]))
-        self.proc = subprocess.Popen(
-            [
-                str(KUBECTL),
-                "--kubeconfig",
-                kubeconfig,
-                "get",
-                resource,
-                "-n",
-                namespace,
-                "--watch",
-                "--output-watch-events",
-                "--no-headers",
-                "-o",
-                f"custom-columns={spec}",
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
+        self.proc = watch(kubeconfig, resource, namespace, f"custom-columns={spec}", "--no-headers")
         self.thread = threading.Thread(target=self._read, args=(on,), daemon=True)
         self.thread.start()
 
