@@ -307,7 +307,13 @@ def submit(cluster: Cluster, ns: str, load: Load) -> dict[str, float]:
 
 
 def run(
-    cluster: Cluster, sim: kwok.Kwok, name: str, load: Load, limit: int, timeout: float
+    cluster: Cluster,
+    sim: kwok.Kwok,
+    name: str,
+    load: Load,
+    limit: int,
+    timeout: float,
+    workers: int = 8,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"total": load.total, "succeeded": 0}
     if load.size > limit:
@@ -322,7 +328,7 @@ def run(
     cluster.kube.run("create", "namespace", ns)
     cluster.kube.apply(capsule(IMAGE, **kwok.PLACEMENT), "-n", ns)
     sim.output(ns, "")
-    op, log = start_counted_operator(cluster, [ns], 8)
+    op, log = start_counted_operator(cluster, [ns], workers)
     seen = Seen()
     watches = [
         Columns(cluster.kubeconfig, "jobs", ns, [PLAN_LABEL, STEP_LABEL], seen.on_job),
@@ -364,8 +370,14 @@ def run(
                 "dispatch_p99_s": pct(lat, 0.99) if lat else None,
                 "dispatch_samples": len(lat),
                 "operator_rss_mib": sampler.rss,
-                "operator_cpu_s_per_step": (proc_cpu_s(op.proc.pid) - cpu0) / max(settled, 1),
-                "api_requests_per_step": delta.get("bench-planops", 0.0) / max(settled, 1),
+                # per settled step: none when nothing settled (the totals are still there)
+                "operator_cpu_s_per_step": (proc_cpu_s(op.proc.pid) - cpu0) / settled
+                if settled
+                else None,
+                "operator_cpu_s": proc_cpu_s(op.proc.pid) - cpu0,
+                "api_requests_per_step": delta.get("bench-planops", 0.0) / settled
+                if settled
+                else None,
                 "apiserver_requests_per_s": sum(delta.values()) / wall,
                 "requests_by_flow_schema": {k: round(v) for k, v in sorted(delta.items()) if v},
                 "settled": settled,
@@ -426,6 +438,7 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=1.0, help="K times each workload")
     ap.add_argument("--workloads", default=",".join(FULL))
     ap.add_argument("--nodes", type=int, default=50, help="simulated nodes started if none")
+    ap.add_argument("--workers", type=int, default=8, help="the operator's (chart: 8)")
     ap.add_argument("--timeout", type=float, default=900, help="per workload, seconds")
     ap.add_argument("-o", "--output", choices=("table", "json"), default="table")
     args = ap.parse_args()
@@ -442,13 +455,16 @@ def main() -> None:
         nodes = cluster.kube.get("nodes", "-l", kwok.INSTANCE_LABEL)["items"]
         all_loads = loads(args.quick, args.scale)
         for name in chosen:
-            result[name] = run(cluster, sim, name, all_loads[name], limit, args.timeout)
+            load = all_loads[name]
+            result[name] = run(cluster, sim, name, load, limit, args.timeout, args.workers)
+            # as it goes: a run cut short keeps what it measured
+            progress(f"{name}: {json.dumps(result[name], sort_keys=True)}")
     result["settings"] = {
         "quick": args.quick,
         "scale": args.scale,
         "step_limit": limit,
         "simulated_nodes": len(nodes),
-        "operator": "this checkout, chart defaults (--workers 8, --resync-seconds 60)",
+        "operator": f"this checkout, --workers {args.workers} (chart: 8), --resync-seconds 60",
         "versions": {k: v for k, v in versions().items() if k in ("K8S_VERSION", "KWOK_VERSION")},
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
