@@ -55,10 +55,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "image"))
 
+from bench.measure import (  # noqa: E402
+    Cluster,
+    Watch,
+    pct,
+    proc_cpu_s,
+    proc_peak_rss_mib,
+    start_counted_operator,
+    versions,
+)
 from bench.operator_bench import apply_many  # noqa: E402
 from ocitar import image, layer  # noqa: E402
-from tests.conftest import KUBECTL, Kube  # noqa: E402
-from tests.e2e.conftest import capsule, free_port, plan, start_operator  # noqa: E402
+from tests.e2e.conftest import capsule, free_port, plan  # noqa: E402
 
 BUSYBOX = "local/busybox:1.35.0"
 CACHE = Path(os.environ.get("PLANOPS_CACHE", Path.home() / ".cache" / "planops"))
@@ -79,173 +87,11 @@ FIGURES = (
 )
 
 
-def versions() -> dict[str, str]:
-    env = {}
-    for line in (ROOT / "tests" / "cluster" / "versions.env").read_text().splitlines():
-        if "=" in line and not line.startswith("#"):
-            k, v = line.split("=", 1)
-            env[k] = v.split("#", 1)[0].strip()
-    return env
-
-
 # -- the cluster -------------------------------------------------------------------------------
 
 
-class Cluster:
-    """The test cluster the bench talks to: its directory (CA, ports) is the kubeconfig's."""
-
-    def __init__(self, kubeconfig: str) -> None:
-        self.kubeconfig = kubeconfig
-        self.dir = Path(kubeconfig).resolve().parent
-        self.kube = Kube(kubeconfig)
-        ports = dict(
-            line.split("=", 1)
-            for line in (self.dir / "ports.env").read_text().split()
-            if "=" in line
-        )
-        self.etcd = f"http://127.0.0.1:{ports['ETCD_PORT']}"
-        self.server = json.loads(self.kube.run("config", "view", "--raw", "-o", "json").stdout)[
-            "clusters"
-        ][0]["cluster"]["server"]
-
-    def identity(self, user: str, namespace: str = "default") -> str:
-        """A kubeconfig for a client certificate of `user` (bound to cluster-admin): one
-        identity per client, so the API server's metrics tell the clients apart."""
-        pki, out = self.dir / "pki", self.dir / f"bench-{user}.kubeconfig"
-        key, crt = pki / f"bench-{user}.key", pki / f"bench-{user}.crt"
-        if not crt.exists():
-            subprocess.run(
-                ["openssl", "genrsa", "-out", str(key), "2048"], check=True, capture_output=True
-            )
-            csr = subprocess.run(
-                ["openssl", "req", "-new", "-key", str(key), "-subj", f"/CN={user}"],
-                check=True,
-                capture_output=True,
-            ).stdout
-            subprocess.run(
-                [
-                    "openssl",
-                    "x509",
-                    "-req",
-                    "-CA",
-                    str(pki / "ca.crt"),
-                    "-CAkey",
-                    str(pki / "ca.key"),
-                    "-CAcreateserial",
-                    "-days",
-                    "2",
-                    "-out",
-                    str(crt),
-                ],
-                input=csr,
-                check=True,
-                capture_output=True,
-            )
-        b64 = lambda p: base64.b64encode(p.read_bytes()).decode()  # noqa: E731
-        out.write_text(
-            json.dumps(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "current-context": "bench",
-                    "clusters": [
-                        {
-                            "name": "bench",
-                            "cluster": {
-                                "server": self.server,
-                                "certificate-authority-data": b64(pki / "ca.crt"),
-                            },
-                        }
-                    ],
-                    "users": [
-                        {
-                            "name": user,
-                            "user": {
-                                "client-certificate-data": b64(crt),
-                                "client-key-data": b64(key),
-                            },
-                        }
-                    ],
-                    "contexts": [
-                        {
-                            "name": "bench",
-                            "context": {"cluster": "bench", "user": user, "namespace": namespace},
-                        }
-                    ],
-                }
-            )
-        )
-        self.kube.apply(
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRoleBinding",
-                "metadata": {"name": f"bench-{user}"},
-                "roleRef": {
-                    "apiGroup": "rbac.authorization.k8s.io",
-                    "kind": "ClusterRole",
-                    "name": "cluster-admin",
-                },
-                "subjects": [
-                    {"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}
-                ],
-            }
-        )
-        return str(out)
-
-    def classify(self, name: str, subjects: list[dict[str, Any]]) -> None:
-        """A FlowSchema (and a priority level with room enough to never queue) for `subjects`:
-        the API server then counts their requests under flow_schema=`name`."""
-        self.kube.apply(
-            {
-                "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
-                "kind": "PriorityLevelConfiguration",
-                "metadata": {"name": "bench"},
-                "spec": {
-                    "type": "Limited",
-                    "limited": {
-                        "nominalConcurrencyShares": 100,
-                        "limitResponse": {"type": "Reject"},
-                    },
-                },
-            }
-        )
-        self.kube.apply(
-            {
-                "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
-                "kind": "FlowSchema",
-                "metadata": {"name": name},
-                "spec": {
-                    "matchingPrecedence": 200,
-                    "priorityLevelConfiguration": {"name": "bench"},
-                    "rules": [
-                        {
-                            "subjects": subjects,
-                            "resourceRules": [
-                                {
-                                    "verbs": ["*"],
-                                    "apiGroups": ["*"],
-                                    "resources": ["*"],
-                                    "clusterScope": True,
-                                    "namespaces": ["*"],
-                                }
-                            ],
-                            "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
-                        }
-                    ],
-                },
-            }
-        )
-
-    def requests(self) -> dict[str, float]:
-        """Requests dispatched so far, by FlowSchema (the API server's own counter)."""
-        text = self.kube.run("get", "--raw", "/metrics").stdout
-        out: dict[str, float] = {}
-        for line in text.splitlines():
-            if line.startswith("apiserver_flowcontrol_dispatched_requests_total{"):
-                labels, value = line.rsplit(" ", 1)
-                fs = labels.split('flow_schema="', 1)[1].split('"', 1)[0]
-                out[fs] = out.get(fs, 0.0) + float(value)
-        return out
+class ArgoCluster(Cluster):
+    """The cluster as vs_argo needs it: etcd's bytes per namespace, images on the node."""
 
     def etcd_bytes(self, namespace: str) -> int:
         """Bytes etcd holds (keys and values) for the objects of one namespace."""
@@ -287,55 +133,6 @@ class Cluster:
 
 
 # -- watching ----------------------------------------------------------------------------------
-
-
-class Watch:
-    """`kubectl get --watch` of one resource in one namespace; `on(seen_at, type, obj)` per event
-    (monotonic time taken as the line arrives: both tools are observed the same way)."""
-
-    def __init__(
-        self,
-        kubeconfig: str,
-        resource: str,
-        namespace: str,
-        on: Callable[[float, str, dict[str, Any]], None],
-    ) -> None:
-        self.proc = subprocess.Popen(
-            [
-                str(KUBECTL),
-                "--kubeconfig",
-                kubeconfig,
-                "get",
-                resource,
-                "-n",
-                namespace,
-                "--watch",
-                "--output-watch-events",
-                "-o",
-                "json",
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        self.thread = threading.Thread(target=self._read, args=(on,), daemon=True)
-        self.thread.start()
-
-    def _read(self, on: Callable[[float, str, dict[str, Any]], None]) -> None:
-        assert self.proc.stdout is not None
-        buf = ""
-        for line in self.proc.stdout:
-            now = time.monotonic()
-            buf += line
-            try:
-                ev = json.loads(buf)
-            except json.JSONDecodeError:
-                continue  # a pretty-printed event spans lines
-            buf = ""
-            on(now, ev["type"], ev["object"])
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(10)
 
 
 @dataclass
@@ -395,11 +192,6 @@ class Pods:
 # -- the sides ---------------------------------------------------------------------------------
 
 
-def proc_cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def pods_cpu_s() -> float:
     """CPU seconds used so far by every pod on the node (the kubelet's /kubepods cgroup, v1
     cpuacct or v2 cpu.stat): the steps' own work, and whatever runs beside it in their pods
@@ -413,13 +205,6 @@ def pods_cpu_s() -> float:
     return 0.0
 
 
-def proc_peak_rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 class Side:
     """One tool on the cluster: starts its controller, writes its runs, names its pods."""
 
@@ -428,9 +213,9 @@ class Side:
     settings: dict[str, Any]
     pid: int
 
-    def start(self, cluster: Cluster, namespaces: list[str]) -> None: ...
+    def start(self, cluster: ArgoCluster, namespaces: list[str]) -> None: ...
     def stop(self) -> None: ...
-    def prepare(self, cluster: Cluster, ns: str) -> None: ...
+    def prepare(self, cluster: ArgoCluster, ns: str) -> None: ...
     def one_step(self, name: str) -> dict[str, Any]: ...
     def chain(self, name: str, n: int) -> dict[str, Any]: ...
     def fanout(self, name: str, n: int) -> dict[str, Any]: ...
@@ -452,19 +237,13 @@ class Planops(Side):
         }
 
     def start(self, cluster: Cluster, namespaces: list[str]) -> None:
-        cluster.kube.run("apply", "-f", str(ROOT / "crds"))
-        kc = cluster.identity("bench-planops")
-        cluster.classify("bench-planops", [{"kind": "User", "user": {"name": "bench-planops"}}])
-        self.log = Path(tempfile.gettempdir()) / f"vs-argo-planops-{uuid.uuid4().hex[:6]}.log"
-        self.op = start_operator(
-            kc, namespaces, self.log, "--workers", str(self.workers), "--resync-seconds", "60"
-        )
+        self.op, self.log = start_counted_operator(cluster, namespaces, self.workers)
         self.pid = self.op.proc.pid
 
     def stop(self) -> None:
         self.op.stop()
 
-    def prepare(self, cluster: Cluster, ns: str) -> None:
+    def prepare(self, cluster: ArgoCluster, ns: str) -> None:
         cluster.kube.apply(capsule(BUSYBOX), "-n", ns)
 
     def one_step(self, name: str) -> dict[str, Any]:
@@ -505,7 +284,7 @@ class Argo(Side):
             "executor": "emissary (argoexec init + wait sidecar)",
         }
 
-    def executor_image(self, cluster: Cluster) -> str:
+    def executor_image(self, cluster: ArgoCluster) -> str:
         ref = f"local/argoexec:{versions()['ARGO_VERSION']}"
         with tempfile.TemporaryDirectory() as tmp:
             entries: list[tuple[str, dict[str, object]]] = [
@@ -537,7 +316,7 @@ class Argo(Side):
             cluster.import_image(tar)
         return ref
 
-    def start(self, cluster: Cluster, namespaces: list[str]) -> None:
+    def start(self, cluster: ArgoCluster, namespaces: list[str]) -> None:
         if not (self.bin / "workflow-controller").exists():
             raise SystemExit(f"Argo is not built: run tests/cluster/build argo ({self.bin})")
         cluster.kube.run("apply", "--server-side", "-f", str(self.bin / "crds"))
@@ -600,7 +379,7 @@ class Argo(Side):
         except subprocess.TimeoutExpired:
             self.proc.kill()
 
-    def prepare(self, cluster: Cluster, ns: str) -> None:
+    def prepare(self, cluster: ArgoCluster, ns: str) -> None:
         cluster.kube.apply(
             {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "argo-exec"}},
             "-n",
@@ -692,12 +471,7 @@ class Argo(Side):
 # -- one side's run ----------------------------------------------------------------------------
 
 
-def pct(values: list[float], q: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, round(q * (len(s) - 1)))]
-
-
-def measure(side: Side, cluster: Cluster, args: argparse.Namespace) -> dict[str, Any]:
+def measure(side: Side, cluster: ArgoCluster, args: argparse.Namespace) -> dict[str, Any]:
     tag = uuid.uuid4().hex[:5]
     nss = {w: f"vs-{side.name.replace('_', '-')}-{w}-{tag}" for w in ("burst", "chain", "fanout")}
     for ns in nss.values():
@@ -794,7 +568,7 @@ def main() -> None:
     args = ap.parse_args()
     if shutil.which("ctr") is None or shutil.which("openssl") is None:
         raise SystemExit("needs ctr (containerd) and openssl: see docs/test-cluster.md")
-    cluster = Cluster(os.environ["KUBECONFIG"])
+    cluster = ArgoCluster(os.environ["KUBECONFIG"])
     sides: dict[str, Side] = {
         "planops": Planops(args.workers),
         "argo": Argo(tuned=False),

@@ -151,12 +151,14 @@ def namespace(kube: Kube) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def node(kube: Kube) -> dict[str, Any]:
-    """The Ready node of the test cluster (fails when there is none: pods must really run)."""
+    """The Ready node of the test cluster (fails when there is none: pods must really run).
+    Simulated nodes (tests/cluster/kwok.py, label planops.dev/kwok) run nothing: never them."""
     nodes = kube.get("nodes")["items"]
     ready = [
         n
         for n in nodes
-        if any(
+        if "planops.dev/kwok" not in (n["metadata"].get("labels") or {})
+        and any(
             c["type"] == "Ready" and c["status"] == "True"
             for c in n["status"].get("conditions", [])
         )

@@ -136,7 +136,7 @@ def test_a_jobs_pod_runs_restricted():
 def test_a_job_without_capsule_extras_has_none_of_them():
     d = dispatch("shell", shell="echo hi")
     pod = manifests.job(REF, d, capsule(), "busybox", timeout_seconds=5)["spec"]["template"]["spec"]
-    for key in ("serviceAccountName", "tolerations", "volumes"):
+    for key in ("serviceAccountName", "tolerations", "nodeSelector", "volumes"):
         assert key not in pod
     (container,) = pod["containers"]
     assert "volumeMounts" not in container and "workingDir" not in container
@@ -144,6 +144,29 @@ def test_a_job_without_capsule_extras_has_none_of_them():
         "requests": {"cpu": "10m", "memory": "32Mi"},
         "limits": {"cpu": "1", "memory": "256Mi"},
     }
+
+
+def test_a_jobs_pod_goes_where_its_capsule_says_with_the_capsules_tolerations_first():
+    placed = capsule(
+        nodeSelector={"type": "kwok", "example.com/pool": "batch"},
+        tolerations=[
+            {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"},
+            {"key": "dedicated", "value": "ci"},
+            {"key": "maint", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 9},
+        ],
+        nodeFailureTolerationSeconds=30,
+    )
+    d = dispatch("shell", shell="echo hi")
+    pod = manifests.job(REF, d, placed, "busybox", timeout_seconds=5)["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"type": "kwok", "example.com/pool": "batch"}
+    assert pod["tolerations"] == [
+        {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "dedicated", "operator": "Equal", "value": "ci"},
+        {"key": "maint", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 9},
+    ] + [
+        {"key": k, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30}
+        for k in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+    ]
 
 
 def test_a_jobs_container_gets_the_steps_limits_over_the_capsules():

@@ -20,6 +20,8 @@ import yaml
 from planops.api.documents import API_GROUP
 from planops.api.models import (
     ENV_NAME_PATTERN,
+    LABEL_KEY_PATTERN,
+    LABEL_VALUE_PATTERN,
     NAME_PATTERN,
     NEEDS_A_MODEL,
     STEP_ID_PATTERN,
@@ -348,6 +350,69 @@ def _retry_backoff(description: str) -> Schema:
     )
 
 
+def _node_selector() -> Schema:
+    return {
+        "type": "object",
+        "description": "Node labels a step pod's node must have (the pod's nodeSelector), e.g. "
+        "{pool: batch}. Set by the Capsule's owner only: no plan field changes where steps run.",
+        "additionalProperties": _s("A label value.", pattern=LABEL_VALUE_PATTERN, maxLength=63),
+        "maxProperties": 64,
+        "x-kubernetes-validations": [
+            {
+                "rule": f"self.all(k, size(k) <= 317 && k.matches(r'{LABEL_KEY_PATTERN}'))",
+                "message": "every key is a label key: [prefix/]name (example.com/zone)",
+            }
+        ],
+    }
+
+
+def _tolerations() -> Schema:
+    rules = [
+        (
+            "!has(self.tolerationSeconds) || has(self.effect) && self.effect == 'NoExecute'",
+            "tolerationSeconds needs effect NoExecute",
+        ),
+        ("self.operator != 'Exists' || self.value == ''", "operator Exists takes no value"),
+        ("self.key != '' || self.operator == 'Exists'", "without a key, operator is Exists"),
+    ]
+    return _list(
+        "Taints step pods tolerate (the pod's tolerations, Kubernetes' shape), e.g. to run on "
+        "a dedicated or simulated pool. Set by the Capsule's owner only.",
+        _obj(
+            "A toleration: matches taints with this key (any key when empty, operator Exists).",
+            {
+                "key": _s(
+                    "The taint's key; empty matches every key.",
+                    default="",
+                    pattern=f"^$|{LABEL_KEY_PATTERN}",
+                    maxLength=317,
+                ),
+                "operator": _s(
+                    "Equal (the value must match) or Exists (any value).",
+                    enum=["Exists", "Equal"],
+                    default="Equal",
+                ),
+                "value": _s(
+                    "The taint's value (operator Equal).",
+                    default="",
+                    pattern=LABEL_VALUE_PATTERN,
+                    maxLength=63,
+                ),
+                "effect": _s(
+                    "The taint effect to tolerate; omitted: every effect.",
+                    enum=["NoSchedule", "PreferNoSchedule", "NoExecute"],
+                ),
+                "tolerationSeconds": _i(
+                    "How long the pod stays once a NoExecute taint appears. Default: forever.",
+                    minimum=0,
+                ),
+            },
+            **{"x-kubernetes-validations": [{"rule": r, "message": m} for r, m in rules]},
+        ),
+        maxItems=64,
+    )
+
+
 def capsule_spec_schema() -> Schema:
     def allow(what: str) -> Schema:
         names = _list("The allowed names. Empty: nothing is allowed.", {"type": "string"})
@@ -437,6 +502,8 @@ def capsule_spec_schema() -> Schema:
                 minimum=0,
                 maximum=86400,
             ),
+            "nodeSelector": _node_selector(),
+            "tolerations": _tolerations(),
             "readOnlyPaths": _list(
                 "Paths inside /workspace mounted read-only in every step.", {"type": "string"}
             ),

@@ -13,6 +13,7 @@ keys are normalized: a step's `input` belongs to its tool and is never rewritten
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -269,6 +270,48 @@ class AllowList(Model):
     allow: list[str] = Field(default_factory=list)
 
 
+#: A label key as Kubernetes checks it: an optional DNS-subdomain prefix (at most 253 characters)
+#: and `/`, then a name of at most 63 characters (letters, digits, `-`, `_`, `.`).
+LABEL_KEY_PATTERN = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$"
+_LABEL_KEY, _LABEL_VALUE = re.compile(LABEL_KEY_PATTERN), re.compile(LABEL_VALUE_PATTERN)
+
+
+def _label_key(key: str, where: str) -> str:
+    if not _LABEL_KEY.fullmatch(key) or len(key.rsplit("/", 1)[0]) > 253:
+        raise ValueError(
+            f"{where} {key!r} is not a label key: [prefix/]name, the name at most 63 letters, "
+            "digits, '-', '_' or '.', the prefix a DNS subdomain (example.com/zone)"
+        )
+    return key
+
+
+class Toleration(Model):
+    """A toleration of step pods (Kubernetes' own shape and rules): lets them onto nodes with a
+    matching taint."""
+
+    key: str = ""
+    operator: Literal["Exists", "Equal"] = "Equal"
+    value: str = Field(default="", pattern=LABEL_VALUE_PATTERN)
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    toleration_seconds: int | None = None
+
+    @model_validator(mode="after")
+    def _kubernetes_rules(self) -> Toleration:
+        if self.key:
+            _label_key(self.key, "toleration key")
+        elif self.operator != "Exists":
+            raise ValueError("a toleration without a key must have operator Exists (all taints)")
+        if self.operator == "Exists" and self.value:
+            raise ValueError(f"toleration {self.key!r}: operator Exists takes no value")
+        if self.toleration_seconds is not None and self.effect != "NoExecute":
+            raise ValueError(f"toleration {self.key!r}: tolerationSeconds needs effect NoExecute")
+        return self
+
+
 class WorkspacePolicy(Model):
     """What workspaces (spec.workspace) plans under a Capsule may have. Deny by default: no
     existing claim, no storage class of the plan's choosing, new claims of at most 1Gi."""
@@ -302,7 +345,23 @@ class CapsuleSpec(Model):
     #: seconds a step pod stays on a node that is NotReady or unreachable before it is evicted
     #: (and its attempt fails, naming the node); None: the cluster's default (300 s)
     node_failure_toleration_seconds: int | None = Field(default=None, ge=0, le=86400)
+    #: where step pods may run (pod spec nodeSelector, tolerations): the Capsule owner's choice,
+    #: never a plan author's (no step field sets them)
+    node_selector: dict[str, str] = Field(default_factory=dict, max_length=64)
+    tolerations: list[Toleration] = Field(default_factory=list, max_length=64)
     plan: PlanSpec | None = Field(default=None, description="What runs when a plan spawns it.")
+
+    @field_validator("node_selector")
+    @classmethod
+    def _node_labels(cls, value: dict[str, str]) -> dict[str, str]:
+        for k, v in value.items():
+            _label_key(k, "nodeSelector key")
+            if not _LABEL_VALUE.fullmatch(v):
+                raise ValueError(
+                    f"nodeSelector {k}: {v!r} is not a label value (at most 63 letters, digits, "
+                    "'-', '_' or '.', starting and ending with a letter or digit)"
+                )
+        return value
 
     def tool(self, name: str) -> Tool | None:
         return next((t for t in self.tools if t.name == name), None)

@@ -277,8 +277,14 @@ def job(
     }
     if capsule.service_account_name:
         pod_spec["serviceAccountName"] = capsule.service_account_name
+    if capsule.node_selector:
+        pod_spec["nodeSelector"] = dict(capsule.node_selector)
+    tolerations = [
+        {k: v for k, v in t.model_dump(by_alias=True, exclude_none=True).items() if v != ""}
+        for t in capsule.tolerations
+    ]
     if capsule.node_failure_toleration_seconds is not None:
-        pod_spec["tolerations"] = [
+        tolerations += [
             {
                 "key": key,
                 "operator": "Exists",
@@ -287,6 +293,8 @@ def job(
             }
             for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
         ]
+    if tolerations:
+        pod_spec["tolerations"] = tolerations
     if workspace_claim is not None:
         container["workingDir"] = WORKSPACE_MOUNT
         mounts.append({"name": "workspace", "mountPath": WORKSPACE_MOUNT})

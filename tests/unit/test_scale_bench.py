@@ -1,0 +1,63 @@
+"""bench/scale.py's own logic, without a cluster: the workload sizes (a tenth with --quick, K
+times with --scale K), a workload past the cluster's limit skipped saying so (never a crash), and
+dispatch latency taken from the right moment for each shape. And what tests/cluster/kwok.py tells
+kwok: which pods fail, which succeed, which nodes are its."""
+
+from __future__ import annotations
+
+from bench import scale
+
+from tests.cluster import kwok
+
+
+def test_quick_is_a_tenth_and_scale_multiplies():
+    full, quick, double = scale.loads(False, 1), scale.loads(True, 1), scale.loads(False, 2)
+    assert [len(full["one_step"].plans), full["concurrent"].total] == [5000, 10000]
+    assert (full["large"].size, full["map"].size) == (20000, 10000)
+    assert (full["one_step"].over_s, quick["one_step"].over_s) == (60, 6)
+    assert [len(quick["one_step"].plans), quick["concurrent"].total] == [500, 1000]
+    assert (quick["large"].size, quick["map"].size) == (2000, 1000)
+    assert [len(double["one_step"].plans), double["concurrent"].total] == [10000, 20000]
+    assert double["one_step"].over_s == 60  # twice the rate, not twice the time
+    # each one-step plan stays in flight until the submission minute is over
+    assert full["one_step"].plans[0]["spec"]["steps"] == [{"id": "only", "shell": "sleep 60"}]
+
+
+def test_a_workload_past_the_limit_is_skipped_naming_the_limit():
+    out = scale.run(None, None, "large", scale.large(20000), 2000, 1)  # type: ignore[arg-type]
+    assert out["total"] == 20000 and out["succeeded"] == 0
+    assert out["skipped"].startswith("limit 2000: 20000 steps in one plan")
+    out = scale.run(None, None, "map", scale.mapped(10000), 2000, 1)  # type: ignore[arg-type]
+    assert out["skipped"].startswith("limit 2000: 10000 items of one map")
+    assert "skipped" in scale.table({"map": out})
+
+
+def test_dispatch_is_measured_from_when_a_step_could_start():
+    seen = scale.Seen()
+    seen.job_added = {("c", "s0"): 10.5, ("c", "s1"): 13.0, ("c", "s2"): 20.0}
+    seen.pod_done = {("c", "s0"): 12.0, ("c", "s1"): 19.25}
+    lat = scale.dispatch_latencies(scale.chains(1, 3), seen, {"c": 10.0})
+    assert sorted(lat) == [0.5, 0.75, 1.0]  # s0 from its plan, s1 and s2 from their dependency
+    # map items beyond the concurrency start when an earlier item's pod is done
+    m = scale.mapped(3)
+    m.map_concurrency = 2
+    seen.job_added = {("map", "a"): 1.0, ("map", "b"): 1.5, ("map", "c"): 4.0}
+    seen.pod_done = {("map", "a"): 3.0, ("map", "b"): 3.5}
+    assert sorted(scale.dispatch_latencies(m, seen, {"map": 0.5})) == [0.5, 1.0, 1.0]
+
+
+def test_kwok_fails_false_succeeds_the_rest_and_manages_only_its_own_nodes():
+    by_name = {s["metadata"]["name"]: s["spec"] for s in kwok.stages(0, 700)}
+    fail, succeed = by_name["planops-pod-fail"], by_name["planops-pod-succeed"]
+    first_word = [e for e in fail["selector"]["matchExpressions"] if "command" in e["key"]]
+    assert first_word == [{"key": kwok._FIRST_WORD, "operator": "In", "values": ["false"]}]
+    assert {"key": kwok._FIRST_WORD, "operator": "NotIn", "values": ["false"]} in succeed[
+        "selector"
+    ]["matchExpressions"]
+    assert "exitCode: 1" in fail["next"]["statusTemplate"]
+    assert "phase: Failed" in fail["next"]["statusTemplate"]
+    assert succeed["delay"]["durationMilliseconds"] == 700
+    node = kwok.node("sim-x", "sim-x-3", 110)
+    assert node["metadata"]["labels"][kwok.INSTANCE_LABEL] == "sim-x"
+    assert node["spec"]["taints"] == [kwok.TAINT]
+    assert kwok.PLACEMENT["nodeSelector"].items() <= node["metadata"]["labels"].items()
