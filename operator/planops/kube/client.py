@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import aiohttp
-import yaml
 from kubernetes.aio import client
 from kubernetes.aio import config as _config
 
 from planops.api.documents import API_GROUP
+from planops.kube import kubeconfig as kubeconfig_
 
 VERSION = "v1alpha1"
 Obj = dict[str, Any]
@@ -97,20 +97,19 @@ class Kube:
 
     @classmethod
     async def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> Kube:
-        """In-cluster credentials, else the kubeconfig (given, $KUBECONFIG, ~/.kube/config);
+        """In-cluster credentials, else the kubeconfig (given, else every file $KUBECONFIG
+        lists, merged as kubectl merges them, else ~/.kube/config: kube.kubeconfig);
         ConfigError when neither is usable."""
         try:
-            if kubeconfig or context:
-                await config.load_kube_config(config_file=kubeconfig, context=context)
-            else:
+            if not (kubeconfig or context):
                 try:
                     config.load_incluster_config()
+                    return cls(client.ApiClient())
                 except config.ConfigException:
-                    await config.load_kube_config()
-        except config.ConfigException as e:
+                    pass
+            await config.load_kube_config_from_dict(kubeconfig_.merged(kubeconfig), context)
+        except (config.ConfigException, kubeconfig_.KubeconfigError) as e:
             raise ConfigError(str(e)) from None
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:  # the file itself
-            raise ConfigError(f"cannot read it: {type(e).__name__}: {e}") from None
         return cls(client.ApiClient())
 
     async def close(self) -> None:
