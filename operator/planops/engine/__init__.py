@@ -8,8 +8,9 @@ over fixed Capsules; engine.validation re-exports DEFAULT_CAPSULE). Those names 
 stable like the ones below.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from planops.engine.allowlists import image_allowed, shell_words
-from planops.engine.decider import Run, decide
 from planops.engine.errors import CODES, PlanError
 from planops.engine.facts import AttemptFact, Decision, Dispatch, Facts, step_kind
 from planops.engine.policy import (
@@ -22,6 +23,20 @@ from planops.engine.policy import (
 )
 from planops.engine.report import Report, StepRecord
 from planops.engine.validation import validate
+
+if TYPE_CHECKING:
+    from planops.engine.decider import Run, decide
+
+
+def __getattr__(name: str) -> Any:
+    """Run and decide on first use: `kubectl-plan validate` needs no decider
+    (docs/performance.md)."""
+    if name in ("Run", "decide"):
+        from planops.engine import decider  # noqa: PLC0415
+
+        return getattr(decider, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "CODES",

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from planops.api.models import NEEDS_A_MODEL, Step
-from planops.engine import control, jsonschemas
+from planops.engine import control
 from planops.engine.validation.checker import Checker
 
 _ITEMS = {"type": ["string", "array"], "errorMessage": "a template (or a list) of the items"}
@@ -116,6 +116,8 @@ def _evaluate(kind: str, value: Any) -> list[tuple[str, str]]:
     """The violations of SCHEMAS[kind] by `value`, as (field suffix, message), in this order:
     not an object; missing fields (in `required` order); unknown fields (sorted); fields'
     values (in `properties` order)."""
+    from planops.engine import jsonschemas  # noqa: PLC0415 - jsonschema: only for control steps
+
     schema = SCHEMAS[kind]
     fields = list(schema["properties"])
     found: dict[str, tuple[tuple[int, int, str], str]] = {}  # suffix: (rank, message)

@@ -4,7 +4,6 @@ remote references, the validator's budget ticking through the evaluation."""
 
 from __future__ import annotations
 
-from planops.engine import jsonschemas
 from planops.engine.validation.checker import Checker
 
 
@@ -12,6 +11,8 @@ def check_input(c: Checker) -> None:
     spec = c.spec
     if spec.input_schema is None:
         return
+    from planops.engine import jsonschemas  # noqa: PLC0415 - jsonschema: only for input schemas
+
     problems = jsonschemas.schema_problems(spec.input_schema)
     for path, message in problems:
         where = ".".join(str(p) for p in path)
