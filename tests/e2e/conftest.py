@@ -1,8 +1,10 @@
 """End-to-end fixtures: the CRDs, a running operator, namespaces with a Capsule.
 
 The operator runs as a real subprocess (`planops-operator`) against the test cluster, watching
-namespaces named `e2e-*` (tests that need an operator of their own, like the restart test, use
-other names). Its log is printed when a test fails, to see why.
+namespaces named `NS_PREFIX*`: `e2e-` and a tag of this test session, so two sessions on one
+cluster (a developer's and a CI run, or two worktrees) never reconcile each other's plans (tests
+that need an operator of their own, like the restart test, use other names). Its log is printed
+when a test fails, to see why.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ import yaml
 from tests.conftest import ROOT, Kube
 
 OPERATOR = [sys.executable, "-m", "planops.main"]
+#: the namespaces of this test session's operator (see the module's docstring)
+NS_PREFIX = f"e2e-{uuid.uuid4().hex[:4]}-"
 
 
 def free_port() -> int:
@@ -134,7 +138,7 @@ def operator(
     kubeconfig: str, crds: None, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Operator]:
     log = tmp_path_factory.mktemp("operator") / "operator.log"
-    op = start_operator(kubeconfig, ["e2e-*"], log)
+    op = start_operator(kubeconfig, [NS_PREFIX + "*"], log)
     try:
         yield op
     finally:
@@ -146,7 +150,7 @@ def ns(
     kube: Kube, operator: Operator, busybox: str, request: pytest.FixtureRequest
 ) -> Iterator[str]:
     """A namespace the session operator watches, holding the example Capsule `default`."""
-    name = f"e2e-{uuid.uuid4().hex[:10]}"
+    name = f"{NS_PREFIX}{uuid.uuid4().hex[:10]}"
     kube.run("create", "namespace", name)
     kube.apply(capsule(busybox), "-n", name)
     try:

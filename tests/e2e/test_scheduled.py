@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import Kube
-from tests.e2e.conftest import capsule
+from tests.e2e.conftest import NS_PREFIX, capsule
 
 pytestmark = [pytest.mark.cluster, pytest.mark.node]
 
@@ -52,7 +52,7 @@ def wait(fn: Any, timeout: float) -> Any:
 
 def test_scheduled_and_cluster_scheduled_plans_start_real_runs(kube: Kube, ns: str, busybox: str):
     tag = uuid.uuid4().hex[:8]
-    tenants = [f"e2e-{tag}-a", f"e2e-{tag}-b"]
+    tenants = [f"{NS_PREFIX}{tag}-a", f"{NS_PREFIX}{tag}-b"]
     for t in tenants:
         kube.run("create", "namespace", t)
         kube.run("label", "namespace", t, f"planops-test={tag}")

@@ -14,7 +14,10 @@ from planops.engine import CapsuleResolver, capsules
 
 def time_bound(seconds: float) -> float:
     """A timed test's bound: `seconds`, times PLANOPS_TEST_TIME_FACTOR when set (a mutation run
-    sets it: mutmut's trampolines make every call of the mutated modules slower)."""
+    sets it: mutmut's trampolines make every call of the mutated modules slower). The security
+    tests compare it with this process's CPU time (`time.process_time`), not the wall clock, so
+    a machine busy with other work does not fail them: the bound catches a blow-up (an input
+    that costs minutes), not a slowdown."""
     return seconds * float(os.environ.get("PLANOPS_TEST_TIME_FACTOR", "1"))
 
 

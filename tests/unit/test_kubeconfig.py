@@ -14,7 +14,6 @@ from typing import Any
 
 import certifi
 import pytest
-from kubernetes.aio import client
 
 from planops.kube import kubeconfig
 from planops.kube.client import ConfigError, Kube
@@ -62,7 +61,7 @@ def connected(kubeconfig_file: str | None = None, context: str | None = None) ->
     async def go() -> Any:
         kube = await Kube.connect(kubeconfig_file, context)
         await kube.close()
-        return client.Configuration.get_default_copy()
+        return kube.api.configuration
 
     return asyncio.run(go())
 

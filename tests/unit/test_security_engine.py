@@ -79,9 +79,9 @@ def test_a_body_of_thousands_of_steps_is_judged_in_linear_time():
     body = [{"id": f"b{j}", "tool": "notes", "input": {"x": "{{s0.output}}"}} for j in range(n)]
     steps.append({"id": "m", "dependsOn": [f"s{n - 1}"], "map": {"over": [1], "do": body}})
     spec = plan(*steps)
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     assert validate(spec, resolver(), Policy(max_steps=100_000)) == []
-    assert time.perf_counter() - t0 < BOUND_SECONDS
+    assert time.process_time() - t0 < BOUND_SECONDS
 
 
 def settle_then_dispatch(spec, outputs):
@@ -144,9 +144,9 @@ def test_a_json_output_is_parsed_once_however_often_it_is_named():
             },
         },
     )
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     _, decision = settle_then_dispatch(spec, {"a": doc})
-    assert time.perf_counter() - t0 < BOUND_SECONDS
+    assert time.process_time() - t0 < BOUND_SECONDS
     assert [d.input for d in decision.dispatch] == [[1] * 5000]
     (f,) = [r for r in decision.settled if r.step_id == "f"]
     assert json.loads(f.output)["count"] == 3000

@@ -26,9 +26,9 @@ BOUND_SECONDS = time_bound(2.0)
 
 def judged(schema, value):
     spec = plan({"id": "a", "shell": "true"}, inputSchema=schema, input={"x": value})
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     errors = validate(spec, resolver())
-    elapsed = time.perf_counter() - t0
+    elapsed = time.process_time() - t0
     assert elapsed < BOUND_SECONDS, elapsed
     return [(e.code, e.path, e.message) for e in errors]
 
@@ -159,9 +159,9 @@ ASK_SCHEMA = {"type": "object", "properties": {"ok": {"type": "string", "pattern
 
 
 def test_an_ask_answer_is_checked_on_re2():
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     problem = control.answer_problem(ASK_SCHEMA, {"ok": SLOW})
-    assert time.perf_counter() - t0 < BOUND_SECONDS
+    assert time.process_time() - t0 < BOUND_SECONDS
     assert problem == f"ok: {SLOW!r} does not match {EVIL!r}"
     assert control.answer_problem(ASK_SCHEMA, {"ok": "aaa"}) is None
 

@@ -243,3 +243,61 @@ def test_the_operator_has_no_change_detecting_handlers_so_it_needs_no_diff_base(
     assert list(registry._changing.get_all_handlers()) == []
     assert list(registry._spawning.get_all_handlers()) == []
     assert {h.id for h in registry._watching.get_all_handlers()} >= {"plan_event", "pod_event"}
+
+
+def test_a_running_plans_duration_alone_is_not_written_but_its_end_is():
+    kube = _Kube()
+    r = Reconciler(kube)  # type: ignore[arg-type]
+    running = {"phase": "Running", "progress": "1/2", "duration": "1s"}
+    plan = {"metadata": {"namespace": "ns", "name": "p"}, "status": running}
+    asyncio.run(r._write(plan, running, {**running, "duration": "3s"}))
+    assert kube.version == 41  # no patch: only the clock moved
+    asyncio.run(r._write(plan, running, {**running, "progress": "2/2", "duration": "3s"}))
+    assert kube.version == 42  # a real change carries the new duration with it
+    done = {**running, "phase": "Succeeded", "duration": "4s"}
+    plan["status"] = {**done, "duration": "3s"}
+    asyncio.run(r._write(plan, plan["status"], done))
+    assert kube.version == 43  # a finished plan's duration is final: written
+
+
+def _run_job(name: str, rv: str, run: str = "r1") -> dict[str, Any]:
+    labels = {"planops.dev/plan": "p", "planops.dev/run": run}
+    meta = {"namespace": "ns", "name": name, "resourceVersion": rv, "labels": labels}
+    return {"metadata": {**meta, "managedFields": [{"manager": "kubelet"}]}, "status": {}}
+
+
+def test_caches_keep_no_field_ownership_bookkeeping():
+    runs, plans = RunObjects("planops.dev/plan", "planops.dev/run"), WatchCache()
+    runs.seen("pod", "ADDED", _run_job("a", "5"))
+    plans.seen("ADDED", _run_job("p", "5"))
+    for kept in (runs.of("pod", ("ns", "p", "r1"))[0], plans.get("ns", "p")):
+        assert kept is not None and "managedFields" not in kept["metadata"]
+        assert kept["metadata"]["labels"] == {"planops.dev/plan": "p", "planops.dev/run": "r1"}
+
+
+def test_an_ended_runs_objects_leave_the_cache_and_do_not_come_back():
+    runs = RunObjects("planops.dev/plan", "planops.dev/run")
+    runs.seen("job", "ADDED", _run_job("a", "5"))
+    runs.seen("pod", "ADDED", _run_job("a-x", "6"))
+    runs.seen("job", "ADDED", _run_job("b", "5", run="r2"))
+    runs.close(("ns", "p", "r1"))
+    assert runs.of("job", ("ns", "p", "r1")) == [] and runs.of("pod", ("ns", "p", "r1")) == []
+    runs.seen("pod", "MODIFIED", _run_job("a-x", "7"))  # the Job controller's late update
+    assert runs.of("pod", ("ns", "p", "r1")) == []
+    assert len(runs.of("job", ("ns", "p", "r2"))) == 1  # another run of the Plan: kept
+
+
+def test_a_finished_plans_reconcile_drops_its_runs_objects():
+    kube, plans, capsules = _Recording(), WatchCache(), WatchCache()
+    plans.seen("ADDED", NEW)
+    capsules.seen("ADDED", CAPSULE)
+    runs = RunObjects("planops.dev/plan", "planops.dev/run")
+    r = Reconciler(kube, plans=plans, capsules=capsules, runs=runs)  # type: ignore[arg-type]
+    asyncio.run(r.reconcile("ns", "p"))  # dispatches the Job (written back to the cache)
+    written = plans.get("ns", "p")
+    assert written is not None
+    key = ("ns", "p", written["status"]["run"]["id"])
+    assert len(runs.of("job", key)) == 1
+    plans.seen("MODIFIED", {**written, "status": {**written["status"], "phase": "Succeeded"}})
+    asyncio.run(r.reconcile("ns", "p"))
+    assert runs.of("job", key) == []

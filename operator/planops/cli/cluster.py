@@ -46,6 +46,7 @@ from planops.kube.manifests import (
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_CLUSTER = 0, 1, 2, 3
 FINISHED = ("Succeeded", "Failed", "Invalid")
+Verb = Callable[[Kube, argparse.Namespace, str], Awaitable[int]]
 
 
 def namespace_of(args: argparse.Namespace) -> str:
@@ -54,8 +55,10 @@ def namespace_of(args: argparse.Namespace) -> str:
     return kubeconfig.namespace(args.kubeconfig, args.context)
 
 
-def run(args: argparse.Namespace) -> int:
-    verb: Callable[[Kube, argparse.Namespace, str], Awaitable[int]] = VERBS[args.command]
+def run(args: argparse.Namespace, verb: Verb | None = None) -> int:
+    """Run `verb` (default: the one named on the command line) with a connected client; the
+    cluster's refusals, an unreachable server and an unusable kubeconfig as errors (exit 3)."""
+    verb = verb or VERBS[args.command]
 
     async def main() -> int:
         kube = await Kube.connect(args.kubeconfig, args.context)
@@ -250,7 +253,7 @@ async def cmd_trace(kube: Kube, args: argparse.Namespace, ns: str) -> int:
     return EXIT_OK
 
 
-def _newest_attempt(pod: dict[str, Any]) -> tuple[int, str]:
+def newest_attempt(pod: dict[str, Any]) -> tuple[int, str]:
     """Sort key: the attempt (a label edited into a non-number counts as 0), then the age."""
     meta = pod.get("metadata") or {}
     attempt = str((meta.get("labels") or {}).get(LABEL_ATTEMPT, ""))
@@ -261,7 +264,7 @@ def _newest_attempt(pod: dict[str, Any]) -> tuple[int, str]:
 async def cmd_logs(kube: Kube, args: argparse.Namespace, ns: str) -> int:
     pods = await kube.list_pods(ns, step_selector(args.name, args.step, args.attempt or None))
     if pods:
-        pods.sort(key=_newest_attempt)
+        pods.sort(key=newest_attempt)
         sys.stdout.write(await kube.read_log(ns, pods[-1]["metadata"]["name"], CONTAINER, 64 << 20))
         return EXIT_OK
     plan = await kube.get_plan(ns, args.name)  # the pod is gone: the recorded output remains
@@ -541,14 +544,14 @@ async def cmd_graph(kube: Kube, args: argparse.Namespace, ns: str) -> int:
             return EXIT_OK
         if done is not None:
             return done
-        changed = await _next_version(kube, ns, name, plan)
+        changed = await next_version(kube, ns, name, plan)
         if changed is None:
             sys.stderr.write(f"plan {name}: deleted\n")
             return EXIT_FAILED
         plan = changed
 
 
-async def _next_version(
+async def next_version(
     kube: Kube, ns: str, name: str, plan: dict[str, Any]
 ) -> dict[str, Any] | None:
     """The Plan's next version (None: it was deleted): the watch's next ADDED or MODIFIED
@@ -574,7 +577,7 @@ async def _next_version(
             version = (fresh.get("metadata") or {}).get("resourceVersion")
 
 
-VERBS: dict[str, Callable[[Kube, argparse.Namespace, str], Awaitable[int]]] = {
+VERBS: dict[str, Verb] = {
     "submit": cmd_submit,
     "get": cmd_get,
     "describe": cmd_describe,

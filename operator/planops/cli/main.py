@@ -103,6 +103,13 @@ def _parser() -> argparse.ArgumentParser:
         help="a Plan in the cluster: redraw as it changes, until it finishes",
     )
     cluster_args.add_common(g, output=False)
+    u = sub.add_parser(
+        "ui", help="a read-only web page of the namespace's Plans, live, on 127.0.0.1"
+    )
+    u.add_argument("name", nargs="?", metavar="NAME", help="open this Plan's page first")
+    u.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
+    u.add_argument("--no-open", action="store_true", help="print the address, open no browser")
+    cluster_args.add_common(u, output=False)
     return p
 
 
@@ -351,6 +358,10 @@ def _main(argv: list[str] | None) -> int:
         return EXIT_INPUT
     if args.command == "graph" and is_file(args.target):
         return cmd_graph(args)
+    if args.command == "ui":
+        from planops.cli.ui import server  # noqa: PLC0415 - aiohttp's server: this verb only
+
+        return server.run(args)
     from planops.cli import cluster  # noqa: PLC0415 - the Kubernetes client: cluster verbs only
 
     return cluster.run(args)

@@ -18,6 +18,7 @@ from planops.handlers.config import CONFIG
 from planops.handlers.queue import Coalescer
 from planops.kube.cache import RunObjects, WatchCache
 from planops.kube.client import Kube
+from planops.kube.events import Poster
 from planops.kube.leader import GuardedKube, LeaderElector, Timing
 from planops.kube.manifests import (
     LABEL_CLUSTER_SCHEDULED_BY,
@@ -79,13 +80,20 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     # also the admission webhook's judge
     memo.plans = WatchCache()
     memo.runs = RunObjects(LABEL_PLAN, LABEL_RUN)
+    memo.poster = Poster(kube)
+    memo.poster.start()
     memo.reconciler = Reconciler(
-        kube, CONFIG.policy, capsules=memo.capsules, plans=memo.plans, runs=memo.runs
+        kube,
+        CONFIG.policy,
+        capsules=memo.capsules,
+        plans=memo.plans,
+        runs=memo.runs,
+        poster=memo.poster,
     )
     memo.queue = Coalescer(memo.reconciler.reconcile, workers=CONFIG.workers, gate=gate)
     memo.queue.start()
     memo.schedules = Coalescer(
-        ScheduleReconciler(kube, CONFIG.policy).reconcile, workers=2, gate=gate
+        ScheduleReconciler(kube, CONFIG.policy, poster=memo.poster).reconcile, workers=2, gate=gate
     )
     memo.schedules.start()
     memo.scheduled = set()
@@ -120,6 +128,7 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     memo.resync.cancel()
     await memo.queue.stop()
     await memo.schedules.stop()
+    await memo.poster.stop()  # what the last reconciles decided is told before the end
     if memo.campaign is not None:
         memo.campaign.cancel()
         await memo.elector.release()  # a clean stop hands over at once

@@ -9,9 +9,21 @@ that does not exist) is read from the API server, so a missing entry never means
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
 Obj = dict[str, Any]
+#: ended runs remembered, so that late events of their objects do not bring them back
+CLOSED_KEPT = 50_000
+
+
+def _slim(obj: Obj) -> Obj:
+    """The object without what no reader of the caches needs: the API server's field-ownership
+    bookkeeping (`managedFields`, a third of a watched pod's size)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict) and "managedFields" in meta:
+        return {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+    return obj
 
 
 def _newer(new: Obj, old: Obj | None) -> bool:
@@ -36,7 +48,7 @@ class WatchCache:
         if event_type == "DELETED":
             self._objects.pop(key, None)
         elif _newer(obj, self._objects.get(key)):
-            self._objects[key] = obj
+            self._objects[key] = _slim(obj)
 
     def get(self, namespace: str, name: str) -> Obj | None:
         """The object as last seen, or None when the cache has not seen it (ask the API)."""
@@ -56,6 +68,7 @@ class RunObjects:
         self._labels = (plan_label, run_label)
         self._objects: dict[str, dict[RunKey, dict[str, Obj]]] = {"job": {}, "pod": {}}
         self._where: dict[tuple[str, str, str], RunKey] = {}  # (kind, ns, name) -> its run
+        self._closed: OrderedDict[RunKey, None] = OrderedDict()
 
     def _key(self, obj: Obj) -> RunKey | None:
         meta = obj.get("metadata") or {}
@@ -78,10 +91,22 @@ class RunObjects:
                 del self._objects[kind][old_key]
             del self._where[where]
         key = self._key(obj)
-        if event_type == "DELETED" or key is None:
+        if event_type == "DELETED" or key is None or key in self._closed:
             return
-        self._objects[kind].setdefault(key, {})[where[2]] = obj
+        self._objects[kind].setdefault(key, {})[where[2]] = _slim(obj)
         self._where[where] = key
+
+    def close(self, key: RunKey) -> None:
+        """The run ended: a finished run is never reconciled again, so its objects leave the
+        cache, and their later events (a Job's pods are updated after it completes, a TTL deletes
+        them) are ignored. A new run has a new id."""
+        for kind, runs in self._objects.items():
+            for name in runs.pop(key, {}):
+                self._where.pop((kind, key[0], name), None)
+        self._closed[key] = None
+        self._closed.move_to_end(key)
+        while len(self._closed) > CLOSED_KEPT:
+            self._closed.popitem(last=False)
 
     def of(self, kind: str, key: RunKey) -> list[Obj]:
         return list(self._objects[kind].get(key, {}).values())

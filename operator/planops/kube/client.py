@@ -1,23 +1,32 @@
 """The one place that talks to the Kubernetes API (enforced by tests/unit/test_layering.py).
 
-A thin layer over the official async client (`kubernetes.aio`): every call uses its
-`*_without_preload_content` form, so objects stay plain dicts (as users write them, as Jobs are
-built) and a non-2xx answer becomes one `ApiError` with the API's reason and message, which the
-reconciler turns into a defined outcome (AlreadyExists = adopt, Forbidden from an admission policy
-= the step is refused, anything else = retry on the next reconcile).
+Plain HTTP with aiohttp, not the official client's generated API classes: objects stay plain
+dicts (as users write them, as Jobs are built), and the generated layer cost more than the rest
+of a request (measured with py-spy in bench/vs_argo.py: pydantic argument validation on every
+call, a recursive copy of every body, a thread hop per request for proxy and netrc lookups, and
+seconds of pydantic schema building at the first use of each API class, ~0.3 ms of CPU per call
+and 15 MiB of memory in all). What the official client does well is kept: `kubernetes.aio.config`
+reads the kubeconfig or the pod's own credentials (certificates, tokens, exec plugins and their
+refresh) into a Configuration, which `Transport` turns into a TLS context and headers.
+
+A non-2xx answer becomes one `ApiError` with the API's reason and message, which the reconciler
+turns into a defined outcome (AlreadyExists = adopt, Forbidden from an admission policy = the step
+is refused, anything else = retry on the next reconcile).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator
+import ssl
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
+from urllib.parse import quote
 
 import aiohttp
-from kubernetes.aio import client
 from kubernetes.aio import config as _config
+from kubernetes.aio.client.configuration import Configuration
 
 from planops.api.documents import API_GROUP
 from planops.kube import kubeconfig as kubeconfig_
@@ -64,104 +73,226 @@ UNREACHABLE: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError, as
 config: Any = _config
 
 
-async def _json(resp: Any) -> Any:
-    if resp.status >= 300:
-        try:
-            body = await resp.json()
-        except Exception:  # not JSON: report the raw text
-            body = {"reason": resp.reason or "", "message": (await resp.text())[:2000]}
+#: Seconds a request may take (a watch: see Kube.watch_plan).
+REQUEST_TIMEOUT = 60
+USER_AGENT = "planops"
+Query = Mapping[str, str | int | bool | None]
+
+
+async def _json(resp: aiohttp.ClientResponse) -> Any:
+    try:
+        if resp.status >= 300:
+            try:
+                body = await resp.json(content_type=None)
+                if not isinstance(body, dict):
+                    raise ValueError(body)
+            except ValueError:  # not JSON: report the raw text
+                body = {"reason": resp.reason or "", "message": (await resp.text())[:2000]}
+            raise ApiError(resp.status, str(body.get("reason", "")), str(body.get("message", "")))
+        return await resp.json(content_type=None)
+    finally:
         resp.release()
-        raise ApiError(resp.status, str(body.get("reason", "")), str(body.get("message", "")))
-    data = await resp.json()
-    resp.release()
-    return data
 
 
-async def _obj(resp: Any) -> Obj:
+async def _obj(resp: aiohttp.ClientResponse) -> Obj:
     return cast(Obj, await _json(resp))
 
 
-async def _text(resp: Any) -> str:
+async def _items(resp: aiohttp.ClientResponse) -> list[Obj]:
+    return list((await _json(resp))["items"])
+
+
+async def _text(resp: aiohttp.ClientResponse) -> str:
     if resp.status >= 300:
         await _json(resp)  # raises ApiError
-    text = await resp.text(errors="replace")
-    resp.release()
-    return str(text)
+    try:
+        return await resp.text(errors="replace")
+    finally:
+        resp.release()
+
+
+class Transport:
+    """One connection pool to the API server, with the TLS context and credentials of a
+    Configuration (the kubeconfig's or the pod's own, as `kubernetes.aio.config` read them)."""
+
+    def __init__(self, configuration: Any) -> None:
+        self.configuration = configuration
+        self._session: aiohttp.ClientSession | None = None
+
+    def _tls(self) -> ssl.SSLContext:
+        c = self.configuration
+        tls = ssl.create_default_context(cafile=c.ssl_ca_cert, cadata=c.ca_cert_data)
+        if c.cert_file:
+            tls.load_cert_chain(c.cert_file, keyfile=c.key_file)
+        if not c.verify_ssl:
+            tls.check_hostname = False
+            tls.verify_mode = ssl.CERT_NONE
+        return tls
+
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            # no trust_env: the API server is reached as the kubeconfig says (its proxy-url is
+            # honoured below), and aiohttp would otherwise read the environment and ~/.netrc in a
+            # thread on every request
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(ssl=self._tls(), limit=100),
+                headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
+                read_bufsize=2**21,
+            )
+        return self._session
+
+    async def _headers(self) -> dict[str, str]:
+        c = self.configuration
+        headers: dict[str, str] = {}
+        # the bearer token, refreshed by the Configuration's hook (exec plugins, pod tokens)
+        token = (await c.auth_settings()).get("BearerToken")
+        if token and token.get("value"):
+            headers["Authorization"] = str(token["value"])
+        elif c.username and c.password:
+            headers["Authorization"] = aiohttp.BasicAuth(c.username, c.password).encode()
+        return headers
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Query | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: aiohttp.ClientTimeout | None = None,
+    ) -> aiohttp.ClientResponse:
+        c = self.configuration
+        headers = await self._headers()
+        data = None
+        if body is not None:
+            headers["Content-Type"] = content_type
+            data = json.dumps(body, separators=(",", ":"))
+        params = {
+            k: str(v).lower() if isinstance(v, bool) else str(v)
+            for k, v in (query or {}).items()
+            if v is not None
+        }
+        return await self.session().request(
+            method,
+            c.host.rstrip("/") + path,
+            params=params,
+            data=data,
+            headers=headers,
+            timeout=timeout or aiohttp.ClientTimeout(total=REQUEST_TIMEOUT),
+            proxy=c.proxy or None,
+            server_hostname=c.tls_server_name or None,
+        )
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+def _name(name: str) -> str:
+    return quote(name, safe="")
+
+
+def _custom(plural: str, namespace: str | None, name: str | None = None, sub: str = "") -> str:
+    path = f"/apis/{API_GROUP}/{VERSION}"
+    if namespace is not None:
+        path += f"/namespaces/{_name(namespace)}"
+    path += f"/{plural}"
+    if name is not None:
+        path += f"/{_name(name)}"
+    return path + (f"/{sub}" if sub else "")
+
+
+def _core(kind: str, namespace: str, name: str | None = None, sub: str = "") -> str:
+    path = f"/api/v1/namespaces/{_name(namespace)}/{kind}"
+    if name is not None:
+        path += f"/{_name(name)}"
+    return path + (f"/{sub}" if sub else "")
+
+
+def _jobs(namespace: str, name: str | None = None) -> str:
+    return f"/apis/batch/v1/namespaces/{_name(namespace)}/jobs" + (
+        f"/{_name(name)}" if name else ""
+    )
+
+
+def _leases(namespace: str, name: str | None = None) -> str:
+    path = f"/apis/coordination.k8s.io/v1/namespaces/{_name(namespace)}/leases"
+    return path + (f"/{_name(name)}" if name else "")
+
+
+#: Deletions leave the children to the garbage collector (the API's default for Jobs orphans
+#: their pods).
+BACKGROUND = {"propagationPolicy": "Background"}
+JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
 
 
 @dataclass
 class Kube:
     """Typed-by-convention access to the objects planops reads and writes."""
 
-    api: client.ApiClient
+    api: Transport
 
     @classmethod
     async def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> Kube:
         """In-cluster credentials, else the kubeconfig (given, else every file $KUBECONFIG
         lists, merged as kubectl merges them, else ~/.kube/config: kube.kubeconfig);
         ConfigError when neither is usable."""
+        configuration = Configuration()
         try:
             if not (kubeconfig or context):
                 try:
-                    config.load_incluster_config()
-                    return cls(client.ApiClient())
+                    config.load_incluster_config(client_configuration=configuration)
+                    return cls(Transport(configuration))
                 except config.ConfigException:
                     pass
-            await config.load_kube_config_from_dict(kubeconfig_.merged(kubeconfig), context)
+            await config.load_kube_config_from_dict(
+                kubeconfig_.merged(kubeconfig), context, client_configuration=configuration
+            )
         except (config.ConfigException, kubeconfig_.KubeconfigError) as e:
             raise ConfigError(str(e)) from None
-        return cls(client.ApiClient())
+        return cls(Transport(configuration))
 
     async def close(self) -> None:
-        await cast(Any, self.api).close()
+        await self.api.close()
 
-    # The generated APIs are typed with their pydantic models but accept plain dicts at runtime;
-    # planops keeps objects as dicts throughout, so the APIs are used as `Any` here, in one place.
-    @property
-    def _custom(self) -> Any:
-        return client.CustomObjectsApi(self.api)
-
-    @property
-    def _batch(self) -> Any:
-        return client.BatchV1Api(self.api)
-
-    @property
-    def _core(self) -> Any:
-        return client.CoreV1Api(self.api)
-
-    @property
-    def _coordination(self) -> Any:
-        return client.CoordinationV1Api(self.api)
-
-    # -- the leader's Lease (planops.kube.leader) --------------------------------------------
-
-    async def get_lease(self, namespace: str, name: str) -> Obj | None:
+    async def _get(self, path: str) -> Obj | None:
+        """The object at `path`, or None when it does not exist."""
         try:
-            return await _obj(
-                await self._coordination.read_namespaced_lease_without_preload_content(
-                    name, namespace
-                )
-            )
+            return await _obj(await self.api.request("GET", path))
         except ApiError as e:
             if e.not_found:
                 return None
             raise
 
+    async def _list(self, path: str, **query: str | None) -> list[Obj]:
+        return await _items(await self.api.request("GET", path, query=query))
+
+    async def _create(self, path: str, body: Obj) -> Obj:
+        return await _obj(await self.api.request("POST", path, body=body))
+
+    async def _delete(self, path: str, query: Query | None = None) -> None:
+        """Delete; one that is already gone is no error."""
+        try:
+            await _json(await self.api.request("DELETE", path, query=query))
+        except ApiError as e:
+            if not e.not_found:
+                raise
+
+    # -- the leader's Lease (planops.kube.leader) --------------------------------------------
+
+    async def get_lease(self, namespace: str, name: str) -> Obj | None:
+        return await self._get(_leases(namespace, name))
+
     async def create_lease(self, namespace: str, body: Obj) -> Obj:
-        return await _obj(
-            await self._coordination.create_namespaced_lease_without_preload_content(
-                namespace, body
-            )
-        )
+        return await self._create(_leases(namespace), body)
 
     async def replace_lease(self, namespace: str, name: str, body: Obj) -> Obj:
         """A full update carrying the resourceVersion read: 409 Conflict when someone else wrote
         the Lease in between (optimistic concurrency: two candidates cannot both win)."""
-        return await _obj(
-            await self._coordination.replace_namespaced_lease_without_preload_content(
-                name, namespace, body
-            )
-        )
+        return await _obj(await self.api.request("PUT", _leases(namespace, name), body=body))
 
     # -- planops resources ------------------------------------------------------------------
 
@@ -169,58 +300,26 @@ class Kube:
         return await self.get_object("plans", namespace, name)
 
     async def list_plans(self, namespace: str, selector: str) -> list[Obj]:
-        data = await _json(
-            await self._custom.list_namespaced_custom_object_without_preload_content(
-                API_GROUP, VERSION, namespace, "plans", label_selector=selector
-            )
-        )
-        return list(data["items"])
+        return await self._list(_custom("plans", namespace), labelSelector=selector)
 
     async def create_plan(self, namespace: str, body: Obj) -> Obj:
-        return await _obj(
-            await self._custom.create_namespaced_custom_object_without_preload_content(
-                API_GROUP, VERSION, namespace, "plans", body
-            )
-        )
+        return await self._create(_custom("plans", namespace), body)
 
     async def delete_plan(self, namespace: str, name: str) -> None:
-        try:
-            await _json(
-                await self._custom.delete_namespaced_custom_object_without_preload_content(
-                    API_GROUP, VERSION, namespace, "plans", name, propagation_policy="Background"
-                )
-            )
-        except ApiError as e:
-            if not e.not_found:
-                raise
+        await self._delete(_custom("plans", namespace, name), BACKGROUND)
 
     async def patch_plan_status(self, namespace: str, name: str, status: Obj) -> Obj:
         """Replace .status whole (status subresource; spec untouched), with one JSON Patch `add`:
         unlike a merge patch, explicit nulls of the report (failedStep: null) are kept."""
-        return await _obj(
-            await self._custom.patch_namespaced_custom_object_status_without_preload_content(
-                API_GROUP,
-                VERSION,
-                namespace,
-                "plans",
-                name,
-                [{"op": "add", "path": "/status", "value": status}],
-                _content_type="application/json-patch+json",
-            )
-        )
+        body = [{"op": "add", "path": "/status", "value": status}]
+        path = _custom("plans", namespace, name, "status")
+        return await _obj(await self.api.request("PATCH", path, body=body, content_type=JSON_PATCH))
 
     async def patch_plan(self, namespace: str, name: str, patch: Obj) -> Obj:
         """A merge patch of the Plan itself (metadata: the rerun / cancel annotations)."""
+        path = _custom("plans", namespace, name)
         return await _obj(
-            await self._custom.patch_namespaced_custom_object_without_preload_content(
-                API_GROUP,
-                VERSION,
-                namespace,
-                "plans",
-                name,
-                patch,
-                _content_type="application/merge-patch+json",
-            )
+            await self.api.request("PATCH", path, body=patch, content_type=MERGE_PATCH)
         )
 
     async def watch_plan(
@@ -231,16 +330,18 @@ class Kube:
         `timeout_seconds`): watch again from the last resourceVersion seen. An ERROR event
         (410 Gone: that version is too old) is raised as ApiError. Close it (`aclosing`) when
         leaving it early: that releases the connection."""
-        resp = await self._custom.list_namespaced_custom_object_without_preload_content(
-            API_GROUP,
-            VERSION,
-            namespace,
-            "plans",
-            field_selector=f"metadata.name={name}",
-            watch=True,
-            allow_watch_bookmarks=True,
-            resource_version=resource_version,
-            timeout_seconds=timeout_seconds,
+        resp = await self.api.request(
+            "GET",
+            _custom("plans", namespace),
+            query={
+                "fieldSelector": f"metadata.name={name}",
+                "watch": True,
+                "allowWatchBookmarks": True,
+                "resourceVersion": resource_version,
+                "timeoutSeconds": timeout_seconds,
+            },
+            # no total: the server ends the watch; silence longer than that is a dead connection
+            timeout=aiohttp.ClientTimeout(total=None, sock_read=timeout_seconds + 30),
         )
         if resp.status >= 300:
             await _json(resp)  # raises ApiError
@@ -262,160 +363,71 @@ class Kube:
         return await self.get_object("capsules", namespace, name)
 
     async def create_capsule(self, namespace: str, body: Obj) -> Obj:
-        return await _obj(
-            await self._custom.create_namespaced_custom_object_without_preload_content(
-                API_GROUP, VERSION, namespace, "capsules", body
-            )
-        )
+        return await self._create(_custom("capsules", namespace), body)
 
     # -- any planops kind (scheduled plans; cluster-scoped when namespace is None) -----------------
 
     async def get_object(self, plural: str, namespace: str | None, name: str) -> Obj | None:
-        try:
-            if namespace is None:
-                return await _obj(
-                    await self._custom.get_cluster_custom_object_without_preload_content(
-                        API_GROUP, VERSION, plural, name
-                    )
-                )
-            return await _obj(
-                await self._custom.get_namespaced_custom_object_without_preload_content(
-                    API_GROUP, VERSION, namespace, plural, name
-                )
-            )
-        except ApiError as e:
-            if e.not_found:
-                return None
-            raise
+        return await self._get(_custom(plural, namespace, name))
 
     async def patch_status(
         self, plural: str, namespace: str | None, name: str, status: Obj
     ) -> None:
         """Replace .status whole (JSON Patch `add`, as for Plans)."""
         body = [{"op": "add", "path": "/status", "value": status}]
-        ct = "application/json-patch+json"
-        if namespace is None:
-            await _json(
-                await self._custom.patch_cluster_custom_object_status_without_preload_content(
-                    API_GROUP, VERSION, plural, name, body, _content_type=ct
-                )
-            )
-        else:
-            await _json(
-                await self._custom.patch_namespaced_custom_object_status_without_preload_content(
-                    API_GROUP, VERSION, namespace, plural, name, body, _content_type=ct
-                )
-            )
+        path = _custom(plural, namespace, name, "status")
+        await _json(await self.api.request("PATCH", path, body=body, content_type=JSON_PATCH))
 
     async def list_namespaces(self, selector: str) -> list[Obj]:
-        data = await _json(
-            await self._core.list_namespace_without_preload_content(label_selector=selector)
-        )
-        return list(data["items"])
+        return await self._list("/api/v1/namespaces", labelSelector=selector)
 
     # -- Jobs and pods --------------------------------------------------------------------------
 
     async def list_jobs(self, namespace: str, selector: str) -> list[Obj]:
-        data = await _json(
-            await self._batch.list_namespaced_job_without_preload_content(
-                namespace, label_selector=selector
-            )
-        )
-        return list(data["items"])
+        return await self._list(_jobs(namespace), labelSelector=selector)
 
     async def get_job(self, namespace: str, name: str) -> Obj | None:
-        try:
-            return await _obj(
-                await self._batch.read_namespaced_job_without_preload_content(name, namespace)
-            )
-        except ApiError as e:
-            if e.not_found:
-                return None
-            raise
+        return await self._get(_jobs(namespace, name))
 
     async def create_job(self, namespace: str, body: Obj) -> Obj:
-        return await _obj(
-            await self._batch.create_namespaced_job_without_preload_content(namespace, body)
-        )
+        return await self._create(_jobs(namespace), body)
 
     async def delete_job(self, namespace: str, name: str) -> None:
-        try:
-            await _json(
-                await self._batch.delete_namespaced_job_without_preload_content(
-                    name, namespace, propagation_policy="Background"
-                )
-            )
-        except ApiError as e:
-            if not e.not_found:
-                raise
+        await self._delete(_jobs(namespace, name), BACKGROUND)
 
     async def list_pods(self, namespace: str, selector: str) -> list[Obj]:
-        data = await _json(
-            await self._core.list_namespaced_pod_without_preload_content(
-                namespace, label_selector=selector
-            )
-        )
-        return list(data["items"])
+        return await self._list(_core("pods", namespace), labelSelector=selector)
 
     async def get_pod(self, namespace: str, name: str) -> Obj | None:
-        try:
-            return await _obj(
-                await self._core.read_namespaced_pod_without_preload_content(name, namespace)
-            )
-        except ApiError as e:
-            if e.not_found:
-                return None
-            raise
+        return await self._get(_core("pods", namespace, name))
 
     async def read_log(self, namespace: str, pod: str, container: str, limit_bytes: int) -> str:
+        query: Query = {"container": container, "limitBytes": limit_bytes}
         return await _text(
-            await self._core.read_namespaced_pod_log_without_preload_content(
-                pod, namespace, container=container, limit_bytes=limit_bytes
-            )
+            await self.api.request("GET", _core("pods", namespace, pod, "log"), query=query)
         )
 
     # -- workspace claims ------------------------------------------------------------------------
 
     async def create_pvc(self, namespace: str, body: Obj) -> Obj:
-        return await _obj(
-            await self._core.create_namespaced_persistent_volume_claim_without_preload_content(
-                namespace, body
-            )
-        )
+        return await self._create(_core("persistentvolumeclaims", namespace), body)
 
     async def list_pvcs(self, namespace: str, selector: str) -> list[Obj]:
-        data = await _json(
-            await self._core.list_namespaced_persistent_volume_claim_without_preload_content(
-                namespace, label_selector=selector
-            )
-        )
-        return list(data["items"])
+        return await self._list(_core("persistentvolumeclaims", namespace), labelSelector=selector)
 
     async def delete_pvc(self, namespace: str, name: str) -> None:
-        try:
-            await _json(
-                await self._core.delete_namespaced_persistent_volume_claim_without_preload_content(
-                    name, namespace
-                )
-            )
-        except ApiError as e:
-            if not e.not_found:
-                raise
+        await self._delete(_core("persistentvolumeclaims", namespace, name))
 
     # -- events ----------------------------------------------------------------------------------
 
     async def list_events(self, namespace: str, name: str) -> list[Obj]:
-        data = await _json(
-            await self._core.list_namespaced_event_without_preload_content(
-                namespace, field_selector=f"involvedObject.name={name},involvedObject.kind=Plan"
-            )
+        return await self._list(
+            _core("events", namespace),
+            fieldSelector=f"involvedObject.name={name},involvedObject.kind=Plan",
         )
-        return list(data["items"])
 
     async def create_event(self, namespace: str, body: Obj) -> None:
-        await _json(
-            await self._core.create_namespaced_event_without_preload_content(namespace, body)
-        )
+        await _json(await self.api.request("POST", _core("events", namespace), body=body))
 
 
 def dumps(obj: Any) -> str:

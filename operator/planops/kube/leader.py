@@ -230,7 +230,7 @@ class GuardedKube(Kube):
     before the request leaves. One place, so no write can forget the check."""
 
     def __init__(self, kube: Kube, guard: Callable[[], None]) -> None:
-        super().__init__(kube.api)
+        super().__init__(kube.api)  # the same connection pool and credentials
         self._guard = guard
 
     def __getattribute__(self, name: str) -> Any:

@@ -43,7 +43,7 @@ from planops.engine.validation import DEFAULT_CAPSULE
 from planops.kube import manifests
 from planops.kube.cache import RunObjects, WatchCache
 from planops.kube.client import ApiError, Kube
-from planops.kube.events import Recorder
+from planops.kube.events import Poster, Recorder
 from planops.reconciler import asks as asks_
 from planops.reconciler import status as status_
 from planops.reconciler.observe import (
@@ -91,6 +91,8 @@ class Reconciler:
     runs: RunObjects | None = None
     #: Plans whose run objects the cache holds truly (_run_objects)
     _trusted: set[tuple[str, str]] = field(default_factory=set)
+    #: posts the Events in the background (None: each reconcile posts its own)
+    poster: Poster | None = None
     #: the resourceVersion of each Plan's last status write (own_write)
     _written: dict[tuple[str, str], str] = field(default_factory=dict)
 
@@ -145,8 +147,9 @@ class Reconciler:
         fresh = (previous.get("run") or {}).get("id") != rid
         if not fresh and previous.get("phase") in FINISHED:
             self._set_running((namespace, name), 0)
+            self._close(ref)
             return None
-        events = Recorder(self.kube, plan)
+        events = Recorder(self.kube, plan, self.poster)
         now = self.clock()
         run_info = {
             "id": rid,
@@ -291,6 +294,8 @@ class Reconciler:
         )
         await self._write(plan, previous, new)
         await events.flush()
+        if finished:
+            self._close(ref)
         # wake up at the first question's deadline (whenUnanswered applies then), and at the
         # plan's own deadline
         wake = [w.deadline for w in waiting]
@@ -474,6 +479,12 @@ class Reconciler:
             self._trusted.add(plan)
         jobs = owned(listed_jobs, ref.uid)
         return jobs, pods_by_job(listed_pods, jobs) if jobs else {}
+
+    def _close(self, ref: manifests.PlanRef) -> None:
+        """The run ended: its Jobs and pods are not read again (RunObjects.close)."""
+        if self.runs is not None:
+            self.runs.close((ref.namespace, manifests.label_value(ref.name), ref.run))
+        self._trusted.discard((ref.namespace, ref.name))
 
     def check_all(self) -> None:
         """Trust no cached run (this replica starts leading: list each run once first)."""
@@ -759,6 +770,7 @@ class Reconciler:
             )
         await self._write(plan, previous, new)
         await events.flush()
+        self._close(ref)
 
     # -- report -----------------------------------------------------------------------------------
 
@@ -823,9 +835,16 @@ class Reconciler:
     async def _write(
         self, plan: dict[str, Any], previous: dict[str, Any], new: dict[str, Any]
     ) -> None:
-        """One status patch per reconcile, and none when nothing changed."""
+        """One status patch per reconcile, and none when nothing changed. A running plan's
+        `duration` alone is no change: it is refreshed with the next real one and final when the
+        plan ends (a Job's Complete after its pod's success already settled the step would
+        otherwise cost a patch that only says one second later)."""
         new = {k: v for k, v in new.items() if v is not None}
-        if (plan.get("status") or {}) == new:
+        old = plan.get("status") or {}
+        if old == new or (
+            new.get("phase") not in FINISHED
+            and {**old, "duration": None} == {**new, "duration": None}
+        ):
             return
         meta = plan["metadata"]
         written = await self.kube.patch_plan_status(meta["namespace"], meta["name"], new)

@@ -31,7 +31,7 @@ from planops.engine import OPERATOR_BUDGET_SECONDS, Budget, Policy, capsule_name
 from planops.engine import schedule as rules
 from planops.engine.report import parse_rfc3339, rfc3339
 from planops.kube.client import ApiError, Kube
-from planops.kube.events import Recorder
+from planops.kube.events import Poster, Recorder
 from planops.kube.manifests import (
     ANNOTATION_SCHEDULED_TIME,
     LABEL_CLUSTER_SCHEDULED_BY,
@@ -65,6 +65,8 @@ class ScheduleReconciler:
     budget: Budget | None = field(
         default_factory=lambda: Budget(OPERATOR_BUDGET_SECONDS, time.monotonic)
     )
+    #: posts the Events in the background (None: each reconcile posts its own)
+    poster: Poster | None = None
 
     async def reconcile(self, plural: str, namespace: str, name: str) -> float | None:
         cluster = plural == "clusterscheduledplans"
@@ -73,7 +75,7 @@ class ScheduleReconciler:
             return None
         now = datetime.fromtimestamp(self.clock(), UTC)
         previous = obj.get("status") or {}
-        events = Recorder(self.kube, obj)
+        events = Recorder(self.kube, obj, self.poster)
         model = ClusterScheduledPlanSpec if cluster else ScheduledPlanSpec
         try:
             spec = model.model_validate(obj.get("spec") or {})

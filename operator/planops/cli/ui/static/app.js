@@ -1,0 +1,272 @@
+// kubectl plan ui: the page. Every value the server sends is text written by users or by their
+// steps (names, outputs, errors, prompts): it reaches the DOM through text nodes, textContent
+// and setAttribute only (h() and svg() below), never as markup; links are built here from
+// encodeURIComponent. The server's Content-Security-Policy allows no inline script.
+"use strict";
+(() => {
+  const SVG = "http://www.w3.org/2000/svg";
+  const app = document.getElementById("app");
+  const where = document.getElementById("where");
+  const LINE = 44; // characters of a line in a graph node
+
+  function h(tag, attrs, ...kids) {
+    const el = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+      else if (v !== null && v !== undefined && v !== false) el.setAttribute(k, String(v));
+    }
+    for (const kid of kids.flat()) {
+      if (kid === null || kid === undefined || kid === false) continue;
+      el.append(kid instanceof Node ? kid : document.createTextNode(String(kid)));
+    }
+    return el;
+  }
+
+  function svg(tag, attrs, text) {
+    const el = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, String(v));
+    if (text !== undefined) el.textContent = text;
+    return el;
+  }
+
+  const planHref = (name) => "/plans/" + encodeURIComponent(name);
+  const cls = (status) => "st-" + String(status || "pending").replace(/[^a-z]/g, "-");
+  const cut = (text, n) => (text.length > n ? text.slice(0, n - 1) + "…" : text);
+  const badge = (phase) => h("span", { class: "phase phase-" + String(phase).replace(/[^A-Za-z]/g, "") }, phase);
+  const td = (text) => h("td", {}, text === null || text === undefined ? "" : text);
+
+  async function getJSON(url) {
+    const r = await fetch(url, { headers: { Accept: "application/json" } });
+    const body = await r.json().catch(() => ({ error: `${r.status} ${r.statusText}` }));
+    if (!r.ok) throw new Error(body.error || `${r.status} ${r.statusText}`);
+    return body;
+  }
+
+  // -- the list of Plans ---------------------------------------------------------------------
+
+  async function showList() {
+    document.title = "planops: plans";
+    const draw = async () => {
+      try {
+        const data = await getJSON("/api/plans");
+        where.textContent = `namespace ${data.namespace}`;
+        const head = ["Name", "Phase", "Steps", "Failed step", "Duration", "Created", "Parent"];
+        const rows = data.items.map((p) =>
+          h("tr", { "data-plan": p.name },
+            h("td", {}, h("a", { href: planHref(p.name) }, p.name)),
+            h("td", {}, badge(p.phase)), td(p.progress), td(p.failedStep), td(p.duration),
+            td(p.created),
+            h("td", {}, p.parent ? h("a", { href: planHref(p.parent.name) }, p.parent.name) : "")));
+        app.replaceChildren(
+          h("h1", {}, "Plans"),
+          data.items.length
+            ? h("table", { id: "plans" }, h("tr", {}, head.map((t) => h("th", {}, t))), rows)
+            : h("p", { class: "muted" }, `No plans in namespace ${data.namespace}.`),
+          h("p", { class: "muted" }, `Read ${new Date().toLocaleTimeString()}; read again every 5 s.`));
+      } catch (e) {
+        app.replaceChildren(h("p", { class: "error" }, e.message));
+      }
+    };
+    await draw();
+    setInterval(draw, 5000);
+  }
+
+  // -- one Plan ------------------------------------------------------------------------------
+
+  function nodeLines(n) {
+    const lines = [n.id, `${n.kind} ${n.what}`.trim()];
+    if (n.body) {
+      if (n.kind === "decide") lines.push(n.body.branch ? `ran ${n.body.branch}` : "branch not taken yet");
+      else {
+        const c = n.body.counts;
+        const tally = ["success", "failed", "running", "pending"].filter((k) => c[k]).map((k) => `${c[k]} ${k}`);
+        lines.push(`${n.body.items === null ? "?" : n.body.items} items` + (tally.length ? `: ${tally.join(", ")}` : ""));
+      }
+    }
+    lines.push(n.attempts > 1 ? `${n.status} (${n.attempts} attempts)` : n.status);
+    return lines.map((l) => cut(String(l), LINE));
+  }
+
+  function drawGraph(view, state, select) {
+    const g = new dagre.graphlib.Graph();
+    g.setGraph({ rankdir: "TB", nodesep: 24, ranksep: 40, marginx: 14, marginy: 14 });
+    g.setDefaultEdgeLabel(() => ({}));
+    for (const n of view.nodes) {
+      const lines = nodeLines(n);
+      const width = Math.min(340, Math.max(110, 18 + 7 * Math.max(...lines.map((l) => l.length))));
+      g.setNode(n.id, { width, height: 14 + 16 * lines.length, lines, n });
+    }
+    for (const n of view.nodes) for (const d of n.deps) if (g.hasNode(d)) g.setEdge(d, n.id);
+    dagre.layout(g);
+    const { width, height } = g.graph();
+    const root = svg("svg", { id: "dag", width, height, viewBox: `0 0 ${width} ${height}` });
+    const marker = svg("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto" });
+    marker.append(svg("path", { d: "M0,0 L10,5 L0,10 z", fill: "#607d8b" }));
+    const defs = svg("defs");
+    defs.append(marker);
+    root.append(defs);
+    for (const e of g.edges()) {
+      const pts = g.edge(e).points;
+      root.append(svg("path", { class: "edge", "marker-end": "url(#arrow)", d: "M" + pts.map((p) => `${p.x},${p.y}`).join(" L") }));
+    }
+    for (const id of g.nodes()) {
+      const box = g.node(id);
+      const n = box.n;
+      const classes = ["node", cls(n.status), n.body ? "body" : "", state.selected === id ? "selected" : ""];
+      const group = svg("g", {
+        class: classes.join(" ").trim(), "data-step": id, "data-status": n.status,
+        transform: `translate(${box.x - box.width / 2},${box.y - box.height / 2})`,
+      });
+      group.append(svg("title", {}, n.detail || n.status));
+      group.append(svg("rect", { width: box.width, height: box.height, rx: 6 }));
+      box.lines.forEach((line, i) => group.append(svg("text", { x: 9, y: 19 + 16 * i, class: i === 0 ? "id" : "" }, line)));
+      group.addEventListener("click", () => select(id));
+      root.append(group);
+    }
+    return root;
+  }
+
+  function field(dl, term, value) {
+    if (value === null || value === undefined || value === "") return;
+    dl.append(h("dt", {}, term), h("dd", {}, value));
+  }
+
+  function askBlock(ask) {
+    return h("div", { class: "ask", "data-ask": ask.stepId },
+      h("strong", {}, `Waiting for an answer: step ${ask.stepId}`),
+      h("p", {}, ask.prompt || ""),
+      ask.fields.length ? h("p", {}, "Fields: ", ask.fields.join(", ")) : null,
+      h("p", {}, "Answer: ", h("code", { class: "answer" }, ask.answer)),
+      h("p", {}, "or decline: ", h("code", {}, ask.decline)),
+      h("p", { class: "muted" }, `until ${ask.deadline || "-"}, then whenUnanswered: ${ask.whenUnanswered}`),
+      ask.rejected ? h("p", { class: "error" }, `last answer refused: ${ask.rejected}`) : null);
+  }
+
+  function logButtons(state, step, attempts, load) {
+    const wrap = h("span", {});
+    wrap.append(h("button", { type: "button", class: "log", "data-log": step, onclick: () => load(step, null) }, "Log"));
+    for (let a = 1; attempts > 1 && a <= attempts; a++) {
+      wrap.append(h("button", { type: "button", onclick: () => load(step, a) }, `attempt ${a}`));
+    }
+    return wrap;
+  }
+
+  function detailPanel(view, state, load) {
+    const n = view.nodes.find((x) => x.id === state.selected);
+    if (!n) return [h("p", { class: "muted" }, "Select a step to see its attempts, output, error and log.")];
+    const rec = view.records.find((r) => r.stepId === n.id) || {};
+    const flying = view.inFlight.filter((f) => f.stepId === n.id).map((f) => `attempt ${f.attempt}`);
+    const attempts = Number(rec.attempts || n.attempts || 0);
+    const dl = h("dl", {});
+    field(dl, "Status", n.status);
+    field(dl, "Kind", n.kind);
+    field(dl, "Runs", n.what);
+    field(dl, "Depends on", n.deps.join(", "));
+    field(dl, "Attempts", attempts ? String(attempts) : "");
+    field(dl, "Running", flying.join(", "));
+    field(dl, "Started", rec.startedAt);
+    field(dl, "Finished", rec.finishedAt);
+    field(dl, "Detail", n.detail);
+    const out = [h("h2", {}, `Step ${n.id}`), dl];
+    for (const f of view.refused.filter((x) => x.stepId === n.id)) {
+      out.push(h("p", { class: "error" }, `attempt ${f.attempt} refused: ${f.error}`));
+    }
+    const ask = view.asks.find((a) => a.stepId === n.id);
+    if (ask) out.push(askBlock(ask));
+    const children = view.children.filter((c) => c.step === n.id);
+    if (children.length) {
+      out.push(h("h2", {}, "Child plans"), h("ul", {}, children.map((c) =>
+        h("li", {}, h("a", { href: planHref(c.name), class: "child" }, c.name), " ", badge(c.phase), " ", c.progress || ""))));
+    }
+    if (rec.error) out.push(h("h2", {}, "Error"), h("pre", { id: "error" }, rec.error));
+    if (rec.output) out.push(h("h2", {}, "Output (recorded)"), h("pre", { id: "output" }, rec.output));
+    const inner = view.records.filter((r) => (r.stepId || "").startsWith(n.id + "."));
+    if (inner.length) {
+      out.push(h("h2", {}, "Body steps"), h("table", {},
+        h("tr", {}, ["Step", "Status", "Attempts", "Output or error", ""].map((t) => h("th", {}, t))),
+        inner.map((r) => h("tr", {}, td(r.stepId), td(r.status), td(r.attempts),
+          td(cut(String(r.error || r.output || ""), 80)), h("td", {}, logButtons(state, r.stepId, 1, load))))));
+    }
+    if (["shell", "tool", "capsule"].includes(n.kind)) {
+      out.push(h("h2", {}, "Log"), logButtons(state, n.id, attempts, load));
+    }
+    if (state.log && (state.log.step === n.id || state.log.step.startsWith(n.id + "."))) {
+      const l = state.log;
+      const what = l.error ? "" : l.data.source === "pod" ? `pod ${l.data.pod}` : "recorded output";
+      out.push(h("p", { class: "muted" }, `${l.step}${l.attempt ? ` attempt ${l.attempt}` : ""}: ${what}`,
+        l.data && l.data.note ? ` (${l.data.note})` : ""));
+      out.push(l.error ? h("p", { class: "error", id: "log-error" }, l.error) : h("pre", { id: "log" }, l.data.text));
+    }
+    return out;
+  }
+
+  async function showPlan(name) {
+    document.title = `planops: ${name}`;
+    const state = { view: null, selected: null, log: null, updates: 0 };
+    const parts = {
+      head: h("div", {}), asks: h("div", {}), graph: h("div", { class: "graph", id: "graph" }),
+      detail: h("div", { class: "detail", id: "detail" }), live: h("span", { class: "live muted", id: "live" }, "connecting…"),
+    };
+    app.replaceChildren(parts.head, parts.asks, h("div", { class: "layout" }, parts.graph, parts.detail));
+
+    const render = () => {
+      const v = state.view;
+      if (!v) return;
+      where.textContent = `namespace ${v.namespace}`;
+      const facts = [v.progress && `${v.progress} steps`, v.duration, v.run && `run ${v.run}`].filter(Boolean).join(" · ");
+      parts.head.replaceChildren(...[
+        h("p", {}, h("a", { href: "/" }, "← all plans"),
+          v.parent ? [" · child of ", h("a", { href: planHref(v.parent.name), id: "parent" }, v.parent.name), ` (step ${v.parent.step || "?"})`] : null),
+        h("h1", {}, `Plan ${v.name} `, badge(v.phase), parts.live),
+        h("p", { class: "muted" }, facts, v.reason ? ` · ${v.reason}: ${v.message || ""}` : ""),
+        v.unreadable ? h("p", { class: "error" }, `its spec cannot be read: ${v.unreadable}`) : null,
+        v.errors.length ? h("ul", { class: "error" }, v.errors.map((e) =>
+          h("li", {}, `[${e.code}] ${e.step ? `step ${e.step}, ` : ""}${e.path}: ${e.message}`))) : null,
+      ].filter(Boolean));
+      parts.asks.replaceChildren(...v.asks.map(askBlock));
+      parts.graph.replaceChildren(drawGraph(v, state, (id) => { state.selected = id; render(); }));
+      parts.detail.replaceChildren(...detailPanel(v, state, load));
+      document.body.setAttribute("data-phase", v.phase);
+      document.body.setAttribute("data-updates", String(state.updates));
+    };
+
+    const load = async (step, attempt) => {
+      const q = `step=${encodeURIComponent(step)}` + (attempt ? `&attempt=${attempt}` : "");
+      try {
+        state.log = { step, attempt, data: await getJSON(`/api/plans/${encodeURIComponent(name)}/log?${q}`) };
+      } catch (e) {
+        state.log = { step, attempt, error: e.message };
+      }
+      render();
+    };
+
+    try {
+      state.view = await getJSON(`/api/plans/${encodeURIComponent(name)}`);
+    } catch (e) {
+      app.replaceChildren(h("p", {}, h("a", { href: "/" }, "← all plans")), h("p", { class: "error" }, e.message));
+      return;
+    }
+    render();
+    const events = new EventSource(`/api/plans/${encodeURIComponent(name)}/watch`);
+    events.addEventListener("plan", (ev) => {
+      state.view = JSON.parse(ev.data);
+      state.updates += 1;
+      parts.live.textContent = "● live";
+      render();
+    });
+    events.addEventListener("gone", () => {
+      events.close();
+      parts.live.textContent = "deleted";
+    });
+    events.addEventListener("problem", (ev) => {
+      parts.live.textContent = JSON.parse(ev.data).error;
+    });
+    events.onerror = () => {
+      if (parts.live.textContent !== "deleted") parts.live.textContent = "reconnecting…";
+    };
+  }
+
+  const m = location.pathname.match(/^\/plans\/([^/]+)$/);
+  if (m) showPlan(decodeURIComponent(m[1]));
+  else showList();
+})();

@@ -1,0 +1,65 @@
+"""Events are posted behind the reconciles: a reconcile that hands its events over does not wait
+for the API, a failed post does not stop the posting of the rest, and a stop posts what is
+queued."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from planops.kube.client import ApiError
+from planops.kube.events import Poster, Recorder
+
+PLAN = {
+    "apiVersion": "planops.dev/v1alpha1",
+    "kind": "Plan",
+    "metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+}
+
+
+class _Kube:
+    def __init__(self) -> None:
+        self.posted: list[str] = []
+        self.gate = asyncio.Event()
+        self.fail: dict[str, Exception] = {
+            "StepStarted": ApiError(500, "InternalError", "etcd is slow"),
+            "StepSucceeded": ConnectionResetError("the API server went away"),
+        }
+
+    async def create_event(self, namespace: str, body: dict[str, Any]) -> None:
+        await self.gate.wait()
+        if body["reason"] in self.fail:
+            raise self.fail.pop(body["reason"])
+        self.posted.append(body["reason"])
+
+
+def test_a_reconcile_hands_its_events_over_and_goes_on_and_a_stop_posts_them_all():
+    async def main() -> None:
+        kube = _Kube()
+        poster = Poster(kube, workers=1)  # type: ignore[arg-type]
+        poster.start()
+        events = Recorder(kube, PLAN, poster)  # type: ignore[arg-type]
+        for reason in ("PlanStarted", "StepStarted", "StepSucceeded", "StepFailed", "PlanFailed"):
+            events(reason, reason.lower())
+        await asyncio.wait_for(events.flush(), 1)  # the API does not answer yet: no wait
+        assert kube.posted == []
+        kube.gate.set()
+        await poster.stop()
+        # in order; those the API refused or that never reached it are logged, and the rest
+        # still go out
+        assert kube.posted == ["PlanStarted", "StepFailed", "PlanFailed"]
+        assert all(t.done() for t in poster.tasks)
+
+    asyncio.run(main())
+
+
+def test_without_a_poster_a_recorder_posts_at_once():
+    async def main() -> None:
+        kube = _Kube()
+        kube.gate.set()
+        events = Recorder(kube, PLAN)  # type: ignore[arg-type]
+        events("PlanStarted", "go")
+        await events.flush()
+        assert kube.posted == ["PlanStarted"]
+
+    asyncio.run(main())
