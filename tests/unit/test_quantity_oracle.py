@@ -68,3 +68,13 @@ def test_what_the_oracle_takes_and_the_api_server_does_not_is_refused(text):
     assert isinstance(parse_quantity(text), Decimal)
     with pytest.raises(ValueError, match="not a non-negative quantity"):
         quantity.parse(text)
+
+
+def test_the_bounds_are_inclusive_and_refusals_quote_the_text():
+    """Mutation survivors of api/quantity.py (docs/quality.md): the largest integer and the
+    longest numeral are quantities; each refusal names what was written."""
+    assert quantity.parse(2**63 - 1) == quantity.MAXIMUM
+    assert quantity.parse("0" * (quantity.MAX_LENGTH - 1) + "1") == 1
+    for text in ("1e30", "8Ei", "-1", "-1e3", "1e-30"):
+        with pytest.raises(ValueError, match=repr(text)):
+            quantity.parse(text)
