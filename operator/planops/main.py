@@ -8,7 +8,6 @@ planops-operator [--namespace NS ...|--all-namespaces] [--metrics-port 9090]
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -22,17 +21,26 @@ from planops.reconciler.reports import CHUNK_RECORDS
 from planops.reconciler.status import STATUS_RECORDS, STATUS_RECORDS_MAX
 
 
-class JsonFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        out = {
-            "time": self.formatTime(record),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        if record.exc_info:
-            out["exception"] = self.formatException(record.exc_info)
-        return json.dumps(out)
+def configure_logging(json_logs: bool, verbose: bool) -> None:
+    """kopf's own log set-up: one JSON object per line (`message`, `timestamp`, `severity`, the
+    Kubernetes `object` a kopf record is about, `exc_info`) with --json-logs, else kopf's text
+    lines. Each JSON line also names its `logger` (planops.trace for the trace records), which
+    kopf's format leaves out: a log pipeline filters on it."""
+    import kopf  # noqa: PLC0415 - the operator's import, not the CLI's
+
+    kopf.configure(
+        verbose=verbose, log_format=kopf.LogFormat.JSON if json_logs else kopf.LogFormat.FULL
+    )
+    if json_logs:
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(_name_the_logger)
+    if not verbose:  # kopf logs every handler call at INFO: keep our trace records readable
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+
+
+def _name_the_logger(record: logging.LogRecord) -> bool:
+    record.logger = record.name  # a record's extra attribute is a field of its JSON line
+    return True
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -185,14 +193,8 @@ def main(argv: list[str] | None = None) -> int:
                 quantity.parse(value)
             except ValueError as e:
                 parser.error(f"--{flag.replace('_', '-')}: {e}")
-    handler = logging.StreamHandler(sys.stderr)
-    if args.json_logs:
-        handler.setFormatter(JsonFormatter())
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, handlers=[handler])
-    if not args.verbose:  # kopf logs every handler call at INFO: keep our trace records readable
-        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-
-    import kopf  # noqa: PLC0415 - after logging is configured
+    configure_logging(args.json_logs, args.verbose)
+    import kopf  # noqa: PLC0415 - after $KUBECONFIG is set
 
     from planops.handlers.config import CONFIG  # noqa: PLC0415
 

@@ -76,10 +76,29 @@ def test_yaml_is_read_by_libyaml_as_by_the_reference_reader(value: dict[str, Any
     assert outcome(lambda t: inputs._compose(inputs._CLoader(t)), text) == outcome(reference, text)
 
 
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(value=st.dictionaries(st.text(max_size=8), json_values, max_size=5), flow=st.booleans())
+def test_yaml_is_read_from_libyamls_events_as_by_the_reference_reader(
+    value: dict[str, Any], flow: bool
+):
+    text = yaml.safe_dump(value, default_flow_style=flow, allow_unicode=True)
+    fast = inputs._event_documents(text)
+    if "\t" in text:
+        return  # never given to it (see _documents)
+    kind, expected = outcome(reference, text)
+    if kind == "refused":  # e.g. a key 0E0, which reads as a number to kubectl
+        assert fast is None  # left to the composer, whose error is the one given
+        return
+    assert fast is not None, text  # a plain document: read by it, not left to the composer
+    assert fast == expected
+    assert json.dumps(fast) == json.dumps(expected)  # the same types
+
+
 @pytest.mark.parametrize("path", sorted((ROOT / "examples").glob("*.yaml")), ids=lambda p: p.name)
 def test_every_example_reads_the_same_through_libyaml(path: Path):
     text = path.read_text()
     assert inputs._compose(inputs._CLoader(text)) == reference(text)
+    assert inputs._event_documents(text) == reference(text)
     assert inputs._documents(text) == reference(text)
 
 
@@ -104,6 +123,27 @@ CASES = [
     "a: &x [*x]\n",
     "a: 2024-01-01\nb: 1e5\nc: 12:30\nd: =\n",
     "a: |\n\tindented with a tab\n",
+    # YAML the event reader reads, or leaves to the composer, as the reference reader does
+    "a: 0777\nb: 0x1F\nc: 1_000\nd: 0b101\ne: -0o7\nf: +12\n",
+    "a: yes\nb: Off\nc: ~\nd:\ne: ''\nf: null\ng: 1.5e3\nh: .5\ni: -.inf\n",
+    "on: 1\n",  # a key that reads as a boolean
+    "1: a\n",
+    "? [a]\n: 1\n",  # a key that is an array
+    "<<: {a: 1}\nb: 2\n",  # a merge key
+    "a: <<\n",
+    "a: !!str 1\nb: !!int '2'\n",
+    "a: &x 1\nb: *x\n",
+    "a: &x {b: 1}\n",  # an anchor without an alias
+    "a: 1\na: 2\n",
+    "--- \n...\n--- a\n--- {b: [1, 2]}\n",
+    "",
+    "# only a comment\n",
+    "a: 'x'\nb: \"y\\u00e9\"\nc: >\n  folded\n  text\nd: |-\n  kept\n",
+    "a: " + "9" * 4001 + "\n",
+    "- " * 80 + "x\n",  # as deep as MAX_DOCUMENT_DEPTH (80), in block style
+    "- " * 81 + "x\n",  # one deeper
+    "{a: [b, {c: d}], e: f}\n",
+    "a: [1, 2\n",
 ]
 
 
@@ -169,4 +209,7 @@ def test_a_large_yaml_plan_is_parsed_by_libyaml(monkeypatch: pytest.MonkeyPatch)
         inputs, "_compose", lambda loader: made.append(type(loader).__name__) or real(loader)
     )
     assert len(inputs._documents(text)[0]["spec"]["steps"]) == 500
+    assert made == []  # read from libyaml's events: nothing composed
+    aliased = "a: &x {b: 1}\nc: *x\n"  # aliases: composed over libyaml's parser
+    assert inputs._documents(aliased) == [{"a": {"b": 1}, "c": {"b": 1}}]
     assert made == ["_CLoaderImpl"]

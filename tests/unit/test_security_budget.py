@@ -4,7 +4,7 @@ reconcile): past it, one clear error instead of an unbounded run. The clock is i
 from __future__ import annotations
 
 from planops.engine import Budget, validate
-from planops.engine.validation import BUDGET_EVERY
+from planops.engine.policy import BUDGET_EVERY
 
 from .helpers import plan, resolver
 

@@ -11,6 +11,7 @@ step kind via CEL); the validator (planops.engine) judges the rest with the seed
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,14 +20,22 @@ import yaml
 
 from planops.api.documents import API_GROUP
 from planops.api.models import (
-    ENV_NAME_PATTERN,
     LABEL_KEY_PATTERN,
     LABEL_VALUE_PATTERN,
-    NAME_PATTERN,
     NEEDS_A_MODEL,
-    STEP_ID_PATTERN,
     STEP_KINDS,
+    CapsuleSpec,
+    KeyRef,
+    LabelSelectorRequirement,
+    Model,
+    PlanSpec,
+    RetryBackoff,
+    ScheduledPlanSpec,
+    SecretMount,
+    Step,
+    Tool,
 )
+from planops.api.models import EnvVar as EnvVarModel
 
 VERSION = "v1alpha1"
 #: a Plan's spec as stored JSON: its status (planops.reconciler.status) shares the one object
@@ -36,6 +45,25 @@ MAX_STEPS = 30_000
 MAX_DEPENDS_ON = 256
 
 Schema = dict[str, Any]
+
+#: the JSON Schema keywords that bound a value, in the order the CRDs list them
+BOUNDS = ("pattern", "minimum", "maximum", "minLength", "maxLength", "minItems", "maxItems", "enum")
+
+
+@functools.cache
+def _model_schema(model: type[Model]) -> Schema:
+    return model.model_json_schema(by_alias=True)
+
+
+def bounds(model: type[Model], name: str) -> Schema:
+    """The bounds of `model`'s field `name` (its camelCase name), as pydantic states them in
+    JSON Schema: the models are the one source of every bound (tests/unit/test_crd_bounds.py
+    walks both field by field). The models, not the CRDs, because every reader of a plan (the
+    CLI, the webhook, the reconciler) goes through them, in or out of a cluster."""
+    prop = _model_schema(model)["properties"][name]
+    branches = [b for b in prop.get("anyOf", [prop]) if b.get("type") != "null"]
+    found = {k: v for b in branches for k, v in b.items() if k in BOUNDS}
+    return {k: found[k] for k in BOUNDS if k in found}
 
 
 def _s(description: str, **kw: Any) -> Schema:
@@ -110,27 +138,23 @@ def step_schema() -> Schema:
             "id": _s(
                 "Unique within the plan; other steps name it in dependsOn and in "
                 "$<id>.output / $<id>.status references. Letters, digits, _ and -.",
-                pattern=STEP_ID_PATTERN,
-                maxLength=63,
+                **bounds(Step, "id"),
             ),
             "tool": _s(
                 "A tool of the Capsule's inventory (spec.tools of the Capsule). The tool "
                 "receives the step's input as JSON. Tool steps of one plan run one at a time.",
-                minLength=1,
-                maxLength=253,
+                **bounds(Step, "tool"),
             ),
             "shell": _s(
                 "A command line, split into words (POSIX shell quoting rules) but never given "
                 "to a shell. Its first word must be in the Capsule's shell.allow; a pipeline "
                 "belongs in a tool (an interpreter such as sh in shell.allow allows anything).",
-                minLength=1,
-                maxLength=16384,
+                **bounds(Step, "shell"),
             ),
             "capsule": _s(
                 "A Capsule in the plan's Capsule's spawn.allow; its plan runs as a child "
                 "Plan, whose result becomes this step's.",
-                pattern=NAME_PATTERN,
-                maxLength=63,
+                **bounds(Step, "capsule"),
             ),
             "input": {
                 "description": "Handed to the step: a tool step gets it as JSON (env "
@@ -178,7 +202,7 @@ def step_schema() -> Schema:
                 "A condition over references and quoted literals: == != > < (text comparison), "
                 "&& (binds tighter) and ||, e.g. \"$test.status == 'failed'\". False settles the "
                 "step skipped without running it.",
-                maxLength=4096,
+                **bounds(Step, "if"),
             ),
             "onError": _s(
                 "What a failed step (after its retries) does to the plan: fail (settles "
@@ -190,8 +214,7 @@ def step_schema() -> Schema:
             "retries": _i(
                 "Extra dispatches after a failure: retries: 2 runs the step up to three "
                 "times. Each attempt is its own Job.",
-                minimum=0,
-                maximum=100,
+                **bounds(Step, "retries"),
                 default=0,
             ),
             "retryBackoff": _retry_backoff(
@@ -201,13 +224,12 @@ def step_schema() -> Schema:
             "timeoutSeconds": _i(
                 "Deadline of each attempt (the Job's activeDeadlineSeconds). Default: "
                 "the Capsule's defaultTimeoutSeconds.",
-                minimum=1,
-                maximum=604800,
+                **bounds(Step, "timeoutSeconds"),
             ),
             "image": _s(
                 "Container image of a shell step; must match the Capsule's images. Default: "
                 "the Capsule's image.",
-                maxLength=512,
+                **bounds(Step, "image"),
             ),
             "resources": _resources(
                 "Requests and limits of the step's container. Default: the "
@@ -234,10 +256,12 @@ def plan_spec_schema(description: str) -> Schema:
             "capsule": _s(
                 "The Capsule (policy and inventory) this plan runs under, in the plan's "
                 "namespace. Default: default. No such Capsule: the plan is Invalid.",
-                pattern=NAME_PATTERN,
-                maxLength=63,
+                **bounds(PlanSpec, "capsule"),
             ),
-            "parallelism": _i("The most steps in flight at once. Default: no cap.", minimum=1),
+            "parallelism": _i(
+                "The most steps in flight at once. Default: no cap.",
+                **bounds(PlanSpec, "parallelism"),
+            ),
             "workspace": _obj(
                 "One volume shared by every step of a run, mounted at /workspace, "
                 "the steps' working directory.",
@@ -267,8 +291,7 @@ def plan_spec_schema(description: str) -> Schema:
             "activeDeadlineSeconds": _i(
                 "The longest a run may take, in seconds: past it, what runs is stopped and the "
                 "plan fails (condition reason DeadlineExceeded). Default: no deadline.",
-                minimum=1,
-                maximum=30 * 24 * 3600,
+                **bounds(PlanSpec, "activeDeadlineSeconds"),
             ),
             "steps": _list(
                 "The steps. An empty list is a plan that completes having done nothing.",
@@ -285,8 +308,8 @@ def _env_var() -> Schema:
         return _obj(
             f"A key of a {what} in the Plan's namespace.",
             {
-                "name": _s(f"The {what}'s name.", pattern=NAME_PATTERN),
-                "key": _s("The key.", minLength=1, maxLength=253),
+                "name": _s(f"The {what}'s name.", **bounds(KeyRef, "name")),
+                "key": _s("The key.", **bounds(KeyRef, "key")),
                 "optional": {
                     "type": "boolean",
                     "description": "Start the step even when the key is missing.",
@@ -298,7 +321,7 @@ def _env_var() -> Schema:
     return _obj(
         "One variable: exactly one of value or valueFrom.",
         {
-            "name": _s("The variable's name.", pattern=ENV_NAME_PATTERN, maxLength=256),
+            "name": _s("The variable's name.", **bounds(EnvVarModel, "name")),
             "value": _s("A literal value."),
             "valueFrom": _obj(
                 "Exactly one of secretKeyRef or configMapKeyRef.",
@@ -340,8 +363,7 @@ def _retry_backoff(description: str) -> Schema:
             "duration": {**duration, "description": "The first pause: 10s, 1m30s, 500ms."},
             "factor": {
                 "type": "number",
-                "minimum": 1,
-                "maximum": 100,
+                **bounds(RetryBackoff, "factor"),
                 "description": "Each further pause is the previous one times this. Default 2.",
             },
             "maxDuration": {**duration, "description": "The longest pause. Default: none."},
@@ -438,9 +460,11 @@ def capsule_spec_schema() -> Schema:
                     "A tool: an image and a command that reads "
                     "its JSON input from env PLANOPS_INPUT (and stdin when run locally).",
                     {
-                        "name": _s("The name tool steps use.", minLength=1),
+                        "name": _s("The name tool steps use.", **bounds(Tool, "name")),
                         "image": _s("The tool's image (default: the Capsule's image)."),
-                        "command": _list("The container command.", {"type": "string"}, minItems=1),
+                        "command": _list(
+                            "The container command.", {"type": "string"}, **bounds(Tool, "command")
+                        ),
                         "description": _s("What the tool does, for people and `kubectl explain`."),
                         "inputSchema": {
                             "description": "JSON Schema of the tool's input.",
@@ -453,23 +477,24 @@ def capsule_spec_schema() -> Schema:
                             "ConfigMap of the namespace, resolved by the kubelet (the operator "
                             "never reads it). Names starting with PLANOPS_ are planops'.",
                             _env_var(),
-                            maxItems=64,
+                            **bounds(Tool, "env"),
                         ),
                         "secretMounts": _list(
                             "Secrets mounted read-only into this tool's containers only.",
                             _obj(
                                 "A Secret of the namespace as files under mountPath.",
                                 {
-                                    "secretName": _s("The Secret's name.", pattern=NAME_PATTERN),
+                                    "secretName": _s(
+                                        "The Secret's name.", **bounds(SecretMount, "secretName")
+                                    ),
                                     "mountPath": _s(
                                         "An absolute path outside /workspace.",
-                                        pattern=r"^/[^:]*$",
-                                        maxLength=1024,
+                                        **bounds(SecretMount, "mountPath"),
                                     ),
                                 },
                                 required=["secretName", "mountPath"],
                             ),
-                            maxItems=16,
+                            **bounds(Tool, "secretMounts"),
                         ),
                     },
                     required=["name", "command"],
@@ -478,15 +503,20 @@ def capsule_spec_schema() -> Schema:
             "spawn": allow("Capsules that capsule steps may run as child plans."),
             "resources": _resources("Default requests and limits of every step."),
             "maxResources": _quantities("The most any step may ask for."),
-            "defaultTimeoutSeconds": _i("Default deadline of each step attempt.", minimum=1),
+            "defaultTimeoutSeconds": _i(
+                "Default deadline of each step attempt.",
+                **bounds(CapsuleSpec, "defaultTimeoutSeconds"),
+            ),
             "retryBackoff": _retry_backoff(
                 "The retry pause of steps that set none (see a step's retryBackoff)."
             ),
-            "maxTimeoutSeconds": _i("The longest deadline a step may ask for.", minimum=1),
+            "maxTimeoutSeconds": _i(
+                "The longest deadline a step may ask for.",
+                **bounds(CapsuleSpec, "maxTimeoutSeconds"),
+            ),
             "outputLimitBytes": _i(
                 "Cap on each step's recorded output (a truncation mark is appended).",
-                minimum=256,
-                maximum=1 << 20,
+                **bounds(CapsuleSpec, "outputLimitBytes"),
                 default=65536,
             ),
             "serviceAccountName": _s("Service account of step pods."),
@@ -499,8 +529,7 @@ def capsule_spec_schema() -> Schema:
                 "Seconds a step pod stays on a node that is NotReady or unreachable before it "
                 "is evicted and its attempt fails naming the node (retries apply). Default: the "
                 "cluster's (300).",
-                minimum=0,
-                maximum=86400,
+                **bounds(CapsuleSpec, "nodeFailureTolerationSeconds"),
             ),
             "nodeSelector": _node_selector(),
             "tolerations": _tolerations(),
@@ -639,7 +668,7 @@ def _scheduled_spec(description: str, cluster: bool) -> Schema:
         "schedule": _s(
             "When to run, in cron syntax (minute hour day-of-month month day-of-week) "
             "or a macro: @yearly @monthly @weekly @daily @hourly.",
-            minLength=1,
+            **bounds(ScheduledPlanSpec, "schedule"),
         ),
         "timeZone": _s(
             "IANA time zone of the schedule (Europe/Berlin). Default: UTC. When clocks "
@@ -649,19 +678,26 @@ def _scheduled_spec(description: str, cluster: bool) -> Schema:
             "What to do when a run is due while another is active: Allow "
             "(start it), Forbid (wait until the active run ends), Replace "
             "(stop the active run, start the new one).",
-            enum=["Allow", "Forbid", "Replace"],
+            **bounds(ScheduledPlanSpec, "concurrencyPolicy"),
             default="Allow",
         ),
         "startingDeadlineSeconds": _i(
-            "A due time older than this is missed, not started late.", minimum=0
+            "A due time older than this is missed, not started late.",
+            **bounds(ScheduledPlanSpec, "startingDeadlineSeconds"),
         ),
         "suspend": {
             "type": "boolean",
             "default": False,
             "description": "Start no new runs (due times pass and are reported missed).",
         },
-        "successfulRunsHistoryLimit": _i("Succeeded runs kept.", minimum=0, maximum=100, default=3),
-        "failedRunsHistoryLimit": _i("Failed runs kept.", minimum=0, maximum=100, default=1),
+        "successfulRunsHistoryLimit": _i(
+            "Succeeded runs kept.",
+            **bounds(ScheduledPlanSpec, "successfulRunsHistoryLimit"),
+            default=3,
+        ),
+        "failedRunsHistoryLimit": _i(
+            "Failed runs kept.", **bounds(ScheduledPlanSpec, "failedRunsHistoryLimit"), default=1
+        ),
         "planTemplate": _obj(
             "The Plan each run creates.",
             {
@@ -693,7 +729,7 @@ def _scheduled_spec(description: str, cluster: bool) -> Schema:
                 "key": _s("The label key."),
                 "operator": _s(
                     "In, NotIn, Exists or DoesNotExist.",
-                    enum=["In", "NotIn", "Exists", "DoesNotExist"],
+                    **bounds(LabelSelectorRequirement, "operator"),
                 ),
                 "values": _list("Values for In and NotIn.", {"type": "string"}),
             },

@@ -14,7 +14,7 @@ keys are normalized: a step's `input` belongs to its tool and is never rewritten
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
@@ -24,6 +24,9 @@ from planops.api import durations
 #: A step id: also a Job label value and part of a Job name, hence the restriction (the seed
 #: leaves ids free; planops needs them to be label-safe). Letters, digits, `_` and `-`.
 STEP_ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,62}$"
+
+#: A Kubernetes object name (RFC 1123 subdomain, shortened to what a label value may hold).
+NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$"
 
 #: The keys that make a step's kind: exactly one per step. tool, shell, capsule (seed 1) and the
 #: seed-2 control steps; the validator says which of these planops runs (engine.validation).
@@ -42,9 +45,6 @@ STEP_KINDS = (
 )
 #: Kinds the schema accepts but the validator refuses (code `unsupported`): they need a model.
 NEEDS_A_MODEL = ("agent", "infer")
-
-#: A Kubernetes object name (RFC 1123 subdomain, shortened to what a label value may hold).
-NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$"
 
 
 class Model(BaseModel):
@@ -105,15 +105,22 @@ class Step(Model):
     """One step of a plan. Exactly one kind: tool / shell / capsule or a seed-2 control step
     (checked by the validator)."""
 
-    id: str = Field(pattern=STEP_ID_PATTERN, description="Unique within the plan.")
-    tool: str | None = Field(default=None, description="A tool of the Capsule's inventory.")
+    id: str = Field(pattern=STEP_ID_PATTERN, max_length=63, description="Unique within the plan.")
+    tool: str | None = Field(
+        default=None, min_length=1, max_length=253, description="A tool of the Capsule's inventory."
+    )
     shell: str | None = Field(
         default=None,
+        min_length=1,
+        max_length=16384,
         description="A command line split into words (never given to a shell); "
         "its first word must be in the Capsule's shell.allow.",
     )
     capsule: str | None = Field(
-        default=None, description="A Capsule name in spawn.allow, run as a child Plan."
+        default=None,
+        pattern=NAME_PATTERN,
+        max_length=63,
+        description="A Capsule name in spawn.allow, run as a child Plan.",
     )
     input: Any = Field(default=None, description="Handed to the step (object or string).")
     # seed 2 control steps, judged by the validator (typed loosely so errors carry seed codes)
@@ -126,13 +133,13 @@ class Step(Model):
     agent: Any = None
     infer: Any = None
     depends_on: list[str] = Field(default_factory=list)
-    if_: str | None = Field(default=None, alias="if")
+    if_: str | None = Field(default=None, alias="if", max_length=4096)
     # Typed loosely on purpose: a bad value is the seed's `on-error` refusal (see module doc).
     on_error: Any = "fail"
     retries: int = Field(default=0, ge=0, le=100)
     retry_backoff: RetryBackoff | None = None
     timeout_seconds: int | None = Field(default=None, ge=1, le=7 * 24 * 3600)
-    image: str | None = None
+    image: str | None = Field(default=None, max_length=512)
     resources: Resources | None = None
 
 
@@ -147,7 +154,7 @@ class Workspace(Model):
 class PlanSpec(Model):
     """The spec of a Plan resource (and of a Capsule's plan template)."""
 
-    capsule: str | None = None
+    capsule: str | None = Field(default=None, pattern=NAME_PATTERN, max_length=63)
     parallelism: int | None = Field(default=None, ge=1)
     active_deadline_seconds: int | None = Field(
         default=None,
@@ -252,8 +259,8 @@ class Tool(Model):
     command: list[str] = Field(min_length=1)
     description: str | None = None
     input_schema: dict[str, Any] | None = None
-    env: list[EnvVar] = Field(default_factory=list)
-    secret_mounts: list[SecretMount] = Field(default_factory=list)
+    env: list[EnvVar] = Field(default_factory=list, max_length=64)
+    secret_mounts: list[SecretMount] = Field(default_factory=list, max_length=16)
 
     @model_validator(mode="after")
     def _distinct(self) -> Tool:
@@ -289,15 +296,29 @@ def _label_key(key: str, where: str) -> str:
     return key
 
 
+def _schema(**bounds: Any) -> dict[str, Any]:
+    """Bounds stated in the model's JSON Schema (so the CRD's come from here,
+    api/crd.bounds) but checked by the model's own validators, whose messages say what a
+    label is (pydantic's would quote the regex)."""
+    return bounds
+
+
+_LabelValue = Annotated[
+    str, Field(json_schema_extra=_schema(maxLength=63, pattern=LABEL_VALUE_PATTERN))
+]
+
+
 class Toleration(Model):
     """A toleration of step pods (Kubernetes' own shape and rules): lets them onto nodes with a
     matching taint."""
 
-    key: str = ""
+    key: str = Field(
+        default="", json_schema_extra=_schema(maxLength=317, pattern=f"^$|{LABEL_KEY_PATTERN}")
+    )
     operator: Literal["Exists", "Equal"] = "Equal"
-    value: str = Field(default="", pattern=LABEL_VALUE_PATTERN)
+    value: str = Field(default="", max_length=63, pattern=LABEL_VALUE_PATTERN)
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
-    toleration_seconds: int | None = None
+    toleration_seconds: int | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
     def _kubernetes_rules(self) -> Toleration:
@@ -347,7 +368,7 @@ class CapsuleSpec(Model):
     node_failure_toleration_seconds: int | None = Field(default=None, ge=0, le=86400)
     #: where step pods may run (pod spec nodeSelector, tolerations): the Capsule owner's choice,
     #: never a plan author's (no step field sets them)
-    node_selector: dict[str, str] = Field(default_factory=dict, max_length=64)
+    node_selector: dict[str, _LabelValue] = Field(default_factory=dict, max_length=64)
     tolerations: list[Toleration] = Field(default_factory=list, max_length=64)
     plan: PlanSpec | None = Field(default=None, description="What runs when a plan spawns it.")
 

@@ -1,7 +1,9 @@
 """Kubernetes resource quantities (`64Mi`, `500m`, `1.5G`) as numbers.
 
 Hand-written because the one library that parses them (`kubernetes.utils.quantity`) may not be
-imported by the pure layers (api, engine); it is twenty lines of the documented grammar.
+imported by the pure layers (api, engine), and it takes more than the API server does (Python's
+Decimal reads `1_000`, non-ASCII digits, `1e3Mi`); it is twenty lines of the documented grammar.
+tests/unit/test_quantity_oracle.py holds it against that library.
 
 Bounds: Kubernetes keeps a quantity as a 64-bit integer of nano-units, so nothing above
 2^63-1 (about 9.2e18: `8Ei` is already beyond) and nothing below `1n` but zero means anything to
@@ -12,7 +14,8 @@ decimals would otherwise overflow (`1e999999999`) or silently become zero (`1e-9
 
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
+import re
+from decimal import Decimal
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {
@@ -39,29 +42,40 @@ _EXAMPLES = "e.g. 64Mi, 500m, 1G"
 _BOUNDS = "Kubernetes holds quantities from 1n to about 9.2e18 (2^63-1), and zero"
 
 
+#: Kubernetes' grammar: a signed number in ASCII digits, then at most one suffix (binary SI,
+#: decimal SI, or a decimal exponent). Checked before Python's Decimal reads the number, which
+#: would also take `1_000`, non-ASCII digits, surrounding spaces, `NaN` and `1e3Mi`, none of
+#: which the API server takes.
+_GRAMMAR = re.compile(
+    r"(?P<number>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
+    r"(?P<suffix>[KMGTPE]i|[eE][+-]?[0-9]+|[numkMGTPE]|)",
+    re.ASCII,
+)
+
+
 def parse(text: str | int | float) -> Decimal:
     """The quantity's value in base units (bytes, cores); raises ValueError when malformed or
     beyond what Kubernetes can hold (see the module's docstring)."""
     if isinstance(text, int) and abs(text) > MAXIMUM:
         raise ValueError(f"an integer of {text.bit_length()} bits is too large: {_BOUNDS}")
-    s = str(text).strip()
+    s = str(text)
     if len(s) > MAX_LENGTH:
         raise ValueError(
             f"{s[:20]!r}... ({len(s)} characters) is not a Kubernetes quantity ({_EXAMPLES})"
         )
-    for suffix, factor in _BINARY.items():
-        if s.endswith(suffix):
-            return _bounded(_number(s[: -len(suffix)], text) * factor, text)
-    suffix = s[-1:] if s[-1:] in _DECIMAL else ""  # "" is also a key: a plain number
-    return _bounded(_number(s[: len(s) - len(suffix)], text) * _DECIMAL[suffix], text)
+    match = _GRAMMAR.fullmatch(s)
+    if match is None:
+        raise ValueError(f"{text!r} is not a non-negative quantity ({_EXAMPLES})")
+    number, suffix = match.groups()
+    factor = _BINARY.get(suffix) or _DECIMAL.get(suffix)
+    if factor is None:  # a decimal exponent (e3, E-2): part of the number
+        return _bounded(_number(number + suffix, text), text)
+    return _bounded(_number(number, text) * factor, text)
 
 
 def _number(s: str, original: object) -> Decimal:
-    try:
-        value = Decimal(s)
-    except InvalidOperation:
-        raise ValueError(f"{original!r} is not a Kubernetes quantity ({_EXAMPLES})") from None
-    if not value.is_finite() or value < 0:
+    value = Decimal(s)  # the grammar matched: a finite number
+    if value < 0:
         raise ValueError(f"{original!r} is not a non-negative quantity")
     if value and abs(value.adjusted()) > MAX_EXPONENT:  # before any arithmetic (see above)
         size = "large" if value.adjusted() > 0 else "small"

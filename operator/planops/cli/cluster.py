@@ -33,6 +33,7 @@ from planops.cli import graph, render, timeline
 from planops.cli.inputs import InputError, load, with_default_capsule
 from planops.engine import control
 from planops.engine.report import parse_rfc3339
+from planops.kube import kubeconfig
 from planops.kube.client import UNREACHABLE, ApiError, ConfigError, Kube
 from planops.kube.manifests import (
     ANNOTATION_CANCEL,
@@ -53,22 +54,7 @@ Verb = Callable[[Kube, argparse.Namespace, str], Awaitable[int]]
 def namespace_of(args: argparse.Namespace) -> str:
     if args.namespace:
         return str(args.namespace)
-    path = (
-        args.kubeconfig
-        or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
-        or str(Path.home() / ".kube" / "config")
-    )
-    try:
-        cfg = yaml.safe_load(Path(path).read_text()) or {}
-    except (OSError, ValueError, yaml.YAMLError):  # ValueError: not UTF-8 text
-        return "default"
-    if not isinstance(cfg, dict):  # not a kubeconfig: the client library says so when it loads
-        return "default"
-    current = args.context or cfg.get("current-context")
-    for ctx in cfg.get("contexts") or []:
-        if isinstance(ctx, dict) and ctx.get("name") == current:
-            return str((ctx.get("context") or {}).get("namespace") or "default")
-    return "default"
+    return kubeconfig.namespace(args.kubeconfig, args.context)
 
 
 def run(args: argparse.Namespace, verb: Verb | None = None) -> int:
@@ -96,6 +82,8 @@ def run(args: argparse.Namespace, verb: Verb | None = None) -> int:
         return EXIT_CLUSTER
     except ConfigError as e:
         where = f"--kubeconfig {args.kubeconfig}" if args.kubeconfig else "the kubeconfig"
+        if args.kubeconfig and str(e).startswith(f"{args.kubeconfig}:"):  # it names the file
+            where = "--kubeconfig"
         sys.stderr.write(f"error: {where}: {e}\n")
         return EXIT_CLUSTER
     except UNREACHABLE as e:  # anything else is a bug: its traceback says where
@@ -111,7 +99,7 @@ def _kubeconfig_problem(args: argparse.Namespace) -> str | None:
             what = "is not a file" if Path(args.kubeconfig).exists() else "does not exist"
             return f"--kubeconfig {args.kubeconfig}: the file {what}"
         return None
-    listed = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    listed = kubeconfig.listed()
     in_cluster = "KUBERNETES_SERVICE_HOST" in os.environ  # a pod's own credentials come first
     if listed and not in_cluster and not any(Path(p).is_file() for p in listed):
         return f"KUBECONFIG={os.environ['KUBECONFIG']}: no such file"

@@ -13,7 +13,6 @@ when a step exits without reading its stdin; so the BrokenPipeError is caught in
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
@@ -22,7 +21,7 @@ from typing import Any
 
 from planops import __version__
 from planops.api import PlanDocument
-from planops.cli import cluster_args, graph, render
+from planops.cli import cluster_args, render
 from planops.cli.inputs import (
     InputError,
     Loaded,
@@ -31,8 +30,11 @@ from planops.cli.inputs import (
     load_values,
     with_default_capsule,
 )
-from planops.engine import PlanError, capsules, schedule, validate
-from planops.runners.local import LocalRunner
+from planops.engine import PlanError, capsules, validate
+
+# Imported where a verb needs them, so `validate` starts fast (docs/performance.md): the local
+# runner and asyncio (run), croniter (a ScheduledPlan's schedule), the graph drawing (graph),
+# the Kubernetes client (the cluster verbs).
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_ERROR_EXIT, EXIT_INTERRUPTED = 0, 1, 2, 4, 130
 EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a process killed by SIGPIPE
@@ -175,6 +177,8 @@ def _errors(loaded: Loaded) -> list[tuple[str, str, PlanError]]:
     found = []
     for f, p in loaded.plans:
         if p.schedule is not None:
+            from planops.engine import schedule  # noqa: PLC0415 - croniter, for schedules only
+
             s = p.schedule
             spec = schedule.ScheduleSpec(
                 s.schedule,
@@ -236,6 +240,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"error: --workdir {args.workdir}: {problem}\n")
         return EXIT_INPUT
     quiet = args.quiet or args.output == "json"
+    import asyncio  # noqa: PLC0415 - the local runner: `run` only
+
+    from planops.runners.local import LocalRunner  # noqa: PLC0415
+
     runner = LocalRunner(
         loaded.capsules,
         workdir=args.workdir,
@@ -300,6 +308,8 @@ def cmd_graph(args: argparse.Namespace) -> int:
         )
         return EXIT_INPUT
     colour = args.output == "text" and colour_wanted()
+    from planops.cli import graph  # noqa: PLC0415 - `graph` only
+
     drawn = [graph.render(graph.from_spec(p.plan_id, p.spec), args.output, colour) for p in plans]
     sys.stdout.write("\n".join(drawn))
     return EXIT_OK

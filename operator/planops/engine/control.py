@@ -12,9 +12,12 @@ Result shapes (the step's output, as JSON text, usable as `{{id.json...}}`):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from planops.engine import jsonschemas, references, templates
+from planops.engine import references, templates
+
+if TYPE_CHECKING:
+    from planops.engine import jsonschemas
 
 OPS = ("eq", "ne", "gt", "lt", "gte", "lte", "empty", "not_empty", "contains")
 UNARY = ("empty", "not_empty")
@@ -127,6 +130,8 @@ def normalize_ask(spec: Any) -> dict[str, Any]:
 def ask_problems(raw: Any, tick: jsonschemas.Tick | None = None) -> list[tuple[str, str]]:
     """Static problems of an ask step's grammar, as (field suffix, message); `tick` as for
     jsonschemas.evaluate (checking the default against the schema)."""
+    from planops.engine import jsonschemas  # noqa: PLC0415 - jsonschema: only for ask steps
+
     if not isinstance(raw, dict):
         return [("", "expected an object {prompt, outputSchema, whenUnanswered?, default?}")]
     spec = normalize_ask(raw)
@@ -201,6 +206,8 @@ def answer_problem(
 ) -> str | None:
     """Why `answer` does not conform to the ask's outputSchema (None: it does). Evaluated by
     engine.jsonschemas (patterns on RE2, no remote references), like the plan's input."""
+    from planops.engine import jsonschemas  # noqa: PLC0415 - jsonschema: only for ask steps
+
     unusable = jsonschemas.schema_problems(schema)
     if unusable:
         return "the outputSchema cannot be used: " + "; ".join(m for _, m in unusable)

@@ -36,6 +36,7 @@ from typing import Any, Literal
 
 from planops.api.models import PlanSpec, RetryBackoff
 from planops.engine import bodies, conditions, control, references, templates
+from planops.engine.allowlists import shell_words
 from planops.engine.bodyrun import Bodies
 from planops.engine.dag import Graph
 from planops.engine.facts import (
@@ -49,7 +50,6 @@ from planops.engine.facts import (
     step_kind,
 )
 from planops.engine.report import NO_OUTPUT, ExitReport, OutputError, Report, StepRecord
-from planops.engine.validation import shell_words
 
 Status = Literal["success", "failed", "skipped"]
 CONTROL = ("exit", "filter")  # evaluated by the decider itself: no Job, no process

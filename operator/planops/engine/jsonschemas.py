@@ -277,6 +277,16 @@ def _evolve(self: Any, **changes: Any) -> Any:
 
 _Validator.evolve = _evolve
 
+#: the same validator where `integer` is a Python int (2.0 is not one, as JSON Schema says it
+#: is): for planops' own schemas of its fields, whose values the engine uses as Python values
+_PythonTypesValidator: Any = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+    _Validator,
+    type_checker=_BASE.TYPE_CHECKER.redefine(
+        "integer", lambda _, v: isinstance(v, int) and not isinstance(v, bool)
+    ),
+)
+_PythonTypesValidator.evolve = _evolve
+
 # -- checking a schema ---------------------------------------------------------------------------
 
 _FORMATS = jsonschema.FormatChecker(formats=())
@@ -328,10 +338,13 @@ def schema_problems(schema: Any) -> list[tuple[Path, str]]:
     return problems
 
 
-def evaluate(schema: Any, instance: Any, tick: Tick | None = None) -> list[ValidationError]:
+def evaluate(
+    schema: Any, instance: Any, tick: Tick | None = None, *, python_types: bool = False
+) -> list[ValidationError]:
     """Every violation of `schema` (which passed `schema_problems`) by `instance`, in
-    jsonschema's order; raises UnusableSchemaError, or whatever `tick` raises."""
-    validator = _Validator(schema, registry=_REGISTRY)
+    jsonschema's order; raises UnusableSchemaError, or whatever `tick` raises. With
+    `python_types`, an `integer` is an int, never a float such as 2.0."""
+    validator = (_PythonTypesValidator if python_types else _Validator)(schema, registry=_REGISTRY)
     token = _TICK.set(tick)
     try:
         return list(validator.iter_errors(instance))

@@ -25,11 +25,11 @@ from typing import Any, cast
 from urllib.parse import quote
 
 import aiohttp
-import yaml
 from kubernetes.aio import config as _config
 from kubernetes.aio.client.configuration import Configuration
 
 from planops.api.documents import API_GROUP
+from planops.kube import kubeconfig as kubeconfig_
 
 VERSION = "v1alpha1"
 Obj = dict[str, Any]
@@ -237,23 +237,22 @@ class Kube:
 
     @classmethod
     async def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> Kube:
-        """In-cluster credentials, else the kubeconfig (given, $KUBECONFIG, ~/.kube/config);
+        """In-cluster credentials, else the kubeconfig (given, else every file $KUBECONFIG
+        lists, merged as kubectl merges them, else ~/.kube/config: kube.kubeconfig);
         ConfigError when neither is usable."""
         configuration = Configuration()
         try:
-            if kubeconfig or context:
-                await config.load_kube_config(
-                    config_file=kubeconfig, context=context, client_configuration=configuration
-                )
-            else:
+            if not (kubeconfig or context):
                 try:
                     config.load_incluster_config(client_configuration=configuration)
+                    return cls(Transport(configuration))
                 except config.ConfigException:
-                    await config.load_kube_config(client_configuration=configuration)
-        except config.ConfigException as e:
+                    pass
+            await config.load_kube_config_from_dict(
+                kubeconfig_.merged(kubeconfig), context, client_configuration=configuration
+            )
+        except (config.ConfigException, kubeconfig_.KubeconfigError) as e:
             raise ConfigError(str(e)) from None
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:  # the file itself
-            raise ConfigError(f"cannot read it: {type(e).__name__}: {e}") from None
         return cls(Transport(configuration))
 
     async def close(self) -> None:

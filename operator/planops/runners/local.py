@@ -46,7 +46,7 @@ from planops.engine import (
     shell_words,
     validate,
 )
-from planops.engine.validation import capsules as capsule_resolver
+from planops.engine.policy import capsules as capsule_resolver
 
 #: Trace records, by the seed's names: plan_start, plan_step_start, plan_step, plan_end,
 #: delegation_start, delegation, call_denied, notice.

@@ -1,0 +1,163 @@
+"""What one step declares, judged on its own: exactly one kind; onError; dependsOn and
+`$id.output` references naming declared steps; its `if`; its tool in the Capsule's inventory
+(never submit-plan); its shell line splittable and its binary allowed; a capsule step's task
+text; its image allowed; then its limits (limit_checks) and control fields (control_checks).
+Body steps are judged by the same function under their qualified ids."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from planops.api.models import STEP_KINDS, Step
+from planops.engine import conditions, images, references
+from planops.engine.allowlists import image_allowed
+from planops.engine.dag import Graph
+from planops.engine.validation.checker import Checker
+from planops.engine.validation.control_checks import check_control
+from planops.engine.validation.limit_checks import check_limits
+
+ON_ERROR = ("fail", "skip", "continue")
+SUBMIT_PLAN = "submit-plan"
+
+
+def check_step(c: Checker, graph: Graph, step: Step, path: str) -> None:
+    kinds = [k for k in STEP_KINDS if getattr(step, k) is not None]
+    if len(kinds) != 1:
+        what = "none" if not kinds else " and ".join(kinds)
+        c.add(
+            "step-kind",
+            step.id,
+            path,
+            "a step declares exactly one of tool, shell, capsule or a control step (exit, filter, "
+            f"decide, map, reduce, ask) (found {what})",
+        )
+    check_control(c, step, path)
+    if step.on_error not in ON_ERROR:
+        c.add(
+            "on-error",
+            step.id,
+            f"{path}.onError",
+            f"onError is {step.on_error!r}; expected one of fail, skip, continue",
+        )
+    for j, dep in enumerate(step.depends_on):
+        if dep not in graph.index:
+            c.add(
+                "unknown-step",
+                step.id,
+                f"{path}.dependsOn[{j}]",
+                f"dependsOn names {dep!r}, which the plan does not declare",
+            )
+    check_references(c, graph, step, path, references.walk(step.input, f"{path}.input"))
+    if step.if_ is not None:
+        try:
+            expr = conditions.parse(step.if_)
+        except conditions.ConditionSyntaxError as e:
+            c.add("condition", step.id, f"{path}.if", f"cannot parse {step.if_!r}: {e}")
+        else:
+            refs = ((f"{path}.if", r) for r in conditions.references(expr))
+            check_references(c, graph, step, path, refs)
+    if step.tool is not None:
+        _check_tool(c, step, path)
+    if step.shell is not None:
+        _check_shell(c, step, path)
+    if step.capsule is not None:
+        _check_capsule_step(c, step, path)
+    if (
+        step.image is not None
+        and c.capsule is not None
+        and not image_allowed(step.image, c.capsule, c.policy)
+    ):
+        c.add(
+            "image-not-allowed",
+            step.id,
+            f"{path}.image",
+            f"image {step.image!r} is not allowed by Capsule {c.capsule_name!r} (spec.images) "
+            "and the operator's allowlist"
+            if images.parse(step.image) is not None
+            else f"{step.image!r} is not an image reference ([host[:port]/]path[:tag][@digest], "
+            "the path in lowercase)",
+        )
+    check_limits(c, step, path)
+
+
+def check_references(
+    c: Checker,
+    graph: Graph,
+    step: Step,
+    path: str,
+    found: Iterable[tuple[str, references.Reference]],
+) -> None:
+    for where, ref in found:
+        if ref.step not in graph.index:
+            c.add(
+                "unknown-step",
+                step.id,
+                where,
+                f"reference {ref} names {ref.step!r}, which the plan does not declare",
+            )
+        if ref.field not in references.FIELDS:
+            c.add(
+                "reference-field",
+                step.id,
+                where,
+                f"reference {ref} reads field {ref.field!r}; only output and status exist",
+            )
+
+
+def _check_tool(c: Checker, step: Step, path: str) -> None:
+    assert step.tool is not None
+    if step.tool == SUBMIT_PLAN:
+        c.add(
+            "plan-in-plan",
+            step.id,
+            f"{path}.tool",
+            "a plan cannot submit a plan; use a capsule step to run another Capsule's plan",
+        )
+    elif c.capsule is not None and c.capsule.tool(step.tool) is None:
+        known = ", ".join(t.name for t in c.capsule.tools) or "none"
+        c.add(
+            "unknown-tool",
+            step.id,
+            f"{path}.tool",
+            f"tool {step.tool!r} is not in Capsule {c.capsule_name!r}'s inventory (tools: {known})",
+        )
+
+
+def _check_shell(c: Checker, step: Step, path: str) -> None:
+    assert step.shell is not None
+    if "\x00" in step.shell:  # no process can be given it (a C string ends there)
+        c.add("shell-syntax", step.id, f"{path}.shell", "the command line holds a NUL byte")
+        return
+    words = c.split(step.shell)
+    if words is None:
+        why = c.split_errors[step.shell]
+        c.add("shell-syntax", step.id, f"{path}.shell", f"cannot split the command line: {why}")
+        return
+    if not words:
+        c.add("shell-syntax", step.id, f"{path}.shell", "the command line is empty")
+        return
+    if c.capsule is not None and words[0] not in c.capsule.shell.allow:
+        allowed = ", ".join(c.capsule.shell.allow) or "nothing"
+        c.add(
+            "shell-not-allowed",
+            step.id,
+            f"{path}.shell",
+            f"binary {words[0]!r} is not in Capsule {c.capsule_name!r} shell.allow "
+            f"(allowed: {allowed}); add it there or use a tool",
+        )
+
+
+def _check_capsule_step(c: Checker, step: Step, path: str) -> None:
+    value = step.input
+    ok = isinstance(value, str) or (
+        isinstance(value, dict)
+        and set(value) == {"objective"}
+        and isinstance(value["objective"], str)
+    )
+    if not ok:
+        c.add(
+            "capsule-input",
+            step.id,
+            f"{path}.input",
+            'a capsule step\'s input is its task text: a string or {"objective": "<text>"}',
+        )
