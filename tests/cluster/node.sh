@@ -219,8 +219,13 @@ stop_node() {
     ip link show "$CNI_BRIDGE" >/dev/null 2>&1 && ip link delete "$CNI_BRIDGE" 2>/dev/null || true
   fi
   # cgroups the node made (cgroupfs driver): the kubelet's /kubepods and containerd's /k8s.io
-  # (its namespace's default parent), in each v1 hierarchy; rmdir only removes empty ones
-  for root in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/*/k8s.io; do
-    [[ -d $root ]] && find "$root" -depth -type d -exec rmdir {} \; 2>/dev/null || true
-  done
+  # (its namespace's default parent), in each v1 hierarchy; rmdir only removes empty ones. They
+  # are machine-wide: only when this cluster had a node, and no other cluster's node runs (a
+  # `down` of a control plane without a node once emptied a running node's /kubepods, which its
+  # kubelet does not make again)
+  if [[ -d $dir/kubelet ]] && ! other_node >/dev/null; then
+    for root in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/*/k8s.io; do
+      [[ -d $root ]] && find "$root" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+    done
+  fi
 }
