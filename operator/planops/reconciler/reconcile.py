@@ -27,6 +27,7 @@ from planops.engine import (
     OPERATOR_BUDGET_SECONDS,
     AttemptFact,
     Budget,
+    Decision,
     Dispatch,
     Facts,
     PlanError,
@@ -69,6 +70,34 @@ CREATE_CONCURRENCY = 16
 #: verdicts kept (one per Plan generation; a few MB for this many plans)
 VERDICTS_KEPT = 20_000
 Verdict = tuple[PlanSpec | None, CapsuleSpec | None, list[PlanError]]
+
+
+@dataclass
+class _Pass:
+    """One reconcile of one Plan once it is judged valid: what it read, the run it restored, and
+    the Events it will tell. The steps of a reconcile (dispatch, cancel, announce, the status)
+    take it whole instead of a dozen arguments each."""
+
+    plan: dict[str, Any]
+    ref: manifests.PlanRef
+    spec: PlanSpec
+    capsule: CapsuleSpec
+    run: Run
+    observed: list[Observed]
+    #: the status this run builds on (a fresh run's: only the conditions)
+    previous: dict[str, Any]
+    run_info: dict[str, Any]
+    events: Recorder
+    now: float
+    started_at: float
+
+    @property
+    def generation(self) -> int:
+        return int(self.run_info["generation"])
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.ref.namespace, self.ref.name)
 
 
 @dataclass
@@ -212,8 +241,11 @@ class Reconciler:
             else await self._observe(ref, spec, capsule, previous)
         )
         run = Run.restore(name, spec, facts, retry_backoff=capsule.retry_backoff)
-        cancel = (meta.get("annotations") or {}).get(manifests.ANNOTATION_CANCEL)
         started_at = status_.parse_rfc3339(str(run_info["startedAt"])) or now
+        p = _Pass(
+            plan, ref, spec, capsule, run, observed, previous, run_info, events, now, started_at
+        )
+        cancel = (meta.get("annotations") or {}).get(manifests.ANNOTATION_CANCEL)
         deadline = (
             started_at + spec.active_deadline_seconds if spec.active_deadline_seconds else None
         )
@@ -225,20 +257,7 @@ class Reconciler:
                 else f"the plan ran longer than its activeDeadlineSeconds "
                 f"({spec.active_deadline_seconds}s)"
             )
-            await self._cancel(
-                plan,
-                ref,
-                spec,
-                run,
-                observed,
-                previous,
-                run_info,
-                generation,
-                events,
-                now,
-                why,
-                "Cancelled" if cancel else "DeadlineExceeded",
-            )
+            await self._cancel(p, why, "Cancelled" if cancel else "DeadlineExceeded")
             return None
         waiting = self._answers(run, previous, meta, rid, events, now)
         with_object = {(o.step_id, o.attempt) for o in observed}
@@ -247,39 +266,13 @@ class Reconciler:
             for f in facts.attempts
             if f.status == "failed" and (f.step_id, f.attempt) not in with_object
         ]
-        dispatched: list[Dispatch] = []
-        new_settled: list[StepRecord] = []
-        while True:
-            decision = run.decide(now)
-            new_settled += decision.settled
-            refusal_made = False
-            refusals = await _bounded(
-                [self._dispatch(ref, d, capsule, spec, events, claim) for d in decision.dispatch],
-                CREATE_CONCURRENCY,
-            )
-            for d, refusal in zip(decision.dispatch, refusals, strict=True):
-                if refusal is None:
-                    dispatched.append(d)
-                    continue
-                refusal_made = True
-                metrics.calls_denied.inc()
-                events(
-                    "CallDenied",
-                    f"step {d.step.id} attempt {d.attempt}: {refusal}",
-                    warning=True,
-                    step=d.step.id,
-                    attempt=d.attempt,
-                )
-                run.finish_attempt(d.step.id, d.attempt, "failed", None, refusal, now)
-                refused.append(AttemptFact(d.step.id, d.attempt, now, "failed", now, None, refusal))
-            if not refusal_made:
-                break
+        decision, dispatched, new_settled = await self._advance(p, claim, refused)
         waiting += [self._ask(d, capsule, name, events, now) for d in dispatched if d.kind == "ask"]
         finished = decision.finished
         report = await self._record(
             ref, run.report(), max(run.record_count(), len(spec.steps)), capsule, previous
         )
-        self._set_running((namespace, name), len(run.in_flight_attempts()))
+        self._set_running(p.key, len(run.in_flight_attempts()))
         new = status_.running(
             report,
             total=len(spec.steps),
@@ -291,16 +284,14 @@ class Reconciler:
             previous=previous,
             started_at=started_at,
             now=now,
-            reports=len(self._reports[(namespace, name)].chunks),
+            reports=len(self._reports[p.key].chunks),
             status_records=self.status_records,
         )
         flying = set(run.in_flight_attempts())
         waiting = [w for w in waiting if (w.step_id, w.attempt) in flying]
         new["asks"] = [w.to_json() for w in waiting] or None
         new["inFlight"] = _in_flight(run, previous, now)
-        self._announce(
-            events, spec, dispatched, new_settled, run, report, finished, previous, now, started_at
-        )
+        self._announce(p, dispatched, new_settled, report, finished)
         await self._write(plan, previous, new)
         await events.flush()
         if finished:
@@ -813,25 +804,50 @@ class Reconciler:
         )
         return manifests.child_plan(parent, d, target, plan_spec)
 
-    async def _cancel(
-        self,
-        plan: dict[str, Any],
-        ref: manifests.PlanRef,
-        spec: PlanSpec,
-        run: Run,
-        observed: list[Observed],
-        previous: dict[str, Any],
-        run_info: dict[str, Any],
-        generation: int,
-        events: Recorder,
-        now: float,
-        why: str,
-        reason: str = "Cancelled",
-    ) -> None:
+    async def _advance(
+        self, p: _Pass, claim: str | None, refused: list[AttemptFact]
+    ) -> tuple[Decision, list[Dispatch], list[StepRecord]]:
+        """Decide and dispatch until nothing more is ready: a dispatch the cluster refuses (an
+        admission policy) fails its attempt at once, which may make other steps ready (its
+        retry, an onError). Refused attempts are added to `refused`."""
+        run, now = p.run, p.now
+        dispatched: list[Dispatch] = []
+        new_settled: list[StepRecord] = []
+        while True:
+            decision = run.decide(now)
+            new_settled += decision.settled
+            refusals = await _bounded(
+                [
+                    self._dispatch(p.ref, d, p.capsule, p.spec, p.events, claim)
+                    for d in decision.dispatch
+                ],
+                CREATE_CONCURRENCY,
+            )
+            refusal_made = False
+            for d, refusal in zip(decision.dispatch, refusals, strict=True):
+                if refusal is None:
+                    dispatched.append(d)
+                    continue
+                refusal_made = True
+                metrics.calls_denied.inc()
+                p.events(
+                    "CallDenied",
+                    f"step {d.step.id} attempt {d.attempt}: {refusal}",
+                    warning=True,
+                    step=d.step.id,
+                    attempt=d.attempt,
+                )
+                run.finish_attempt(d.step.id, d.attempt, "failed", None, refusal, now)
+                refused.append(AttemptFact(d.step.id, d.attempt, now, "failed", now, None, refusal))
+            if not refusal_made:
+                return decision, dispatched, new_settled
+
+    async def _cancel(self, p: _Pass, why: str, reason: str = "Cancelled") -> None:
         """`kubectl plan cancel` (reason Cancelled) or the plan's activeDeadlineSeconds passed
         (DeadlineExceeded): stop what runs, report it as failed, end the plan."""
+        ref, spec, run, previous, events, now = p.ref, p.spec, p.run, p.previous, p.events, p.now
         label = "cancelled" if reason == "Cancelled" else "stopped"
-        objects = {(o.step_id, o.attempt): o for o in observed}
+        objects = {(o.step_id, o.attempt): o for o in p.observed}
         cancelled = []
         for step_id, attempt in run.in_flight_attempts():
             obj = objects.get((step_id, attempt))
@@ -843,27 +859,26 @@ class Reconciler:
             cancelled.append(
                 StepRecord(step_id, "failed", None, f"{label} ({why})", attempt, started, now)
             )
-        self._set_running((ref.namespace, ref.name), 0)
+        self._set_running(p.key, 0)
         report = run.report()
         report = Report(report.plan_id, False, None, (*report.steps, *cancelled))
         report = await self._record(
             ref, report, max(run.record_count(), len(spec.steps)), None, previous
         )
-        started_at = status_.parse_rfc3339(str(run_info["startedAt"])) or now
         new = status_.running(
             report,
             total=len(spec.steps),
             finished=True,
             dispatched_any=True,
-            generation=generation,
-            run=run_info,
+            generation=p.generation,
+            run=p.run_info,
             refused=[],
             previous=previous,
-            started_at=started_at,
+            started_at=p.started_at,
             now=now,
             cancelled=why,
             stopped_reason=reason,
-            reports=len(self._reports[(ref.namespace, ref.name)].chunks),
+            reports=len(self._reports[p.key].chunks),
             status_records=self.status_records,
         )
         if previous.get("phase") not in FINISHED:
@@ -873,7 +888,7 @@ class Reconciler:
                 f"{label} ({why}); {len(cancelled)} running step(s) stopped",
                 warning=True,
             )
-        await self._write(plan, previous, new)
+        await self._write(p.plan, previous, new)
         await events.flush()
         self._close(ref)
 
@@ -881,17 +896,14 @@ class Reconciler:
 
     def _announce(
         self,
-        events: Recorder,
-        spec: PlanSpec,
+        p: _Pass,
         dispatched: list[Dispatch],
         new_settled: list[StepRecord],
-        run: Run,
-        report: Any,
+        report: Report,
         finished: bool,
-        previous: dict[str, Any],
-        now: float,
-        started_at: float,
     ) -> None:
+        """The Events and metrics of what this reconcile decided, in the order it happened."""
+        events, run, now, started_at = p.events, p.run, p.now, p.started_at
         settled_at = {r.step_id: r.finished_at for r in run.settled if r.finished_at is not None}
         # settlements first: a start follows the settlements that made its step ready
         for rec in new_settled:
@@ -926,13 +938,13 @@ class Reconciler:
                 attempt=d.attempt,
             )
             metrics.dispatch_latency.observe(max(0.0, now - _ready_at(settled_at, d, started_at)))
-        if finished and previous.get("phase") not in FINISHED:
+        if finished and p.previous.get("phase") not in FINISHED:
             result = "succeeded" if report.completed else "failed"
             metrics.plans.labels(result).inc()
             metrics.plan_duration.observe(max(0.0, now - started_at))
             events(
                 "PlanSucceeded" if report.completed else "PlanFailed",
-                f"{status_.top_level(report)}/{len(spec.steps)} steps settled"
+                f"{status_.top_level(report)}/{len(p.spec.steps)} steps settled"
                 + (f"; step {report.failed_step} stopped the plan" if report.failed_step else ""),
                 warning=not report.completed,
             )

@@ -41,7 +41,9 @@ def validate(
     policy: Policy | None = None,
     budget: Budget | None = None,
 ) -> list[PlanError]:
-    """Every refusal of `spec`, sorted by step position; [] when the plan may run.
+    """Every refusal of `spec`, in the order the checks find them (the Capsule and the plan's
+    size, then each step in its position, then inputs, workspace, templates and cycles); [] when
+    the plan may run.
 
     With a `budget`, a validation that runs past it stops and returns one error instead (code
     `limits`, path `steps`): the plan was not judged, so it may not run."""
