@@ -23,7 +23,7 @@ import pytest
 
 from tests.cluster import kwok
 from tests.conftest import Kube
-from tests.e2e.conftest import Operator, capsule, plan, steps, wait_plan
+from tests.e2e.conftest import NS_PREFIX, Operator, capsule, plan, steps, wait_plan
 
 IMAGE = "local/busybox:1.35.0"  # never pulled: a simulated node runs nothing
 
@@ -42,7 +42,7 @@ def sim_ns(
 ) -> Iterator[str]:
     """A namespace the session operator watches, whose Capsule runs steps on simulated nodes
     only, and whose steps print GREETING."""
-    name = f"e2e-kwok-{uuid.uuid4().hex[:8]}"
+    name = f"{NS_PREFIX}kwok-{uuid.uuid4().hex[:8]}"  # the session operator watches it
     kube.run("create", "namespace", name)
     kube.apply(capsule(IMAGE, **kwok.PLACEMENT), "-n", name)
     simulated.output(name, GREETING)
