@@ -179,3 +179,12 @@ def busybox(node: dict[str, Any]) -> str:
             if name.startswith("docker.io/local/busybox:"):
                 return name.removeprefix("docker.io/")  # type: ignore[no-any-return]
     pytest.fail("the node has no local/busybox image (tests/cluster/images.py)", pytrace=False)
+
+
+# every test knows its own outcome in its fixtures' teardown (request.node.rep_call): the
+# e2e, faults and gitops fixtures print the operator's log of a failed test
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    rep = yield
+    setattr(item, f"rep_{rep.when}", rep)
+    return rep

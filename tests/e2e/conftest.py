@@ -166,13 +166,6 @@ def ns(
             kube.run("delete", "namespace", name, "--wait=false", check=False)
 
 
-@pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-    rep = yield
-    setattr(item, f"rep_{rep.when}", rep)
-    return rep
-
-
 def capsule(busybox: str, name: str = "default", **spec: Any) -> dict[str, Any]:
     """The example Capsule (examples/capsule.yaml) with the node's busybox image."""
     doc = yaml.safe_load((ROOT / "examples" / "capsule.yaml").read_text())

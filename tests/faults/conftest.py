@@ -204,13 +204,6 @@ def pair(
         kube.run("delete", "namespace", lease_ns, "--wait=false", check=False)
 
 
-@pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-    rep = yield
-    setattr(item, f"rep_{rep.when}", rep)
-    return rep
-
-
 @pytest.fixture
 def fns(kube: Kube, busybox: str) -> Iterator[str]:
     """A namespace both replicas watch, holding the test Capsule `default`."""

@@ -494,10 +494,3 @@ def env(
         # the Application first (it would re-create what the namespace's deletion removes)
         kube.run("delete", "application", name, "-n", argocd.namespace, "--wait=false", check=False)
         kube.run("delete", "namespace", name, "--wait=false", check=False)
-
-
-@pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-    rep = yield
-    setattr(item, f"rep_{rep.when}", rep)
-    return rep
