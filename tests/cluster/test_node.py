@@ -105,8 +105,11 @@ def test_a_container_over_its_memory_limit_is_oomkilled(kube: Kube, namespace: s
     )
     assert condition(wait_job(kube, "hog", namespace), "Failed")["status"] == "True"
     term = pod_of(kube, "hog", namespace)["status"]["containerStatuses"][0]["state"]["terminated"]
-    assert term["reason"] == "OOMKilled"
+    # The kernel's kill is SIGKILL (128 + 9). containerd 1.6 names it OOMKilled when its cgroup
+    # OOM event arrives before the task's exit, and Error when the exit wins the race; both have
+    # been seen on this machine, so the reason is one of the two and the exit code is the proof.
     assert term["exitCode"] == 137
+    assert term["reason"] in ("OOMKilled", "Error")
 
 
 def test_active_deadline_seconds_fails_the_job_with_deadline_exceeded(
