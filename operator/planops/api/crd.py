@@ -855,7 +855,7 @@ OUTPUTS = ("crds", "charts/planops/files/crds")
 if __name__ == "__main__":
     if any(arg.startswith("-") for arg in sys.argv[1:]):
         # an option is never a directory: `--help` once left a directory named --help behind
-        sys.exit("usage: python -m planops.api.crd [DIRECTORY...]  (default: crds/ and the chart's copy)")
+        sys.exit("usage: python -m planops.api.crd [DIRECTORY...] (default: crds/ and the chart)")
     for where in sys.argv[1:] or OUTPUTS:
         out = Path(where)
         out.mkdir(parents=True, exist_ok=True)
