@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from planops.api import quantity
 from planops.api.crd import MAX_STEPS
@@ -167,16 +167,35 @@ def _own_namespace() -> str:
         return "default"
 
 
+def import_kopf() -> Any:
+    """kopf, imported without the Kubernetes client library.
+
+    kopf imports that library whenever it is installed (to recognise its model objects, which
+    planops never hands it, and to log in through it): ~11 MiB of the operator's memory for
+    nothing, since planops has its own client and login (kube/credentials.py, handlers.login).
+    A None in sys.modules makes kopf's optional import fail as if the package were absent; it is
+    taken out again at once, so a kubeconfig user with an exec plugin can still load the library
+    later (tests/unit/test_credentials.py checks that nothing else imports it)."""
+    hidden = "kubernetes" not in sys.modules
+    if hidden:
+        sys.modules["kubernetes"] = None  # type: ignore[assignment]
+    try:
+        import kopf  # noqa: PLC0415
+
+        # the plain registry: kopf's default one adds logins through that library
+        kopf.set_default_registry(kopf.OperatorRegistry())
+    finally:
+        if hidden:
+            del sys.modules["kubernetes"]
+    return kopf
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.webhook_port and not (args.webhook_cert and args.webhook_key):
         parser.error("--webhook-port needs --webhook-cert and --webhook-key")
-    if args.kubeconfig:
-        # before anything imports the kubernetes client: it reads $KUBECONFIG at import time,
-        # and kopf's own login uses that client
-        os.environ["KUBECONFIG"] = args.kubeconfig
-    from planops.kube.leader import Timing  # noqa: PLC0415 - after $KUBECONFIG is set
+    from planops.kube.leader import Timing  # noqa: PLC0415
 
     try:
         Timing(
@@ -194,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
             except ValueError as e:
                 parser.error(f"--{flag.replace('_', '-')}: {e}")
     configure_logging(args.json_logs, args.verbose)
-    import kopf  # noqa: PLC0415 - after $KUBECONFIG is set
+    kopf = import_kopf()
 
     from planops.handlers.config import CONFIG  # noqa: PLC0415
 

@@ -1,5 +1,5 @@
-"""Kubeconfig files are read as kubectl reads them (kube/kubeconfig.py, through the Kubernetes
-client's own merger): every file $KUBECONFIG lists, merged with the first file's word winning;
+"""Kubeconfig files are read as kubectl reads them (kube/kubeconfig.py): every file $KUBECONFIG
+lists, merged with the first file's word winning;
 one that does not exist skipped; a file that is no kubeconfig named in the error. Temporary
 files only; connecting reads the configuration, it does not reach any server."""
 
@@ -56,28 +56,28 @@ def two(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
 
 
 def connected(kubeconfig_file: str | None = None, context: str | None = None) -> Any:
-    """The client configuration Kube.connect set up."""
+    """The credentials Kube.connect set up."""
 
     async def go() -> Any:
         kube = await Kube.connect(kubeconfig_file, context)
         await kube.close()
-        return kube.api.configuration
+        return kube.api.credentials
 
     return asyncio.run(go())
 
 
 def test_the_first_files_current_context_wins(two):
     got = connected()
-    assert got.host == "https://127.0.0.1:1001"
-    assert got.api_key["BearerToken"] == "Bearer token-a"
+    assert got.server == "https://127.0.0.1:1001"
+    assert got.token == "token-a"
     assert kubeconfig.namespace(None, None) == "ns-a"
 
 
 def test_a_context_of_the_second_file_is_found_with_its_relative_paths(two, tmp_path):
     got = connected(context="b")
-    assert got.host == "https://127.0.0.1:1002"
-    assert got.api_key["BearerToken"] == "Bearer token-b"
-    assert got.ssl_ca_cert == str(tmp_path / "b" / "ca.pem")  # relative to its own file
+    assert got.server == "https://127.0.0.1:1002"
+    assert got.token == "token-b"
+    assert got.ca_file == str(tmp_path / "b" / "ca.pem")  # relative to its own file
     assert kubeconfig.namespace(None, "b") == "ns-b"
 
 
@@ -85,14 +85,14 @@ def test_the_first_file_to_name_a_context_defines_it(tmp_path, monkeypatch, two)
     first, second = two
     again = write(tmp_path / "c" / "config", config("b", "https://127.0.0.1:1003"))
     monkeypatch.setenv("KUBECONFIG", os.pathsep.join([again, first, second]))
-    assert connected(context="b").host == "https://127.0.0.1:1003"
-    assert connected().host == "https://127.0.0.1:1001"  # current-context: first to set it
+    assert connected(context="b").server == "https://127.0.0.1:1003"
+    assert connected().server == "https://127.0.0.1:1001"  # current-context: first to set it
 
 
 def test_a_missing_file_in_the_list_is_skipped(tmp_path, monkeypatch, two):
     _, second = two
     monkeypatch.setenv("KUBECONFIG", os.pathsep.join([str(tmp_path / "nope"), second]))
-    assert connected().host == "https://127.0.0.1:1002"
+    assert connected().server == "https://127.0.0.1:1002"
 
 
 @pytest.mark.parametrize(
@@ -115,8 +115,8 @@ def test_a_file_that_is_no_kubeconfig_is_named(tmp_path, monkeypatch, two, text,
 
 def test_an_explicit_file_is_the_only_one_read(tmp_path, two):
     only = write(tmp_path / "only", config("z", "https://127.0.0.1:1009", current="z"))
-    assert connected(only).host == "https://127.0.0.1:1009"
-    with pytest.raises(ConfigError, match=r"name a in .*only/contexts"):
+    assert connected(only).server == "https://127.0.0.1:1009"
+    with pytest.raises(ConfigError, match=r"no context named a in .*only \(contexts: z\)"):
         connected(only, "a")  # $KUBECONFIG's contexts are not there
 
 

@@ -16,6 +16,7 @@ import kopf
 from planops import metrics
 from planops.handlers.config import CONFIG
 from planops.handlers.queue import Coalescer
+from planops.kube import credentials
 from planops.kube.cache import RunObjects, WatchCache
 from planops.kube.client import Kube
 from planops.kube.events import Poster
@@ -50,6 +51,30 @@ class NoDiffBase(kopf.DiffBaseStorage):
 
     def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
         return None
+
+
+@kopf.on.login()
+async def login(**_: Any) -> kopf.ConnectionInfo:
+    """kopf's watches use the operator's own credentials (kube/credentials.py), read again at
+    each login (kopf logs in again on a 401: a rotated token file is read anew). Without this
+    handler kopf would log in through the Kubernetes client library, which the operator does
+    not import (its memory)."""
+    c = await credentials.load(CONFIG.kubeconfig)
+    return kopf.ConnectionInfo(
+        server=c.server,
+        default_namespace=c.namespace,
+        ca_path=c.ca_file,
+        ca_data=c.ca_data,
+        insecure=c.insecure,
+        username=c.username,
+        password=c.password,
+        token=await c.bearer(),
+        certificate_path=c.cert_file,
+        certificate_data=c.cert_data,
+        private_key_path=c.key_file,
+        private_key_data=c.key_data,
+        proxy_url=c.proxy,
+    )
 
 
 @kopf.on.startup()

@@ -5,9 +5,8 @@ dicts (as users write them, as Jobs are built), and the generated layer cost mor
 of a request (measured with py-spy in bench/vs_argo.py: pydantic argument validation on every
 call, a recursive copy of every body, a thread hop per request for proxy and netrc lookups, and
 seconds of pydantic schema building at the first use of each API class, ~0.3 ms of CPU per call
-and 15 MiB of memory in all). What the official client does well is kept: `kubernetes.aio.config`
-reads the kubeconfig or the pod's own credentials (certificates, tokens, exec plugins and their
-refresh) into a Configuration, which `Transport` turns into a TLS context and headers.
+and 15 MiB of memory in all). Credentials come from kube/credentials.py (the pod's own, or the
+kubeconfig's, as kubectl reads them), which `Transport` turns into a TLS context and headers.
 
 A non-2xx answer becomes one `ApiError` with the API's reason and message, which the reconciler
 turns into a defined outcome (AlreadyExists = adopt, Forbidden from an admission policy = the step
@@ -18,17 +17,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import ssl
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import quote
 
 import aiohttp
-from kubernetes.aio import config as _config
-from kubernetes.aio.client.configuration import Configuration
 
 from planops.api.documents import API_GROUP
+from planops.kube import credentials as credentials_
 from planops.kube import kubeconfig as kubeconfig_
 
 VERSION = "v1alpha1"
@@ -68,10 +65,6 @@ class ConfigError(Exception):
 #: What reaching the API server can raise besides an answer (ApiError): refused or reset
 #: connections, names that do not resolve, TLS failures, no answer in time.
 UNREACHABLE: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError, asyncio.TimeoutError)
-
-# kubernetes.aio.config is untyped
-config: Any = _config
-
 
 #: Seconds a request may take (a watch: see Kube.watch_plan).
 REQUEST_TIMEOUT = 60
@@ -113,21 +106,11 @@ async def _text(resp: aiohttp.ClientResponse) -> str:
 
 class Transport:
     """One connection pool to the API server, with the TLS context and credentials of a
-    Configuration (the kubeconfig's or the pod's own, as `kubernetes.aio.config` read them)."""
+    kubeconfig's context or of the pod's own ServiceAccount (kube/credentials.py)."""
 
-    def __init__(self, configuration: Any) -> None:
-        self.configuration = configuration
+    def __init__(self, credentials: credentials_.Credentials) -> None:
+        self.credentials = credentials
         self._session: aiohttp.ClientSession | None = None
-
-    def _tls(self) -> ssl.SSLContext:
-        c = self.configuration
-        tls = ssl.create_default_context(cafile=c.ssl_ca_cert, cadata=c.ca_cert_data)
-        if c.cert_file:
-            tls.load_cert_chain(c.cert_file, keyfile=c.key_file)
-        if not c.verify_ssl:
-            tls.check_hostname = False
-            tls.verify_mode = ssl.CERT_NONE
-        return tls
 
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
@@ -135,19 +118,18 @@ class Transport:
             # honoured below), and aiohttp would otherwise read the environment and ~/.netrc in a
             # thread on every request
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(ssl=self._tls(), limit=100),
+                connector=aiohttp.TCPConnector(ssl=self.credentials.tls(), limit=100),
                 headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
                 read_bufsize=2**21,
             )
         return self._session
 
     async def _headers(self) -> dict[str, str]:
-        c = self.configuration
+        c = self.credentials
         headers: dict[str, str] = {}
-        # the bearer token, refreshed by the Configuration's hook (exec plugins, pod tokens)
-        token = (await c.auth_settings()).get("BearerToken")
-        if token and token.get("value"):
-            headers["Authorization"] = str(token["value"])
+        token = await c.bearer()
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
         elif c.username and c.password:
             headers["Authorization"] = aiohttp.BasicAuth(c.username, c.password).encode()
         return headers
@@ -162,7 +144,7 @@ class Transport:
         content_type: str = "application/json",
         timeout: aiohttp.ClientTimeout | None = None,
     ) -> aiohttp.ClientResponse:
-        c = self.configuration
+        c = self.credentials
         headers = await self._headers()
         data = None
         if body is not None:
@@ -175,7 +157,7 @@ class Transport:
         }
         return await self.session().request(
             method,
-            c.host.rstrip("/") + path,
+            c.server.rstrip("/") + path,
             params=params,
             data=data,
             headers=headers,
@@ -240,20 +222,10 @@ class Kube:
         """In-cluster credentials, else the kubeconfig (given, else every file $KUBECONFIG
         lists, merged as kubectl merges them, else ~/.kube/config: kube.kubeconfig);
         ConfigError when neither is usable."""
-        configuration = Configuration()
         try:
-            if not (kubeconfig or context):
-                try:
-                    config.load_incluster_config(client_configuration=configuration)
-                    return cls(Transport(configuration))
-                except config.ConfigException:
-                    pass
-            await config.load_kube_config_from_dict(
-                kubeconfig_.merged(kubeconfig), context, client_configuration=configuration
-            )
-        except (config.ConfigException, kubeconfig_.KubeconfigError) as e:
+            return cls(Transport(await credentials_.load(kubeconfig, context)))
+        except (credentials_.CredentialsError, kubeconfig_.KubeconfigError) as e:
             raise ConfigError(str(e)) from None
-        return cls(Transport(configuration))
 
     async def close(self) -> None:
         await self.api.close()

@@ -3,22 +3,18 @@ names one file; else every file `$KUBECONFIG` lists (colon-separated; one that d
 skipped), merged: the first file to name a cluster, user or context, or to set current-context,
 wins; else ~/.kube/config.
 
-The merge is the Kubernetes client's own (`KubeConfigMerger`, which also resolves each file's
-relative certificate paths against that file's folder). Two things are added, each why the
-library alone would mislead: each file is read and checked here first, so a file that is not a
-kubeconfig says which file it is (the library raises a bare YAML or TypeError), and
-current-context follows kubectl (the library keeps the last file's, kubectl the first's).
+Each file's relative paths (certificates, keys, token files, an exec plugin's ./command) are
+made absolute against that file's folder, as kubectl does. Each file is checked as it is read, so
+a file that is not a kubeconfig says which file it is.
 """
 
 from __future__ import annotations
 
-import copy
 import os
 from pathlib import Path
 from typing import Any
 
 import yaml
-from kubernetes.aio.config import kube_config
 
 LISTS = ("clusters", "contexts", "users")
 
@@ -69,46 +65,75 @@ def _read(path: str) -> dict[str, Any]:
     return doc
 
 
-class _Merger(kube_config.KubeConfigMerger):
-    """The library's merger over a list of files (its own constructor splits one string on
-    ':', so a path holding one could not be named)."""
-
-    def __init__(self, paths: list[str]) -> None:
-        self.paths: list[str] = []
-        self.config_files: dict[str, Any] = {}
-        self.config_merged: Any = None
-        for path in paths:
-            self.paths.append(path)
-            self.load_config(path)  # type: ignore[no-untyped-call]
-        self.config_saved = copy.deepcopy(self.config_files)
+#: The fields that name a file, by the list their entries are in: a relative path is relative to
+#: the kubeconfig file that holds it (as kubectl resolves them).
+PATH_FIELDS = {
+    "clusters": ("certificate-authority",),
+    "users": ("client-certificate", "client-key", "tokenFile"),
+}
 
 
-def merged(explicit: str | None) -> Any:
-    """The merged kubeconfig (the client's ConfigNode, for `load_kube_config_from_dict`);
-    KubeconfigError when a file cannot be used or there is none."""
+def _resolved(kind: str, entry: dict[str, Any], base: Path) -> dict[str, Any]:
+    key = kind[:-1]  # clusters -> cluster, users -> user, contexts -> context
+    body = entry.get(key)
+    if not isinstance(body, dict):
+        return entry
+    body = dict(body)
+    for field in PATH_FIELDS.get(kind, ()):
+        value = body.get(field)
+        if isinstance(value, str) and value and not os.path.isabs(value):
+            body[field] = str(base / os.path.expanduser(value))
+    command = (body.get("exec") or {}).get("command") if kind == "users" else None
+    if isinstance(command, str) and os.sep in command and not os.path.isabs(command):
+        body["exec"] = {**body["exec"], "command": str(base / command)}  # kubectl: ./bin/x
+    return {**entry, key: body}
+
+
+def merged(explicit: str | None) -> dict[str, Any]:
+    """The merged kubeconfig as one document (every relative path made absolute against its own
+    file's folder); KubeconfigError when a file cannot be used or there is none.
+
+    Hand-written, not the Kubernetes client's merger: the operator does not import that package
+    (its memory, see kube/credentials.py), and the rule is short: the first file to name a
+    cluster, user or context defines it, and the first file to set current-context sets it."""
     paths = files(explicit)
     docs = [(path, _read(path)) for path in paths]
-    usable = [path for path, doc in docs if doc]
-    if not usable:
+    if not any(doc for _, doc in docs):
         where = explicit or os.environ.get("KUBECONFIG") or "~/.kube/config"
         raise KubeconfigError(f"{where}: no kubeconfig there (no clusters, contexts or users)")
-    merger = _Merger(usable)
-    current = next((d["current-context"] for _, d in docs if d.get("current-context")), None)
-    if current is not None:
-        merger.config.value["current-context"] = current
-    return merger.config
+    out: dict[str, Any] = {key: [] for key in LISTS}
+    named: dict[str, set[str]] = {key: set() for key in LISTS}
+    out["sources"] = [path for path, doc in docs if doc]
+    for path, doc in docs:
+        base = Path(path).resolve().parent
+        if doc.get("current-context") and "current-context" not in out:
+            out["current-context"] = doc["current-context"]
+        for kind in LISTS:
+            for entry in doc.get(kind) or []:
+                if entry["name"] not in named[kind]:
+                    named[kind].add(entry["name"])
+                    out[kind].append(_resolved(kind, entry, base))
+    return out
+
+
+def entry(config: dict[str, Any], kind: str, name: str) -> dict[str, Any]:
+    """The body of the `kind` entry called `name` (a context's cluster, user, ...);
+    KubeconfigError naming the files when there is none."""
+    for item in config.get(kind) or []:
+        if item["name"] == name:
+            body = item.get(kind[:-1])
+            return body if isinstance(body, dict) else {}
+    where = ", ".join(config.get("sources") or []) or "the kubeconfig"
+    have = ", ".join(sorted(i["name"] for i in config.get(kind) or [])) or "none"
+    raise KubeconfigError(f"no {kind[:-1]} named {name} in {where} ({kind}: {have})")
 
 
 def namespace(explicit: str | None, context: str | None) -> str:
     """The namespace of the context in use (--context, else current-context), else `default`
     (as kubectl, also when the kubeconfig cannot be read: connecting says why)."""
     try:
-        config = merged(explicit).value
+        config = merged(explicit)
+        found = entry(config, "contexts", context or config.get("current-context") or "")
     except KubeconfigError:
         return "default"
-    current = context or config.get("current-context")
-    for ctx in config["contexts"]:  # merged: the first file to name a context defines it
-        if ctx.value["name"] == current:
-            found = ctx.value.get("context")
-            return str((found if isinstance(found, dict) else {}).get("namespace") or "default")
-    return "default"
+    return str(found.get("namespace") or "default")
