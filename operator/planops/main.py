@@ -26,8 +26,7 @@ def configure_logging(json_logs: bool, verbose: bool) -> None:
     Kubernetes `object` a kopf record is about, `exc_info`) with --json-logs, else kopf's text
     lines. Each JSON line also names its `logger` (planops.trace for the trace records), which
     kopf's format leaves out: a log pipeline filters on it."""
-    import kopf  # noqa: PLC0415 - the operator's import, not the CLI's
-
+    kopf = import_kopf()
     kopf.configure(
         verbose=verbose, log_format=kopf.LogFormat.JSON if json_logs else kopf.LogFormat.FULL
     )
@@ -176,6 +175,8 @@ def import_kopf() -> Any:
     A None in sys.modules makes kopf's optional import fail as if the package were absent; it is
     taken out again at once, so a kubeconfig user with an exec plugin can still load the library
     later (tests/unit/test_credentials.py checks that nothing else imports it)."""
+    if "kopf" in sys.modules:
+        return sys.modules["kopf"]
     hidden = "kubernetes" not in sys.modules
     if hidden:
         sys.modules["kubernetes"] = None  # type: ignore[assignment]
@@ -190,7 +191,9 @@ def import_kopf() -> Any:
     return kopf
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, run: Callable[..., Any] | None = None) -> int:
+    """The operator; `run` stands in for kopf.run (a test sees what main set up without
+    running the operator)."""
     parser = _parser()
     args = parser.parse_args(argv)
     if args.webhook_port and not (args.webhook_cert and args.webhook_key):
@@ -213,8 +216,7 @@ def main(argv: list[str] | None = None) -> int:
             except ValueError as e:
                 parser.error(f"--{flag.replace('_', '-')}: {e}")
     configure_logging(args.json_logs, args.verbose)
-    kopf = import_kopf()
-
+    kopf = import_kopf()  # done by configure_logging already: the same module
     from planops.handlers.config import CONFIG  # noqa: PLC0415
 
     CONFIG.kubeconfig = args.kubeconfig
@@ -249,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
 
         webhook.register()
 
-    kopf.run(
+    (run or kopf.run)(
         standalone=args.peering is None,
         peering_name=args.peering,
         clusterwide=not args.namespace,
