@@ -215,6 +215,32 @@ def steps(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {s["stepId"]: s for s in obj["status"]["report"]["steps"]}
 
 
+#: the bounds a Plan's status and each of its PlanReports stay under (reconciler/status.py,
+#: reconciler/reports.py), a chunk with room for the metadata the API server adds
+STATUS_BOUND = 448 * 1024
+CHUNK_BOUND = 512 * 1024 + 16 * 1024
+
+
+def dense(obj: Any) -> int:
+    return len(json.dumps(obj, separators=(",", ":")))
+
+
+def report_records(kube: Kube, ns: str, name: str) -> list[dict[str, Any]]:
+    """Every record of Plan `name`'s PlanReports in order, checking that the chunks continue
+    one another and that each is under its bound."""
+    found = sorted(
+        kube.get("planreports", "-n", ns, "-l", f"planops.dev/plan={name}")["items"],
+        key=lambda c: c["chunk"],
+    )
+    first = 0
+    for c in found:
+        where = c["metadata"]["name"]
+        assert c["first"] == first and c["count"] == len(c["records"]), where
+        assert dense(c) <= CHUNK_BOUND, where
+        first += c["count"]
+    return [r for c in found for r in c["records"]]
+
+
 def events(kube: Kube, ns: str, name: str) -> list[str]:
     items = kube.get("events", "-n", ns, "--field-selector", f"involvedObject.name={name}")["items"]
     return [e["reason"] for e in sorted(items, key=lambda e: e.get("eventTime") or "")]

@@ -1,0 +1,90 @@
+"""A run of 100,000 steps, accepted by the operator and reported completely (issue 15's ceiling).
+
+One literal step costs at least ~25 bytes of spec, so 100,000 of them would make an object of
+~2.5 MB: over what the API server takes (etcd's ~1.5 MiB request limit; the CRD bounds a spec
+to 768 KiB and 30,000 steps, kube/crd.py). A run of 100,000 steps is a `map` over 100,000 items
+(the spec holds the items, ~600 KB), which is how data teams fan out. Its body is a `filter`
+step, settled by the operator itself, so the test measures the operator's and the report's
+side without 100,000 pods; the pods' side is test_kwok.py's large plan and bench/scale.py.
+
+The size is PLANOPS_REPORT_SCALE_ITEMS (100,000 by default).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tests.conftest import Kube
+from tests.e2e.conftest import (
+    NS_PREFIX,
+    STATUS_BOUND,
+    Operator,
+    capsule,
+    cli,
+    dense,
+    plan,
+    report_records,
+    wait_plan,
+)
+
+pytestmark = pytest.mark.cluster
+
+ITEMS = int(os.environ.get("PLANOPS_REPORT_SCALE_ITEMS", "100000"))
+KEEP = {"value": "{{item}}", "op": "not_empty"}
+
+
+@pytest.fixture
+def big_ns(kube: Kube, operator: Operator, request: pytest.FixtureRequest) -> Iterator[str]:
+    name = f"{NS_PREFIX}big-{uuid.uuid4().hex[:8]}"  # the session operator watches it
+    kube.run("create", "namespace", name)
+    kube.apply(capsule("local/busybox:1.35.0"), "-n", name)  # no step here runs a pod
+    try:
+        yield name
+    finally:
+        if getattr(request.node, "rep_call", None) and request.node.rep_call.failed:
+            print(f"--- operator log (last 6000 chars) ---\n{operator.logs()[-6000:]}")
+        kube.run("delete", "namespace", name, "--wait=false", check=False)
+
+
+def test_a_map_over_100000_items_runs_and_its_report_is_complete(
+    kube: Kube, kubeconfig: str, big_ns: str
+):
+    doc = plan(
+        "huge",
+        {
+            "id": "each",
+            "map": {
+                "over": "{{input.items}}",
+                "concurrency": 1000,
+                "do": [{"id": "keep", "filter": {"over": ["{{item}}"], "where": KEEP}}],
+            },
+        },
+        input={"items": [f"i{k}" for k in range(ITEMS)]},
+    )
+    started = time.monotonic()
+    kube.apply(doc, "-n", big_ns)
+    obj = wait_plan(kube, big_ns, "huge", timeout=max(300, ITEMS / 100))
+    took = time.monotonic() - started
+    st = obj["status"]
+    assert st["phase"] == "Succeeded", json.dumps(st)[:3000]
+    total = ITEMS + 1  # every item's body step, and the map step itself
+    assert st["report"]["records"] == total
+    assert st["counts"]["success"] == total
+    assert dense(st) <= STATUS_BOUND and dense(obj) < 1024 * 1024
+
+    ids = [r["stepId"] for r in report_records(kube, big_ns, "huge")]
+    assert len(ids) == total and len(set(ids)) == total  # none lost, none twice
+    assert set(ids) == {f"each.{k}.keep" for k in range(ITEMS)} | {"each"}
+
+    got = cli(kubeconfig, "get", "huge", "-n", big_ns, "-o", "json", timeout=600)
+    assert got.returncode == 0, got.stderr
+    full = json.loads(got.stdout)["status"]["report"]["steps"]
+    assert len(full) == total
+    assert {s["status"] for s in full} == {"success"}
+    print(f"{ITEMS} items: Succeeded {took:.1f} s after the apply")
