@@ -173,7 +173,8 @@ def test_a_large_plan_runs_to_succeeded_with_an_exact_report_and_every_object_un
     kube: Kube, kubeconfig: str, sim_ns: str
 ):
     ids = [f"s{i:05d}" for i in range(LARGE_STEPS)]
-    kube.apply(plan("large", *({"id": i, "shell": "true"} for i in ids)), "-n", sim_ns)
+    doc = plan("large", *({"id": i, "shell": "true"} for i in ids))
+    kube.apply(doc, "-n", sim_ns, "--server-side")  # 20,000 steps: over the annotation bound
     obj = wait_plan(kube, sim_ns, "large", timeout=max(300, LARGE_STEPS / 4))
     st = obj["status"]
     assert st["phase"] == "Succeeded", json.dumps(st)[:3000]

@@ -63,3 +63,23 @@ def test_without_a_poster_a_recorder_posts_at_once():
         assert kube.posted == ["PlanStarted"]
 
     asyncio.run(main())
+
+
+def test_a_full_queue_drops_and_counts_with_one_log_line_per_interval(monkeypatch, caplog):
+    import planops.kube.events as events_  # noqa: PLC0415
+
+    monkeypatch.setattr(events_, "POSTER_QUEUE", 3)
+
+    async def main() -> Poster:
+        poster = Poster(_Kube(), workers=1)  # type: ignore[arg-type]  # not started: nothing drains
+        body = {"reason": "StepSucceeded"}
+        for _ in range(1003):
+            poster.put("ns", body)
+        return poster
+
+    with caplog.at_level("WARNING", logger=events_.log.name):
+        poster = asyncio.run(main())
+    assert poster.dropped == 1000 and poster.queue.qsize() == 3
+    dropped = [r for r in caplog.records if "dropped" in r.getMessage()]
+    assert len(dropped) == 1, [r.getMessage() for r in dropped]  # not 1,000 lines
+    assert dropped[0].getMessage().startswith("1 event(s) dropped (the last: StepSucceeded)")

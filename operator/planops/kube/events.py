@@ -75,9 +75,12 @@ def event(plan: dict[str, Any], reason: str, message: str, warning: bool = False
     }
 
 
-#: events waiting to be posted at most (beyond: dropped with a log line, the operator goes on)
+#: events waiting to be posted at most (beyond: dropped, counted, the operator goes on)
 POSTER_QUEUE = 10_000
 POSTERS = 4
+#: seconds between two log lines about dropped events (a 100,000-item map settles faster than
+#: its Events post: one line per dropped event would flood the log)
+DROP_LOG_EVERY = 10.0
 
 
 class Poster:
@@ -88,6 +91,10 @@ class Poster:
         self.queue: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue(POSTER_QUEUE)
         self.workers = workers
         self.tasks: list[asyncio.Task[None]] = []
+        #: events dropped so far, and how many of them the log has told of
+        self.dropped = 0
+        self._told = 0
+        self._told_at = -DROP_LOG_EVERY
 
     def start(self) -> None:
         self.tasks = [asyncio.create_task(self._work()) for _ in range(self.workers)]
@@ -96,9 +103,16 @@ class Poster:
         try:
             self.queue.put_nowait((namespace, body))
         except asyncio.QueueFull:
-            log.warning(
-                "event %s dropped: %d events wait to be posted", body["reason"], POSTER_QUEUE
-            )
+            self.dropped += 1
+            now = time.monotonic()
+            if now - self._told_at >= DROP_LOG_EVERY:
+                log.warning(
+                    "%d event(s) dropped (the last: %s): %d events wait to be posted",
+                    self.dropped - self._told,
+                    body["reason"],
+                    POSTER_QUEUE,
+                )
+                self._told, self._told_at = self.dropped, now
 
     async def _work(self) -> None:
         while True:
