@@ -162,9 +162,10 @@ def test_the_api_server_refuses_a_capsule_placement_kubernetes_would_refuse(
     assert out.returncode != 0 and why in out.stderr, out.stderr
 
 
-#: The large plan's size: 2,000 steps in CI (four PlanReport chunks, ten times what the status
-#: holds); PLANOPS_KWOK_LARGE_STEPS=20000 runs issue 15's full size (docs/performance.md).
-LARGE_STEPS = int(os.environ.get("PLANOPS_KWOK_LARGE_STEPS", "2000"))
+#: The large plan's size: 600 steps in CI (two PlanReport chunks, twelve times what the status
+#: holds); PLANOPS_KWOK_LARGE_STEPS=N runs more (docs/performance.md). CI's 2,000 once left the
+#: Job controller (20 requests/s) deleting 4,000 Jobs and pods while the next tests' Jobs waited.
+LARGE_STEPS = int(os.environ.get("PLANOPS_KWOK_LARGE_STEPS", "600"))
 
 
 @pytest.mark.cluster
@@ -193,3 +194,8 @@ def test_a_large_plan_runs_to_succeeded_with_an_exact_report_and_every_object_un
     assert got.returncode == 0, got.stderr
     full = json.loads(got.stdout)["status"]["report"]["steps"]
     assert sorted(s["stepId"] for s in full) == ids
+
+    # its Jobs and pods go now, inside this test: left to the namespace's deletion, the Job
+    # controller's rate limit would make the next tests' Jobs wait behind them
+    gone = ("delete", "jobs", "--all", "-n", sim_ns, "--cascade=foreground", "--timeout=600s")
+    kube.run(*gone, timeout=620)
