@@ -170,7 +170,7 @@ def import_kopf() -> Any:
     """kopf, imported without the Kubernetes client library.
 
     kopf imports that library whenever it is installed (to recognise its model objects, which
-    planops never hands it, and to log in through it): ~11 MiB of the operator's memory for
+    planops never hands it, and to log in through it): ~9 MiB of the operator's memory for
     nothing, since planops has its own client and login (kube/credentials.py, handlers.login).
     A None in sys.modules makes kopf's optional import fail as if the package were absent; it is
     taken out again at once, so a kubeconfig user with an exec plugin can still load the library

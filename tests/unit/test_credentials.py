@@ -180,7 +180,7 @@ def test_kopfs_login_uses_the_same_credentials(tmp_path, monkeypatch):
 
 def test_the_operator_process_does_not_import_the_kubernetes_library():
     """Everything `python -m planops.main` sets up before kopf.run (main's `run` stands in for
-    it); the library is ~11 MiB of the operator's memory."""
+    it); the library is ~9 MiB of the operator's memory."""
     probe = textwrap.dedent(
         """
         import sys

@@ -1,14 +1,15 @@
 """What the operator and the CLI present to the API server, read as kubectl reads it, without
 importing the Kubernetes client library for the forms an operator meets.
 
-Why hand-written: the operator's memory. Importing the `kubernetes` package costs ~14 MiB of
-resident memory (a fifth of an idle operator) for code the operator never runs, since requests
-are plain aiohttp (kube/client.py). The forms read here are short and fixed: the pod's own
-ServiceAccount (token file re-read as the kubelet rotates it, the cluster CA), and a kubeconfig's
-server, CA (file or data), TLS server name, proxy, client certificate and key (files or data),
-token, token file, or basic auth. A kubeconfig user with an `exec` plugin or an `auth-provider`
-is handed to the library (`kubernetes.aio.config`, imported only then): it runs the plugin and
-refreshes what the plugin returns, which is not worth writing twice.
+Why hand-written: the operator's memory. Importing the `kubernetes` package costs ~9 MiB of
+resident memory (an idle operator: 70 MiB with it, 61 without) for code the operator never
+runs, since requests are plain aiohttp (kube/client.py). The forms read here are short and
+fixed: the pod's own ServiceAccount (token file re-read as the kubelet rotates it, the cluster
+CA), and a kubeconfig's server, CA (file or data), TLS server name, proxy, client certificate
+and key (files or data), token, token file, or basic auth. A kubeconfig user with an `exec`
+plugin or an `auth-provider` is handed to the library (`kubernetes.aio.config`, imported only
+then): it runs the plugin and refreshes what the plugin returns, which is not worth writing
+twice.
 """
 
 from __future__ import annotations
