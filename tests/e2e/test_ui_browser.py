@@ -142,6 +142,16 @@ def click_step(driver: Any, step: str) -> None:
     )
 
 
+def click(driver: Any, selector: str) -> None:
+    """Click the first element matching `selector`, found afresh at each try.
+
+    A live page may redraw between finding a button and clicking it; a WebDriver element
+    found before the redraw is then stale.
+    """
+    found = f"document.querySelector({json.dumps(selector)})"
+    until(driver, f"(b => b ? (b.click(), true) : false)({found})")
+
+
 def test_a_running_plans_graph_turns_succeeded_live_and_a_steps_log_opens(
     kube: Kube, ui_ns: str, ui: str, browser: Any, capsys: pytest.CaptureFixture[str]
 ):
@@ -169,7 +179,7 @@ def test_a_running_plans_graph_turns_succeeded_live_and_a_steps_log_opens(
     edges = browser.execute_script("return document.querySelectorAll('svg path.edge').length")
     assert edges == 4
     click_step(browser, "left")
-    browser.find_element("css selector", "button.log").click()
+    click(browser, "button.log")
     assert "left side" in until(browser, "document.querySelector('#log')?.textContent")
     pod = browser.execute_script("return document.querySelector('#detail p.muted:last-of-type')")
     assert pod is not None
@@ -190,7 +200,7 @@ def test_a_steps_output_with_markup_is_shown_as_text_and_runs_nothing(
     until(browser, "document.body.dataset.phase === 'Succeeded'")
     click_step(browser, "say")
     assert until(browser, "document.querySelector('#output')?.textContent") == XSS + "\n"
-    browser.find_element("css selector", "button.log").click()
+    click(browser, "button.log")
     assert until(browser, "document.querySelector('#log')?.textContent") == XSS + "\n"
     node_text = browser.execute_script(
         "return document.querySelector(\"g.node[data-step='say']\").textContent"
@@ -238,7 +248,7 @@ def test_a_waiting_ask_shows_its_answer_command_and_a_child_plan_is_linked(
     click_step(browser, "sub")
     child = until(browser, "document.querySelector('a.child')?.textContent")
     shot(browser, "ask.png", capsys)
-    browser.find_element("css selector", "a.child").click()
+    click(browser, "a.child")
     until(browser, "document.body.dataset.phase === 'Succeeded'")
     assert browser.find_element("css selector", "#parent").text == "gated"
     assert child in browser.title

@@ -249,9 +249,13 @@
     render();
     const events = new EventSource(`/api/plans/${encodeURIComponent(name)}/watch`);
     events.addEventListener("plan", (ev) => {
-      state.view = JSON.parse(ev.data);
-      state.updates += 1;
+      const view = JSON.parse(ev.data);
       parts.live.textContent = "● live";
+      // The watch opens with the state just fetched: redrawing it anyway would replace the
+      // buttons under a reader's pointer for nothing.
+      if (JSON.stringify(view) === JSON.stringify(state.view)) return;
+      state.view = view;
+      state.updates += 1;
       render();
     });
     events.addEventListener("gone", () => {
