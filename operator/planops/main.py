@@ -245,6 +245,10 @@ def main(argv: list[str] | None = None, *, run: Callable[..., Any] | None = None
     CONFIG.renew_deadline = args.leader_elect_renew_deadline
     CONFIG.retry_period = args.leader_elect_retry_period
     import planops.handlers  # noqa: F401, PLC0415 - registers the handlers
+    from planops.handlers import kopf_fixes  # noqa: PLC0415
+
+    if CONFIG.scanning:  # only a glob makes kopf discover namespaces
+        kopf_fixes.apply()
 
     if args.webhook_port:  # registered now: the flags are known (see handlers.webhook)
         from planops.handlers import webhook  # noqa: PLC0415

@@ -147,28 +147,27 @@ def operator(
         op.stop()
 
 
-def _sees_new_namespaces(kube: Kube, op: Operator, tries: int = 3) -> None:
-    """Wait until the operator reconciles a Plan in a namespace created after it started.
+def _sees_new_namespaces(kube: Kube, op: Operator) -> None:
+    """The operator reconciles a Plan in a namespace created just after it started.
 
-    Seen twice on this machine (2026-12-01): a namespace created within seconds of the operator's
-    start was never watched (the API server listed no namespaced Plan WATCH for it, while
-    namespaces created later were watched): kopf's namespace scanning (a glob) missed it. The
-    first test of a session then waited for an operator that never came. A canary namespace
-    proves the scanning works before any test runs; a missed canary is printed, not hidden."""
-    for attempt in range(tries):
-        name = f"{NS_PREFIX}canary-{attempt}"
-        kube.run("create", "namespace", name)
-        try:
-            kube.apply(plan("canary", {"id": "a", "shell": "true"}), "-n", name)  # no Capsule
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline:
-                if (kube.get("plan", "canary", "-n", name).get("status") or {}).get("phase"):
-                    return
-                time.sleep(0.3)
-            print(f"WARNING: the operator never reconciled a Plan in new namespace {name}")
-        finally:
-            kube.run("delete", "namespace", name, "--wait=false", check=False)
-    raise AssertionError(f"the operator watches no new namespace:\n{op.logs()[-3000:]}")
+    That is the window in which kopf's namespace discovery missed a new namespace for good
+    (seen twice in this project's runs; planops.handlers.kopf_fixes corrects it, and
+    test_namespace_discovery.py makes the window certain). This checks the running operator
+    has the correction, before any test depends on it."""
+    name = f"{NS_PREFIX}canary"
+    kube.run("create", "namespace", name)
+    try:
+        kube.apply(plan("canary", {"id": "a", "shell": "true"}), "-n", name)  # no Capsule
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if (kube.get("plan", "canary", "-n", name).get("status") or {}).get("phase"):
+                return
+            time.sleep(0.3)
+    finally:
+        kube.run("delete", "namespace", name, "--wait=false", check=False)
+    raise AssertionError(
+        f"the operator never reconciled a Plan in new namespace {name}:\n{op.logs()[-3000:]}"
+    )
 
 
 @pytest.fixture

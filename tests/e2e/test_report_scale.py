@@ -2,7 +2,7 @@
 
 One literal step costs at least ~25 bytes of spec, so 100,000 of them would make an object of
 ~2.5 MB: over what the API server takes (etcd's ~1.5 MiB request limit; the CRD bounds a spec
-to 768 KiB and 30,000 steps, kube/crd.py). A run of 100,000 steps is a `map` over 100,000 items
+to 768 KiB and 30,000 steps, api/crd.py). A run of 100,000 steps is a `map` over 100,000 items
 (the spec holds the items, ~600 KB), which is how data teams fan out. Its body is a `filter`
 step, settled by the operator itself, so the test measures the operator's and the report's
 side without 100,000 pods; the pods' side is test_kwok.py's large plan and bench/scale.py.
@@ -20,6 +20,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from planops.api.crd import SPEC_BUDGET
+from planops.reconciler.status import json_size
 from tests.conftest import Kube
 from tests.e2e.conftest import (
     NS_PREFIX,
@@ -90,3 +92,28 @@ def test_a_map_over_100000_items_runs_and_its_report_is_complete(
     assert len(full) == total
     assert {s["status"] for s in full} == {"success"}
     print(f"{ITEMS} items: Succeeded {took:.1f} s after the apply")
+
+
+def test_a_plan_of_20000_literal_steps_fits_the_spec_budget_as_the_api_server_stores_it(
+    kube: Kube, big_ns: str
+):
+    # The API server stores a spec with the CRD's defaults filled in; a default on a step
+    # field would be stored 20,000 times (onError and retries made this plan 1.2 MB, refused).
+    # A server-side dry run returns the object as it would be stored, and stores nothing.
+    steps = [{"id": f"s{i:05d}", "shell": "true"} for i in range(20_000)]
+    doc = plan("literal", *steps)
+    out = kube.run(
+        "create",
+        "--dry-run=server",
+        "-o",
+        "json",
+        "-n",
+        big_ns,
+        "-f",
+        "-",
+        input=json.dumps(doc),
+    ).stdout
+    stored = json.loads(out)["spec"]
+    assert len(stored["steps"]) == 20_000
+    assert stored["steps"][0] == {"id": "s00000", "shell": "true"}  # nothing added per step
+    assert json_size(stored) <= SPEC_BUDGET

@@ -130,6 +130,9 @@ CONTROL_KINDS = {
 
 
 def step_schema() -> Schema:
+    """A step's schema. It sets no `default`: the API server would store each default in
+    every step (29 bytes a step for onError and retries, half the spec of a 20,000-step plan
+    of short shell steps), and the models apply the same defaults when a spec is read."""
     one_kind = " + ".join(f"(has(self.{k}) ? 1 : 0)" for k in STEP_KINDS) + " == 1"
     return _obj(
         "One step. Exactly one kind: tool, shell, capsule, or a control step (exit, filter, "
@@ -207,15 +210,13 @@ def step_schema() -> Schema:
             "onError": _s(
                 "What a failed step (after its retries) does to the plan: fail (settles "
                 "failed, stops the plan), skip (settles skipped, continues), continue "
-                "(settles failed, continues).",
+                "(settles failed, continues). Default: fail.",
                 enum=["fail", "skip", "continue"],
-                default="fail",
             ),
             "retries": _i(
                 "Extra dispatches after a failure: retries: 2 runs the step up to three "
-                "times. Each attempt is its own Job.",
+                "times. Each attempt is its own Job. Default: 0.",
                 **bounds(Step, "retries"),
-                default=0,
             ),
             "retryBackoff": _retry_backoff(
                 "The pause before each retry: attempt n+1 starts duration x factor^(n-1) after "

@@ -1,0 +1,54 @@
+"""A correction to kopf's namespace discovery, applied before the operator runs.
+
+With a namespace glob (the chart's default), kopf watches Namespaces and starts a watch of
+Plans in each one that matches. That namespace watch begins, like every kopf watch, with a
+listing whose objects it hands on as events of type None, then watches from the listing's
+resourceVersion. kopf's namespace processor drops those listing events, because the observer
+listed the namespaces itself just before. So a namespace that first appears in such a listing
+shows up in no event the processor keeps, and its Plans are never watched until the operator
+restarts. That happens to a namespace created between the observer's own listing and the
+watch's first listing, a second or so after the operator starts. It also happens to one
+created while a broken watch re-lists (after an API server restart or a 410 Gone). This
+project's tests saw it: Plans that never got a status.
+
+The fix: the processor takes listing events too. A matching namespace added twice is one set
+member, so nothing else changes. This patches a private kopf function (written against kopf
+1.45); if kopf no longer has it, the operator logs a warning and runs unpatched, and
+tests/unit/test_kopf_fixes.py fails, so an upgrade cannot drop the fix silently.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+log = logging.getLogger("planops.handlers")
+_MARK = "_planops_lists_too"
+
+
+def apply() -> bool:
+    """Patch kopf's namespace processor; True when it is (now or already) patched."""
+    try:
+        from kopf._core.reactor import observation  # noqa: PLC0415
+    except ImportError:
+        observation = None  # type: ignore[assignment]
+    revise = getattr(observation, "revise_namespaces", None)
+    if revise is None or not hasattr(observation, "process_discovered_namespace_event"):
+        log.warning(
+            "kopf's namespace discovery is not the one planops corrects: a namespace created "
+            "just after the operator starts may go unwatched until it restarts"
+        )
+        return False
+    if getattr(observation.process_discovered_namespace_event, _MARK, False):
+        return True
+
+    async def process_discovered_namespace_event(
+        *, raw_event: Any, namespaces: Any, insights: Any, **_: Any
+    ) -> None:
+        async with insights.revised:
+            revise(raw_events=[raw_event], insights=insights, namespaces=namespaces)
+            insights.revised.notify_all()
+
+    setattr(process_discovered_namespace_event, _MARK, True)
+    observation.process_discovered_namespace_event = process_discovered_namespace_event
+    return True
