@@ -79,6 +79,9 @@ def test_sigkill_at_random_points_never_duplicates_a_job_and_the_report_is_exact
                 rec["attempts"],
             )
         assert got == EXPECTED
+        # eight short records: the status was the whole report, restored from it at each start
+        assert obj["status"]["report"]["reportObjects"] == 0
+        assert kube.get("planreports", "-n", ns)["items"] == []
         jobs = kube.get("jobs", "-n", ns, "-l", "planops.dev/plan=survivor")["items"]
         per_attempt = Counter(
             (

@@ -261,9 +261,12 @@ def test_an_author_reads_a_plans_report_objects_and_cannot_forge_or_edit_one_eve
 ):
     """PlanReports are the operator's: plan-author reads them; a role granting every verb on
     them still cannot create or change one (the chart's admission policy)."""
-    done = apply_as_author(
-        kube, tenant, plan("rep", {"id": "a", "shell": "echo a"}, capsule="safe")
-    )
+    # the first output is longer than a status repeats of a record that is not the newest, so
+    # the report goes to a PlanReport (a run whose status repeats all of it writes none)
+    long = {"id": "a", "shell": "echo " + "a" * 2000}
+    keep = {"over": [1], "where": {"value": "{{item}}", "op": "gte", "to": 0}}
+    last = {"id": "b", "filter": keep, "dependsOn": ["a"]}
+    done = apply_as_author(kube, tenant, plan("rep", long, last, capsule="safe"))
     assert done.returncode == 0, done.stderr
     wait_plan(kube, tenant, "rep")
     listed = as_author(kube, "get", "planreports", "-n", tenant, "-l", "planops.dev/plan=rep")
@@ -271,7 +274,7 @@ def test_an_author_reads_a_plans_report_objects_and_cannot_forge_or_edit_one_eve
     (chunk,) = json.loads(as_author(kube, "get", "planreports", "-n", tenant, "-o", "json").stdout)[
         "items"
     ]
-    assert [r["stepId"] for r in chunk["records"]] == ["a"]
+    assert [r["stepId"] for r in chunk["records"]] == ["a", "b"]
     kube.apply(
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",

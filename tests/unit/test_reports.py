@@ -13,7 +13,7 @@ import copy
 import jsonpatch
 import pytest
 
-from planops.engine import Facts, Run, StepRecord
+from planops.engine import Facts, Report, Run, StepRecord
 from planops.engine.facts import AttemptFact
 from planops.kube.manifests import LABEL_PLAN, LABEL_RUN, PlanRef
 from planops.reconciler import reports, status
@@ -192,3 +192,62 @@ def test_a_run_restored_from_its_chunks_goes_on_as_the_live_run():
     assert {r.step_id: r for r in restored.report().steps} == {
         r.step_id: r for r in live.report().steps
     }
+
+
+def test_a_runs_status_is_its_whole_report_while_it_repeats_every_record_unshortened():
+    few = [rec(i) for i in range(3)]
+    assert status.holds_all(few)
+    assert not status.holds_all([])
+    assert not status.holds_all([rec(i) for i in range(status.STATUS_RECORDS + 1)])
+    assert not status.holds_all(few, status_records=2)  # the operator's --status-records
+    # the newest record keeps LAST_TEXT of text, the others RECENT_TEXT
+    long = "x" * (status.RECENT_TEXT + 1)
+    assert status.holds_all([*few, rec(9, text=long)])
+    assert not status.holds_all([rec(9, text=long), *few])
+    assert not status.holds_all([rec(9, text="x" * (status.LAST_TEXT + 1))])
+    failed = StepRecord("f", "failed", None, "e" * (status.ERROR_LIMIT + 1), 1, 1.0, 2.0)
+    assert not status.holds_all([failed.to_json()])
+
+
+def test_a_run_held_in_its_status_is_restored_from_it_exactly():
+    written = reports.Written("run1")
+    reports.hold_in_status(written, [rec(0), rec(1, "failed")])
+    reports.hold_in_status(written, [rec(2, text="a\nb\n")])
+    report = Report("p", False, None, tuple(written.records), None, None)
+    # as the reconciler writes it: the summary of these records, and no PlanReport
+    saved = {**status.summary(report), "reportObjects": 0}
+    back = reports.from_status("run1", saved)
+    assert back is not None and back.in_status
+    assert back.records == written.records and back.ids == {"s0", "s1", "s2"}
+    assert back.chunks == []
+
+
+def test_a_status_that_is_not_the_whole_report_restores_nothing():
+    written = reports.Written("run1")
+    reports.hold_in_status(written, [rec(0), rec(1)])
+    whole = {
+        **status.summary(Report("p", False, None, tuple(written.records), None, None)),
+        "reportObjects": 0,
+    }
+    assert reports.from_status("run1", whole) is not None
+    for broken in (
+        {"reportObjects": 1},  # its records are in chunks
+        {"reportObjects": None},  # an operator before this one wrote it
+        {"stepsOmitted": 1},  # the status repeats the last records only
+        {"records": 3},  # ... or says it holds fewer than there are
+        {"steps": []},
+    ):
+        assert reports.from_status("run1", {**whole, **broken}) is None, broken
+
+
+def test_records_held_in_the_status_are_released_to_chunks_in_order():
+    written = reports.Written("run1")
+    reports.hold_in_status(written, [rec(0), rec(1)])
+    held = reports.release(written)
+    assert [r["stepId"] for r in held] == ["s0", "s1"]
+    assert written.records == [] and written.ids == set() and not written.in_status
+    store = Store()
+    store.write(written, [*held, rec(2)])
+    assert [r.step_id for r in written.records] == ["s0", "s1", "s2"]
+    assert reports.release(written) == []  # in chunks now: nothing held
+    assert [r.step_id for r in written.records] == ["s0", "s1", "s2"]

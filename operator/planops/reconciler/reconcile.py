@@ -619,6 +619,9 @@ class Reconciler:
         written = reports_.assemble(listed, ref.uid, ref.run)
         self._reports[key] = written
         old = previous.get("report") or {}
+        if not written.chunks and (held := reports_.from_status(ref.run, old)) is not None:
+            self._reports[key] = held
+            return held
         if not written.chunks and old.get("steps") and "records" not in old:
             return reports_.Written(
                 ref.run, [StepRecord.from_json(r) for r in old["steps"]], written.ids, []
@@ -635,7 +638,8 @@ class Reconciler:
     ) -> Report:
         """Write the records the run's PlanReports do not hold yet (each cut to its share of
         the report first), before the status that counts them; returns the report with its
-        records as written (what the summary repeats, what a restart restores)."""
+        records as written (what the summary repeats, what a restart restores). A run whose
+        status repeats all its records unshortened writes none (reports.hold_in_status)."""
         key = (ref.namespace, ref.name)
         if key not in self._reports or self._reports[key].run != ref.run:
             fresh = (previous.get("run") or {}).get("id") != ref.run
@@ -651,6 +655,12 @@ class Reconciler:
                 for r in report.steps
                 if r.step_id not in written.ids
             ]
+            if not written.chunks:  # a run whose status may be its whole report (reports.py)
+                held = [r.to_json() for r in written.records]
+                if status_.holds_all(held + new, self.status_records):
+                    reports_.hold_in_status(written, new)
+                    break
+                new = reports_.release(written) + new
             try:
                 for w in reports_.plan_writes(written, new, self.chunk_records):
                     if w.create:

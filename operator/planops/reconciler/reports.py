@@ -11,6 +11,11 @@ written here, in the order the operator settled it, to objects of the namespaced
   then the next chunk is created. Only the last chunk is ever written again, by a JSON Patch
   that appends the new records behind a `test` of its count (a stale writer fails instead of
   appending twice); a chunk with a successor is never written again.
+- A run whose records the status repeats in full (at most its `status_records`, none of their
+  texts shortened: status.holds_all, which most runs of a few dozen steps are) writes no
+  chunk: its status is its whole report (`reportObjects: 0`), one write fewer per settled step.
+  The first record that would not fit makes the run write every record so far to chunks, and it
+  keeps to chunks from then on. A restarted operator restores such a run from its status.
 - `assemble` reads them back: the run's chunks in index order, each continuing where the one
   before ended. It is what a restarted operator restores the run from, and what `kubectl plan
   describe/get` show.
@@ -58,6 +63,8 @@ class Written:
     records: list[StepRecord] = field(default_factory=list)
     ids: set[str] = field(default_factory=set)
     chunks: list[Chunk] = field(default_factory=list)
+    #: the records are in the status only (no chunk yet: status.holds_all)
+    in_status: bool = False
 
 
 @dataclass(frozen=True)
@@ -153,6 +160,35 @@ def plan_writes(
         last.size += size
     close()
     return writes
+
+
+def hold_in_status(written: Written, new: list[dict[str, Any]]) -> None:
+    """Keep `new` records (cut) with those before them, in the status only."""
+    records = [StepRecord.from_json(r) for r in new]
+    written.records += records
+    written.ids.update(r.step_id for r in records)
+    written.in_status = True
+
+
+def from_status(run: str, report: dict[str, Any]) -> Written | None:
+    """The records of a run whose status is its whole report (`hold_in_status`), else None."""
+    steps = report.get("steps") or []
+    if report.get("reportObjects") != 0 or not steps or report.get("stepsOmitted"):
+        return None
+    if report.get("records") != len(steps):
+        return None
+    out = Written(run, in_status=True)
+    hold_in_status(out, [r for r in steps if isinstance(r, dict)])
+    return out
+
+
+def release(written: Written) -> list[dict[str, Any]]:
+    """The records held in the status, to be written to chunks now (`written` is emptied:
+    `applied` adds them back as they are written)."""
+    held = [r.to_json() for r in written.records] if written.in_status else []
+    if written.in_status:
+        written.records, written.ids, written.in_status = [], set(), False
+    return held
 
 
 def applied(written: Written, write: Write) -> None:

@@ -344,6 +344,21 @@ def summary(report: Report, status_records: int = STATUS_RECORDS) -> dict[str, A
 STATUS_RECORDS_MAX = 100
 
 
+def holds_all(records: list[dict[str, Any]], status_records: int = STATUS_RECORDS) -> bool:
+    """Whether `summary` repeats every one of a run's `records` (StepRecord.to_json, as cut for
+    the report) without shortening any: then the status alone is the run's whole report, and
+    no PlanReport is written for it (reconciler.reports)."""
+    if not records or len(records) > max(1, min(status_records, STATUS_RECORDS_MAX)):
+        return False
+    last = len(records) - 1
+    for k, record in enumerate(records):
+        kept = _within(record, LAST_TEXT if k == last else RECENT_TEXT)
+        for text in ("output", "error"):
+            if (kept.get(text) or None) != (record.get(text) or None):
+                return False
+    return True
+
+
 def counts(report: Report) -> dict[str, int]:
     """Settled records by status (body steps included)."""
     out = {"success": 0, "failed": 0, "skipped": 0}
