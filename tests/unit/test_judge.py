@@ -155,12 +155,21 @@ def test_a_spec_too_large_to_share_its_object_with_a_status_is_refused_with_what
     small = plan()
     small["spec"]["steps"] = [{"id": f"s{i:x}", "tool": "t"} for i in range(status.MAX_STEPS)]
 
-    async def scenario() -> tuple[list[Any], list[Any]]:
-        r = Reconciler(_Kube())  # type: ignore[arg-type]
-        return (await r.judge(big))[2], (await r.judge(small))[2]
+    mapped = plan()
+    mapped["spec"]["steps"] = [
+        {"id": "each", "map": {"over": ["x" * 40] * 30_000, "do": [{"id": "b", "tool": "t"}]}}
+    ]
 
-    refused, accepted = asyncio.run(scenario())
+    async def scenario() -> tuple[list[Any], list[Any], list[Any]]:
+        r = Reconciler(_Kube())  # type: ignore[arg-type]
+        return (await r.judge(big))[2], (await r.judge(small))[2], (await r.judge(mapped))[2]
+
+    refused, accepted, too_many_items = asyncio.run(scenario())
     assert [(e.code, e.path) for e in refused] == [("limits", "spec")]
     assert "a Plan's spec may be at most 786432 bytes" in refused[0].message
     assert "run a map over the items" in refused[0].message
     assert not any(e.path == "spec" for e in accepted)  # 30,000 of the smallest steps fit
+    # a map's items too large: the way out is not "run a map"
+    assert [(e.code, e.path) for e in too_many_items] == [("limits", "spec")]
+    assert "run a map" not in too_many_items[0].message
+    assert "split them across capsule steps" in too_many_items[0].message

@@ -348,6 +348,13 @@ class Reconciler:
         assert isinstance(spec, PlanSpec)
         size = status_.json_size(plan.get("spec"))
         if size > status_.SPEC_BUDGET:  # the status must fit beside it, in one etcd object
+            what_next = (
+                "pass the items by reference to something smaller (an index per item), or split "
+                "them across capsule steps, each a plan of its own"
+                if any(s.map is not None for s in spec.steps)
+                else "run a map over the items instead of one step each, or split the plan into "
+                "capsule steps"
+            )
             return (
                 spec,
                 None,
@@ -358,8 +365,7 @@ class Reconciler:
                         "spec",
                         f"the spec is {size} bytes; a Plan's spec may be at most "
                         f"{status_.SPEC_BUDGET} bytes (its status shares the object, and etcd "
-                        "stores at most 1.5 MiB): run a map over the items instead of one step "
-                        "each, or split the plan into capsule steps",
+                        f"stores at most 1.5 MiB): {what_next}",
                     )
                 ],
             )
