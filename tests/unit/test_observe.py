@@ -5,9 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from planops.reconciler.observe import controller_uid, job_attempt, owned, pods_by_job
+from planops.kube.cache import slim_run_object
+from planops.reconciler import observe
+from planops.reconciler.observe import Observed, controller_uid, owned, pods_by_job
 
 PLAN_UID = "plan-uid"
+
+
+def job_attempt(job: dict[str, Any], pod: dict[str, Any] | None) -> Observed | None:
+    """observe.job_attempt, checked to read the same from the objects as the operator's cache
+    keeps them (kube.cache.slim_run_object keeps only what observe reads)."""
+    whole = observe.job_attempt(job, pod)
+    slim_pod = slim_run_object("pod", pod) if pod is not None else None
+    assert observe.job_attempt(slim_run_object("job", job), slim_pod) == whole
+    return whole
 
 
 def obj(name: str, owner: str | None, *, controller: bool = True, **meta: Any) -> dict[str, Any]:

@@ -11,8 +11,8 @@ from typing import Any
 import kopf
 
 import planops.handlers  # noqa: F401  (registers the operator's handlers with kopf)
-from planops.kube.cache import RunObjects, WatchCache
-from planops.reconciler.observe import job_event_matters, pod_event_matters
+from planops.kube.cache import RunObjects, WatchCache, slim_run_object
+from planops.reconciler.observe import job_event_matters, owned, pod_event_matters, pods_by_job
 from planops.reconciler.reconcile import Reconciler
 
 
@@ -211,20 +211,85 @@ def test_run_objects_follow_the_watch_and_a_list_is_the_truth():
             "metadata": {"namespace": "ns", "name": name, "resourceVersion": rv, "labels": labels}
         }
 
+    def cached(j: dict[str, Any]) -> dict[str, Any]:
+        return slim_run_object("job", j)
+
     key = ("ns", "p", "r1")
     runs.seen("job", "ADDED", job("a", "5"))
     runs.seen("job", "MODIFIED", job("a", "4"))  # late and older: ignored
-    assert runs.of("job", key) == [job("a", "5")]
+    assert runs.of("job", key) == [cached(job("a", "5"))]
     runs.seen("job", "MODIFIED", job("a", "6", run="r2"))  # relabelled: moves
-    assert runs.of("job", key) == [] and runs.of("job", ("ns", "p", "r2")) == [job("a", "6", "r2")]
+    assert runs.of("job", key) == [] and runs.of("job", ("ns", "p", "r2")) == [
+        cached(job("a", "6", "r2"))
+    ]
     runs.seen("job", "ADDED", job("b", "7"))
     runs.seen("job", "ADDED", job("c", "9"))
     runs.replace("job", key, [job("b", "8"), job("c", "8")])  # c: the watch's is newer
-    assert sorted(runs.of("job", key), key=str) == sorted([job("b", "8"), job("c", "9")], key=str)
+    assert sorted(runs.of("job", key), key=str) == sorted(
+        [cached(job("b", "8")), cached(job("c", "9"))], key=str
+    )
     runs.replace("job", key, [])  # a deletion the watch never delivered
     assert runs.of("job", key) == []
     runs.seen("job", "DELETED", job("a", "10", run="r2"))
     assert runs.of("job", ("ns", "p", "r2")) == []
+
+
+def test_a_runs_cached_objects_keep_what_ownership_and_an_attempt_are_read_from():
+    runs = RunObjects("planops.dev/plan", "planops.dev/run")
+    labels = {"planops.dev/plan": "p", "planops.dev/run": "r1"}
+    owner = [{"uid": "plan-uid", "controller": True, "kind": "Plan", "name": "p"}]
+    limits = {"limits": {"memory": "64Mi"}}
+    job = {
+        "metadata": {
+            "namespace": "ns",
+            "name": "j",
+            "uid": "job-uid",
+            "labels": labels,
+            "ownerReferences": owner,
+            "managedFields": [{"manager": "x"}],
+        },
+        "spec": {
+            "activeDeadlineSeconds": 60,
+            "backoffLimit": 0,
+            "template": {
+                "spec": {
+                    "containers": [
+                        {"name": "step", "image": "i", "env": [{"name": "A"}], "resources": limits}
+                    ],
+                    "volumes": [{"name": "v"}],
+                }
+            },
+        },
+        "status": {"active": 1},
+    }
+    pod = {
+        "metadata": {
+            "namespace": "ns",
+            "name": "j-x",
+            "labels": labels,
+            "ownerReferences": [{"uid": "job-uid", "controller": True}],
+        },
+        "spec": {
+            "nodeName": "n1",
+            "containers": [{"name": "step", "resources": limits, "command": ["sh"]}],
+            "tolerations": [{}],
+        },
+        "status": {"phase": "Running"},
+    }
+    runs.seen("job", "ADDED", job)
+    runs.seen("pod", "ADDED", pod)
+    key = ("ns", "p", "r1")
+    (j,) = owned(runs.of("job", key), "plan-uid")
+    assert pods_by_job(runs.of("pod", key), [j]) == {"j": runs.of("pod", key)[0]}
+    assert "managedFields" not in j["metadata"] and "volumes" not in str(j)
+    assert j["spec"] == {
+        "activeDeadlineSeconds": 60,
+        "template": {"spec": {"containers": [{"name": "step", "resources": limits}]}},
+    }
+    assert runs.of("pod", key)[0]["spec"] == {
+        "nodeName": "n1",
+        "containers": [{"name": "step", "resources": limits}],
+    }
 
 
 def test_a_later_generation_stops_the_objects_of_earlier_runs():
