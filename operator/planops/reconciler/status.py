@@ -300,17 +300,24 @@ def _within(record: dict[str, Any], limit: int) -> dict[str, Any]:
     return {**record, "output": cap_text(out, max(0, room)), "error": err}
 
 
+def _repeated(status_records: int) -> int:
+    """How many of the last records a status repeats."""
+    return max(1, min(status_records, STATUS_RECORDS_MAX))
+
+
+def _as_repeated(tail: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The last records (to_json) as the status repeats them: the newest with LAST_TEXT bytes
+    of text, the others RECENT_TEXT."""
+    last = len(tail) - 1
+    return [_within(r, LAST_TEXT if k == last else RECENT_TEXT) for k, r in enumerate(tail)]
+
+
 def summary(report: Report, status_records: int = STATUS_RECORDS) -> dict[str, Any]:
     """The report as the status holds it: its verdict and output, the last `status_records`
     records (the newest with LAST_TEXT bytes of text, the others RECENT_TEXT), the failed
     step's record, and how many records there are in all (`records`; `stepsOmitted` of them
     are only in the PlanReport objects)."""
-    n = max(1, min(status_records, STATUS_RECORDS_MAX))
-    tail = report.steps[-n:]
-    recent = [
-        _within(r.to_json(), LAST_TEXT if k == len(tail) - 1 else RECENT_TEXT)
-        for k, r in enumerate(tail)
-    ]
+    recent = _as_repeated([r.to_json() for r in report.steps[-_repeated(status_records) :]])
     out: dict[str, Any] = {
         "planId": report.plan_id,
         "completed": report.completed,
@@ -348,15 +355,13 @@ def holds_all(records: list[dict[str, Any]], status_records: int = STATUS_RECORD
     """Whether `summary` repeats every one of a run's `records` (StepRecord.to_json, as cut for
     the report) without shortening any: then the status alone is the run's whole report, and
     no PlanReport is written for it (reconciler.reports)."""
-    if not records or len(records) > max(1, min(status_records, STATUS_RECORDS_MAX)):
+    if not records or len(records) > _repeated(status_records):
         return False
-    last = len(records) - 1
-    for k, record in enumerate(records):
-        kept = _within(record, LAST_TEXT if k == last else RECENT_TEXT)
-        for text in ("output", "error"):
-            if (kept.get(text) or None) != (record.get(text) or None):
-                return False
-    return True
+    return all(
+        (kept.get(text) or None) == (record.get(text) or None)
+        for kept, record in zip(_as_repeated(records), records, strict=True)
+        for text in ("output", "error")
+    )
 
 
 def counts(report: Report) -> dict[str, int]:
