@@ -2,7 +2,7 @@
 a Plan's spec (its steps, workspace, ...), a Capsule's spec (tools, env, secret mounts, ...) and
 a (Cluster)ScheduledPlan's spec, at any depth: its type, minimum/maximum, minLength/maxLength,
 minItems/maxItems, enum, pattern and which fields are required. The bounds are written once,
-in the models; api/crd.py takes them from there (crd.bounds). Where the two differ on purpose
+in the models; api/schema_parts.py takes them from there (bounds). Where the two differ on purpose
 the difference is listed below with its reason, and a listed difference that no longer exists
 fails too (the list cannot go stale)."""
 

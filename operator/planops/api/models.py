@@ -298,7 +298,7 @@ def _label_key(key: str, where: str) -> str:
 
 def _schema(**bounds: Any) -> dict[str, Any]:
     """Bounds stated in the model's JSON Schema (so the CRD's come from here,
-    api/crd.bounds) but checked by the model's own validators, whose messages say what a
+    api/schema_parts.bounds) but checked by the model's own validators, whose messages say what a
     label is (pydantic's would quote the regex)."""
     return bounds
 

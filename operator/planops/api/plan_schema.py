@@ -1,0 +1,248 @@
+"""The Plan spec's schema: its steps, their kinds and fields, with the text `kubectl explain` shows.
+
+The same schema is a Plan's spec and a Capsule's `plan` template (api/capsule_schema.py), and a
+ScheduledPlan's template (api/crd.py).
+"""
+
+from __future__ import annotations
+
+from planops.api.models import (
+    NEEDS_A_MODEL,
+    STEP_KINDS,
+    PlanSpec,
+    RetryBackoff,
+    Step,
+)
+from planops.api.schema_parts import Schema, array, bounds, integer, obj, resources, text
+
+#: a Plan's spec as stored JSON: its status (planops.reconciler.status) shares the one object
+SPEC_BUDGET = 768 << 10
+#: literal steps: as many of the smallest steps (~26 bytes) as SPEC_BUDGET holds
+MAX_STEPS = 30_000
+MAX_DEPENDS_ON = 256
+
+#: accepted by the schema so the validator can refuse them with the seed's code and a reason
+REFUSED_KINDS = {k: "needs a language model: use a capsule step" for k in NEEDS_A_MODEL}
+
+#: a body (then / else / do): a single call {tool|shell|capsule|ask|filter|exit, input, ...}
+#: or a list of steps with ids, run in order
+_BODY = (
+    "a single call (a step without id: {tool: x, input: ...} or {shell: ...}) or a list of "
+    "steps with ids, run in order; bodies may not contain decide, map or reduce"
+)
+CONTROL_KINDS = {
+    "decide": "Seed 2: fork: {if: gate, then: body, else?: body}. Result {branch, verdict, "
+    f"reason, result}}. A body is {_BODY}; exit is allowed in branches.",
+    "map": "Seed 2: run a body per item: {over: template rendering to an array, do: body, "
+    "concurrency?: max items in flight (default 1)}; {{item}}, {{index}}, {{length}} in the "
+    f"body. Result {{count, results}} in input order. A body is {_BODY}.",
+    "reduce": "Seed 2: fold a list: {over, do: body, initial?}; {{accumulator}} starts at "
+    "initial (default null) and becomes each item's result. Result {count, result}.",
+    "ask": "Seed 2: ask a person: {prompt, outputSchema: object of string/number/integer/"
+    "boolean/enum fields, whenUnanswered?: fail|default, default?}. Answer with kubectl plan "
+    "answer PLAN STEP --set k=v; past the step's timeout whenUnanswered applies. Result "
+    "{answer, answered, reason?}.",
+}
+
+
+def step_schema() -> Schema:
+    """A step's schema. It sets no `default`: the API server would store each default in
+    every step (29 bytes a step for onError and retries, half the spec of a 20,000-step plan
+    of short shell steps), and the models apply the same defaults when a spec is read."""
+    one_kind = " + ".join(f"(has(self.{k}) ? 1 : 0)" for k in STEP_KINDS) + " == 1"
+    return obj(
+        "One step. Exactly one kind: tool, shell, capsule, or a control step (exit, filter, "
+        "decide, map, reduce, ask).",
+        {
+            "id": text(
+                "Unique within the plan; other steps name it in dependsOn and in "
+                "$<id>.output / $<id>.status references. Letters, digits, _ and -.",
+                **bounds(Step, "id"),
+            ),
+            "tool": text(
+                "A tool of the Capsule's inventory (spec.tools of the Capsule). The tool "
+                "receives the step's input as JSON. Tool steps of one plan run one at a time.",
+                **bounds(Step, "tool"),
+            ),
+            "shell": text(
+                "A command line, split into words (POSIX shell quoting rules) but never given "
+                "to a shell. Its first word must be in the Capsule's shell.allow; a pipeline "
+                "belongs in a tool (an interpreter such as sh in shell.allow allows anything).",
+                **bounds(Step, "shell"),
+            ),
+            "capsule": text(
+                "A Capsule in the plan's Capsule's spawn.allow; its plan runs as a child "
+                "Plan, whose result becomes this step's.",
+                **bounds(Step, "capsule"),
+            ),
+            "input": {
+                "description": "Handed to the step: a tool step gets it as JSON (env "
+                "PLANOPS_INPUT); "
+                "a capsule step's input is its task text, a string or {objective: <text>}; a shell "
+                "step ignores it. A string that is exactly $<id>.output or $<id>.status, at any "
+                "depth, is replaced by that step's result when this step is dispatched.",
+                "x-kubernetes-preserve-unknown-fields": True,
+            },
+            "exit": {
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": True,
+                "description": "Seed 2: end the plan early: {when?: gate, status: success|"
+                "error, message?, output?}. Evaluated by planops (no Job).",
+            },
+            "filter": {
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": True,
+                "description": "Seed 2: partition a list: {over: template, where: gate with "
+                "{{item}} and {{index}}}. Evaluated by planops (no Job).",
+            },
+            **{
+                k: {
+                    "type": "object",
+                    "x-kubernetes-preserve-unknown-fields": True,
+                    "description": why,
+                }
+                for k, why in CONTROL_KINDS.items()
+            },
+            **{
+                k: {
+                    "type": "object",
+                    "x-kubernetes-preserve-unknown-fields": True,
+                    "description": f"Seed 2 {k}: refused ({why}).",
+                }
+                for k, why in REFUSED_KINDS.items()
+            },
+            "dependsOn": array(
+                "Steps that must settle (succeed, fail or be skipped) before this one "
+                "is dispatched. Omitted: the step is ready immediately.",
+                {"type": "string", "maxLength": 63},
+                maxItems=MAX_DEPENDS_ON,
+            ),
+            "if": text(
+                "A condition over references and quoted literals: == != > < (text comparison), "
+                "&& (binds tighter) and ||, e.g. \"$test.status == 'failed'\". False settles the "
+                "step skipped without running it.",
+                **bounds(Step, "if"),
+            ),
+            "onError": text(
+                "What a failed step (after its retries) does to the plan: fail (settles "
+                "failed, stops the plan), skip (settles skipped, continues), continue "
+                "(settles failed, continues). Default: fail.",
+                enum=["fail", "skip", "continue"],
+            ),
+            "retries": integer(
+                "Extra dispatches after a failure: retries: 2 runs the step up to three "
+                "times. Each attempt is its own Job. Default: 0.",
+                **bounds(Step, "retries"),
+            ),
+            "retryBackoff": retry_backoff(
+                "The pause before each retry: attempt n+1 starts duration x factor^(n-1) after "
+                "attempt n failed, at most maxDuration. Default: the Capsule's, else none."
+            ),
+            "timeoutSeconds": integer(
+                "Deadline of each attempt (the Job's activeDeadlineSeconds). Default: "
+                "the Capsule's defaultTimeoutSeconds.",
+                **bounds(Step, "timeoutSeconds"),
+            ),
+            "image": text(
+                "Container image of a shell step; must match the Capsule's images. Default: "
+                "the Capsule's image.",
+                **bounds(Step, "image"),
+            ),
+            "resources": resources(
+                "Requests and limits of the step's container. Default: the "
+                "Capsule's resources; bounded by its maxResources."
+            ),
+        },
+        required=["id"],
+        **{
+            "x-kubernetes-validations": [
+                {
+                    "rule": one_kind,
+                    "message": "a step declares exactly one of tool, shell, capsule, exit, filter, "
+                    "decide, map, reduce, ask",
+                }
+            ]
+        },
+    )
+
+
+def plan_spec_schema(description: str) -> Schema:
+    return obj(
+        description,
+        {
+            "capsule": text(
+                "The Capsule (policy and inventory) this plan runs under, in the plan's "
+                "namespace. Default: default. No such Capsule: the plan is Invalid.",
+                **bounds(PlanSpec, "capsule"),
+            ),
+            "parallelism": integer(
+                "The most steps in flight at once. Default: no cap.",
+                **bounds(PlanSpec, "parallelism"),
+            ),
+            "workspace": obj(
+                "One volume shared by every step of a run, mounted at /workspace, "
+                "the steps' working directory.",
+                {
+                    "size": text("Size of a new claim made for the run (1Gi)."),
+                    "storageClassName": text("Storage class of that claim."),
+                    "claimName": text("Use this existing PersistentVolumeClaim instead."),
+                },
+            ),
+            "inputSchema": {
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": True,
+                "description": "JSON Schema (Draft 2020-12) the input must satisfy before any step "
+                "runs (seed 2); every violation is reported with its path.",
+            },
+            "input": {
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": True,
+                "description": "Values for {{input.*}} templates in steps and output.",
+            },
+            "output": {
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": True,
+                "description": "A template map rendered into the report's output (status.report."
+                "output) once every step settled, e.g. {count: '{{list.json.count}}'}.",
+            },
+            "activeDeadlineSeconds": integer(
+                "The longest a run may take, in seconds: past it, what runs is stopped and the "
+                "plan fails (condition reason DeadlineExceeded). Default: no deadline.",
+                **bounds(PlanSpec, "activeDeadlineSeconds"),
+            ),
+            "steps": array(
+                "The steps. An empty list is a plan that completes having done nothing.",
+                step_schema(),
+                maxItems=MAX_STEPS,
+            ),
+        },
+        required=["steps"],
+    )
+
+
+def retry_backoff(description: str) -> Schema:
+    duration = {
+        "x-kubernetes-int-or-string": True,
+        "anyOf": [{"type": "integer"}, {"type": "string"}],
+    }
+    return obj(
+        description,
+        {
+            "duration": {**duration, "description": "The first pause: 10s, 1m30s, 500ms."},
+            "factor": {
+                "type": "number",
+                **bounds(RetryBackoff, "factor"),
+                "description": "Each further pause is the previous one times this. Default 2.",
+            },
+            "maxDuration": {**duration, "description": "The longest pause. Default: none."},
+        },
+        required=["duration"],
+    )
+
+
+def plan_status_schema() -> Schema:
+    return {
+        "type": "object",
+        "description": "The run's report, written by the operator.",
+        "x-kubernetes-preserve-unknown-fields": True,
+    }
