@@ -1,4 +1,4 @@
-"""kubectl-plan's fast readers (cli/inputs.py): JSON by `json`, YAML by libyaml's parser under the
+"""kubectl-plan's fast readers (cli/yamljson.py): JSON by `json`, YAML by libyaml's parser under the
 same composer and checks. Each must read a file exactly as the pure-Python reference reader
 does - the same values, and for anything refused the reference reader's own error (text, line,
 column) - only faster."""
@@ -14,14 +14,14 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planops.cli import inputs
+from planops.cli import yamljson
 from planops.cli.inputs import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def reference(text: str) -> list[Any]:
-    return inputs._compose(inputs._Loader(text))
+    return yamljson._compose(yamljson._Loader(text))
 
 
 def outcome(read: Any, text: str) -> tuple[str, Any]:
@@ -35,7 +35,7 @@ def outcome(read: Any, text: str) -> tuple[str, Any]:
 
 def test_libyaml_is_there():
     """PyYAML's wheels carry libyaml: without it the reader is only as slow as it was."""
-    assert inputs._CLoader is not None
+    assert yamljson._CLoader is not None
 
 
 json_values = st.recursive(
@@ -58,7 +58,7 @@ json_values = st.recursive(
 )
 def test_json_is_read_as_the_yaml_reader_reads_it(value: dict[str, Any], indent: int | None):
     text = json.dumps(value, indent=indent, ensure_ascii=False)
-    fast = inputs._json_documents(text)
+    fast = yamljson._json_documents(text)
     try:
         slow = reference(text)
     except yaml.YAMLError:
@@ -73,7 +73,8 @@ def test_json_is_read_as_the_yaml_reader_reads_it(value: dict[str, Any], indent:
 @given(value=st.dictionaries(st.text(max_size=8), json_values, max_size=5), flow=st.booleans())
 def test_yaml_is_read_by_libyaml_as_by_the_reference_reader(value: dict[str, Any], flow: bool):
     text = yaml.safe_dump(value, default_flow_style=flow, allow_unicode=True)
-    assert outcome(lambda t: inputs._compose(inputs._CLoader(t)), text) == outcome(reference, text)
+    fast = outcome(lambda t: yamljson._compose(yamljson._CLoader(t)), text)
+    assert fast == outcome(reference, text)
 
 
 @settings(max_examples=150, deadline=None, derandomize=True)
@@ -82,7 +83,7 @@ def test_yaml_is_read_from_libyamls_events_as_by_the_reference_reader(
     value: dict[str, Any], flow: bool
 ):
     text = yaml.safe_dump(value, default_flow_style=flow, allow_unicode=True)
-    fast = inputs._event_documents(text)
+    fast = yamljson._event_documents(text)
     if "\t" in text:
         return  # never given to it (see _documents)
     kind, expected = outcome(reference, text)
@@ -97,9 +98,9 @@ def test_yaml_is_read_from_libyamls_events_as_by_the_reference_reader(
 @pytest.mark.parametrize("path", sorted((ROOT / "examples").glob("*.yaml")), ids=lambda p: p.name)
 def test_every_example_reads_the_same_through_libyaml(path: Path):
     text = path.read_text()
-    assert inputs._compose(inputs._CLoader(text)) == reference(text)
-    assert inputs._event_documents(text) == reference(text)
-    assert inputs._documents(text) == reference(text)
+    assert yamljson._compose(yamljson._CLoader(text)) == reference(text)
+    assert yamljson._event_documents(text) == reference(text)
+    assert yamljson._documents(text) == reference(text)
 
 
 # What the reference reader refuses, or reads otherwise than `json` would, the fast readers leave
@@ -156,9 +157,9 @@ def test_the_fast_readers_give_the_reference_readers_answer(text: str):
             return "refused", str(e)
 
     expected = parsed(reference)
-    assert parsed(inputs._documents) == expected
+    assert parsed(yamljson._documents) == expected
     try:
-        inputs._parse("f.yaml", text)
+        yamljson.parse("f.yaml", text)
     except InputError as e:
         assert expected[0] == "refused" or e.lines  # the message names the file and line
         assert e.lines[0].startswith("f.yaml: ")
@@ -167,7 +168,7 @@ def test_the_fast_readers_give_the_reference_readers_answer(text: str):
 def test_a_refusal_keeps_its_line_and_column_and_field():
     text = "kind: Plan\nspec:\n  steps:\n    - id: a\n      input: {x: .nan}\n"
     with pytest.raises(InputError) as caught:
-        inputs._parse("p.yaml", text)
+        yamljson.parse("p.yaml", text)
     assert caught.value.lines == [
         "p.yaml: line 5, column 18: spec.steps[0].input.x: "
         ".nan has no JSON meaning (quote it for the text)"
@@ -176,7 +177,7 @@ def test_a_refusal_keeps_its_line_and_column_and_field():
         {"spec": {"steps": [{"id": "a", "input": {"x": "y", "n": 10**4001}}]}}, indent=1
     )
     with pytest.raises(InputError) as caught:
-        inputs._parse("p.json", as_json)
+        yamljson.parse("p.json", as_json)
     assert caught.value.lines[0].startswith(
         "p.json: line 8, column 11: spec.steps[0].input.n: a number of 4002 digits"
     )
@@ -194,8 +195,8 @@ def test_a_large_json_plan_is_read_by_json(monkeypatch: pytest.MonkeyPatch):
     def slow(*_: Any) -> Any:
         raise AssertionError("read by the YAML reader")
 
-    monkeypatch.setattr(inputs, "_compose", slow)
-    (doc,) = inputs._documents(text)
+    monkeypatch.setattr(yamljson, "_compose", slow)
+    (doc,) = yamljson._documents(text)
     assert doc["spec"]["steps"][-1]["dependsOn"] == ["s1998"]
 
 
@@ -204,12 +205,12 @@ def test_a_large_yaml_plan_is_parsed_by_libyaml(monkeypatch: pytest.MonkeyPatch)
         {"spec": {"steps": [{"id": f"s{i}", "shell": "true"} for i in range(500)]}}
     )
     made: list[str] = []
-    real = inputs._compose
+    real = yamljson._compose
     monkeypatch.setattr(
-        inputs, "_compose", lambda loader: made.append(type(loader).__name__) or real(loader)
+        yamljson, "_compose", lambda loader: made.append(type(loader).__name__) or real(loader)
     )
-    assert len(inputs._documents(text)[0]["spec"]["steps"]) == 500
+    assert len(yamljson._documents(text)[0]["spec"]["steps"]) == 500
     assert made == []  # read from libyaml's events: nothing composed
     aliased = "a: &x {b: 1}\nc: *x\n"  # aliases: composed over libyaml's parser
-    assert inputs._documents(aliased) == [{"a": {"b": 1}, "c": {"b": 1}}]
+    assert yamljson._documents(aliased) == [{"a": {"b": 1}, "c": {"b": 1}}]
     assert made == ["_CLoaderImpl"]
