@@ -17,7 +17,13 @@ Workloads (a tenth of each with --quick; K times each with --scale K):
   plans"); then they settle over the next minute;
 - concurrent: 200 plans at once, each a 50-step chain;
 - large: one plan of 20,000 independent steps;
-- map: one plan whose `map` step runs a step per item of a 10,000-item list (concurrency 1000).
+- map: one plan whose `map` step runs a step per item of a 10,000-item list (concurrency 1000);
+- jobs: no operator at all: the bench creates 20,000 Jobs of a step's shape at once (restricted
+  pod, backoffLimit 0, the simulated nodes' placement, `true`), four POSTs at a time, and times
+  their pods to done. This is the control plane's own ceiling on this machine (the Job
+  controller, the scheduler, kwok, the API server and etcd): no operator settles steps faster
+  than their pods end. Put it beside `large` (same count, same shape, through a Plan): the
+  difference is what the operator adds. Its settled_steps_per_s counts pods done.
 A workload beyond what the cluster accepts today (the CRD's maxItems on spec.steps, which also
 bounds a map's records) is not run: its entry says `skipped` and the limit.
 
@@ -77,7 +83,10 @@ FULL = {
     "concurrent": {"plans": 200, "steps": 50},
     "large": {"steps": 20000},
     "map": {"items": 10000},
+    "jobs": {"jobs": 20000},
 }
+#: what runs without --workloads: the operator's workloads (jobs is the baseline beside them)
+DEFAULT_WORKLOADS = "one_step,concurrent,large,map"
 FIGURES = (
     "settled_steps_per_s",
     "dispatch_p50_s",
@@ -205,6 +214,7 @@ class Load:
     #: (plan, step) -> the key whose pod being done lets it start; None: its plan being applied
     after: Callable[[str, str], tuple[str, str] | None] = lambda p, s: None
     map_concurrency: int = 0
+    jobs: list[dict[str, Any]] = field(default_factory=list)  # created bare, no operator
 
 
 def one_step(n: int, over_s: float) -> Load:
@@ -238,6 +248,104 @@ def mapped(items: int) -> Load:
     }
     doc = plan("map", step, input={"items": list(range(items))})
     return Load([doc], items + 1, 0, items, map_concurrency=conc)
+
+
+def bare_jobs(n: int) -> Load:
+    """Jobs shaped like a step's (kube/manifests.py job()), labelled like one so the watches
+    time them alike; the plan label is one no Plan has."""
+
+    def one(i: int) -> dict[str, Any]:
+        labels: dict[str, Any] = {"planops.dev/plan": "bare", "planops.dev/step": f"s{i}"}
+        return {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": f"bare-s{i}", "labels": labels},
+            "spec": {
+                "backoffLimit": 0,
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "automountServiceAccountToken": False,
+                        "enableServiceLinks": False,
+                        "securityContext": {
+                            "runAsNonRoot": True,
+                            "runAsUser": 65532,
+                            "seccompProfile": {"type": "RuntimeDefault"},
+                        },
+                        "containers": [
+                            {
+                                "name": "step",
+                                "image": IMAGE,
+                                "command": ["sh", "-c", "true"],
+                                "securityContext": {
+                                    "allowPrivilegeEscalation": False,
+                                    "capabilities": {"drop": ["ALL"]},
+                                },
+                                "resources": {"limits": {"cpu": "100m", "memory": "64Mi"}},
+                            }
+                        ],
+                        "nodeSelector": kwok.PLACEMENT["nodeSelector"],
+                        "tolerations": kwok.PLACEMENT["tolerations"],
+                    },
+                },
+            },
+        }
+
+    return Load([], n, 0, 0, jobs=[one(i) for i in range(n)])
+
+
+def run_bare_jobs(cluster: Cluster, load: Load, timeout: float) -> dict[str, Any]:
+    """The `jobs` workload: the control plane alone, no operator (see the module's docstring)."""
+    out: dict[str, Any] = {"total": load.total, "succeeded": 0}
+    ns = f"scale-jobs-{uuid.uuid4().hex[:5]}"
+    cluster.kube.run("create", "namespace", ns)
+    seen = Seen()
+    pods = Columns(
+        cluster.kubeconfig,
+        "pods",
+        ns,
+        [PLAN_LABEL, STEP_LABEL, ".object.status.phase"],
+        seen.on_pod,
+    )
+    try:
+        time.sleep(2)
+        req0 = cluster.requests()
+        t0 = time.monotonic()
+        progress(f"jobs: {load.total} bare Jobs, no operator, in {ns}")
+        poster = Poster(cluster)
+        path = f"/apis/batch/v1/namespaces/{ns}/jobs"
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            list(pool.map(lambda j: poster.create(path, j), load.jobs))
+        created = time.monotonic()
+        while time.monotonic() < t0 + timeout and len(seen.pod_done) < load.total:
+            time.sleep(0.5)
+        if len(seen.pod_done) < load.total:
+            out["timed_out"] = f"not done within {timeout:.0f}s"
+        wall = time.monotonic() - t0
+        delta = {k: v - req0.get(k, 0.0) for k, v in cluster.requests().items()}
+        with seen.lock:
+            done = sorted(seen.pod_done.values())
+        out.update(
+            {
+                "settled_steps_per_s": len(done) / max(done[-1] - done[0], 1.0) if done else 0,
+                "created_jobs_per_s": load.total / max(created - t0, 1e-3),
+                "succeeded": len(done),
+                "settled": len(done),
+                "apiserver_requests_per_s": sum(delta.values()) / wall,
+                "requests_by_flow_schema": {k: round(v) for k, v in sorted(delta.items()) if v},
+                "wall_s": wall,
+                "namespace": ns,
+            }
+        )
+        progress(
+            f"jobs: {len(done)}/{load.total} pods done in {wall:.0f}s, "
+            f"{out['settled_steps_per_s']:.1f} pods/s"
+        )
+        return out
+    finally:
+        pods.stop()
+        cluster.kube.run("delete", "namespace", ns, "--wait=false", check=False)
 
 
 def dispatch_latencies(load: Load, seen: Seen, applied: dict[str, float]) -> list[float]:
@@ -315,6 +423,8 @@ def run(
     timeout: float,
     workers: int = 8,
 ) -> dict[str, Any]:
+    if load.jobs:
+        return run_bare_jobs(cluster, load, timeout)
     out: dict[str, Any] = {"total": load.total, "succeeded": 0}
     if load.size > limit:
         what = "steps in one plan" if name != "map" else "items of one map"
@@ -409,6 +519,7 @@ def loads(quick: bool, k: float) -> dict[str, Load]:
         "concurrent": chains(round(conc["plans"] * f), conc["steps"]),
         "large": large(round(FULL["large"]["steps"] * f)),
         "map": mapped(round(FULL["map"]["items"] * f)),
+        "jobs": bare_jobs(round(FULL["jobs"]["jobs"] * f)),
     }
 
 
@@ -436,7 +547,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="a tenth of each workload")
     ap.add_argument("--scale", type=float, default=1.0, help="K times each workload")
-    ap.add_argument("--workloads", default=",".join(FULL))
+    ap.add_argument("--workloads", default=DEFAULT_WORKLOADS)
     ap.add_argument("--nodes", type=int, default=50, help="simulated nodes started if none")
     ap.add_argument("--workers", type=int, default=8, help="the operator's (chart: 8)")
     ap.add_argument("--timeout", type=float, default=900, help="per workload, seconds")

@@ -61,3 +61,17 @@ def test_kwok_fails_false_succeeds_the_rest_and_manages_only_its_own_nodes():
     assert node["metadata"]["labels"][kwok.INSTANCE_LABEL] == "sim-x"
     assert node["spec"]["taints"] == [kwok.TAINT]
     assert kwok.PLACEMENT["nodeSelector"].items() <= node["metadata"]["labels"].items()
+
+
+def test_the_no_operator_baseline_is_jobs_shaped_like_steps_on_simulated_nodes():
+    quick = scale.loads(True, 1)["jobs"]
+    assert quick.total == len(quick.jobs) == 2000 and not quick.plans
+    job = quick.jobs[7]
+    assert job["metadata"]["labels"] == {"planops.dev/plan": "bare", "planops.dev/step": "s7"}
+    pod = job["spec"]["template"]["spec"]
+    assert job["spec"]["backoffLimit"] == 0 and pod["restartPolicy"] == "Never"
+    # it lands on simulated nodes only, and kwok's success stage takes it (not `false`)
+    assert pod["nodeSelector"] == kwok.PLACEMENT["nodeSelector"]
+    assert pod["tolerations"] == kwok.PLACEMENT["tolerations"]
+    assert pod["containers"][0]["command"][0] != "false"
+    assert "jobs" not in scale.DEFAULT_WORKLOADS  # the operator's workloads run by default
