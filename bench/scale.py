@@ -27,6 +27,9 @@ Workloads (a tenth of each with --quick; K times each with --scale K):
 A workload beyond what the cluster accepts today (the CRD's maxItems on spec.steps, which also
 bounds a map's records) is not run: its entry says `skipped` and the limit.
 
+Each workload starts once the previous one's namespace is gone (cleanup_s: how long that took;
+before 2026-12-02's round 5 each started while the previous one's objects were being deleted).
+
 Per workload (the JSON line has one object per workload name):
 - settled_steps_per_s: steps settled (the operator's planops_steps_total) per second, from the
   first settled to the last;
@@ -511,6 +514,21 @@ def run(
         sim.forget_output(ns)
 
 
+def clean_slate(cluster: Cluster, ns: str, timeout: float) -> float:
+    """Waits until a workload's namespace is gone: the next workload starts on a control plane
+    that is not deleting thousands of Jobs and pods meanwhile (the garbage collector's and the
+    namespace controller's requests would count against it). Returns the seconds it took."""
+    t0 = time.monotonic()
+    while time.monotonic() < t0 + timeout:
+        got = cluster.kube.run("get", "namespace", ns, "-o", "name", check=False)
+        if got.returncode != 0:
+            return time.monotonic() - t0
+        progress(f"waiting for namespace {ns} to be deleted ({time.monotonic() - t0:.0f}s)")
+        time.sleep(5)
+    progress(f"namespace {ns} still there after {timeout:.0f}s: going on")
+    return time.monotonic() - t0
+
+
 def loads(quick: bool, k: float) -> dict[str, Load]:
     f = (0.1 if quick else 1.0) * k
     one, conc = FULL["one_step"], FULL["concurrent"]
@@ -570,6 +588,8 @@ def main() -> None:
             result[name] = run(cluster, sim, name, load, limit, args.timeout, args.workers)
             # as it goes: a run cut short keeps what it measured
             progress(f"{name}: {json.dumps(result[name], sort_keys=True)}")
+            if ns := result[name].get("namespace"):
+                result[name]["cleanup_s"] = clean_slate(cluster, ns, args.timeout)
     result["settings"] = {
         "quick": args.quick,
         "scale": args.scale,
