@@ -159,6 +159,22 @@ class Seen:
                 self.pod_done.setdefault((cols[1], cols[2]), now)
 
 
+def pod_watch(cluster: Cluster, ns: str, seen: Seen) -> Columns:
+    """Each pod of `ns` seen done, timed, into `seen` (by its plan and step labels)."""
+    return Columns(
+        cluster.kubeconfig,
+        "pods",
+        ns,
+        [PLAN_LABEL, STEP_LABEL, ".object.status.phase"],
+        seen.on_pod,
+    )
+
+
+def requests_since(cluster: Cluster, before: dict[str, float]) -> dict[str, float]:
+    """The API server's requests by FlowSchema since `before` (Cluster.requests())."""
+    return {k: v - before.get(k, 0.0) for k, v in cluster.requests().items()}
+
+
 class Sampler:
     """Each second: the operator's RSS and its settled-steps counter."""
 
@@ -255,7 +271,9 @@ def mapped(items: int) -> Load:
 
 def bare_jobs(n: int) -> Load:
     """Jobs shaped like a step's (kube/manifests.py job()), labelled like one so the watches
-    time them alike; the plan label is one no Plan has."""
+    time them alike; the plan label is one no Plan has. Written out rather than made by job():
+    that one names its Plan as the Job's owner, and the garbage collector deletes Jobs whose
+    owner does not exist."""
 
     def one(i: int) -> dict[str, Any]:
         labels: dict[str, Any] = {"planops.dev/plan": "bare", "planops.dev/step": f"s{i}"}
@@ -304,13 +322,7 @@ def run_bare_jobs(cluster: Cluster, load: Load, timeout: float) -> dict[str, Any
     ns = f"scale-jobs-{uuid.uuid4().hex[:5]}"
     cluster.kube.run("create", "namespace", ns)
     seen = Seen()
-    pods = Columns(
-        cluster.kubeconfig,
-        "pods",
-        ns,
-        [PLAN_LABEL, STEP_LABEL, ".object.status.phase"],
-        seen.on_pod,
-    )
+    pods = pod_watch(cluster, ns, seen)
     try:
         time.sleep(2)
         req0 = cluster.requests()
@@ -326,7 +338,7 @@ def run_bare_jobs(cluster: Cluster, load: Load, timeout: float) -> dict[str, Any
         if len(seen.pod_done) < load.total:
             out["timed_out"] = f"not done within {timeout:.0f}s"
         wall = time.monotonic() - t0
-        delta = {k: v - req0.get(k, 0.0) for k, v in cluster.requests().items()}
+        delta = requests_since(cluster, req0)
         with seen.lock:
             done = sorted(seen.pod_done.values())
         out.update(
@@ -445,13 +457,7 @@ def run(
     seen = Seen()
     watches = [
         Columns(cluster.kubeconfig, "jobs", ns, [PLAN_LABEL, STEP_LABEL], seen.on_job),
-        Columns(
-            cluster.kubeconfig,
-            "pods",
-            ns,
-            [PLAN_LABEL, STEP_LABEL, ".object.status.phase"],
-            seen.on_pod,
-        ),
+        pod_watch(cluster, ns, seen),
     ]
     try:
         time.sleep(2)
@@ -470,8 +476,7 @@ def run(
         wall = time.monotonic() - t0
         time.sleep(2)  # the last status writes and events
         sampler.stop()
-        req1 = cluster.requests()
-        delta = {k: req1.get(k, 0.0) - req0.get(k, 0.0) for k in req1}
+        delta = requests_since(cluster, req0)
         settled = sampler.settled[-1][1]
         first = next((t for t, v in sampler.settled if v > 0), t0)
         last = sampler.settled[-1][0]
