@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import heapq
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -47,9 +47,9 @@ from planops.engine.facts import (
     Facts,
     Kind,
     exit_report,
-    step_kind,
 )
 from planops.engine.report import NO_OUTPUT, ExitReport, OutputError, Report, StepRecord
+from planops.engine.shape import shape_of
 
 Status = Literal["success", "failed", "skipped"]
 CONTROL = ("exit", "filter")  # evaluated by the decider itself: no Job, no process
@@ -94,33 +94,32 @@ class Run:
     _tool_busy: bool = field(init=False, default=False)
     failed_step: str | None = field(init=False, default=None)
     exited: ExitReport | None = field(init=False, default=None)  # a fired exit step ended the plan
-    _conditions: dict[int, conditions.Or] = field(init=False, default_factory=dict)
-    _kinds: list[Kind] = field(init=False)
-    _has_refs: list[bool] = field(init=False)
-    _has_templates: list[bool] = field(init=False)
+    _conditions: Mapping[int, conditions.Or] = field(init=False)
+    _kinds: Sequence[Kind] = field(init=False)
+    _has_refs: Sequence[bool] = field(init=False)
+    _has_templates: Sequence[bool] = field(init=False)
     _bodies: Bodies = field(init=False)
     _settled_count: int = field(init=False, default=0)  # top-level steps settled
     _results: dict[int, templates.StepResult] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
-        steps = self.spec.steps
-        self.graph = Graph.build([s.id for s in steps], [s.depends_on for s in steps])
-        # computed once: the hot path must not re-derive per-step facts (see bench/engine.py)
-        self._kinds = [step_kind(s) for s in steps]
-        self._has_refs = [next(references.walk(s.input), None) is not None for s in steps]
-        self._has_templates = [
-            "{{" in (s.shell or "")
-            or next(templates.find(s.input), None) is not None
-            or s.ask is not None
-            for s in steps
-        ]
+        # derived from the spec once per spec object, not per Run (engine.shape says why)
+        shape = shape_of(self.spec)
+        self.graph = shape.graph
+        self._kinds, self._has_refs, self._has_templates = (
+            shape.kinds,
+            shape.has_refs,
+            shape.has_templates,
+        )
+        self._conditions = shape.conditions
         self._bodies = Bodies(self)
-        self._states = [_State() for _ in steps]
-        self._remaining = [len(d) for d in self.graph.deps]
-        for i, step in enumerate(steps):
-            if step.if_ is not None:
-                self._conditions[i] = conditions.parse(step.if_)
-            self._push_if_ready(i)
+        self._states = [_State() for _ in self.spec.steps]
+        self._remaining = list(shape.unsettled_deps)
+        # what _push_if_ready makes of a run that has not started: its roots, queued in order
+        # (a sorted list is a heap)
+        self._ready_tools, self._ready_other = list(shape.roots_tools), list(shape.roots_other)
+        for i in shape.roots_tools + shape.roots_other:
+            self._states[i].queued = True
 
     # -- restoring from facts -----------------------------------------------------------------
 
