@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import quote
@@ -68,6 +68,11 @@ UNREACHABLE: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError, as
 
 #: Seconds a request may take (a watch: see Kube.watch_plan).
 REQUEST_TIMEOUT = 60
+#: Objects per page of a list (client-go's pager uses the same). A run of 20,000 steps has
+#: 40,000 Jobs and pods: one answer of that size is hundreds of MB decoded at once, and the
+#: allocator keeps that peak as the operator's RSS long after (docs/performance.md, "The 6-frame
+#: run"). In pages, only one page is ever whole at a time (see `keep`).
+LIST_PAGE = 500
 USER_AGENT = "planops"
 Query = Mapping[str, str | int | bool | None]
 
@@ -89,10 +94,6 @@ async def _json(resp: aiohttp.ClientResponse) -> Any:
 
 async def _obj(resp: aiohttp.ClientResponse) -> Obj:
     return cast(Obj, await _json(resp))
-
-
-async def _items(resp: aiohttp.ClientResponse) -> list[Obj]:
-    return list((await _json(resp))["items"])
 
 
 async def _text(resp: aiohttp.ClientResponse) -> str:
@@ -239,8 +240,31 @@ class Kube:
                 return None
             raise
 
-    async def _list(self, path: str, **query: str | None) -> list[Obj]:
-        return await _items(await self.api.request("GET", path, query=query))
+    async def _list(
+        self, path: str, keep: Callable[[Obj], Obj] | None = None, **query: str | None
+    ) -> list[Obj]:
+        """Every object at `path`, listed LIST_PAGE at a time, each passed through `keep` (what
+        the caller holds of it) as its page arrives. A continue token that expired between pages
+        (410 Gone: etcd compacted the revision the list started at) restarts the list once,
+        whole, as client-go's pager does: a consistent list is all a caller can use."""
+        items: list[Obj] = []
+        token: str | None = None
+        while True:
+            try:
+                page = await _json(
+                    await self.api.request(
+                        "GET", path, query={**query, "limit": LIST_PAGE, "continue": token}
+                    )
+                )
+            except ApiError as e:
+                if e.status != 410 or token is None:
+                    raise
+                page = await _json(await self.api.request("GET", path, query=query))
+                return [keep(o) if keep else o for o in page["items"]]
+            items += [keep(o) if keep else o for o in page["items"] or []]
+            token = (page.get("metadata") or {}).get("continue") or None
+            if token is None:
+                return items
 
     async def _create(self, path: str, body: Obj) -> Obj:
         return await _obj(await self.api.request("POST", path, body=body))
@@ -371,8 +395,10 @@ class Kube:
 
     # -- Jobs and pods --------------------------------------------------------------------------
 
-    async def list_jobs(self, namespace: str, selector: str) -> list[Obj]:
-        return await self._list(_jobs(namespace), labelSelector=selector)
+    async def list_jobs(
+        self, namespace: str, selector: str, keep: Callable[[Obj], Obj] | None = None
+    ) -> list[Obj]:
+        return await self._list(_jobs(namespace), keep, labelSelector=selector)
 
     async def get_job(self, namespace: str, name: str) -> Obj | None:
         return await self._get(_jobs(namespace, name))
@@ -383,8 +409,10 @@ class Kube:
     async def delete_job(self, namespace: str, name: str) -> None:
         await self._delete(_jobs(namespace, name), BACKGROUND)
 
-    async def list_pods(self, namespace: str, selector: str) -> list[Obj]:
-        return await self._list(_core("pods", namespace), labelSelector=selector)
+    async def list_pods(
+        self, namespace: str, selector: str, keep: Callable[[Obj], Obj] | None = None
+    ) -> list[Obj]:
+        return await self._list(_core("pods", namespace), keep, labelSelector=selector)
 
     async def get_pod(self, namespace: str, name: str) -> Obj | None:
         return await self._get(_core("pods", namespace, name))
