@@ -96,6 +96,12 @@ def _ident(obj: Obj) -> tuple[str, int, str] | None:
     return step, int(attempt), name
 
 
+def attempt_step(obj: Obj) -> str | None:
+    """The step a Job or child Plan is an attempt of, read from its labels alone (cheap: a
+    reconcile skips the attempts of settled steps before reading their outcome)."""
+    return full_value(_obj(obj.get("metadata")), LABEL_STEP)
+
+
 def _container(pod: Obj | None) -> Obj:
     statuses = _list(_obj(_obj(pod).get("status")).get("containerStatuses"))
     return _obj(statuses[0]) if statuses else {}

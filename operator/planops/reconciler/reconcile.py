@@ -42,7 +42,7 @@ from planops.engine import (
 )
 from planops.engine.validation import DEFAULT_CAPSULE
 from planops.kube import manifests
-from planops.kube.cache import RunObjects, WatchCache
+from planops.kube.cache import RunObjects, WatchCache, slim_run_object
 from planops.kube.client import ApiError, Kube
 from planops.kube.events import Poster, Recorder
 from planops.reconciler import asks as asks_
@@ -50,6 +50,7 @@ from planops.reconciler import reports as reports_
 from planops.reconciler import status as status_
 from planops.reconciler.observe import (
     Observed,
+    attempt_step,
     child_attempt,
     controller_uid,
     job_attempt,
@@ -399,10 +400,19 @@ class Reconciler:
         settled, settled_ids = tuple(written.records), written.ids
         jobs, pods = await self._run_objects(ref)
         # objects whose labels name no attempt of ours are not attempts (observe says why)
-        found = [job_attempt(j, pods.get(j["metadata"]["name"])) for j in jobs]
+        # a settled step's objects are not read again: a big run keeps thousands of them
+        found = [
+            job_attempt(j, pods.get(j["metadata"]["name"]))
+            for j in jobs
+            if attempt_step(j) not in settled_ids
+        ]
         if any(s.capsule is not None for s in spec.steps):
             children = await self.kube.list_plans(ref.namespace, ref.children_selector())
-            found += [child_attempt(c) for c in owned(children, ref.uid)]
+            found += [
+                child_attempt(c)
+                for c in owned(children, ref.uid)
+                if attempt_step(c) not in settled_ids
+            ]
         observed = [o for o in found if o is not None]
         cap = status_.output_cap(capsule.output_limit_bytes, len(spec.steps))
         n = len(spec.steps)
@@ -491,9 +501,12 @@ class Reconciler:
                 j["metadata"]["name"] in pods or not job_ended(j) for j in jobs
             ):  # otherwise: list, below
                 return jobs, pods
-        listed_jobs = await self.kube.list_jobs(ref.namespace, ref.selector())
+        # slimmed page by page as they arrive: a big run's whole objects are never held at once
+        listed_jobs = await self.kube.list_jobs(ref.namespace, ref.selector(), _slim_job)
         listed_pods = (
-            await self.kube.list_pods(ref.namespace, ref.selector()) if listed_jobs else []
+            await self.kube.list_pods(ref.namespace, ref.selector(), _slim_pod)
+            if listed_jobs
+            else []
         )
         if self.runs is not None:
             self.runs.replace("job", key, listed_jobs)
@@ -1091,6 +1104,14 @@ def _vanished(
             )
         )
     return out
+
+
+def _slim_job(obj: dict[str, Any]) -> dict[str, Any]:
+    return slim_run_object("job", obj)
+
+
+def _slim_pod(obj: dict[str, Any]) -> dict[str, Any]:
+    return slim_run_object("pod", obj)
 
 
 def _depth(label: Any) -> int:
