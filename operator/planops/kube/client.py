@@ -247,6 +247,7 @@ class Kube:
         the caller holds of it) as its page arrives. A continue token that expired between pages
         (410 Gone: etcd compacted the revision the list started at) restarts the list once,
         whole, as client-go's pager does: a consistent list is all a caller can use."""
+        hold = keep or (lambda o: o)
         items: list[Obj] = []
         token: str | None = None
         while True:
@@ -260,8 +261,8 @@ class Kube:
                 if e.status != 410 or token is None:
                     raise
                 page = await _json(await self.api.request("GET", path, query=query))
-                return [keep(o) if keep else o for o in page["items"]]
-            items += [keep(o) if keep else o for o in page["items"] or []]
+                return [hold(o) for o in page["items"] or []]
+            items += [hold(o) for o in page["items"] or []]
             token = (page.get("metadata") or {}).get("continue") or None
             if token is None:
                 return items

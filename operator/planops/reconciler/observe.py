@@ -88,7 +88,7 @@ _ATTEMPT = re.compile(r"[1-9][0-9]{0,8}")
 def _ident(obj: Obj) -> tuple[str, int, str] | None:
     """(step id, attempt, object name); None when the object is not an attempt of ours."""
     meta = _obj(obj.get("metadata"))
-    step = full_value(meta, LABEL_STEP)
+    step = attempt_step(obj)
     attempt = _text(_obj(meta.get("labels")).get(LABEL_ATTEMPT))
     name = _text(meta.get("name"))
     if step is None or attempt is None or not _ATTEMPT.fullmatch(attempt) or not name:
