@@ -12,7 +12,13 @@ import kopf
 
 import planops.handlers  # noqa: F401  (registers the operator's handlers with kopf)
 from planops.kube.cache import RunObjects, WatchCache, slim_run_object
-from planops.reconciler.observe import job_event_matters, owned, pod_event_matters, pods_by_job
+from planops.reconciler.observe import (
+    attempt_step,
+    job_event_matters,
+    owned,
+    pod_event_matters,
+    pods_by_job,
+)
 from planops.reconciler.reconcile import Reconciler
 
 
@@ -366,3 +372,53 @@ def test_a_finished_plans_reconcile_drops_its_runs_objects():
     plans.seen("MODIFIED", {**written, "status": {**written["status"], "phase": "Succeeded"}})
     asyncio.run(r.reconcile("ns", "p"))
     assert runs.of("job", key) == []
+
+
+def test_a_settled_steps_pod_gone_does_not_make_later_reconciles_list_the_run():
+    # The pod garbage collector deletes terminated pods past a cluster-wide threshold (12,500 by
+    # default): in a big run the pods of many settled steps are gone. Only an unsettled Job that
+    # ended without its pod at hand makes the cache untrustworthy; a settled one must not, or
+    # every later reconcile lists the whole run.
+    class Kube(_Recording):
+        async def read_log(self, *args: Any) -> str:
+            self.calls.append("read_log")
+            return ""
+
+    kube, plans, capsules = Kube(), WatchCache(), WatchCache()
+    two = [{"id": "a", "shell": "echo a"}, {"id": "b", "shell": "echo b"}]
+    plans.seen("ADDED", {**NEW, "spec": {"steps": two}})
+    capsules.seen("ADDED", CAPSULE)
+    runs = RunObjects("planops.dev/plan", "planops.dev/run")
+    r = Reconciler(kube, plans=plans, capsules=capsules, runs=runs)  # type: ignore[arg-type]
+    asyncio.run(r.reconcile("ns", "p"))  # both Jobs created, and cached
+    written = plans.get("ns", "p")
+    assert written is not None
+    key = ("ns", "p", written["status"]["run"]["id"])
+    (job_a,) = [j for j in runs.of("job", key) if attempt_step(j) == "a"]
+    done = {"type": "Complete", "status": "True", "lastTransitionTime": "2026-01-01T00:00:01Z"}
+    job_a = {
+        **job_a,
+        "metadata": {**job_a["metadata"], "uid": "job-a", "resourceVersion": "200"},
+        "status": {"succeeded": 1, "conditions": [done]},
+    }
+    pod_a = {
+        "metadata": {
+            "namespace": "ns",
+            "name": "a-pod",
+            "resourceVersion": "201",
+            "labels": job_a["metadata"]["labels"],
+            "ownerReferences": [{"uid": "job-a", "controller": True}],
+        },
+        "status": {"phase": "Succeeded", "containerStatuses": [{"state": {"terminated": {}}}]},
+    }
+    runs.seen("job", "MODIFIED", job_a)
+    runs.seen("pod", "ADDED", pod_a)
+    kube.calls.clear()
+    asyncio.run(r.reconcile("ns", "p"))  # a settles from the cache: its log read, its record
+    assert "list_jobs" not in kube.calls and "read_log" in kube.calls
+    written = plans.get("ns", "p")
+    assert written is not None and written["status"]["counts"]["success"] == 1
+    runs.seen("pod", "DELETED", pod_a)  # garbage-collected
+    kube.calls.clear()
+    asyncio.run(r.reconcile("ns", "p"))
+    assert "list_jobs" not in kube.calls and "list_pods" not in kube.calls

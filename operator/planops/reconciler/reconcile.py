@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Container, Coroutine
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -398,14 +398,9 @@ class Reconciler:
     ) -> tuple[Facts, list[Observed], bool]:
         written = await self._report_objects(ref, previous)
         settled, settled_ids = tuple(written.records), written.ids
-        jobs, pods = await self._run_objects(ref)
+        jobs, pods = await self._run_objects(ref, settled_ids)
         # objects whose labels name no attempt of ours are not attempts (observe says why)
-        # a settled step's objects are not read again: a big run keeps thousands of them
-        found = [
-            job_attempt(j, pods.get(j["metadata"]["name"]))
-            for j in jobs
-            if attempt_step(j) not in settled_ids
-        ]
+        found = [job_attempt(j, pods.get(j["metadata"]["name"])) for j in jobs]
         if any(s.capsule is not None for s in spec.steps):
             children = await self.kube.list_plans(ref.namespace, ref.children_selector())
             found += [
@@ -485,17 +480,21 @@ class Reconciler:
         return Facts(settled, tuple(attempts)), observed, later
 
     async def _run_objects(
-        self, ref: manifests.PlanRef
+        self, ref: manifests.PlanRef, settled: Container[str]
     ) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
-        """The run's Jobs (this Plan's own) and the pod of each, from the watch's cache when it
-        can be trusted, else listed (and the cache set right from the list). Trusted: this
-        reconciler listed the run since it started (or created the run itself), no resync asked
-        for a check since, and every Job that ended has its pod at hand (a success is never
-        settled without its pod's log because a pod event is late)."""
+        """The run's Jobs (this Plan's own) of steps not `settled`, and the pod of each, from the
+        watch's cache when it can be trusted, else listed (and the cache set right from the
+        list). Trusted: this reconciler listed the run since it started (or created the run
+        itself), no resync asked for a check since, and every such Job that ended has its pod at
+        hand (a success is never settled without its pod's log because a pod event is late).
+
+        A settled step's objects are not read again: a big run keeps thousands of them, and the
+        pods of many are gone (the pod garbage collector deletes terminated pods past 12,500 in
+        the cluster), which must not make every later reconcile list the whole run."""
         key = (ref.namespace, manifests.label_value(ref.name), ref.run)
         plan = (ref.namespace, ref.name)
         if self.runs is not None and plan in self._trusted:
-            jobs = owned(self.runs.of("job", key), ref.uid)
+            jobs = _unsettled(owned(self.runs.of("job", key), ref.uid), settled)
             pods = pods_by_job(self.runs.of("pod", key), jobs)
             if all(
                 j["metadata"]["name"] in pods or not job_ended(j) for j in jobs
@@ -512,7 +511,7 @@ class Reconciler:
             self.runs.replace("job", key, listed_jobs)
             self.runs.replace("pod", key, listed_pods)
             self._trusted.add(plan)
-        jobs = owned(listed_jobs, ref.uid)
+        jobs = _unsettled(owned(listed_jobs, ref.uid), settled)
         return jobs, pods_by_job(listed_pods, jobs) if jobs else {}
 
     def _close(self, ref: manifests.PlanRef) -> None:
@@ -1104,6 +1103,10 @@ def _vanished(
             )
         )
     return out
+
+
+def _unsettled(objs: list[dict[str, Any]], settled: Container[str]) -> list[dict[str, Any]]:
+    return [o for o in objs if attempt_step(o) not in settled]
 
 
 def _slim_job(obj: dict[str, Any]) -> dict[str, Any]:
