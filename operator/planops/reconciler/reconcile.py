@@ -403,11 +403,7 @@ class Reconciler:
         found = [job_attempt(j, pods.get(j["metadata"]["name"])) for j in jobs]
         if any(s.capsule is not None for s in spec.steps):
             children = await self.kube.list_plans(ref.namespace, ref.children_selector())
-            found += [
-                child_attempt(c)
-                for c in owned(children, ref.uid)
-                if attempt_step(c) not in settled_ids
-            ]
+            found += [child_attempt(c) for c in _unsettled(owned(children, ref.uid), settled_ids)]
         observed = [o for o in found if o is not None]
         cap = status_.output_cap(capsule.output_limit_bytes, len(spec.steps))
         n = len(spec.steps)
@@ -1106,6 +1102,7 @@ def _vanished(
 
 
 def _unsettled(objs: list[dict[str, Any]], settled: Container[str]) -> list[dict[str, Any]]:
+    """The Jobs or child Plans of steps not settled (read from the step label alone)."""
     return [o for o in objs if attempt_step(o) not in settled]
 
 
