@@ -135,14 +135,10 @@ def namespace(kube: Kube) -> Iterator[str]:
     """A fresh namespace for one test, deleted afterwards (without waiting)."""
     name = f"t-{uuid.uuid4().hex[:10]}"
     kube.run("create", "namespace", name)
-    kube.run(
-        "wait",
-        "--for=jsonpath={.metadata.name}",
-        "-n",
-        name,
-        "serviceaccount/default",
-        "--timeout=30s",
-    )
+    # kube-controller-manager's serviceaccount controller makes `default` a moment after the
+    # namespace, later on a loaded machine. `--for=create` waits for it to appear: a `--for`
+    # condition on a named object that does not exist yet fails at once with NotFound.
+    kube.run("wait", "--for=create", "-n", name, "serviceaccount/default", "--timeout=60s")
     try:
         yield name
     finally:
