@@ -58,6 +58,7 @@ from planops.reconciler.observe import (
     owned,
     pods_by_job,
 )
+from planops.reconciler.reporting import ReportBook
 from planops.reconciler.status import parse_rfc3339, rfc3339
 
 log = logging.getLogger("planops.reconciler")
@@ -129,9 +130,11 @@ class Reconciler:
     #: records per PlanReport chunk, and records repeated in the status (operator flags)
     chunk_records: int = reports_.CHUNK_RECORDS
     status_records: int = status_.STATUS_RECORDS
-    #: what each running Plan's PlanReports hold (listed once per run and leadership term, then
-    #: kept as written: only the leader writes them)
-    _reports: dict[tuple[str, str], reports_.Written] = field(default_factory=dict)
+    #: what each running Plan's PlanReports hold, and the one writer of them
+    _reports: ReportBook = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._reports = ReportBook(self.kube, self.chunk_records, self.status_records)
 
     def _set_running(self, key: tuple[str, str], n: int) -> None:
         if n:
@@ -270,7 +273,7 @@ class Reconciler:
         decision, dispatched, new_settled = await self._advance(p, claim, refused)
         waiting += [self._ask(d, capsule, name, events, now) for d in dispatched if d.kind == "ask"]
         finished = decision.finished
-        report = await self._record(
+        report = await self._reports.record(
             ref, run.report(), max(run.record_count(), len(spec.steps)), capsule, previous
         )
         self._set_running(p.key, len(run.in_flight_attempts()))
@@ -285,7 +288,7 @@ class Reconciler:
             previous=previous,
             started_at=started_at,
             now=now,
-            reports=len(self._reports[p.key].chunks),
+            reports=self._reports.chunks(p.key),
             status_records=self.status_records,
         )
         flying = set(run.in_flight_attempts())
@@ -396,7 +399,7 @@ class Reconciler:
     async def _observe(
         self, ref: manifests.PlanRef, spec: PlanSpec, capsule: CapsuleSpec, previous: dict[str, Any]
     ) -> tuple[Facts, list[Observed], bool]:
-        written = await self._report_objects(ref, previous)
+        written = await self._reports.written(ref, previous)
         settled, settled_ids = tuple(written.records), written.ids
         jobs, pods = await self._run_objects(ref, settled_ids)
         # objects whose labels name no attempt of ours are not attempts (observe says why)
@@ -515,7 +518,7 @@ class Reconciler:
         if self.runs is not None:
             self.runs.close((ref.namespace, manifests.label_value(ref.name), ref.run))
         self._trusted.discard((ref.namespace, ref.name))
-        self._reports.pop((ref.namespace, ref.name), None)  # its report is written
+        self._reports.forget((ref.namespace, ref.name))  # its report is written
 
     def check_all(self) -> None:
         """Trust no cached run (this replica starts leading: list each run once first)."""
@@ -618,85 +621,6 @@ class Reconciler:
         return obs.termination_message
 
     # -- the report ---------------------------------------------------------------------------
-
-    async def _report_objects(
-        self, ref: manifests.PlanRef, previous: dict[str, Any]
-    ) -> reports_.Written:
-        """What the run's PlanReports hold: as this reconciler wrote them, else listed. A status
-        an operator before PlanReports wrote (every record in status.report.steps, no
-        `records` count) is read once from there; its records are then written out."""
-        key = (ref.namespace, ref.name)
-        known = self._reports.get(key)
-        if known is not None and known.run == ref.run:
-            return known
-        listed = await self.kube.list_plan_reports(ref.namespace, reports_.selector(ref))
-        written = reports_.assemble(listed, ref.uid, ref.run)
-        self._reports[key] = written
-        old = previous.get("report") or {}
-        if not written.chunks and (held := reports_.from_status(ref.run, old)) is not None:
-            self._reports[key] = held
-            return held
-        if not written.chunks and old.get("steps") and "records" not in old:
-            return reports_.Written(
-                ref.run, [StepRecord.from_json(r) for r in old["steps"]], written.ids, []
-            )
-        return written
-
-    async def _record(
-        self,
-        ref: manifests.PlanRef,
-        report: Report,
-        records: int,
-        capsule: CapsuleSpec | None,
-        previous: dict[str, Any],
-    ) -> Report:
-        """Write the records the run's PlanReports do not hold yet (each cut to its share of
-        the report first), before the status that counts them; returns the report with its
-        records as written (what the summary repeats, what a restart restores). A run whose
-        status repeats all its records unshortened writes none (reports.hold_in_status)."""
-        key = (ref.namespace, ref.name)
-        if key not in self._reports or self._reports[key].run != ref.run:
-            fresh = (previous.get("run") or {}).get("id") != ref.run
-            # a new run has written nothing (a create that finds a chunk lists, below)
-            self._reports[key] = (
-                reports_.Written(ref.run) if fresh else await self._report_objects(ref, previous)
-            )
-        limit = capsule.output_limit_bytes if capsule is not None else status_.RECORD_TEXT_LIMIT
-        for retry in (False, True):
-            written = self._reports[key]
-            new = [
-                status_.recut(r.to_json(), records, limit)
-                for r in report.steps
-                if r.step_id not in written.ids
-            ]
-            if not written.chunks:  # a run whose status may be its whole report (reports.py)
-                held = [r.to_json() for r in written.records]
-                if status_.holds_all(held + new, self.status_records):
-                    reports_.hold_in_status(written, new)
-                    break
-                new = reports_.release(written) + new
-            try:
-                for w in reports_.plan_writes(written, new, self.chunk_records):
-                    if w.create:
-                        body = reports_.body(ref, w.chunk, w.records)
-                        await self.kube.create_plan_report(ref.namespace, body)
-                    else:
-                        await self.kube.patch_plan_report(
-                            ref.namespace,
-                            reports_.chunk_name(ref.name, ref.run, w.chunk.index),
-                            reports_.append_patch(w),
-                        )
-                    reports_.applied(written, w)
-                break
-            except ApiError as e:
-                # a chunk written by a reconcile that crashed before its status write, or a
-                # count that moved: list what is there and write the rest once more
-                if retry or not (e.already_exists or e.status == 422):
-                    self._reports.pop(key, None)
-                    raise
-                listed = await self.kube.list_plan_reports(ref.namespace, reports_.selector(ref))
-                self._reports[key] = reports_.assemble(listed, ref.uid, ref.run)
-        return replace(report, steps=tuple(self._reports[key].records))
 
     # -- act ------------------------------------------------------------------------------------
 
@@ -886,7 +810,7 @@ class Reconciler:
         self._set_running(p.key, 0)
         report = run.report()
         report = Report(report.plan_id, False, None, (*report.steps, *cancelled))
-        report = await self._record(
+        report = await self._reports.record(
             ref, report, max(run.record_count(), len(spec.steps)), None, previous
         )
         new = status_.running(
@@ -902,7 +826,7 @@ class Reconciler:
             now=now,
             cancelled=why,
             stopped_reason=reason,
-            reports=len(self._reports[p.key].chunks),
+            reports=self._reports.chunks(p.key),
             status_records=self.status_records,
         )
         if previous.get("phase") not in FINISHED:
@@ -1011,7 +935,7 @@ class Reconciler:
     def forget(self, namespace: str, name: str) -> None:
         self._written.pop((namespace, name), None)
         self._trusted.discard((namespace, name))
-        self._reports.pop((namespace, name), None)
+        self._reports.forget((namespace, name))
 
 
 async def _bounded(calls: list[Coroutine[Any, Any, T]], limit: int) -> list[T]:
