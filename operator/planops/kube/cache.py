@@ -110,7 +110,7 @@ class RunObjects:
     """The Jobs and pods of Plans' runs, by the labels a run's selector matches
     (`PlanRef.selector()`: the Plan's label value and the run id), fed by the watches the
     operator has anyway. The reconciler reads a run's objects from here instead of listing them,
-    except when it cannot trust what it holds (see Reconciler._observe)."""
+    except when it cannot trust what it holds (see reconciler.reading.RunReader.objects)."""
 
     def __init__(self, plan_label: str, run_label: str) -> None:
         self._labels = (plan_label, run_label)

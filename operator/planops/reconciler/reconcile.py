@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Container, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -42,24 +42,21 @@ from planops.engine import (
 )
 from planops.engine.validation import DEFAULT_CAPSULE
 from planops.kube import manifests
-from planops.kube.cache import RunObjects, WatchCache, slim_run_object
+from planops.kube.cache import RunObjects, WatchCache
 from planops.kube.client import ApiError, Kube
 from planops.kube.events import Poster, Recorder
 from planops.reconciler import asks as asks_
+from planops.reconciler import reading
 from planops.reconciler import reports as reports_
 from planops.reconciler import status as status_
 from planops.reconciler.observe import (
     Observed,
-    attempt_step,
-    child_attempt,
     controller_uid,
-    job_attempt,
-    job_ended,
     owned,
-    pods_by_job,
 )
+from planops.reconciler.reading import RunReader, bounded
 from planops.reconciler.reporting import ReportBook
-from planops.reconciler.status import parse_rfc3339, rfc3339
+from planops.reconciler.status import rfc3339
 
 log = logging.getLogger("planops.reconciler")
 T = TypeVar("T")
@@ -121,8 +118,6 @@ class Reconciler:
     plans: WatchCache | None = None
     #: Jobs and pods of runs as the watches show them (handlers.job_event / pod_event)
     runs: RunObjects | None = None
-    #: Plans whose run objects the cache holds truly (_run_objects)
-    _trusted: set[tuple[str, str]] = field(default_factory=set)
     #: posts the Events in the background (None: each reconcile posts its own)
     poster: Poster | None = None
     #: the resourceVersion of each Plan's last status write (own_write)
@@ -132,9 +127,13 @@ class Reconciler:
     status_records: int = status_.STATUS_RECORDS
     #: what each running Plan's PlanReports hold, and the one writer of them
     _reports: ReportBook = field(init=False)
+    #: what a reconcile reads of its run (Jobs, pods, child Plans, outputs), and when the
+    #: watch cache is trusted for it
+    _reader: RunReader = field(init=False)
 
     def __post_init__(self) -> None:
         self._reports = ReportBook(self.kube, self.chunk_records, self.status_records)
+        self._reader = RunReader(self.kube, self.clock, self.runs)
 
     def _set_running(self, key: tuple[str, str], n: int) -> None:
         if n:
@@ -204,7 +203,7 @@ class Reconciler:
             if previous.get("run") or generation > 1 or rerun:
                 await self._stop_other_runs(ref)
             previous = {"conditions": previous.get("conditions", [])}
-            self._trusted.add((namespace, name))  # nothing yet; its creations are written back
+            self._reader.trust((namespace, name))  # nothing yet; its creations are written back
 
         spec, capsule, errors = await self.judge(plan, reuse=True)
         if errors:
@@ -242,7 +241,9 @@ class Reconciler:
             # A run the status does not know has dispatched nothing that needs observing: an
             # object a crashed reconcile created before its status write has the name the next
             # dispatch creates, and that create adopts it (AlreadyExists).
-            else await self._observe(ref, spec, capsule, previous)
+            else await self._reader.facts(
+                ref, spec, capsule, previous, await self._reports.written(ref, previous)
+            )
         )
         run = Run.restore(name, spec, facts, retry_backoff=capsule.retry_backoff)
         started_at = status_.parse_rfc3339(str(run_info["startedAt"])) or now
@@ -308,7 +309,7 @@ class Reconciler:
         if decision.wake_at is not None:  # a retry waiting out its backoff
             wake.append(decision.wake_at)
         if later:  # an output not readable yet (observe)
-            wake.append(now + LATER_SECONDS)
+            wake.append(now + reading.LATER_SECONDS)
         return max(0.0, min(wake) - now) + 0.05 if wake else None
 
     # -- validation ---------------------------------------------------------------------------
@@ -394,141 +395,22 @@ class Reconciler:
         errors = validate(spec, lambda n: capsule if n == cname else None, self.policy, self.budget)
         return spec, capsule, errors
 
-    # -- observe ------------------------------------------------------------------------------
-
-    async def _observe(
-        self, ref: manifests.PlanRef, spec: PlanSpec, capsule: CapsuleSpec, previous: dict[str, Any]
-    ) -> tuple[Facts, list[Observed], bool]:
-        written = await self._reports.written(ref, previous)
-        settled, settled_ids = tuple(written.records), written.ids
-        jobs, pods = await self._run_objects(ref, settled_ids)
-        # objects whose labels name no attempt of ours are not attempts (observe says why)
-        found = [job_attempt(j, pods.get(j["metadata"]["name"])) for j in jobs]
-        if any(s.capsule is not None for s in spec.steps):
-            children = await self.kube.list_plans(ref.namespace, ref.children_selector())
-            found += [child_attempt(c) for c in _unsettled(owned(children, ref.uid), settled_ids)]
-        observed = [o for o in found if o is not None]
-        cap = status_.output_cap(capsule.output_limit_bytes, len(spec.steps))
-        n = len(spec.steps)
-        attempts: list[AttemptFact] = []
-        now = self.clock()
-        later = False  # an attempt to look at again shortly (its output not readable yet)
-        pending = []
-        for o in observed:
-            if o.step_id in settled_ids:
-                continue
-            if (
-                o.kind == "job"
-                and o.status == "success"
-                and o.pod is None
-                and now - (o.finished_at or now) < POD_GRACE_SECONDS
-            ):
-                # a Job done but its pod not listed (yet): not settled without its output; past
-                # POD_GRACE the pod is taken as gone (_output says so)
-                o, later = replace(o, status=None), True
-            pending.append(o)
-        outputs = await _bounded(
-            [
-                self._output(ref.namespace, o, cap, now)
-                for o in pending
-                if o.kind == "job" and o.status
-            ],
-            CREATE_CONCURRENCY,
-        )
-        read = iter(outputs)
-        for obs in pending:
-            output = next(read) if obs.kind == "job" and obs.status else obs.output
-            status, error = obs.status, obs.error
-            if isinstance(output, _Later):  # still in flight: looked at again shortly
-                log.info("%s", output.reason)
-                status, output, later = None, None, True
-            if isinstance(output, _Lost):
-                status, error, output = "failed", error or output.reason, None
-            if obs.stuck:
-                await self.kube.delete_job(ref.namespace, obs.object_name)
-            out, err = status_.cap_step(output, error, capsule.output_limit_bytes, n)
-            finished = (obs.finished_at or self.clock()) if status else None
-            attempts.append(
-                AttemptFact(
-                    obs.step_id,
-                    obs.attempt,
-                    obs.started_at,
-                    status,
-                    finished,
-                    out,
-                    err,
-                    never_ran=obs.never_ran and status == "failed",
-                )
-            )
-        for r in previous.get("refusedAttempts") or []:
-            if r["stepId"] not in settled_ids:
-                t = status_.parse_rfc3339(r.get("startedAt")) or 0.0
-                attempts.append(
-                    AttemptFact(
-                        r["stepId"],
-                        int(r["attempt"]),
-                        t,
-                        "failed",
-                        status_.parse_rfc3339(r.get("finishedAt")) or t,
-                        None,
-                        r.get("error"),
-                    )
-                )
-        attempts += [w.fact() for w in asks_.waiting(previous) if w.step_id not in settled_ids]
-        attempts += _vanished(previous, settled_ids, observed, attempts, self.clock())
-        return Facts(settled, tuple(attempts)), observed, later
-
-    async def _run_objects(
-        self, ref: manifests.PlanRef, settled: Container[str]
-    ) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
-        """The run's Jobs (this Plan's own) of steps not `settled`, and the pod of each, from the
-        watch's cache when it can be trusted, else listed (and the cache set right from the
-        list). Trusted: this reconciler listed the run since it started (or created the run
-        itself), no resync asked for a check since, and every such Job that ended has its pod at
-        hand (a success is never settled without its pod's log because a pod event is late).
-
-        A settled step's objects are not read again: a big run keeps thousands of them, and the
-        pods of many are gone (the pod garbage collector deletes terminated pods past 12,500 in
-        the cluster), which must not make every later reconcile list the whole run."""
-        key = (ref.namespace, manifests.label_value(ref.name), ref.run)
-        plan = (ref.namespace, ref.name)
-        if self.runs is not None and plan in self._trusted:
-            jobs = _unsettled(owned(self.runs.of("job", key), ref.uid), settled)
-            pods = pods_by_job(self.runs.of("pod", key), jobs)
-            if all(
-                j["metadata"]["name"] in pods or not job_ended(j) for j in jobs
-            ):  # otherwise: list, below
-                return jobs, pods
-        # slimmed page by page as they arrive: a big run's whole objects are never held at once
-        listed_jobs = await self.kube.list_jobs(ref.namespace, ref.selector(), _slim_job)
-        listed_pods = (
-            await self.kube.list_pods(ref.namespace, ref.selector(), _slim_pod)
-            if listed_jobs
-            else []
-        )
-        if self.runs is not None:
-            self.runs.replace("job", key, listed_jobs)
-            self.runs.replace("pod", key, listed_pods)
-            self._trusted.add(plan)
-        jobs = _unsettled(owned(listed_jobs, ref.uid), settled)
-        return jobs, pods_by_job(listed_pods, jobs) if jobs else {}
+    # -- the run's reading and report: kept per run, forgotten when it ends ----------------------
 
     def _close(self, ref: manifests.PlanRef) -> None:
         """The run ended: its Jobs and pods are not read again (RunObjects.close)."""
-        if self.runs is not None:
-            self.runs.close((ref.namespace, manifests.label_value(ref.name), ref.run))
-        self._trusted.discard((ref.namespace, ref.name))
+        self._reader.close(ref)
         self._reports.forget((ref.namespace, ref.name))  # its report is written
 
     def check_all(self) -> None:
         """Trust no cached run (this replica starts leading: list each run once first)."""
-        self._trusted.clear()
+        self._reader.check_all()
         self._reports.clear()
 
     def check(self, namespace: str, name: str) -> None:
         """The next reconcile of this Plan lists its run's objects instead of trusting the
         cache (the resync asks this: a deletion a watch did not deliver is found within it)."""
-        self._trusted.discard((namespace, name))
+        self._reader.check((namespace, name))
 
     def _answers(
         self,
@@ -583,44 +465,6 @@ class Reconciler:
             capsule.max_timeout_seconds or self.policy.max_timeout_seconds,
             self.policy.max_timeout_seconds,
         )
-
-    async def _output(
-        self, namespace: str, obs: Observed, cap: int, now: float
-    ) -> str | _Lost | _Later | None:
-        """The container log, read once when the attempt settles (before any cleanup can race
-        it); the termination message when the pod is gone.
-
-        An output is never made up. When the log cannot be read now (the kubelet restarting
-        answers 404 for a pod it does not know yet, or cannot be reached) the attempt stays in
-        flight and is looked at again (`_Later`), for up to LOG_GRACE_SECONDS after it ended;
-        when the log is gone for good (the pod deleted, the node's runtime lost the file, the
-        node silent past the grace) a successful attempt fails saying so (`_Lost`)."""
-        if obs.pod is not None:
-            try:
-                text = await self.kube.read_log(namespace, obs.pod, manifests.CONTAINER, cap + 1)
-            except ApiError as e:
-                # a failed attempt is settled by its error; its log is only a bonus
-                gone = obs.status != "success" or (
-                    e.not_found and await self.kube.get_pod(namespace, obs.pod) is None
-                )
-                if not gone:
-                    if now - (obs.finished_at or now) < LOG_GRACE_SECONDS:
-                        return _Later(f"log of {namespace}/{obs.pod} not readable yet: {e}")
-                    if obs.status == "success":
-                        return _Lost(
-                            f"its output could not be read: the node did not serve the log "
-                            f"for {LOG_GRACE_SECONDS:g}s after the step ended ({e.message[:300]})"
-                        )
-                log.info("log of %s/%s unavailable (%s)", namespace, obs.pod, e)
-            else:
-                if text.startswith(LOG_LOST):  # what the kubelet answers without a log file
-                    return _Lost(f"its output is gone: the node lost the container's log ({text})")
-                return text or None
-        if obs.termination_message is None and obs.status == "success":
-            return _Lost("its output is gone: the pod was deleted before its log was read")
-        return obs.termination_message
-
-    # -- the report ---------------------------------------------------------------------------
 
     # -- act ------------------------------------------------------------------------------------
 
@@ -764,7 +608,7 @@ class Reconciler:
         while True:
             decision = run.decide(now)
             new_settled += decision.settled
-            refusals = await _bounded(
+            refusals = await bounded(
                 [
                     self._dispatch(p.ref, d, p.capsule, p.spec, p.events, claim)
                     for d in decision.dispatch
@@ -934,48 +778,8 @@ class Reconciler:
 
     def forget(self, namespace: str, name: str) -> None:
         self._written.pop((namespace, name), None)
-        self._trusted.discard((namespace, name))
+        self._reader.check((namespace, name))
         self._reports.forget((namespace, name))
-
-
-async def _bounded(calls: list[Coroutine[Any, Any, T]], limit: int) -> list[T]:
-    """Await `calls` with at most `limit` in flight; results in order. The first error propagates
-    after every call has ended (nothing is left running behind a failed reconcile)."""
-    gate = asyncio.Semaphore(limit)
-
-    async def one(call: Coroutine[Any, Any, T]) -> T:
-        async with gate:
-            return await call
-
-    results = await asyncio.gather(*(one(c) for c in calls), return_exceptions=True)
-    for r in results:
-        if isinstance(r, BaseException):
-            raise r
-    return results  # type: ignore[return-value]
-
-
-#: how long a finished Job's pod may be missing from a listing before it counts as gone
-POD_GRACE_SECONDS = 30.0
-#: how long after a step ended its log may stay unreadable (a node restarting) before the
-#: output counts as lost; looked at again every LATER_SECONDS meanwhile
-LOG_GRACE_SECONDS = 120.0
-LATER_SECONDS = 2.0
-#: how the kubelet answers a log request when the container's log file is gone
-LOG_LOST = "unable to retrieve container logs for "
-
-
-@dataclass(frozen=True)
-class _Later:
-    """An attempt's output that cannot be read now but may be soon (see Reconciler._output)."""
-
-    reason: str
-
-
-@dataclass(frozen=True)
-class _Lost:
-    """An attempt's output that can no longer be read (see Reconciler._output)."""
-
-    reason: str
 
 
 #: kinds whose attempt is an object in the cluster (a Job, a child Plan)
@@ -984,7 +788,7 @@ WITH_OBJECT = ("shell", "tool", "capsule")
 
 def _in_flight(run: Run, previous: dict[str, Any], now: float) -> list[dict[str, Any]] | None:
     """The attempts in flight that have an object: recorded so that an object deleted behind
-    the operator's back is a failed attempt (`_vanished`), not a step silently started again."""
+    the operator's back is a failed attempt (`reading.vanished`), not a step silently started again."""
     since = {(f["stepId"], f["attempt"]): f.get("since") for f in previous.get("inFlight") or []}
     out = [
         {"stepId": step, "attempt": attempt, "since": since.get((step, attempt)) or rfc3339(now)}
@@ -992,50 +796,6 @@ def _in_flight(run: Run, previous: dict[str, Any], now: float) -> list[dict[str,
         if run.kind_of(step) in WITH_OBJECT
     ]
     return out[: status_.IN_FLIGHT_LIMIT] or None  # the status bound (reconciler.status)
-
-
-def _vanished(
-    previous: dict[str, Any],
-    settled_ids: set[str],
-    observed: list[Observed],
-    known: list[AttemptFact],
-    now: float,
-) -> list[AttemptFact]:
-    """Attempts the last status had in flight whose Job or child Plan is gone (deleted by hand,
-    or by anyone with the rights): they failed, so retries and onError apply as for any
-    failure, and the step is never started again as the same attempt."""
-    seen = {(o.step_id, o.attempt) for o in observed} | {(f.step_id, f.attempt) for f in known}
-    out = []
-    for f in previous.get("inFlight") or []:
-        key = (str(f.get("stepId")), int(f.get("attempt") or 0))
-        if key[0] in settled_ids or key in seen:
-            continue
-        started = parse_rfc3339(f.get("since")) or now
-        out.append(
-            AttemptFact(
-                key[0],
-                key[1],
-                started,
-                "failed",
-                now,
-                None,
-                "its Job (or child Plan) was deleted before the attempt finished",
-            )
-        )
-    return out
-
-
-def _unsettled(objs: list[dict[str, Any]], settled: Container[str]) -> list[dict[str, Any]]:
-    """The Jobs or child Plans of steps not settled (read from the step label alone)."""
-    return [o for o in objs if attempt_step(o) not in settled]
-
-
-def _slim_job(obj: dict[str, Any]) -> dict[str, Any]:
-    return slim_run_object("job", obj)
-
-
-def _slim_pod(obj: dict[str, Any]) -> dict[str, Any]:
-    return slim_run_object("pod", obj)
 
 
 def _depth(label: Any) -> int:

@@ -1,0 +1,313 @@
+"""What a reconcile reads of its run: the attempts of its unsettled steps, as the engine's facts.
+
+A run's settled records come from its PlanReports (reconciler.reporting); everything else is
+read here: the Jobs and pods of steps not settled yet (from the watch cache when it can be
+trusted, else listed, page by page), their child Plans, the log of each attempt that ended
+(read once, never made up), and what the last status remembers (refused attempts, asks waiting,
+attempts in flight whose object has vanished). A settled step's objects are never read again.
+
+The reconciler (reconciler.reconcile) decides and acts on what this returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Container, Coroutine
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
+
+from planops.api import CapsuleSpec, PlanSpec
+from planops.engine import AttemptFact, Facts
+from planops.kube import manifests
+from planops.kube.cache import RunObjects, slim_run_object
+from planops.kube.client import ApiError, Kube
+from planops.reconciler import asks as asks_
+from planops.reconciler import reports as reports_
+from planops.reconciler import status as status_
+from planops.reconciler.observe import (
+    Observed,
+    attempt_step,
+    child_attempt,
+    job_attempt,
+    job_ended,
+    owned,
+    pods_by_job,
+)
+from planops.reconciler.status import parse_rfc3339
+
+log = logging.getLogger("planops.reconciler")
+T = TypeVar("T")
+#: logs read at once by one reconcile (as Jobs are created: reconcile.CREATE_CONCURRENCY)
+READ_CONCURRENCY = 16
+
+#: how long a finished Job's pod may be missing from a listing before it counts as gone
+POD_GRACE_SECONDS = 30.0
+#: how long after a step ended its log may stay unreadable (a node restarting) before the
+#: output counts as lost; looked at again every LATER_SECONDS meanwhile
+LOG_GRACE_SECONDS = 120.0
+LATER_SECONDS = 2.0
+#: how the kubelet answers a log request when the container's log file is gone
+LOG_LOST = "unable to retrieve container logs for "
+
+
+@dataclass(frozen=True)
+class _Later:
+    """An attempt's output that cannot be read now but may be soon (see RunReader.output)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class _Lost:
+    """An attempt's output that can no longer be read (see RunReader.output)."""
+
+    reason: str
+
+
+@dataclass
+class RunReader:
+    kube: Kube
+    clock: Callable[[], float]
+    #: Jobs and pods of runs as the watches show them (handlers.job_event / pod_event)
+    runs: RunObjects | None = None
+    #: Plans whose run objects the cache holds truly (objects)
+    _trusted: set[tuple[str, str]] = field(default_factory=set)
+
+    def trust(self, key: tuple[str, str]) -> None:
+        """A run this reconciler starts: nothing exists yet, and its creations are written to
+        the cache as they are made."""
+        self._trusted.add(key)
+
+    def check(self, key: tuple[str, str]) -> None:
+        """List this Plan's run once before trusting the cache again."""
+        self._trusted.discard(key)
+
+    def check_all(self) -> None:
+        self._trusted.clear()
+
+    def close(self, ref: manifests.PlanRef) -> None:
+        """The run ended: its Jobs and pods are not read again (RunObjects.close)."""
+        if self.runs is not None:
+            self.runs.close((ref.namespace, manifests.label_value(ref.name), ref.run))
+        self._trusted.discard((ref.namespace, ref.name))
+
+    async def facts(
+        self,
+        ref: manifests.PlanRef,
+        spec: PlanSpec,
+        capsule: CapsuleSpec,
+        previous: dict[str, Any],
+        written: reports_.Written,
+    ) -> tuple[Facts, list[Observed], bool]:
+        """The run's facts for the engine: the records its PlanReports hold (`written`), and an
+        attempt for each unsettled step's Job, pod or child Plan, with its output read once it
+        ended; and whether to look again shortly (an output not readable yet)."""
+        settled, settled_ids = tuple(written.records), written.ids
+        jobs, pods = await self.objects(ref, settled_ids)
+        # objects whose labels name no attempt of ours are not attempts (observe says why)
+        found = [job_attempt(j, pods.get(j["metadata"]["name"])) for j in jobs]
+        if any(s.capsule is not None for s in spec.steps):
+            children = await self.kube.list_plans(ref.namespace, ref.children_selector())
+            found += [child_attempt(c) for c in unsettled(owned(children, ref.uid), settled_ids)]
+        observed = [o for o in found if o is not None]
+        cap = status_.output_cap(capsule.output_limit_bytes, len(spec.steps))
+        n = len(spec.steps)
+        attempts: list[AttemptFact] = []
+        now = self.clock()
+        later = False  # an attempt to look at again shortly (its output not readable yet)
+        pending = []
+        for o in observed:
+            if o.step_id in settled_ids:
+                continue
+            if (
+                o.kind == "job"
+                and o.status == "success"
+                and o.pod is None
+                and now - (o.finished_at or now) < POD_GRACE_SECONDS
+            ):
+                # a Job done but its pod not listed (yet): not settled without its output; past
+                # POD_GRACE the pod is taken as gone (output says so)
+                o, later = replace(o, status=None), True
+            pending.append(o)
+        outputs = await bounded(
+            [
+                self.output(ref.namespace, o, cap, now)
+                for o in pending
+                if o.kind == "job" and o.status
+            ],
+            READ_CONCURRENCY,
+        )
+        read = iter(outputs)
+        for obs in pending:
+            output = next(read) if obs.kind == "job" and obs.status else obs.output
+            status, error = obs.status, obs.error
+            if isinstance(output, _Later):  # still in flight: looked at again shortly
+                log.info("%s", output.reason)
+                status, output, later = None, None, True
+            if isinstance(output, _Lost):
+                status, error, output = "failed", error or output.reason, None
+            if obs.stuck:
+                await self.kube.delete_job(ref.namespace, obs.object_name)
+            out, err = status_.cap_step(output, error, capsule.output_limit_bytes, n)
+            finished = (obs.finished_at or self.clock()) if status else None
+            attempts.append(
+                AttemptFact(
+                    obs.step_id,
+                    obs.attempt,
+                    obs.started_at,
+                    status,
+                    finished,
+                    out,
+                    err,
+                    never_ran=obs.never_ran and status == "failed",
+                )
+            )
+        for r in previous.get("refusedAttempts") or []:
+            if r["stepId"] not in settled_ids:
+                t = status_.parse_rfc3339(r.get("startedAt")) or 0.0
+                attempts.append(
+                    AttemptFact(
+                        r["stepId"],
+                        int(r["attempt"]),
+                        t,
+                        "failed",
+                        status_.parse_rfc3339(r.get("finishedAt")) or t,
+                        None,
+                        r.get("error"),
+                    )
+                )
+        attempts += [w.fact() for w in asks_.waiting(previous) if w.step_id not in settled_ids]
+        attempts += vanished(previous, settled_ids, observed, attempts, self.clock())
+        return Facts(settled, tuple(attempts)), observed, later
+
+    async def objects(
+        self, ref: manifests.PlanRef, settled: Container[str]
+    ) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+        """The run's Jobs (this Plan's own) of steps not `settled`, and the pod of each, from the
+        watch's cache when it can be trusted, else listed (and the cache set right from the
+        list). Trusted: this reconciler listed the run since it started (or created the run
+        itself), no resync asked for a check since, and every such Job that ended has its pod at
+        hand (a success is never settled without its pod's log because a pod event is late).
+
+        A settled step's objects are not read again: a big run keeps thousands of them, and the
+        pods of many are gone (the pod garbage collector deletes terminated pods past 12,500 in
+        the cluster), which must not make every later reconcile list the whole run."""
+        key = (ref.namespace, manifests.label_value(ref.name), ref.run)
+        plan = (ref.namespace, ref.name)
+        if self.runs is not None and plan in self._trusted:
+            jobs = unsettled(owned(self.runs.of("job", key), ref.uid), settled)
+            pods = pods_by_job(self.runs.of("pod", key), jobs)
+            if all(
+                j["metadata"]["name"] in pods or not job_ended(j) for j in jobs
+            ):  # otherwise: list, below
+                return jobs, pods
+        # slimmed page by page as they arrive: a big run's whole objects are never held at once
+        listed_jobs = await self.kube.list_jobs(ref.namespace, ref.selector(), _slim_job)
+        listed_pods = (
+            await self.kube.list_pods(ref.namespace, ref.selector(), _slim_pod)
+            if listed_jobs
+            else []
+        )
+        if self.runs is not None:
+            self.runs.replace("job", key, listed_jobs)
+            self.runs.replace("pod", key, listed_pods)
+            self._trusted.add(plan)
+        jobs = unsettled(owned(listed_jobs, ref.uid), settled)
+        return jobs, pods_by_job(listed_pods, jobs) if jobs else {}
+
+    async def output(
+        self, namespace: str, obs: Observed, cap: int, now: float
+    ) -> str | _Lost | _Later | None:
+        """The container log, read once when the attempt settles (before any cleanup can race
+        it); the termination message when the pod is gone.
+
+        An output is never made up. When the log cannot be read now (the kubelet restarting
+        answers 404 for a pod it does not know yet, or cannot be reached) the attempt stays in
+        flight and is looked at again (`_Later`), for up to LOG_GRACE_SECONDS after it ended;
+        when the log is gone for good (the pod deleted, the node's runtime lost the file, the
+        node silent past the grace) a successful attempt fails saying so (`_Lost`)."""
+        if obs.pod is not None:
+            try:
+                text = await self.kube.read_log(namespace, obs.pod, manifests.CONTAINER, cap + 1)
+            except ApiError as e:
+                # a failed attempt is settled by its error; its log is only a bonus
+                gone = obs.status != "success" or (
+                    e.not_found and await self.kube.get_pod(namespace, obs.pod) is None
+                )
+                if not gone:
+                    if now - (obs.finished_at or now) < LOG_GRACE_SECONDS:
+                        return _Later(f"log of {namespace}/{obs.pod} not readable yet: {e}")
+                    if obs.status == "success":
+                        return _Lost(
+                            f"its output could not be read: the node did not serve the log "
+                            f"for {LOG_GRACE_SECONDS:g}s after the step ended ({e.message[:300]})"
+                        )
+                log.info("log of %s/%s unavailable (%s)", namespace, obs.pod, e)
+            else:
+                if text.startswith(LOG_LOST):  # what the kubelet answers without a log file
+                    return _Lost(f"its output is gone: the node lost the container's log ({text})")
+                return text or None
+        if obs.termination_message is None and obs.status == "success":
+            return _Lost("its output is gone: the pod was deleted before its log was read")
+        return obs.termination_message
+
+
+async def bounded(calls: list[Coroutine[Any, Any, T]], limit: int) -> list[T]:
+    """Await `calls` with at most `limit` in flight; results in order. The first error propagates
+    after every call has ended (nothing is left running behind a failed reconcile)."""
+    gate = asyncio.Semaphore(limit)
+
+    async def one(call: Coroutine[Any, Any, T]) -> T:
+        async with gate:
+            return await call
+
+    results = await asyncio.gather(*(one(c) for c in calls), return_exceptions=True)
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    return results  # type: ignore[return-value]
+
+
+def vanished(
+    previous: dict[str, Any],
+    settled_ids: set[str],
+    observed: list[Observed],
+    known: list[AttemptFact],
+    now: float,
+) -> list[AttemptFact]:
+    """Attempts the last status had in flight whose Job or child Plan is gone (deleted by hand,
+    or by anyone with the rights): they failed, so retries and onError apply as for any
+    failure, and the step is never started again as the same attempt."""
+    seen = {(o.step_id, o.attempt) for o in observed} | {(f.step_id, f.attempt) for f in known}
+    out = []
+    for f in previous.get("inFlight") or []:
+        key = (str(f.get("stepId")), int(f.get("attempt") or 0))
+        if key[0] in settled_ids or key in seen:
+            continue
+        started = parse_rfc3339(f.get("since")) or now
+        out.append(
+            AttemptFact(
+                key[0],
+                key[1],
+                started,
+                "failed",
+                now,
+                None,
+                "its Job (or child Plan) was deleted before the attempt finished",
+            )
+        )
+    return out
+
+
+def unsettled(objs: list[dict[str, Any]], settled: Container[str]) -> list[dict[str, Any]]:
+    """The Jobs or child Plans of steps not settled (read from the step label alone)."""
+    return [o for o in objs if attempt_step(o) not in settled]
+
+
+def _slim_job(obj: dict[str, Any]) -> dict[str, Any]:
+    return slim_run_object("job", obj)
+
+
+def _slim_pod(obj: dict[str, Any]) -> dict[str, Any]:
+    return slim_run_object("pod", obj)
