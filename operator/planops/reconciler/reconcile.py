@@ -788,7 +788,8 @@ WITH_OBJECT = ("shell", "tool", "capsule")
 
 def _in_flight(run: Run, previous: dict[str, Any], now: float) -> list[dict[str, Any]] | None:
     """The attempts in flight that have an object: recorded so that an object deleted behind
-    the operator's back is a failed attempt (`reading.vanished`), not a step silently started again."""
+    the operator's back is a failed attempt (`reading.vanished`), not a step silently started
+    again."""
     since = {(f["stepId"], f["attempt"]): f.get("since") for f in previous.get("inFlight") or []}
     out = [
         {"stepId": step, "attempt": attempt, "since": since.get((step, attempt)) or rfc3339(now)}
