@@ -1,0 +1,282 @@
+"""What one run of a plan holds, and the questions asked of it: which steps are ready, in
+flight, waiting out a retry's backoff or settled; the records in settle order; the report.
+
+The decider (engine.decider) applies seed 1's rules to this state: it starts ready steps, takes
+attempts' results, and retries or settles. Kept apart so that each reads on its own: here is no
+rule about *what* happens next, only the bookkeeping every rule relies on (readiness by a count of
+unsettled dependencies, ready steps in two heaps by declaration index: tool steps run one at a
+time).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from planops.api.models import PlanSpec, RetryBackoff
+from planops.engine import conditions, templates
+from planops.engine.bodyrun import Bodies
+from planops.engine.dag import Graph
+from planops.engine.facts import Kind, exit_report
+from planops.engine.report import NO_OUTPUT, ExitReport, OutputError, Report, StepRecord
+from planops.engine.shape import shape_of
+
+Status = Literal["success", "failed", "skipped"]
+
+
+@dataclass(slots=True)
+class StepState:
+    attempts: int = 0
+    started_at: float | None = None
+    in_flight: bool = False
+    settled: StepRecord | None = None
+    queued: bool = False
+    condition_checked: bool = False
+    delayed: bool = False  # a retry waiting out its backoff
+    never_ran: int = 0  # attempts that failed before the step's code ran (NEVER_RAN_AGAIN)
+
+
+@dataclass
+class RunState:
+    """The state of one run of a plan. No I/O; the clock is always passed in."""
+
+    plan_id: str
+    spec: PlanSpec
+    #: a body's Run (engine.bodyrun): lookups fall back to the enclosing run after `scope`
+    parent: RunState | None = None
+    scope: dict[str, Any] = field(default_factory=dict)  # item, index, length, accumulator
+    #: a body's Run: what qualifies its step ids in messages (`scan.3.`)
+    prefix: str = ""
+    #: the retry pause of steps that set none (the Capsule's retryBackoff); bodies inherit it
+    retry_backoff: RetryBackoff | None = None
+    graph: Graph = field(init=False)
+    #: retries waiting out their backoff: (due time, step index), a heap
+    _delayed: list[tuple[float, int]] = field(init=False, default_factory=list)
+    _states: list[StepState] = field(init=False)
+    _remaining: list[int] = field(init=False)
+    _ready_tools: list[int] = field(init=False, default_factory=list)
+    _ready_other: list[int] = field(init=False, default_factory=list)
+    _order: list[StepRecord] = field(init=False, default_factory=list)
+    _new: list[StepRecord] = field(init=False, default_factory=list)
+    _flying: dict[int, int] = field(init=False, default_factory=dict)  # index -> attempt
+    _tool_busy: bool = field(init=False, default=False)
+    failed_step: str | None = field(init=False, default=None)
+    exited: ExitReport | None = field(init=False, default=None)  # a fired exit step ended the plan
+    _conditions: Mapping[int, conditions.Or] = field(init=False)
+    _kinds: Sequence[Kind] = field(init=False)
+    _has_refs: Sequence[bool] = field(init=False)
+    _has_templates: Sequence[bool] = field(init=False)
+    _bodies: Bodies = field(init=False)
+    _settled_count: int = field(init=False, default=0)  # top-level steps settled
+    _results: dict[int, templates.StepResult] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # derived from the spec once per spec object, not per Run (engine.shape says why)
+        shape = shape_of(self.spec)
+        self.graph = shape.graph
+        self._kinds, self._has_refs, self._has_templates = (
+            shape.kinds,
+            shape.has_refs,
+            shape.has_templates,
+        )
+        self._conditions = shape.conditions
+        self._states = [StepState() for _ in self.spec.steps]
+        self._remaining = list(shape.unsettled_deps)
+        # what _push_if_ready makes of a run that has not started: its roots, queued in order
+        # (a sorted list is a heap)
+        self._ready_tools, self._ready_other = list(shape.roots_tools), list(shape.roots_other)
+        for i in shape.roots_tools + shape.roots_other:
+            self._states[i].queued = True
+
+    def _release_due(self, now: float) -> None:
+        """Retries whose backoff has passed become ready (in declaration order, as any step)."""
+        while self._delayed and self._delayed[0][0] <= now:
+            _, i = heapq.heappop(self._delayed)
+            self._states[i].delayed = False
+            self._push_if_ready(i)
+
+    def wake_at(self) -> float | None:
+        """The earliest time a waiting retry (here or in a running body) becomes due."""
+        if self.failed_step is not None or self.exited is not None:
+            return None
+        times = [self._delayed[0][0]] if self._delayed else []
+        body = self._bodies.wake_at() if self._bodies.active else None
+        if body is not None:
+            times.append(body)
+        return min(times, default=None)
+
+    @property
+    def finished(self) -> bool:
+        if self._flying:
+            return False
+        if self.failed_step is not None or self.exited is not None:
+            return True
+        return (
+            not self._ready_other
+            and not (self._ready_tools and not self._tool_busy)
+            and not self._delayed
+        )
+
+    def report(self) -> Report:
+        settled_all = self._settled_count == len(self.spec.steps)
+        completed = settled_all and self.failed_step is None
+        output: Any = NO_OUTPUT
+        if self.exited is not None:  # seed 2: an exit ends the plan; success counts as completed
+            completed = self.exited.status == "success" and self.failed_step is None
+            if self.exited.output is not None:
+                return Report(
+                    self.plan_id,
+                    completed,
+                    self.failed_step,
+                    tuple(self._order),
+                    self.exited.output,
+                    self.exited,
+                )
+        if self.spec.output is not None:
+            # seed 2: the output template map, rendered once every step settled; a template that
+            # cannot render leaves it null (the report says why in outputError)
+            output = None
+            if completed:
+                try:
+                    output = templates.render(self.spec.output, self._template_lookup)
+                except templates.TemplateError as e:
+                    output = OutputError(str(e))
+        return Report(
+            self.plan_id, completed, self.failed_step, tuple(self._order), output, self.exited
+        )
+
+    @property
+    def settled(self) -> Sequence[StepRecord]:
+        """Settled steps in settle order (a live, read-only view)."""
+        return self._order
+
+    def is_settled(self, step_id: str) -> bool:
+        return self._states[self.graph.index[step_id]].settled is not None
+
+    def in_flight_attempts(self) -> list[tuple[str, int]]:
+        """(step id, attempt) of every attempt in flight, in dispatch order (body steps by
+        their qualified names; a control step running its bodies is not an attempt)."""
+        steps, active = self.spec.steps, self._bodies.active
+        if not active:
+            return [(steps[i].id, attempt) for i, attempt in self._flying.items()]
+        return [
+            (steps[i].id, attempt) for i, attempt in self._flying.items() if i not in active
+        ] + self._bodies.in_flight()
+
+    def record_count(self) -> int:
+        """Step records this run has or will have: every top-level step, plus body steps
+        recorded and those its running bodies will record (the status shares its room by it)."""
+        return (
+            len(self.spec.steps) + len(self._order) - self._settled_count + self._bodies.planned()
+        )
+
+    def last_record(self) -> StepRecord | None:
+        """The last declared step's record (a body's result)."""
+        return self._states[-1].settled if self._states else None
+
+    def kind(self, i: int) -> Kind:
+        return self._kinds[i]
+
+    def kind_of(self, step_id: str) -> Kind:
+        """The kind of a step by id, body steps by qualified name (for metrics and events)."""
+        i = self.graph.index.get(step_id)
+        return self._kinds[i] if i is not None else self._bodies.kind_of(step_id)
+
+    def record_exit(self, exited: ExitReport) -> None:
+        """An exit fired (in a decide branch): the first one ends the plan."""
+        if self.exited is None:
+            self.exited = exited
+
+    def add_record(self, record: StepRecord, announce: bool) -> None:
+        """A body step's record (engine.bodyrun), qualified: reported, not a step of this plan."""
+        self._order.append(record)
+        if announce:
+            self._new.append(record)
+
+    def unsettled(self) -> list[str]:
+        return [self.spec.steps[i].id for i, s in enumerate(self._states) if s.settled is None]
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _lookup(self, step_id: str) -> tuple[str, str | None] | None:
+        i = self.graph.index.get(step_id)
+        if i is None:
+            return self.parent._lookup(step_id) if self.parent is not None else None
+        rec = self._states[i].settled
+        return (rec.status, rec.output) if rec is not None else None
+
+    def template_lookup(self, root: str) -> Any:
+        if root in self.scope:
+            return self.scope[root]
+        if root == "input":
+            return self.spec.input or {}
+        i = self.graph.index.get(root)
+        if i is None:  # a body's Run: the enclosing run's steps, through its cache
+            return self.parent.template_lookup(root) if self.parent is not None else None
+        rec = self._states[i].settled
+        if rec is None:
+            return None
+        # one StepResult per settled step: its output is parsed as JSON at most once
+        result = self._results.get(i)
+        if result is None:
+            result = self._results[i] = templates.StepResult(rec.status, rec.output)
+        return result
+
+    _template_lookup = template_lookup
+
+    def _record(
+        self, i: int, status: Status, output: str | None, error: str | None, now: float
+    ) -> StepRecord:
+        st = self._states[i]
+        return StepRecord(
+            step_id=self.spec.steps[i].id,
+            status=status,
+            output=output or None,
+            error=error,
+            attempts=st.attempts,
+            started_at=st.started_at,
+            finished_at=now,
+        )
+
+    def _settle(self, i: int, record: StepRecord, announce: bool = True) -> None:
+        st = self._states[i]
+        st.settled = record
+        self._settled_count += 1
+        self._order.append(record)
+        if announce:
+            self._new.append(record)
+        step = self.spec.steps[i]
+        if self._kinds[i] == "exit" and self.exited is None:
+            self.exited = exit_report(step.id, record)
+        if (
+            record.status == "failed"
+            and step.on_error not in ("continue", "skip")
+            and self.failed_step is None
+        ):
+            self.failed_step = step.id
+        for d in self.graph.dependents[i]:
+            self._remaining[d] -= 1
+            self._push_if_ready(d)
+
+    def _default_backoff(self) -> RetryBackoff | None:
+        run: RunState | None = self
+        while run is not None:
+            if run.retry_backoff is not None:
+                return run.retry_backoff
+            run = run.parent
+        return None
+
+    def _push_if_ready(self, i: int) -> None:
+        st = self._states[i]
+        if (
+            self._remaining[i] > 0
+            or st.queued
+            or st.settled is not None
+            or st.in_flight
+            or st.delayed
+        ):
+            return
+        st.queued = True
+        heapq.heappush(self._ready_tools if self._kinds[i] == "tool" else self._ready_other, i)
