@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from planops.cli import cluster
+from planops.cli.exit_codes import EXIT_CLUSTER
 from planops.cli.main import _parser as build_parser
 
 
@@ -38,7 +39,7 @@ def kubeconfig(tmp_path: Path, **config: Any) -> str:
 
 def test_a_missing_kubeconfig_says_so(capsys: pytest.CaptureFixture[str], tmp_path: Path):
     code, err = run(capsys, "get", "--kubeconfig", str(tmp_path / "nope"))
-    assert code == cluster.EXIT_CLUSTER
+    assert code == EXIT_CLUSTER
     assert err == f"error: --kubeconfig {tmp_path / 'nope'}: the file does not exist\n"
 
 
@@ -47,7 +48,7 @@ def test_a_kubeconfig_without_a_context_names_itself(
 ):
     path = kubeconfig(tmp_path)
     code, err = run(capsys, "get", "--kubeconfig", path)
-    assert code == cluster.EXIT_CLUSTER
+    assert code == EXIT_CLUSTER
     assert err.startswith(f"error: --kubeconfig {path}: ") and "current-context" in err
     assert "cannot reach" not in err
 
@@ -60,7 +61,7 @@ def test_an_unreachable_server_is_named_with_the_errors_kind(
         **CLOSED_PORT,
     )
     code, err = run(capsys, "get", "--kubeconfig", path)
-    assert code == cluster.EXIT_CLUSTER
+    assert code == EXIT_CLUSTER
     assert err.startswith("error: cannot reach the cluster: ClientConnectorError")
 
 

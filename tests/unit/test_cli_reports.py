@@ -1,5 +1,5 @@
 """kubectl-plan assembles a Plan's whole report from its status summary and its PlanReport
-objects (cli/cluster.py full_report): `get -o json`, `describe` and `logs` show every record.
+objects (cli/plan_report.py full_report): `get -o json`, `describe` and `logs` show every record.
 
 The objects are the ones the operator writes (reconciler.status, reconciler.reports), served
 from a loopback HTTP server at the API's paths, so the real client, kubeconfig and CLI run.
@@ -17,9 +17,11 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from planops.cli import cluster
+from planops.cli import cluster, submit
+from planops.cli.exit_codes import EXIT_OK
 from planops.cli.main import _parser as build_parser
 from planops.engine import Report, StepRecord
+from planops.kube.client import Kube
 from planops.kube.manifests import PlanRef
 from planops.reconciler import reports, status
 
@@ -181,12 +183,12 @@ def test_submit_wait_prints_every_settled_step_though_the_status_shows_the_last_
     kubeconfig, _ = server
 
     async def wait() -> int:
-        kube = await cluster.Kube.connect(kubeconfig)
+        kube = await Kube.connect(kubeconfig)
         try:
-            return await cluster._wait(kube, "ns", "big", 30)
+            return await submit.wait(kube, "ns", "big", 30)
         finally:
             await kube.close()
 
-    assert asyncio.run(wait()) == cluster.EXIT_OK
+    assert asyncio.run(wait()) == EXIT_OK
     lines = capsys.readouterr().err.splitlines()
     assert [line.split()[1] for line in lines] == [r.step_id for r in records()]

@@ -398,7 +398,7 @@ def test_logs_picks_the_newest_attempt_whatever_the_attempt_labels_say():
     import asyncio  # noqa: PLC0415
     from argparse import Namespace  # noqa: PLC0415
 
-    from planops.cli.cluster import cmd_logs  # noqa: PLC0415
+    from planops.cli.show import cmd_logs  # noqa: PLC0415
 
     class Kube:
         selector = ""

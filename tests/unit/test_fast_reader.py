@@ -1,5 +1,5 @@
-"""kubectl-plan's fast readers (cli/yamljson.py): JSON by `json`, YAML by libyaml's parser under the
-same composer and checks. Each must read a file exactly as the pure-Python reference reader
+"""kubectl-plan's fast readers (cli/fast_readers.py): JSON by `json`, YAML by libyaml's parser under
+the same composer and checks. Each must read a file exactly as the pure-Python reference reader
 does - the same values, and for anything refused the reference reader's own error (text, line,
 column) - only faster."""
 
@@ -14,14 +14,14 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planops.cli import yamljson
+from planops.cli import fast_readers, yaml_reader, yamljson
 from planops.cli.inputs import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def reference(text: str) -> list[Any]:
-    return yamljson._compose(yamljson._Loader(text))
+    return yaml_reader.compose(yaml_reader.Loader(text))
 
 
 def outcome(read: Any, text: str) -> tuple[str, Any]:
@@ -35,7 +35,7 @@ def outcome(read: Any, text: str) -> tuple[str, Any]:
 
 def test_libyaml_is_there():
     """PyYAML's wheels carry libyaml: without it the reader is only as slow as it was."""
-    assert yamljson._CLoader is not None
+    assert yaml_reader.CLoader is not None
 
 
 json_values = st.recursive(
@@ -58,7 +58,7 @@ json_values = st.recursive(
 )
 def test_json_is_read_as_the_yaml_reader_reads_it(value: dict[str, Any], indent: int | None):
     text = json.dumps(value, indent=indent, ensure_ascii=False)
-    fast = yamljson._json_documents(text)
+    fast = fast_readers.json_documents(text)
     try:
         slow = reference(text)
     except yaml.YAMLError:
@@ -73,7 +73,7 @@ def test_json_is_read_as_the_yaml_reader_reads_it(value: dict[str, Any], indent:
 @given(value=st.dictionaries(st.text(max_size=8), json_values, max_size=5), flow=st.booleans())
 def test_yaml_is_read_by_libyaml_as_by_the_reference_reader(value: dict[str, Any], flow: bool):
     text = yaml.safe_dump(value, default_flow_style=flow, allow_unicode=True)
-    fast = outcome(lambda t: yamljson._compose(yamljson._CLoader(t)), text)
+    fast = outcome(lambda t: yaml_reader.compose(yaml_reader.CLoader(t)), text)
     assert fast == outcome(reference, text)
 
 
@@ -83,7 +83,7 @@ def test_yaml_is_read_from_libyamls_events_as_by_the_reference_reader(
     value: dict[str, Any], flow: bool
 ):
     text = yaml.safe_dump(value, default_flow_style=flow, allow_unicode=True)
-    fast = yamljson._event_documents(text)
+    fast = fast_readers.event_documents(text)
     if "\t" in text:
         return  # never given to it (see _documents)
     kind, expected = outcome(reference, text)
@@ -98,9 +98,9 @@ def test_yaml_is_read_from_libyamls_events_as_by_the_reference_reader(
 @pytest.mark.parametrize("path", sorted((ROOT / "examples").glob("*.yaml")), ids=lambda p: p.name)
 def test_every_example_reads_the_same_through_libyaml(path: Path):
     text = path.read_text()
-    assert yamljson._compose(yamljson._CLoader(text)) == reference(text)
-    assert yamljson._event_documents(text) == reference(text)
-    assert yamljson._documents(text) == reference(text)
+    assert yaml_reader.compose(yaml_reader.CLoader(text)) == reference(text)
+    assert fast_readers.event_documents(text) == reference(text)
+    assert yamljson.documents(text) == reference(text)
 
 
 # What the reference reader refuses, or reads otherwise than `json` would, the fast readers leave
@@ -157,7 +157,7 @@ def test_the_fast_readers_give_the_reference_readers_answer(text: str):
             return "refused", str(e)
 
     expected = parsed(reference)
-    assert parsed(yamljson._documents) == expected
+    assert parsed(yamljson.documents) == expected
     try:
         yamljson.parse("f.yaml", text)
     except InputError as e:
@@ -195,8 +195,8 @@ def test_a_large_json_plan_is_read_by_json(monkeypatch: pytest.MonkeyPatch):
     def slow(*_: Any) -> Any:
         raise AssertionError("read by the YAML reader")
 
-    monkeypatch.setattr(yamljson, "_compose", slow)
-    (doc,) = yamljson._documents(text)
+    monkeypatch.setattr(yaml_reader, "compose", slow)
+    (doc,) = yamljson.documents(text)
     assert doc["spec"]["steps"][-1]["dependsOn"] == ["s1998"]
 
 
@@ -205,12 +205,12 @@ def test_a_large_yaml_plan_is_parsed_by_libyaml(monkeypatch: pytest.MonkeyPatch)
         {"spec": {"steps": [{"id": f"s{i}", "shell": "true"} for i in range(500)]}}
     )
     made: list[str] = []
-    real = yamljson._compose
+    real = yaml_reader.compose
     monkeypatch.setattr(
-        yamljson, "_compose", lambda loader: made.append(type(loader).__name__) or real(loader)
+        yaml_reader, "compose", lambda loader: made.append(type(loader).__name__) or real(loader)
     )
-    assert len(yamljson._documents(text)[0]["spec"]["steps"]) == 500
+    assert len(yamljson.documents(text)[0]["spec"]["steps"]) == 500
     assert made == []  # read from libyaml's events: nothing composed
     aliased = "a: &x {b: 1}\nc: *x\n"  # aliases: composed over libyaml's parser
-    assert yamljson._documents(aliased) == [{"a": {"b": 1}, "c": {"b": 1}}]
+    assert yamljson.documents(aliased) == [{"a": {"b": 1}, "c": {"b": 1}}]
     assert made == ["_CLoaderImpl"]

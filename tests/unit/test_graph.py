@@ -403,7 +403,7 @@ class FakeKube:
 
 
 def run_graph(kube: FakeKube, watch: bool = True, output: str = "text") -> tuple[int, str, str]:
-    from planops.cli.cluster import cmd_graph  # noqa: PLC0415
+    from planops.cli.live_graph import cmd_graph  # noqa: PLC0415
 
     out, err = io.StringIO(), io.StringIO()
     args = Namespace(target="hello", watch=watch, output=output)
@@ -464,9 +464,9 @@ def test_watch_on_a_terminal_replaces_the_frame(monkeypatch):
         def isatty(self) -> bool:
             return True
 
-    from planops.cli import cluster  # noqa: PLC0415
+    from planops.cli import live_graph  # noqa: PLC0415
 
-    screen = cluster._Screen(Tty(), "text")
+    screen = live_graph.Screen(Tty(), "text")
     _, spec = spec_of("hello")
     monkeypatch.delenv("NO_COLOR", raising=False)
     screen.show(graph.from_spec("a", spec))

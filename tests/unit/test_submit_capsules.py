@@ -40,7 +40,7 @@ class FakeKube:
 
 
 def submit(kube: FakeKube, files: list[str] = FILES) -> tuple[int, str, str]:
-    from planops.cli.cluster import cmd_submit  # noqa: PLC0415
+    from planops.cli.submit import cmd_submit  # noqa: PLC0415
 
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):

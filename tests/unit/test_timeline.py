@@ -106,7 +106,7 @@ class FakeKube:
 
 
 def test_describe_and_trace_list_the_events_in_the_same_order():
-    from planops.cli.cluster import cmd_describe, cmd_trace  # noqa: PLC0415
+    from planops.cli.show import cmd_describe, cmd_trace  # noqa: PLC0415
 
     plan = {
         "metadata": {"name": "p"},

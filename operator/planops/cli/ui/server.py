@@ -35,7 +35,10 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from planops.cli import cluster
+from planops.cli import cluster, live_graph
+from planops.cli.exit_codes import EXIT_INPUT, EXIT_OK
+from planops.cli.plan_report import full_report
+from planops.cli.show import newest_attempt
 from planops.cli.ui import view
 from planops.kube.client import UNREACHABLE, ApiError, Kube
 from planops.kube.manifests import CONTAINER, LABEL_PARENT, label_value, step_selector
@@ -122,7 +125,7 @@ async def plan(request: web.Request) -> web.StreamResponse:
     found = await kube.get_plan(ns, name)
     if found is None:
         return _not_found(ns, name)
-    found = await cluster.full_report(kube, found)  # every record, from its PlanReports
+    found = await full_report(kube, found)  # every record, from its PlanReports
     return _json(view.plan_view(ns, found, await _children(kube, ns, name)))
 
 
@@ -145,7 +148,7 @@ async def watch(request: web.Request) -> web.StreamResponse:
 
     async def follow(plan: dict[str, Any]) -> None:
         try:
-            while (plan_or_none := await cluster.next_version(kube, ns, name, plan)) is not None:
+            while (plan_or_none := await live_graph.next_version(kube, ns, name, plan)) is not None:
                 plan = plan_or_none
                 await queue.put(("plan", plan))
             await queue.put(("gone", {"name": name}))
@@ -159,7 +162,7 @@ async def watch(request: web.Request) -> web.StreamResponse:
             if kind == "plan":
                 # the status repeats the last records; the others are in the PlanReports
                 omitted = ((obj.get("status") or {}).get("report") or {}).get("stepsOmitted")
-                obj = await cluster.full_report(kube, obj) if omitted else obj
+                obj = await full_report(kube, obj) if omitted else obj
                 shown = view.plan_view(ns, obj, await _children(kube, ns, name))
                 await resp.write(_event("plan", shown))
             else:
@@ -191,7 +194,7 @@ async def log(request: web.Request) -> web.StreamResponse:
     attempt = int(raw) if raw.isascii() and raw.isdigit() else None
     pods = await kube.list_pods(ns, step_selector(name, step, attempt)) if step else []
     if pods:
-        pods.sort(key=cluster.newest_attempt)
+        pods.sort(key=newest_attempt)
         pod = pods[-1]["metadata"]["name"]
         try:
             text = await kube.read_log(ns, pod, CONTAINER, LOG_LIMIT)
@@ -202,7 +205,7 @@ async def log(request: web.Request) -> web.StreamResponse:
     found = await kube.get_plan(ns, name)
     if found is None:
         return _not_found(ns, name)
-    found = await cluster.full_report(kube, found)
+    found = await full_report(kube, found)
     for rec in view.plan_view(ns, found, [])["records"]:
         if rec["stepId"] == step and rec["output"] is not None:
             note = "the step's pod is gone: the output recorded in the report"
@@ -251,13 +254,13 @@ async def serve(kube: Kube, args: argparse.Namespace, ns: str) -> int:
     address, open it in a browser when there is one, and serve until interrupted."""
     if args.name and await kube.get_plan(ns, args.name) is None:
         sys.stderr.write(f"error: plan {args.name!r} not found in namespace {ns}\n")
-        return cluster.EXIT_INPUT
+        return EXIT_INPUT
     await kube.list_plans(ns, "")  # refused (RBAC, no CRD): said now, as the other verbs do
     try:
         sock = listen(args.port)
     except OSError as e:
         sys.stderr.write(f"error: --port {args.port}: cannot listen on 127.0.0.1: {e.strerror}\n")
-        return cluster.EXIT_INPUT
+        return EXIT_INPUT
     port = int(sock.getsockname()[1])
     runner = web.AppRunner(make_app(kube, ns, port), access_log=None, shutdown_timeout=2.0)
     await runner.setup()
@@ -273,15 +276,15 @@ async def serve(kube: Kube, args: argparse.Namespace, ns: str) -> int:
         await asyncio.Event().wait()
     finally:
         await runner.cleanup()
-    return cluster.EXIT_OK
+    return EXIT_OK
 
 
 def run(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         sys.stderr.write(f"error: --port {args.port}: a port is 0 (any free one) to 65535\n")
-        return cluster.EXIT_INPUT
+        return EXIT_INPUT
     try:
         return cluster.run(args, serve)
     except KeyboardInterrupt:
         sys.stderr.write("stopped\n")
-        return cluster.EXIT_OK
+        return EXIT_OK

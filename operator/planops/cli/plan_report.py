@@ -1,0 +1,33 @@
+"""A cluster Plan with its whole report: the status holds a bounded summary, the run's PlanReport
+objects every record (planops.reconciler.reports). Every verb that shows records reads this."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from planops.kube.client import Kube
+from planops.kube.manifests import PlanRef
+from planops.reconciler import reports
+
+
+async def full_report(kube: Kube, plan: dict[str, Any]) -> dict[str, Any]:
+    """The Plan with its whole report in status.report.steps: the status holds a summary (the
+    last records, their texts shortened), the run's PlanReport objects every record
+    (planops.reconciler.reports). A status without report objects is returned as it is."""
+    st = plan.get("status") or {}
+    rep = st.get("report") or {}
+    run = (st.get("run") or {}).get("id")
+    if not rep.get("reportObjects") or not run:
+        return plan
+    meta = plan["metadata"]
+    ref = PlanRef(meta["namespace"], meta["name"], meta["uid"], str(run))
+    listed = await kube.list_plan_reports(ref.namespace, reports.selector(ref))
+    steps = reports.records_json(listed, ref.uid, ref.run)
+    if len(steps) < int(rep.get("records") or 0):
+        sys.stderr.write(
+            f"warning: plan {ref.name}: its report objects hold {len(steps)} of its "
+            f"{rep.get('records')} records (kubectl get planreports -l {ref.selector()})\n"
+        )
+    whole = {**rep, "steps": steps, "stepsOmitted": 0}
+    return {**plan, "status": {**st, "report": whole}}

@@ -1,0 +1,199 @@
+"""The cluster verbs that show a Plan: get, describe, trace, logs (reads only, never a write)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any, TextIO
+
+import yaml
+
+from planops.api import PlanDocument, PlanSpec, parse_document
+from planops.cli import render, timeline
+from planops.cli.exit_codes import EXIT_INPUT, EXIT_OK
+from planops.cli.plan_report import full_report
+from planops.engine.report import parse_rfc3339
+from planops.kube.client import Kube
+from planops.kube.manifests import CONTAINER, LABEL_ATTEMPT, step_selector
+
+
+def _emit(obj: Any, fmt: str, out: TextIO | None = None) -> None:
+    out = out or sys.stdout  # looked up now: the stdout of the moment (redirected, captured)
+    if fmt == "json":
+        out.write(json.dumps(obj, indent=2) + "\n")
+    else:
+        out.write(yaml.safe_dump(obj, sort_keys=False))
+
+
+def _age(ts: str | None) -> str:
+    t = parse_rfc3339(ts)
+    if t is None:
+        return "-"
+    s = int(time.time() - t)
+    return f"{s}s" if s < 120 else f"{s // 60}m" if s < 7200 else f"{s // 3600}h"
+
+
+def _row(p: dict[str, Any]) -> list[str]:
+    st = p.get("status") or {}
+    return [
+        p["metadata"]["name"],
+        st.get("phase", ""),
+        st.get("progress", ""),
+        st.get("failedStep", ""),
+        st.get("duration", ""),
+        _age(p["metadata"].get("creationTimestamp")),
+    ]
+
+
+async def cmd_get(kube: Kube, args: argparse.Namespace, ns: str) -> int:
+    if args.name:
+        plan = await kube.get_plan(ns, args.name)
+        if plan is None:
+            sys.stderr.write(f"error: plan {args.name!r} not found in namespace {ns}\n")
+            return EXIT_INPUT
+        plans = [await full_report(kube, plan) if args.output != "table" else plan]
+    else:
+        plans = await kube.list_plans(ns, "")
+    if args.output != "table":
+        _emit(
+            plans[0] if args.name else {"apiVersion": "v1", "kind": "List", "items": plans},
+            args.output,
+        )
+        return EXIT_OK
+    if not plans:
+        print(f"No plans in namespace {ns}.")
+        return EXIT_OK
+    render.table(
+        [["NAME", "PHASE", "STEPS", "FAILED", "DURATION", "AGE"], *map(_row, plans)], sys.stdout
+    )
+    return EXIT_OK
+
+
+async def cmd_describe(kube: Kube, args: argparse.Namespace, ns: str) -> int:
+    plan = await kube.get_plan(ns, args.name)
+    if plan is None:
+        sys.stderr.write(f"error: plan {args.name!r} not found in namespace {ns}\n")
+        return EXIT_INPUT
+    plan = await full_report(kube, plan)
+    st = plan.get("status") or {}
+    cond = (st.get("conditions") or [{}])[0]
+    print(
+        f"Name:       {args.name}\nNamespace:  {ns}\n"
+        f"Capsule:    {plan['spec'].get('capsule', 'default')}"
+    )
+    print(
+        f"Phase:      {st.get('phase', '(not reconciled yet)')}  ({cond.get('reason', '')}: "
+        f"{cond.get('message', '')})"
+    )
+    run = st.get("run") or {}
+    print(
+        f"Run:        {run.get('id', '-')} (generation {run.get('generation', '-')})  "
+        f"started {st.get('startedAt', '-')}  duration {st.get('duration', '-')}"
+    )
+    if st.get("errors"):
+        print(f"\nValidation errors ({st.get('errorCount', len(st['errors']))}):")
+        for e in st["errors"]:
+            where = f"step {e['step']!r}, " if e.get("step") else ""
+            print(f"  - [{e['code']}] {where}{e['path']}: {e['message']}")
+    for ask in st.get("asks") or []:
+        fields = ", ".join((ask.get("outputSchema") or {}).get("properties") or {})
+        print(
+            f"\nWaiting for an answer: step {ask['stepId']}: {ask.get('prompt')}\n"
+            f"  kubectl plan answer {args.name} {ask['stepId']} --set KEY=VALUE  (fields: "
+            f"{fields}) or --decline; until {ask.get('deadline')}, then whenUnanswered: "
+            f"{ask.get('whenUnanswered', 'fail')}"
+        )
+    report = st.get("report") or {}
+    if report.get("steps"):
+        print("\nSteps (in the order they settled):")
+        rows = [["STEP", "STATUS", "ATTEMPTS", "STARTED", "FINISHED", "DETAIL"]]
+        for s in report["steps"]:
+            detail = (
+                render.first_line(s.get("error"))
+                if s.get("error")
+                else render.first_line(s.get("output"))
+            )
+            rows.append(
+                [
+                    s["stepId"],
+                    s["status"],
+                    str(s.get("attempts", "")),
+                    s.get("startedAt") or "-",
+                    s.get("finishedAt") or "-",
+                    detail,
+                ]
+            )
+        render.table(rows, sys.stdout)
+    events = timeline.order(await kube.list_events(ns, args.name), _spec(plan))[-10:]
+    if events:
+        print("\nRecent events:")
+        render.table(
+            [
+                ["TYPE", "REASON", "MESSAGE"],
+                *[
+                    [
+                        e.get("type", ""),
+                        e.get("reason", ""),
+                        render.first_line(e.get("message"), 90),
+                    ]
+                    for e in events
+                ],
+            ],
+            sys.stdout,
+        )
+    return EXIT_OK
+
+
+def _spec(plan: dict[str, Any] | None) -> PlanSpec | None:
+    """The Plan's spec, when it can be read (it orders the Plan's events: cli/timeline.py)."""
+    doc, _ = parse_document(plan) if plan is not None else (None, [])
+    return doc.spec if isinstance(doc, PlanDocument) else None
+
+
+async def cmd_trace(kube: Kube, args: argparse.Namespace, ns: str) -> int:
+    plan = await kube.get_plan(ns, args.name)  # None: the Plan is gone, its events remain
+    events = timeline.order(await kube.list_events(ns, args.name), _spec(plan))
+    if args.output != "table":
+        _emit(
+            [{k: e.get(k) for k in ("eventTime", "type", "reason", "message")} for e in events],
+            args.output,
+        )
+        return EXIT_OK
+    rows = [["TIME", "TYPE", "REASON", "MESSAGE"]]
+    rows += [
+        [timeline.shown_time(e), e.get("type", ""), e.get("reason", ""), e.get("message", "")]
+        for e in events
+    ]
+    render.table(rows, sys.stdout)
+    return EXIT_OK
+
+
+def newest_attempt(pod: dict[str, Any]) -> tuple[int, str]:
+    """Sort key: the attempt (a label edited into a non-number counts as 0), then the age."""
+    meta = pod.get("metadata") or {}
+    attempt = str((meta.get("labels") or {}).get(LABEL_ATTEMPT, ""))
+    number = int(attempt) if attempt.isascii() and attempt.isdigit() else 0
+    return number, str(meta.get("creationTimestamp") or "")
+
+
+async def cmd_logs(kube: Kube, args: argparse.Namespace, ns: str) -> int:
+    pods = await kube.list_pods(ns, step_selector(args.name, args.step, args.attempt or None))
+    if pods:
+        pods.sort(key=newest_attempt)
+        sys.stdout.write(await kube.read_log(ns, pods[-1]["metadata"]["name"], CONTAINER, 64 << 20))
+        return EXIT_OK
+    plan = await kube.get_plan(ns, args.name)  # the pod is gone: the recorded output remains
+    plan = await full_report(kube, plan) if plan is not None else None
+    for s in ((plan or {}).get("status") or {}).get("report", {}).get("steps", []):
+        if s["stepId"] == args.step:
+            sys.stderr.write(
+                "note: the step's pod is gone; showing the output recorded in the report\n"
+            )
+            sys.stdout.write(s.get("output") or "")
+            return EXIT_OK
+    sys.stderr.write(
+        f"error: no pod and no recorded output for step {args.step!r} of plan {args.name!r}\n"
+    )
+    return EXIT_INPUT

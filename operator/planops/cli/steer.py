@@ -1,0 +1,90 @@
+"""The cluster verbs that steer a running Plan: rerun, cancel, answer. Each writes one annotation
+on the Plan, which the operator acts on (it checks an answer again)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from planops.cli.exit_codes import EXIT_INPUT, EXIT_OK
+from planops.engine import control
+from planops.kube.client import Kube
+from planops.kube.manifests import ANNOTATION_CANCEL, ANNOTATION_RERUN, answer_annotation
+
+
+async def _annotate(kube: Kube, ns: str, name: str, key: str, value: str) -> int:
+    if await kube.get_plan(ns, name) is None:
+        sys.stderr.write(f"error: plan {name!r} not found in namespace {ns}\n")
+        return EXIT_INPUT
+    await kube.patch_plan(ns, name, {"metadata": {"annotations": {key: value}}})
+    return EXIT_OK
+
+
+async def cmd_rerun(kube: Kube, args: argparse.Namespace, ns: str) -> int:
+    token = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    rc = await _annotate(kube, ns, args.name, ANNOTATION_RERUN, token)
+    if rc == EXIT_OK:
+        print(f"plan {args.name}: re-run {token} requested")
+    return rc
+
+
+async def cmd_cancel(kube: Kube, args: argparse.Namespace, ns: str) -> int:
+    rc = await _annotate(
+        kube,
+        ns,
+        args.name,
+        ANNOTATION_CANCEL,
+        f"kubectl plan cancel at {time.strftime('%H:%M:%SZ', time.gmtime())}",
+    )
+    if rc == EXIT_OK:
+        print(f"plan {args.name}: cancel requested")
+    return rc
+
+
+async def cmd_answer(kube: Kube, args: argparse.Namespace, ns: str) -> int:
+    """Check the answer against the waiting question's schema here (exit 2 with the reason),
+    then write it as an annotation naming the run; the operator checks it again."""
+    plan = await kube.get_plan(ns, args.name)
+    if plan is None:
+        sys.stderr.write(f"error: plan {args.name!r} not found in namespace {ns}\n")
+        return EXIT_INPUT
+    st = plan.get("status") or {}
+    waiting = {a["stepId"]: a for a in st.get("asks") or []}
+    ask = waiting.get(args.step)
+    if ask is None:
+        what = ", ".join(waiting) or "none"
+        sys.stderr.write(
+            f"error: step {args.step!r} of plan {args.name} is not waiting for an answer "
+            f"(waiting: {what})\n"
+        )
+        return EXIT_INPUT
+    value: dict[str, Any] = {"run": (st.get("run") or {}).get("id")}
+    if args.decline:
+        value["declined"] = True
+    else:
+        schema = ask.get("outputSchema") or {}
+        answer: dict[str, Any] = {}
+        for item in args.set:
+            key, sep, text = item.partition("=")
+            try:
+                if not sep:
+                    raise ValueError(f"--set {item!r}: expected KEY=VALUE")
+                answer[key] = control.coerce_answer(schema, key, text)
+            except ValueError as e:
+                sys.stderr.write(f"error: {e}\n")
+                return EXIT_INPUT
+        problem = control.answer_problem(schema, answer)
+        if problem:
+            sys.stderr.write(f"error: the answer does not fit the question: {problem}\n")
+            return EXIT_INPUT
+        value["answer"] = answer
+    await kube.patch_plan(
+        ns,
+        args.name,
+        {"metadata": {"annotations": {answer_annotation(args.step): json.dumps(value)}}},
+    )
+    print(f"plan {args.name}: step {args.step} " + ("declined" if args.decline else "answered"))
+    return EXIT_OK
