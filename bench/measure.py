@@ -1,7 +1,7 @@
 """What the benches measure with, on the test cluster: who asks the API server how much (each
 client its own identity, classified by a FlowSchema of its own, counted by the API server's
 `apiserver_flowcontrol_dispatched_requests_total`), the operator started so that it is counted,
-and a process's CPU and memory from /proc. Shared by bench/vs_argo.py and bench/scale.py.
+and a process's CPU and memory from /proc. Shared by bench/vs_peers.py and bench/scale.py.
 """
 
 from __future__ import annotations
@@ -54,6 +54,8 @@ class Cluster:
         self.server = json.loads(self.kube.run("config", "view", "--raw", "-o", "json").stdout)[
             "clusters"
         ][0]["cluster"]["server"]
+        # what identity() and classify() made cluster-wide, for remove_made()
+        self.made: list[tuple[str, str]] = []
 
     def identity(self, user: str, namespace: str = "default") -> str:
         """A kubeconfig for a client certificate of `user` (bound to cluster-admin): one
@@ -137,7 +139,22 @@ class Cluster:
                 ],
             }
         )
+        self._made("clusterrolebinding", f"bench-{user}")
         return str(out)
+
+    def _made(self, kind: str, name: str) -> None:
+        if (kind, name) not in self.made:
+            self.made.append((kind, name))
+
+    def remove_made(self) -> None:
+        """Deletes what identity() and classify() made cluster-wide (a shared cluster keeps no
+        trace of a bench): FlowSchemas before their priority level."""
+        order = ("flowschema", "prioritylevelconfiguration", "clusterrolebinding")
+        for kind in order:
+            names = [n for k, n in self.made if k == kind]
+            if names:
+                self.kube.run("delete", kind, *names, "--ignore-not-found", check=False)
+        self.made.clear()
 
     def classify(self, name: str, subjects: list[dict[str, Any]]) -> None:
         """A FlowSchema (and a priority level with room enough to never queue) for `subjects`:
@@ -182,6 +199,8 @@ class Cluster:
                 },
             }
         )
+        self._made("prioritylevelconfiguration", "bench")
+        self._made("flowschema", name)
 
     def requests(self) -> dict[str, float]:
         """Requests dispatched so far, by FlowSchema (the API server's own counter)."""
