@@ -219,6 +219,8 @@ def main(sides: str = ",".join(SIDES)) -> None:
     try:
         for name in chosen:
             result[name] = measure(makers[name](), cluster, args)
+            # each side's figures as soon as they are taken: a later side's failure keeps them
+            progress(f"{name}: {json.dumps(result[name], sort_keys=True)}")
     finally:
         cluster.remove_made()
     result = with_ratios(result)
