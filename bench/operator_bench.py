@@ -70,7 +70,7 @@ def wait_all(kube: Kube, ns: str, n: int, phase: str, timeout: float) -> float:
 
 def dispatch_latency(kube: Kube, ns: str, chain: int) -> list[float]:
     """Watch the chain's pods; for each step k > 0: time(pod k ADDED) - time(pod k-1 seen
-    Succeeded), as bench/vs_argo.py measures it (the operator settles a step on its pod's
+    Succeeded), as bench/vs_peers.py measures it (the operator settles a step on its pod's
     success, not on the Job controller's Complete, which comes about a second later)."""
     seen_done: dict[str, float] = {}
     added: dict[str, float] = {}
