@@ -3,12 +3,14 @@
 planops-operator [--namespace NS ...|--all-namespaces] [--metrics-port 9090]
                  [--health-port 8080] [--json-logs] [--peering NAME] [--kubeconfig FILE]
                  [--leader-elect [--leader-election-id ID] [--leader-election-namespace NS]]
+                 [--archive [--archive-queue N]]   (DSN in env PLANOPS_ARCHIVE_DSN)
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -120,6 +122,20 @@ def _parser() -> argparse.ArgumentParser:
     election.add_argument("--leader-elect-lease-duration", type=_seconds, default=15.0)
     election.add_argument("--leader-elect-renew-deadline", type=_seconds, default=10.0)
     election.add_argument("--leader-elect-retry-period", type=_seconds, default=2.0)
+    archive = p.add_argument_group("the archive of finished runs (PostgreSQL; docs/runs.md)")
+    archive.add_argument(
+        "--archive",
+        action="store_true",
+        help=f"write each finished run to PostgreSQL; the DSN from env {ARCHIVE_DSN_ENV} "
+        "(never a flag: a pod's args are readable by more than its Secrets)",
+    )
+    archive.add_argument(
+        "--archive-queue",
+        type=_bounded(1, 1_000_000),
+        default=10_000,
+        help="finished runs queued at most while the database is slow or down (more are found "
+        "again from the cluster at the next resync)",
+    )
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -155,6 +171,7 @@ def _seconds(text: str) -> float:
     return value
 
 
+ARCHIVE_DSN_ENV = "PLANOPS_ARCHIVE_DSN"
 SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
@@ -198,6 +215,8 @@ def main(argv: list[str] | None = None, *, run: Callable[..., Any] | None = None
     args = parser.parse_args(argv)
     if args.webhook_port and not (args.webhook_cert and args.webhook_key):
         parser.error("--webhook-port needs --webhook-cert and --webhook-key")
+    if args.archive and not os.environ.get(ARCHIVE_DSN_ENV):
+        parser.error(f"--archive needs the database's DSN in env {ARCHIVE_DSN_ENV}")
     from planops.kube.leader import Timing  # noqa: PLC0415
 
     try:
@@ -244,6 +263,8 @@ def main(argv: list[str] | None = None, *, run: Callable[..., Any] | None = None
     CONFIG.lease_duration = args.leader_elect_lease_duration
     CONFIG.renew_deadline = args.leader_elect_renew_deadline
     CONFIG.retry_period = args.leader_elect_retry_period
+    CONFIG.archive_dsn = os.environ[ARCHIVE_DSN_ENV] if args.archive else None
+    CONFIG.archive_queue = args.archive_queue
     import planops.handlers  # noqa: F401, PLC0415 - registers the handlers
     from planops.handlers import kopf_fixes  # noqa: PLC0415
 

@@ -83,6 +83,40 @@ status_patches = Counter(
     "planops_status_patches_total", "Status patches written.", registry=REGISTRY
 )
 
+archive_pending = Gauge(
+    "planops_archive_pending_runs",
+    "Finished runs waiting in the archive's queue (growing while the database is down).",
+    registry=REGISTRY,
+)
+archive_up = Gauge(
+    "planops_archive_database_up",
+    "1 when the archive's last write reached PostgreSQL, 0 when it failed.",
+    registry=REGISTRY,
+)
+archive_runs = Counter(
+    "planops_archive_runs_total",
+    "Runs archived, by result: written, or already there (a retry after a restart).",
+    ["result"],
+    registry=REGISTRY,
+)
+archive_failures = Counter(
+    "planops_archive_failures_total",
+    "Archive writes that failed (the run stays queued and is written again), by kind.",
+    ["kind"],
+    registry=REGISTRY,
+)
+archive_overflow = Counter(
+    "planops_archive_overflow_total",
+    "Finished runs not queued because the queue was full (found again by the next sweep).",
+    registry=REGISTRY,
+)
+archive_write = Histogram(
+    "planops_archive_write_seconds",
+    "Duration of one run's archive write (the row, then the Plan's annotation).",
+    buckets=_FAST,
+    registry=REGISTRY,
+)
+
 
 def serve(port: int, address: str = "0.0.0.0") -> None:
     start_http_server(port, addr=address, registry=REGISTRY)

@@ -107,6 +107,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     memo.runs = RunObjects(LABEL_PLAN, LABEL_RUN)
     memo.poster = Poster(kube)
     memo.poster.start()
+    memo.archiver = _archiver(kube, memo.plans, memo.poster, gate)
     memo.reconciler = Reconciler(
         kube,
         CONFIG.policy,
@@ -133,6 +134,27 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     metrics.leader.set(0 if memo.elector else 1)
 
 
+def _archiver(kube: Kube, plans: WatchCache, poster: Poster, gate: asyncio.Event | None) -> Any:
+    """The archive's writers (planops.archive), when it is on: imported only then (the database
+    driver is no part of an operator without it)."""
+    if not CONFIG.archive_dsn:
+        return None
+    from planops.archive.queue import Archiver  # noqa: PLC0415
+    from planops.archive.store import Store  # noqa: PLC0415
+
+    dsn = CONFIG.archive_dsn
+    archiver = Archiver(
+        lambda: Store.connect(dsn),
+        kube,
+        plans,
+        events=poster,
+        gate=gate,
+        capacity=CONFIG.archive_queue,
+    )
+    archiver.start()
+    return archiver
+
+
 def _lead(memo: kopf.Memo, leading: bool) -> None:
     """Leadership changed: open or close the queues' gate. A new leader looks at everything it
     knows at once (what changed while it followed is already queued)."""
@@ -144,6 +166,8 @@ def _lead(memo: kopf.Memo, leading: bool) -> None:
     memo.gate.set()
     for key in list(memo.active):
         memo.queue.put(key)
+    if memo.archiver is not None:  # finished runs not archived yet, as the cluster says
+        memo.archiver.sweep()
     for key in list(memo.scheduled):
         memo.schedules.put(key)
     for name in list(memo.cluster_schedules):
@@ -155,6 +179,8 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     memo.resync.cancel()
     await memo.queue.stop()
     await memo.schedules.stop()
+    if memo.archiver is not None:
+        await memo.archiver.stop()  # what is queued is found again from the cluster
     await memo.poster.stop()  # what the last reconciles decided is told before the end
     if memo.campaign is not None:
         memo.campaign.cancel()
@@ -170,6 +196,8 @@ async def _resync(memo: kopf.Memo) -> None:
         for key in list(memo.active):
             memo.reconciler.check(*key)  # a real list this time: nothing the watch missed stays
             memo.queue.put(key)
+        if memo.archiver is not None:  # runs the full queue did not take are found again
+            memo.archiver.sweep()
 
 
 @kopf.on.event(GROUP, VERSION, "plans")
@@ -182,6 +210,8 @@ async def plan_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_
     else:
         memo.active.add((ns, name))
     memo.plans.seen(event["type"], dict(event["object"]))
+    if finished and memo.archiver is not None and event["type"] != "DELETED":
+        memo.archiver.offer(dict(event["object"]))  # never waits: the archive's own writers
     if event["type"] == "DELETED":
         memo.reconciler.forget(ns, name)
     elif not memo.reconciler.own_write(ns, name, meta.get("resourceVersion")):

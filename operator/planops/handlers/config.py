@@ -29,6 +29,8 @@ class Config:
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
+    archive_dsn: str | None = None  # planops.archive: PostgreSQL's DSN (None: no archive)
+    archive_queue: int = 10_000  # finished runs queued at most for the archive
 
 
 CONFIG = Config()

@@ -102,6 +102,10 @@ class WatchCache:
         """The object as last seen, or None when the cache has not seen it (ask the API)."""
         return self._objects.get((namespace, name))
 
+    def values(self) -> list[Obj]:
+        """Every object held (a copy of the list: the watch may change the cache meanwhile)."""
+        return list(self._objects.values())
+
 
 RunKey = tuple[str, str, str]  # namespace, the Plan's label value, run id
 

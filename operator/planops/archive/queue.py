@@ -1,0 +1,275 @@
+"""The archive's writer: finished runs queued in memory and written to PostgreSQL by a few
+tasks of their own, so a reconcile never waits for the database.
+
+`offer` is what the Plan watch calls: synchronous, O(1), never blocking. The queue holds keys
+only (namespace, name); a writer reads the Plan from the watch cache when its turn comes, so
+the queue costs a few bytes a run, and a Plan re-run meanwhile is archived as it is then. It is
+bounded: past `capacity`, a run is not queued but counted (planops_archive_overflow_total), and
+`sweep` (the operator's resync, and each leadership start) finds it again in the watch cache,
+since a run not yet archived is one whose Plan lacks the annotation `planops.dev/archived` with
+its run id. That annotation is written only after the row commits, and the row is written with
+ON CONFLICT DO NOTHING: a crash between the two writes the row again as a no-op, so a restart or
+a new leader neither loses a run nor doubles one.
+
+While the database is down, the writers retry with a capped backoff, the run stays at the head
+of the queue, planops_archive_database_up is 0, and each Plan whose run waits gets one Warning
+Event `ArchivePending`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Protocol
+
+from planops import metrics
+from planops.archive.row import needs_report_objects, pending_run, row
+from planops.archive.store import DatabaseError, Store
+from planops.kube.client import ApiError
+from planops.kube.events import event
+from planops.kube.leader import NotLeading
+from planops.kube.manifests import ANNOTATION_ARCHIVED, PlanRef
+from planops.reconciler import reports
+
+log = logging.getLogger("planops.archive")
+
+Key = tuple[str, str]
+#: runs queued at most (keys only: a few hundred bytes each)
+CAPACITY = 10_000
+WRITERS = 2
+#: the longest wait between two tries while the database is down
+RETRY_MAX = 5.0
+#: runs remembered as just archived (the watch shows the annotation a little later)
+DONE_KEPT = 10_000
+
+
+class Plans(Protocol):
+    """Where the writers read Plans: the operator's watch cache."""
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    def values(self) -> Iterable[dict[str, Any]]: ...
+
+
+class Cluster(Protocol):
+    """What the writers ask of the API server (planops.kube.client.Kube)."""
+
+    async def list_plan_reports(self, namespace: str, selector: str) -> list[dict[str, Any]]: ...
+
+    async def patch_plan(self, namespace: str, name: str, patch: dict[str, Any]) -> Any: ...
+
+
+class EventSink(Protocol):
+    def put(self, namespace: str, body: dict[str, Any]) -> None: ...
+
+
+class Archiver:
+    def __init__(
+        self,
+        connect: Callable[[], Awaitable[Store]],
+        kube: Cluster,
+        plans: Plans,
+        *,
+        events: EventSink | None = None,
+        gate: asyncio.Event | None = None,
+        capacity: int = CAPACITY,
+        writers: int = WRITERS,
+        retry_max: float = RETRY_MAX,
+    ) -> None:
+        self.connect = connect
+        self.kube = kube
+        self.plans = plans
+        self.events = events
+        self.gate = gate
+        self.capacity = capacity
+        self.writers = writers
+        self.retry_max = retry_max
+        self.queue: OrderedDict[Key, None] = OrderedDict()
+        self._ready = asyncio.Event()
+        self._busy: set[Key] = set()
+        self._done: OrderedDict[tuple[str, str], None] = OrderedDict()  # (uid, run)
+        self._told: set[tuple[str, str]] = set()  # (uid, run) with an ArchivePending Event
+        self._migrated = asyncio.Lock()
+        self._schema_ready = False
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # -- what the handlers call (never blocks) ------------------------------------------------
+
+    def offer(self, plan: dict[str, Any]) -> bool:
+        """Queue the Plan's run if it is finished and not archived; True when queued (or already
+        there)."""
+        run = pending_run(plan)
+        meta = plan.get("metadata") or {}
+        if run is None or (str(meta.get("uid")), run) in self._done:
+            return False
+        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        if key not in self.queue:
+            if len(self.queue) >= self.capacity:
+                metrics.archive_overflow.inc()
+                return False
+            self.queue[key] = None
+            metrics.archive_pending.set(len(self.queue))
+        self._ready.set()
+        return True
+
+    def sweep(self) -> int:
+        """Offer every Plan the watch cache holds (the queue rebuilt from the cluster); how many
+        runs were queued."""
+        return sum(1 for plan in list(self.plans.values()) if self.offer(plan))
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._tasks = [asyncio.create_task(self._write_loop()) for _ in range(self.writers)]
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+
+    async def drained(self, timeout: float) -> bool:
+        """Wait until nothing is queued or being written (tests, benchmarks)."""
+        deadline = time.monotonic() + timeout
+        while self.queue or self._busy:
+            if time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(0.05)
+        return True
+
+    # -- the writers ----------------------------------------------------------------------------
+
+    async def _next(self) -> Key:
+        while True:
+            if self.gate is not None:
+                await self.gate.wait()  # only the leader writes
+            for key in self.queue:
+                if key not in self._busy:
+                    del self.queue[key]
+                    metrics.archive_pending.set(len(self.queue))
+                    self._busy.add(key)
+                    return key
+            self._ready.clear()
+            await self._ready.wait()
+
+    async def _write_loop(self) -> None:
+        store: Store | None = None
+        backoff = 0.2
+        while True:
+            key = await self._next()
+            try:
+                if store is None or store.closed:
+                    store = await self._open()
+                await self._archive(store, key)
+                backoff = 0.2
+                metrics.archive_up.set(1)
+            except asyncio.CancelledError:
+                self._requeue(key)
+                if store is not None:
+                    await store.close()
+                raise
+            except DatabaseError as e:
+                metrics.archive_up.set(0)
+                metrics.archive_failures.labels("database").inc()
+                self._tell(key, e)
+                self._requeue(key)
+                if store is not None:
+                    await _close_quietly(store)
+                store = None
+                log.warning("archive: %s/%s: %s: %s", *key, type(e).__name__, e)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, self.retry_max)
+            except NotLeading:
+                self._requeue(key)  # the next leader writes it (the gate is closing)
+            except ApiError as e:
+                metrics.archive_failures.labels("api").inc()
+                self._requeue(key, front=False)
+                log.warning("archive: %s/%s: the cluster answered %s: %s", *key, e.status, e)
+                await asyncio.sleep(1.0)
+            except Exception:
+                metrics.archive_failures.labels("unexpected").inc()
+                self._requeue(key, front=False)
+                log.exception("archive: %s/%s: unexpected error", *key)
+                await asyncio.sleep(1.0)
+            finally:
+                self._busy.discard(key)
+
+    async def _open(self) -> Store:
+        store = await self.connect()
+        if not self._schema_ready:
+            async with self._migrated:
+                if not self._schema_ready:
+                    applied = await store.migrate()
+                    if applied:
+                        log.info("archive: schema migrations applied: %s", applied)
+                    self._schema_ready = True
+        return store
+
+    def _requeue(self, key: Key, front: bool = True) -> None:
+        if key not in self.queue:
+            self.queue[key] = None
+            if front:
+                self.queue.move_to_end(key, last=False)
+            metrics.archive_pending.set(len(self.queue))
+        self._ready.set()
+
+    async def _archive(self, store: Store, key: Key) -> None:
+        ns, name = key
+        plan = self.plans.get(ns, name)
+        if plan is None:  # deleted before its turn (its PlanReports went with it)
+            log.warning("archive: plan %s/%s was deleted before its run was archived", ns, name)
+            return
+        run = pending_run(plan)
+        if run is None:
+            return
+        meta = plan["metadata"]
+        uid = str(meta.get("uid"))
+        started = time.monotonic()
+        records = None
+        if needs_report_objects(plan):
+            ref = PlanRef(ns, name, uid, run)
+            listed = await self.kube.list_plan_reports(ns, reports.selector(ref))
+            records = reports.records_json(listed, uid, run)
+        written = await store.write(row(plan, records))
+        try:
+            await self.kube.patch_plan(
+                ns, name, {"metadata": {"uid": uid, "annotations": {ANNOTATION_ARCHIVED: run}}}
+            )
+        except ApiError as e:
+            if not (e.not_found or e.status == 409):  # gone, or another Plan by that name now
+                raise
+        metrics.archive_write.observe(time.monotonic() - started)
+        metrics.archive_runs.labels("written" if written else "already").inc()
+        self._done[(uid, run)] = None
+        if len(self._done) > DONE_KEPT:
+            self._done.popitem(last=False)
+        self._told.discard((uid, run))
+
+    def _tell(self, key: Key, error: Exception) -> None:
+        """One Warning Event per waiting run: its Plan says why it is not archived yet."""
+        plan = self.plans.get(*key)
+        run = pending_run(plan) if plan is not None else None
+        if plan is None or run is None or self.events is None:
+            return
+        told = (str(plan["metadata"].get("uid")), run)
+        if told in self._told:
+            return
+        if len(self._told) >= self.capacity:
+            self._told.clear()
+        self._told.add(told)
+        message = (
+            f"run {run} is not archived yet: the archive database is unavailable "
+            f"({type(error).__name__}: {str(error)[:300]}); it stays queued and is written "
+            "when the database is back"
+        )
+        self.events.put(key[0], event(plan, "ArchivePending", message, warning=True))
+
+
+async def _close_quietly(store: Store) -> None:
+    try:
+        await store.close()
+    except Exception as e:  # a broken connection: closing it can fail too
+        log.debug("archive: closing a broken connection: %s", e)

@@ -1,0 +1,146 @@
+"""What a finished run becomes in the archive: one row, computed from the Plan as the cluster
+holds it (its status, with every record from its PlanReports). Pure: no database, no API.
+
+A Plan's run is archived once its phase is Succeeded or Failed. After its row commits, the
+operator writes the annotation `planops.dev/archived: <run id>` on the Plan, so the run is not
+archived again, and a run whose Plan lacks that annotation (a restart, a new leader, a database
+that was down) is found again from the cluster: `pending_run` is that question.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from planops.engine.policy import DEFAULT_CAPSULE
+from planops.engine.report import parse_rfc3339
+from planops.kube.manifests import (
+    ANNOTATION_ARCHIVED,
+    LABEL_CLUSTER_SCHEDULED_BY,
+    LABEL_PARENT,
+    LABEL_SCHEDULED_BY,
+    full_value,
+)
+
+#: the phases that end a run (Invalid does not: a Capsule created later starts it)
+FINISHED = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One finished run, as the table `planops_runs` holds it."""
+
+    plan_uid: str
+    run_id: str
+    namespace: str
+    name: str
+    generation: int | None
+    phase: str
+    capsule: str
+    created_by: str | None
+    labels: dict[str, str]
+    spec_digest: str | None
+    spec: dict[str, Any] | None
+    inputs: dict[str, Any] | None
+    report: dict[str, Any]
+    failed_step: str | None
+    started_at: float | None
+    finished_at: float | None
+    duration_seconds: float | None
+
+
+def run_of(plan: dict[str, Any]) -> str | None:
+    """The id of the Plan's current run, if it has one."""
+    run = ((plan.get("status") or {}).get("run") or {}).get("id")
+    return run if isinstance(run, str) and run else None
+
+
+def pending_run(plan: dict[str, Any]) -> str | None:
+    """The run id when the Plan's current run is finished and not yet archived, else None."""
+    status = plan.get("status") or {}
+    run = run_of(plan)
+    if run is None or status.get("phase") not in FINISHED:
+        return None
+    annotations = (plan.get("metadata") or {}).get("annotations") or {}
+    return None if annotations.get(ANNOTATION_ARCHIVED) == run else run
+
+
+def archived(plan: dict[str, Any]) -> bool:
+    """Whether the Plan's current run, finished, is in the archive: what a clean-up of finished
+    Plans (a TTL) must ask before it deletes one while the archive is on."""
+    status = plan.get("status") or {}
+    return status.get("phase") in FINISHED and pending_run(plan) is None
+
+
+def needs_report_objects(plan: dict[str, Any]) -> bool:
+    """Whether the run's records are in PlanReport objects (else the status holds them all)."""
+    report = (plan.get("status") or {}).get("report") or {}
+    return bool(report.get("reportObjects"))
+
+
+def spec_digest(spec: dict[str, Any]) -> str:
+    """sha256 of the spec as canonical JSON (sorted keys, no spaces): equal specs, equal digests."""
+    text = json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def created_by(meta: dict[str, Any]) -> str | None:
+    """Who made the Plan, when the cluster says: a parent Plan's capsule step or a schedule.
+    (The API server does not record the user who created an object.)"""
+    if parent := full_value(meta, LABEL_PARENT):
+        return f"plan/{parent}"
+    if schedule := full_value(meta, LABEL_SCHEDULED_BY):
+        return f"scheduledplan/{schedule}"
+    if schedule := full_value(meta, LABEL_CLUSTER_SCHEDULED_BY):
+        return f"clusterscheduledplan/{schedule}"
+    return None
+
+
+def row(plan: dict[str, Any], records: list[dict[str, Any]] | None = None) -> Row:
+    """The row of the Plan's finished run. `records` are every record of the run (from its
+    PlanReports) when the status holds only the last ones; None when the status holds all.
+
+    The spec is the Plan's as it is now: when it changed after the run started (the status's
+    run generation is not the object's), the run's own spec is gone from the cluster, so none is
+    recorded rather than the wrong one."""
+    meta = plan.get("metadata") or {}
+    status = plan.get("status") or {}
+    run = status.get("run") or {}
+    run_id = run_of(plan)
+    if run_id is None or status.get("phase") not in FINISHED:
+        raise ValueError(f"plan {meta.get('name')!r} has no finished run")
+    generation = run.get("generation")
+    same_spec = generation is None or generation == meta.get("generation")
+    spec = plan.get("spec") if same_spec and isinstance(plan.get("spec"), dict) else None
+    report = dict(status.get("report") or {})
+    if records is not None:
+        report["steps"] = records
+        report["stepsOmitted"] = 0
+    started, finished = (
+        parse_rfc3339(status.get("startedAt")),
+        parse_rfc3339(status.get("finishedAt")),
+    )
+    labels = meta.get("labels") or {}
+    return Row(
+        plan_uid=str(meta.get("uid") or ""),
+        run_id=run_id,
+        namespace=str(meta.get("namespace") or ""),
+        name=str(meta.get("name") or ""),
+        generation=generation if isinstance(generation, int) else None,
+        phase=str(status["phase"]),
+        capsule=str((plan.get("spec") or {}).get("capsule") or DEFAULT_CAPSULE),
+        created_by=created_by(meta),
+        labels={str(k): str(v) for k, v in labels.items()},
+        spec_digest=spec_digest(spec) if spec is not None else None,
+        spec=spec,
+        inputs=spec.get("input") if spec is not None else None,
+        report=report,
+        failed_step=status.get("failedStep") or report.get("failedStep"),
+        started_at=started,
+        finished_at=finished,
+        duration_seconds=finished - started
+        if started is not None and finished is not None
+        else None,
+    )
