@@ -16,12 +16,13 @@ import argparse
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from planops import __version__
 from planops.api import PlanDocument
-from planops.cli import cluster_args, render
+from planops.cli import cluster_args, history, render
 from planops.cli.inputs import (
     InputError,
     Loaded,
@@ -85,6 +86,7 @@ def _parser() -> argparse.ArgumentParser:
         "one, a terminal gets a prompt; otherwise whenUnanswered applies",
     )
     cluster_args.add_parsers(sub)
+    history.add_parser(sub)
     g = sub.add_parser(
         "graph", help="a plan's DAG: a file as validated, or a Plan in the cluster with its status"
     )
@@ -362,6 +364,8 @@ def _main(argv: list[str] | None) -> int:
         from planops.cli.ui import server  # noqa: PLC0415 - aiohttp's server: this verb only
 
         return server.run(args)
+    if args.command == "history":
+        return history.run(args, time.time())
     from planops.cli import cluster  # noqa: PLC0415 - the Kubernetes client: cluster verbs only
 
     return cluster.run(args)
