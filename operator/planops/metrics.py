@@ -112,7 +112,7 @@ archive_overflow = Counter(
 )
 archive_write = Histogram(
     "planops_archive_write_seconds",
-    "Duration of one run's archive write (the row, then the Plan's annotation).",
+    "Duration of one run's archive write (the row, then the Plan's status).",
     buckets=_FAST,
     registry=REGISTRY,
 )

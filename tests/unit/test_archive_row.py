@@ -13,14 +13,14 @@ from planops import metrics
 from planops.archive.queue import Archiver
 from planops.archive.row import archived, pending_run, row, spec_digest
 from planops.kube.cache import WatchCache
-from planops.kube.manifests import ANNOTATION_ARCHIVED, LABEL_SCHEDULED_BY
+from planops.kube.manifests import LABEL_SCHEDULED_BY
 
 
 def plan(
     name: str = "p",
     phase: str = "Succeeded",
     run: str = "abc123",
-    annotations: dict[str, str] | None = None,
+    archived_run: str | None = None,
     generation: int = 1,
     run_generation: int = 1,
     **status: Any,
@@ -34,7 +34,7 @@ def plan(
             "uid": f"uid-{name}",
             "generation": generation,
             "labels": {"app": "x"},
-            "annotations": annotations or {},
+            "annotations": {},
         },
         "spec": {"capsule": "builders", "input": {"n": 3}, "steps": [{"id": "a", "shell": "true"}]},
         "status": {
@@ -50,21 +50,22 @@ def plan(
                 "records": 1,
                 "stepsOmitted": 0,
             },
+            **({"archived": archived_run} if archived_run else {}),
             **status,
         },
     }
 
 
-def test_a_finished_run_without_its_annotation_is_pending_and_with_it_is_archived():
+def test_a_finished_run_is_pending_until_its_status_says_it_is_archived():
     assert pending_run(plan()) == "abc123"
     assert not archived(plan())
-    done = plan(annotations={ANNOTATION_ARCHIVED: "abc123"})
+    done = plan(archived_run="abc123")
     assert pending_run(done) is None
     assert archived(done)
 
 
 def test_a_rerun_is_pending_again_though_an_earlier_run_was_archived():
-    assert pending_run(plan(run="new", annotations={ANNOTATION_ARCHIVED: "old"})) == "new"
+    assert pending_run(plan(run="new", archived_run="old")) == "new"
 
 
 @pytest.mark.parametrize("phase", ["Running", "Pending", "Invalid", None])
@@ -142,7 +143,7 @@ def test_offer_queues_each_finished_run_once_and_nothing_else():
     assert a.offer(plan("one"))
     assert a.offer(plan("one"))  # the same key: still one entry
     assert not a.offer(plan("busy", phase="Running"))
-    assert not a.offer(plan("done", annotations={ANNOTATION_ARCHIVED: "abc123"}))
+    assert not a.offer(plan("done", archived_run="abc123"))
     assert list(a.queue) == [("team", "one")]
 
 
@@ -154,9 +155,9 @@ def test_a_full_queue_counts_what_it_did_not_take_and_the_sweep_finds_it_again()
     assert [a.offer(cache.get("team", n) or {}) for n in ("a", "b", "c")] == [True, True, False]
     assert metrics.archive_overflow._value.get() == before + 1
     assert len(a.queue) == 2
-    a.queue.clear()  # written meanwhile, and their annotations seen
+    a.queue.clear()  # written meanwhile, and their statuses seen
     for n in ("a", "b"):
-        done = plan(n, annotations={ANNOTATION_ARCHIVED: "abc123"})
+        done = plan(n, archived_run="abc123")
         done["metadata"]["resourceVersion"] = "2"
         cache.seen("MODIFIED", done)
     assert a.sweep() == 1  # the third, which the full queue never took
@@ -165,7 +166,7 @@ def test_a_full_queue_counts_what_it_did_not_take_and_the_sweep_finds_it_again()
 
 def test_the_sweep_skips_runs_already_archived():
     a, cache = _archiver()
-    cache.seen("ADDED", plan("x", annotations={ANNOTATION_ARCHIVED: "abc123"}))
+    cache.seen("ADDED", plan("x", archived_run="abc123"))
     cache.seen("ADDED", copy.deepcopy(plan("y")))
     assert a.sweep() == 1
     assert list(a.queue) == [("team", "y")]

@@ -6,8 +6,8 @@ only (namespace, name); a writer reads the Plan from the watch cache when its tu
 the queue costs a few bytes a run, and a Plan re-run meanwhile is archived as it is then. It is
 bounded: past `capacity`, a run is not queued but counted (planops_archive_overflow_total), and
 `sweep` (the operator's resync, and each leadership start) finds it again in the watch cache,
-since a run not yet archived is one whose Plan lacks the annotation `planops.dev/archived` with
-its run id. That annotation is written only after the row commits, and the row is written with
+since a run not yet archived is one whose Plan's status lacks `archived: <its run id>`. That
+field is written only after the row commits, and the row is written with
 ON CONFLICT DO NOTHING: a crash between the two writes the row again as a no-op, so a restart or
 a new leader neither loses a run nor doubles one.
 
@@ -31,7 +31,7 @@ from planops.archive.store import DatabaseError, Store
 from planops.kube.client import ApiError
 from planops.kube.events import event
 from planops.kube.leader import NotLeading
-from planops.kube.manifests import ANNOTATION_ARCHIVED, PlanRef
+from planops.kube.manifests import PlanRef
 from planops.reconciler import reports
 
 log = logging.getLogger("planops.archive")
@@ -42,7 +42,7 @@ CAPACITY = 10_000
 WRITERS = 2
 #: the longest wait between two tries while the database is down
 RETRY_MAX = 5.0
-#: runs remembered as just archived (the watch shows the annotation a little later)
+#: runs remembered as just archived (the watch shows their status a little later)
 DONE_KEPT = 10_000
 
 
@@ -59,7 +59,7 @@ class Cluster(Protocol):
 
     async def list_plan_reports(self, namespace: str, selector: str) -> list[dict[str, Any]]: ...
 
-    async def patch_plan(self, namespace: str, name: str, patch: dict[str, Any]) -> Any: ...
+    async def patch_plan_archived(self, namespace: str, name: str, run: str) -> None: ...
 
 
 class EventSink(Protocol):
@@ -235,11 +235,9 @@ class Archiver:
             records = reports.records_json(listed, uid, run)
         written = await store.write(row(plan, records))
         try:
-            await self.kube.patch_plan(
-                ns, name, {"metadata": {"uid": uid, "annotations": {ANNOTATION_ARCHIVED: run}}}
-            )
+            await self.kube.patch_plan_archived(ns, name, run)
         except ApiError as e:
-            if not (e.not_found or e.status == 409):  # gone, or another Plan by that name now
+            if not (e.not_found or e.status in (409, 422)):  # gone, or no longer its run
                 raise
         metrics.archive_write.observe(time.monotonic() - started)
         metrics.archive_runs.labels("written" if written else "already").inc()

@@ -2,9 +2,10 @@
 holds it (its status, with every record from its PlanReports). Pure: no database, no API.
 
 A Plan's run is archived once its phase is Succeeded or Failed. After its row commits, the
-operator writes the annotation `planops.dev/archived: <run id>` on the Plan, so the run is not
-archived again, and a run whose Plan lacks that annotation (a restart, a new leader, a database
-that was down) is found again from the cluster: `pending_run` is that question.
+operator writes `status.archived: <run id>` on the Plan (the status: only the operator writes
+it), so the run is not archived again, and a run whose Plan's status does not say so (a
+restart, a new leader, a database that was down) is found again from the cluster:
+`pending_run` is that question. A new run's status starts without the field.
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ from typing import Any
 from planops.engine.policy import DEFAULT_CAPSULE
 from planops.engine.report import parse_rfc3339
 from planops.kube.manifests import (
-    ANNOTATION_ARCHIVED,
     LABEL_CLUSTER_SCHEDULED_BY,
     LABEL_PARENT,
     LABEL_SCHEDULED_BY,
     full_value,
 )
 
+#: the status field naming the run last archived
+ARCHIVED = "archived"
 #: the phases that end a run (Invalid does not: a Capsule created later starts it)
 FINISHED = ("Succeeded", "Failed")
 
@@ -63,8 +65,7 @@ def pending_run(plan: dict[str, Any]) -> str | None:
     run = run_of(plan)
     if run is None or status.get("phase") not in FINISHED:
         return None
-    annotations = (plan.get("metadata") or {}).get("annotations") or {}
-    return None if annotations.get(ANNOTATION_ARCHIVED) == run else run
+    return None if status.get(ARCHIVED) == run else run
 
 
 def archived(plan: dict[str, Any]) -> bool:

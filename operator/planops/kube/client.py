@@ -319,6 +319,16 @@ class Kube:
             await self.api.request("PATCH", path, body=patch, content_type=MERGE_PATCH)
         )
 
+    async def patch_plan_archived(self, namespace: str, name: str, run: str) -> None:
+        """Mark the Plan's run archived (status.archived = run; planops.archive), only if it
+        is still the Plan's current run: a JSON Patch whose `test` fails otherwise (422)."""
+        body = [
+            {"op": "test", "path": "/status/run/id", "value": run},
+            {"op": "add", "path": "/status/archived", "value": run},
+        ]
+        path = _custom("plans", namespace, name, "status")
+        await _json(await self.api.request("PATCH", path, body=body, content_type=JSON_PATCH))
+
     async def watch_plan(
         self, namespace: str, name: str, resource_version: str | None, timeout_seconds: int = 240
     ) -> AsyncGenerator[tuple[str, Obj], None]:

@@ -38,8 +38,6 @@ ANNOTATION_DELEGATION = "planops.dev/delegation-id"
 ANNOTATION_OBJECTIVE = "planops.dev/objective"
 ANNOTATION_RERUN = "planops.dev/rerun"
 ANNOTATION_CANCEL = "planops.dev/cancel"
-#: the run id of the Plan's run last written to the archive (planops.archive), by the operator
-ANNOTATION_ARCHIVED = "planops.dev/archived"
 LABEL_SCHEDULED_BY = "planops.dev/scheduled-by"
 LABEL_CLUSTER_SCHEDULED_BY = "planops.dev/cluster-scheduled-by"
 ANNOTATION_SCHEDULED_TIME = "planops.dev/scheduled-time"
