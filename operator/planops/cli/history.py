@@ -10,6 +10,7 @@ the only history the cluster holds. Both answer with the same rows, newest first
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import sys
@@ -143,10 +144,13 @@ def _duration(seconds: Any) -> str:
 
 
 def show(rows: list[dict[str, Any]], output: str, ns: str, source: str) -> None:
-    if output != "table":
-        from planops.cli.cluster import _emit  # noqa: PLC0415
+    if output == "json":
+        sys.stdout.write(json.dumps({"source": source, "runs": rows}, indent=2) + "\n")
+        return
+    if output == "yaml":
+        import yaml  # noqa: PLC0415
 
-        _emit({"source": source, "runs": rows}, output)
+        sys.stdout.write(yaml.safe_dump({"source": source, "runs": rows}, sort_keys=False))
         return
     if not rows:
         print(f"No runs in namespace {ns} ({source}).")
