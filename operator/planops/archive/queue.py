@@ -42,6 +42,9 @@ CAPACITY = 10_000
 WRITERS = 2
 #: the longest wait between two tries while the database is down
 RETRY_MAX = 5.0
+#: the longest one run's write may take before its connection is given up (a database that
+#: stopped answering without closing the connection must not hold a writer for good)
+WRITE_TIMEOUT = 60.0
 #: runs remembered as just archived (the watch shows their status a little later)
 DONE_KEPT = 10_000
 
@@ -163,7 +166,7 @@ class Archiver:
             try:
                 if store is None or store.closed:
                     store = await self._open()
-                await self._archive(store, key)
+                await asyncio.wait_for(self._archive(store, key), WRITE_TIMEOUT)
                 backoff = 0.2
                 metrics.archive_up.set(1)
             except asyncio.CancelledError:
@@ -171,9 +174,10 @@ class Archiver:
                 if store is not None:
                     await store.close()
                 raise
-            except DatabaseError as e:
+            except (DatabaseError, TimeoutError) as e:
                 metrics.archive_up.set(0)
-                metrics.archive_failures.labels("database").inc()
+                kind = "timeout" if isinstance(e, TimeoutError) else "database"
+                metrics.archive_failures.labels(kind).inc()
                 self._tell(key, e)
                 self._requeue(key)
                 if store is not None:
