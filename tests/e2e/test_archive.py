@@ -50,10 +50,10 @@ def archive_ns(kube: Kube, crds: None) -> Iterator[str]:
 
 
 def _operator(
-    kubeconfig: str, ns: str, dsn: str, log: Path, monkeypatch: pytest.MonkeyPatch
+    kubeconfig: str, ns: str, dsn: str, log: Path, monkeypatch: pytest.MonkeyPatch, *extra: str
 ) -> Operator:
     monkeypatch.setenv("PLANOPS_ARCHIVE_DSN", dsn)
-    return start_operator(kubeconfig, [ns], log, "--archive", "--status-records", "3")
+    return start_operator(kubeconfig, [ns], log, "--archive", "--status-records", "3", *extra)
 
 
 def _burst(kube: Kube, ns: str, names: list[str]) -> None:
@@ -206,3 +206,52 @@ def test_operator_killed_while_archiving_writes_each_run_once(
         print(json.dumps({"kills": 4, "rows": 16}))
     finally:
         op.stop()
+
+
+def _holder(kube: Kube, ns: str, lease: str) -> str | None:
+    got = kube.run("get", "lease", lease, "-n", ns, "-o", "json", check=False)
+    return json.loads(got.stdout)["spec"].get("holderIdentity") if got.returncode == 0 else None
+
+
+def test_the_leader_killed_while_archiving_the_standby_archives_the_rest_once(
+    kube: Kube,
+    kubeconfig: str,
+    archive_ns: str,
+    postgres: Postgres,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """Two replicas, as the chart runs them: only the Lease holder writes; the new leader finds
+    what the old one left from the Plans' statuses."""
+    dsn = postgres.create_database(f"t_{uuid.uuid4().hex[:12]}")
+    lease = f"archive-{uuid.uuid4().hex[:6]}"
+    replicas: dict[str, Operator] = {}
+    for name in ("op-a", "op-b"):
+        monkeypatch.setenv("POD_NAME", name)
+        replicas[name] = _operator(
+            kubeconfig,
+            archive_ns,
+            dsn,
+            tmp_path / f"{name}.log",
+            monkeypatch,
+            "--leader-elect",
+            f"--leader-election-id={lease}",
+            f"--leader-election-namespace={archive_ns}",
+        )
+    try:
+        first = _wait("a leader", lambda: _holder(kube, archive_ns, lease), 60)
+        _burst(kube, archive_ns, [f"lead-{i:02d}" for i in range(15)])
+        time.sleep(random.uniform(1.0, 4.0))
+        replicas[first].stop(signal.SIGKILL)
+        other = next(n for n in replicas if n != first)
+        _wait("the standby leading", lambda: _holder(kube, archive_ns, lease) == other, 60)
+        plans = _wait(
+            "every run archived",
+            lambda: _all_archived(kube, archive_ns, 15),
+            120,
+            replicas[other],
+        )
+        _exactly_one_row_per_run(dsn, archive_ns, plans)
+    finally:
+        for op in replicas.values():
+            op.stop()
