@@ -180,3 +180,24 @@ def test_a_filter_value_is_data_never_sql(dsn: str):
         return int(n)
 
     assert _run(count()) == 5
+
+
+def test_a_nul_character_in_a_steps_output_cannot_stop_the_archive(dsn: str):
+    """PostgreSQL's jsonb refuses U+0000, which any step can print: it is stored as U+FFFD."""
+    records = [{"stepId": "a", "status": "success", "output": "before\x00after \\u0000 kept"}]
+    p = plan()
+    p["metadata"]["labels"] = {"app": "x"}
+    p["spec"]["input"] = {"k\x00": "v\x00"}
+    r = row(p, records)
+
+    async def go() -> dict[str, Any] | None:
+        s = await _store(dsn)
+        assert await s.write(r)
+        got = await s.run(r.plan_uid, r.run_id)
+        await s.close()
+        return got
+
+    got = _run(go())
+    assert got is not None
+    assert got["report"]["steps"][0]["output"] == "before\ufffdafter \\u0000 kept"
+    assert got["inputs"] == {"k\ufffd": "v\ufffd"}

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from planops import metrics
 from planops.archive.row import needs_report_objects, pending_run, row
-from planops.archive.store import DatabaseError, Store
+from planops.archive.store import DatabaseError, RowRejected, Store
 from planops.kube.client import ApiError
 from planops.kube.events import event
 from planops.kube.leader import NotLeading
@@ -174,6 +174,10 @@ class Archiver:
                 if store is not None:
                     await store.close()
                 raise
+            except RowRejected as e:  # this run's row, not the database: the others go on
+                metrics.archive_failures.labels("rejected").inc()
+                log.error("archive: %s/%s: the database refused its row: %s", *key, e)
+                # not queued again now; its status still lacks the mark: the next sweep retries
             except (DatabaseError, TimeoutError) as e:
                 metrics.archive_up.set(0)
                 kind = "timeout" if isinstance(e, TimeoutError) else "database"

@@ -9,6 +9,7 @@ new leader) changes nothing, which is what makes the queue's retries safe.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -28,6 +29,18 @@ HISTORY_LIMIT = 1000
 
 #: what the database's failures look like to a caller: it is down, unreachable or refused us
 DatabaseError = psycopg.Error
+#: failures that are one row's, not the database's: the writers go on with the next run
+RowRejected = (psycopg.DataError, psycopg.IntegrityError)
+
+#: a JSON escape of U+0000 (an even number of backslashes before it, none escaping it)
+_NUL_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
+
+
+def dumps(value: Any) -> str:
+    """JSON for a jsonb column. PostgreSQL's jsonb refuses U+0000 in a string, which any step
+    can print: it becomes U+FFFD, so one run's output cannot stop the archive."""
+    return _NUL_ESCAPE.sub(lambda m: m.group(1) + "\\ufffd", json.dumps(value))
+
 
 _MIGRATION_NAME = re.compile(r"^(\d{3})_[a-z0-9_]+\.sql$")
 
@@ -142,11 +155,11 @@ class Store:
                 r.phase,
                 r.capsule,
                 r.created_by,
-                Jsonb(r.labels),
+                Jsonb(r.labels, dumps),
                 r.spec_digest,
-                Jsonb(r.spec) if r.spec is not None else None,
-                Jsonb(r.inputs) if r.inputs is not None else None,
-                Jsonb(r.report),
+                Jsonb(r.spec, dumps) if r.spec is not None else None,
+                Jsonb(r.inputs, dumps) if r.inputs is not None else None,
+                Jsonb(r.report, dumps),
                 r.failed_step,
                 _time(r.started_at),
                 _time(r.finished_at),
