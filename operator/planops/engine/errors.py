@@ -19,6 +19,8 @@ CODES: dict[str, str] = {
     "shell-not-allowed": "a shell step whose binary is absent from the capsule's shell.allow",
     "shell-syntax": "a shell command line that cannot be split into words",
     "capsule-input": 'a capsule step whose input is neither a string nor {"objective": "<text>"}',
+    "capsule-plan-input": "a capsule step whose target Capsule's plan declares an inputSchema "
+    'that {"objective": <the step\'s text>} (over the input the plan declares) cannot satisfy',
     "unknown-step": "a dependsOn entry or a $<id> reference naming an undeclared step",
     "reference-field": "a reference field other than output or status",
     "on-error": "an onError value other than fail, skip or continue",

@@ -12,6 +12,7 @@ The scheduling rules are not here: `planops.engine.Run` decides; this module onl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -108,8 +109,9 @@ class Reconciler:
     budget: Budget | None = field(
         default_factory=lambda: Budget(OPERATOR_BUDGET_SECONDS, time.monotonic)
     )
-    #: verdicts of judge(reuse=True) by (uid, generation, Capsule name, Capsule version)
-    _verdicts: dict[tuple[str, int, str, str | None], Verdict] = field(default_factory=dict)
+    #: verdicts of judge(reuse=True) by (uid, generation, Capsule name, Capsule version, and
+    #: the capsule steps' target Capsules with their versions)
+    _verdicts: dict[tuple[Any, ...], Verdict] = field(default_factory=dict)
     #: attempts in flight per plan, for the planops_steps_running gauge (their sum)
     _running: dict[tuple[str, str], int] = field(default_factory=dict)
     #: Capsules as the watch shows them (handlers.capsule_event); None: always ask the API
@@ -328,22 +330,49 @@ class Reconciler:
         raw = self.capsules.get(meta["namespace"], cname) if self.capsules else None
         if raw is None:
             raw = await self.kube.get_capsule(meta["namespace"], cname)
+        targets = await self._targets(meta["namespace"], plan, raw)
+        versions = [(n, _version(t)) for n, t in targets.items()]
         key = (
             str(meta.get("uid")),
             int(meta.get("generation") or 0),
             cname,
             (raw or {}).get("metadata", {}).get("resourceVersion"),
+            tuple(versions),
         )
         if reuse and key in self._verdicts:
             return self._verdicts[key]
-        verdict = await asyncio.to_thread(self._judge, plan, cname, raw)
+        verdict = await asyncio.to_thread(self._judge, plan, cname, raw, targets)
         if reuse:
             self._verdicts[key] = verdict
             while len(self._verdicts) > VERDICTS_KEPT:
                 del self._verdicts[next(iter(self._verdicts))]  # the oldest
         return verdict
 
-    def _judge(self, plan: dict[str, Any], cname: str, raw: dict[str, Any] | None) -> Verdict:
+    async def _targets(
+        self, namespace: str, plan: dict[str, Any], raw: dict[str, Any] | None
+    ) -> dict[str, dict[str, Any] | None]:
+        """The Capsules the plan's capsule steps name that its Capsule lets it spawn (any other
+        is refused at dispatch): the validator holds their plans' inputSchemas to the steps'
+        task text. From the watch cache, else through the API (at most one read per name in
+        spawn.allow)."""
+        allow = ((raw or {}).get("spec") or {}).get("spawn", {}).get("allow")
+        steps = (plan.get("spec") or {}).get("steps")
+        if not isinstance(allow, list) or not isinstance(steps, list):
+            return {}
+        named = {s.get("capsule") for s in steps if isinstance(s, dict)}
+        out: dict[str, dict[str, Any] | None] = {}
+        for name in sorted(n for n in named if isinstance(n, str) and n in allow):
+            found = self.capsules.get(namespace, name) if self.capsules else None
+            out[name] = found if found is not None else await self.kube.get_capsule(namespace, name)
+        return out
+
+    def _judge(
+        self,
+        plan: dict[str, Any],
+        cname: str,
+        raw: dict[str, Any] | None,
+        targets: dict[str, dict[str, Any] | None] | None = None,
+    ) -> Verdict:
         doc, problems = parse_document(
             {k: plan[k] for k in ("apiVersion", "kind", "metadata", "spec")}
         )
@@ -392,7 +421,14 @@ class Reconciler:
                         )
                     ],
                 )
-        errors = validate(spec, lambda n: capsule if n == cname else None, self.policy, self.budget)
+        children: dict[str, CapsuleSpec] = {}
+        for n, t in (targets or {}).items():
+            with contextlib.suppress(ValidationError):  # refused when its own plans run
+                if t is not None:
+                    children[n] = CapsuleSpec.model_validate(t.get("spec") or {})
+        errors = validate(
+            spec, lambda n: capsule if n == cname else children.get(n), self.policy, self.budget
+        )
         return spec, capsule, errors
 
     # -- the run's reading and report: kept per run, forgotten when it ends ----------------------
@@ -797,6 +833,10 @@ def _in_flight(run: Run, previous: dict[str, Any], now: float) -> list[dict[str,
         if run.kind_of(step) in WITH_OBJECT
     ]
     return out[: status_.IN_FLIGHT_LIMIT] or None  # the status bound (reconciler.status)
+
+
+def _version(obj: dict[str, Any] | None) -> Any:
+    return ((obj or {}).get("metadata") or {}).get("resourceVersion")
 
 
 def _depth(label: Any) -> int:

@@ -51,7 +51,8 @@ def validate(
     if not_values:
         return not_values
     name = capsule_name(spec)
-    checker = Checker(spec, name, resolve_capsule(name), policy or Policy(), budget=budget)
+    capsule, resolve = resolve_capsule(name), resolve_capsule
+    checker = Checker(spec, name, capsule, policy or Policy(), budget=budget, resolve=resolve)
     if budget is not None:
         checker.deadline = budget.clock() + budget.seconds
     try:

@@ -13,7 +13,7 @@ from planops.engine import templates
 from planops.engine.allowlists import shell_words
 from planops.engine.dag import Graph
 from planops.engine.errors import PlanError
-from planops.engine.policy import BUDGET_EVERY, Budget, Policy
+from planops.engine.policy import BUDGET_EVERY, Budget, CapsuleResolver, Policy
 
 
 class OverBudgetError(Exception):
@@ -58,6 +58,8 @@ class Checker:
     unless: list[tuple[int, int, int]] = field(default_factory=list)
     #: why a line could not be split (shlex is slow on long lines: never split one twice)
     split_errors: dict[str, str] = field(default_factory=dict)
+    #: finds other Capsules (a capsule step's target, whose plan takes the step's text)
+    resolve: CapsuleResolver | None = None
 
     def split(self, command: str) -> list[str] | None:
         """shell_words(command), cached; None when it cannot be split."""

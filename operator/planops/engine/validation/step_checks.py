@@ -1,8 +1,9 @@
 """What one step declares, judged on its own: exactly one kind; onError; dependsOn and
 `$id.output` references naming declared steps; its `if`; its tool in the Capsule's inventory
 (never submit-plan); its shell line splittable and its binary allowed; a capsule step's task
-text; its image allowed; then its limits (limit_checks) and control fields (control_checks).
-Body steps are judged by the same function under their qualified ids."""
+text (and its child plan's inputSchema: input_checks); its image allowed; then its limits
+(limit_checks) and control fields (control_checks). Body steps are judged by the same function
+under their qualified ids."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from planops.engine.allowlists import image_allowed
 from planops.engine.dag import Graph
 from planops.engine.validation.checker import Checker
 from planops.engine.validation.control_checks import check_control
+from planops.engine.validation.input_checks import check_capsule_input
 from planops.engine.validation.limit_checks import check_limits
 
 ON_ERROR = ("fail", "skip", "continue")
@@ -161,3 +163,5 @@ def _check_capsule_step(c: Checker, step: Step, path: str) -> None:
             f"{path}.input",
             'a capsule step\'s input is its task text: a string or {"objective": "<text>"}',
         )
+        return
+    check_capsule_input(c, step, path)
