@@ -25,6 +25,8 @@ CODES: dict[str, str] = {
     "reference-field": "a reference field other than output or status",
     "on-error": "an onError value other than fail, skip or continue",
     "cycle": "a dependency cycle",
+    "finally": "a finally step breaking the finally rules (an exit among them, the id `plan`), or "
+    "a main step naming a finally step (dependsOn, a reference, a template)",
     "condition": "an `if` expression that does not parse",
     "no-capsule": "the plan's Capsule does not exist",
     "image-not-allowed": "a step image outside the capsule's and the operator's allowlists, or "

@@ -42,7 +42,9 @@ def check_step(c: Checker, graph: Graph, step: Step, path: str) -> None:
             f"onError is {step.on_error!r}; expected one of fail, skip, continue",
         )
     for j, dep in enumerate(step.depends_on):
-        if dep not in graph.index:
+        if dep in c.later:
+            ran_later(c, step.id, f"{path}.dependsOn[{j}]", dep)
+        elif dep not in graph.index and dep not in c.outer:  # a main step: settled already
             c.add(
                 "unknown-step",
                 step.id,
@@ -90,7 +92,9 @@ def check_references(
     found: Iterable[tuple[str, references.Reference]],
 ) -> None:
     for where, ref in found:
-        if ref.step not in graph.index:
+        if ref.step in c.later:
+            ran_later(c, step.id, where, ref.step)
+        elif ref.step not in graph.index and ref.step not in c.outer:
             c.add(
                 "unknown-step",
                 step.id,
@@ -104,6 +108,16 @@ def check_references(
                 where,
                 f"reference {ref} reads field {ref.field!r}; only output and status exist",
             )
+
+
+def ran_later(c: Checker, step_id: str, where: str, final: str) -> None:
+    c.add(
+        "finally",
+        step_id,
+        where,
+        f"{final!r} is a finally step: it runs after every main step, so no main step can "
+        "wait for it or read its result",
+    )
 
 
 def _check_tool(c: Checker, step: Step, path: str) -> None:
