@@ -80,3 +80,8 @@ def outcome(completed: bool, failed_step: str | None) -> StepResult:
     """The main steps' outcome as finally steps read it under the name `plan`."""
     text = json.dumps({"completed": completed, "failedStep": failed_step})
     return StepResult("success" if completed else "failed", text)
+
+
+def step_count(spec: PlanSpec) -> int:
+    """The plan's steps, finally steps included (a status's progress, the report's room)."""
+    return len(spec.steps) + len(spec.finally_)

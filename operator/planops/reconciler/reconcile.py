@@ -37,6 +37,7 @@ from planops.engine import (
     Run,
     StepRecord,
     capsule_name,
+    finally_steps,
     image_allowed,
     shell_words,
     validate,
@@ -231,7 +232,7 @@ class Reconciler:
             run_info["startedAt"] = status_.rfc3339(now)
             events(
                 "PlanStarted",
-                f"run {rid} of generation {generation}: {len(spec.steps)} steps",
+                f"run {rid} of generation {generation}: {finally_steps.step_count(spec)} steps",
                 run=rid,
                 generation=generation,
             )
@@ -277,12 +278,16 @@ class Reconciler:
         waiting += [self._ask(d, capsule, name, events, now) for d in dispatched if d.kind == "ask"]
         finished = decision.finished
         report = await self._reports.record(
-            ref, run.report(), max(run.record_count(), len(spec.steps)), capsule, previous
+            ref,
+            run.report(),
+            max(run.record_count(), finally_steps.step_count(spec)),
+            capsule,
+            previous,
         )
         self._set_running(p.key, len(run.in_flight_attempts()))
         new = status_.running(
             report,
-            total=len(spec.steps),
+            total=finally_steps.step_count(spec),
             finished=finished,
             dispatched_any=bool(dispatched or run.in_flight_attempts()),
             generation=generation,
@@ -356,8 +361,9 @@ class Reconciler:
         task text. From the watch cache, else through the API (at most one read per name in
         spawn.allow)."""
         allow = ((raw or {}).get("spec") or {}).get("spawn", {}).get("allow")
-        steps = (plan.get("spec") or {}).get("steps")
-        if not isinstance(allow, list) or not isinstance(steps, list):
+        spec = plan.get("spec") or {}
+        steps = [s for k in ("steps", "finally") if isinstance(spec.get(k), list) for s in spec[k]]
+        if not isinstance(allow, list):
             return {}
         named = {s.get("capsule") for s in steps if isinstance(s, dict)}
         out: dict[str, dict[str, Any] | None] = {}
@@ -691,11 +697,11 @@ class Reconciler:
         report = run.report()
         report = Report(report.plan_id, False, None, (*report.steps, *cancelled))
         report = await self._reports.record(
-            ref, report, max(run.record_count(), len(spec.steps)), None, previous
+            ref, report, max(run.record_count(), finally_steps.step_count(spec)), None, previous
         )
         new = status_.running(
             report,
-            total=len(spec.steps),
+            total=finally_steps.step_count(spec),
             finished=True,
             dispatched_any=True,
             generation=p.generation,
@@ -772,7 +778,7 @@ class Reconciler:
             metrics.plan_duration.observe(max(0.0, now - started_at))
             events(
                 "PlanSucceeded" if report.completed else "PlanFailed",
-                f"{status_.top_level(report)}/{len(p.spec.steps)} steps settled"
+                f"{status_.top_level(report)}/{finally_steps.step_count(p.spec)} steps settled"
                 + (f"; step {report.failed_step} stopped the plan" if report.failed_step else ""),
                 warning=not report.completed,
             )
