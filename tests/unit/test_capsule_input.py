@@ -150,3 +150,16 @@ def test_the_reconciler_reads_a_succeeded_child_plans_output_as_the_steps():
     observed = child_attempt(child)
     assert observed is not None and observed.status == "success"
     assert observed.output == '{"v": "1.2"}'
+
+
+def test_a_plan_author_sets_only_the_objective_of_a_child_plans_input():
+    """The rest of the child's input is the Capsule owner's: a step's input with other keys is
+    refused (capsule-input), and whatever a dispatch hands over, only `objective` is taken."""
+    spec = plan({"id": "go", "capsule": "rel", "input": {"objective": "x", "version": "evil"}})
+    assert refusals(spec, caps(RELEASE)) == [("capsule-input", "go", "steps[0].input")]
+    smuggled = {"objective": "ship it", "version": "evil", "steps": []}
+    assert delegation.child_input({"version": "1.2"}, delegation.objective(smuggled)) == {
+        "version": "1.2",
+        "objective": "ship it",
+    }
+    assert delegation.objective({"objective": 7}) == "" and delegation.objective(None) == ""
