@@ -298,3 +298,16 @@ def test_the_local_runner_traces_finally_steps_like_any_step():
     started = [r["stepId"] for r in records if r["event"] == "plan_step_start"]
     assert started == ["deploy", "deploy", "notify"]
     assert [r["event"] for r in records][-2:] == ["plan_step", "plan_end"]
+
+
+def test_a_run_restored_after_its_finally_steps_settled_reports_them_and_is_finished():
+    spec = release(
+        {"id": "deploy", "shell": "true"},
+        final=[{"id": "clean", "shell": "true"}, {"id": "notify", "shell": "false"}],
+    )
+    live = Run("p", spec)
+    drive(live, {"notify": ("failed", "exit code 1")})
+    restored, decision = decide("p", spec, Facts(tuple(live.settled), ()), 10)
+    assert decision.finished and decision.dispatch == ()
+    assert restored.report() == live.report()
+    assert (restored.report().completed, restored.report().failed_step) == (False, "notify")

@@ -24,7 +24,8 @@ import json
 import weakref
 
 from planops.api.models import PlanSpec
-from planops.engine.facts import Facts
+from planops.engine.facts import AttemptFact, Facts
+from planops.engine.report import StepRecord
 from planops.engine.templates import StepResult
 
 #: the name finally steps read the main steps' outcome by ($plan.status, {{plan.json.failedStep}})
@@ -56,23 +57,21 @@ def ids(spec: PlanSpec) -> frozenset[str]:
 
 def split(spec: PlanSpec, facts: Facts) -> tuple[Facts, Facts]:
     """(the main steps' facts, the finally steps' facts): by the step's top-level id (a body
-    step's record is `<control>.<key>.<step>`)."""
+    step's record is `<control>.<key>.<step>`). One pass over each list."""
     mine = ids(spec)
     if not mine:
         return facts, Facts()
-
-    def final(step_id: str) -> bool:
-        return step_id.partition(".")[0] in mine
-
+    main_records: list[StepRecord] = []
+    final_records: list[StepRecord] = []
+    for r in facts.settled:
+        (final_records if r.step_id.partition(".")[0] in mine else main_records).append(r)
+    main_attempts: list[AttemptFact] = []
+    final_attempts: list[AttemptFact] = []
+    for a in facts.attempts:
+        (final_attempts if a.step_id.partition(".")[0] in mine else main_attempts).append(a)
     return (
-        Facts(
-            tuple(r for r in facts.settled if not final(r.step_id)),
-            tuple(a for a in facts.attempts if not final(a.step_id)),
-        ),
-        Facts(
-            tuple(r for r in facts.settled if final(r.step_id)),
-            tuple(a for a in facts.attempts if final(a.step_id)),
-        ),
+        Facts(tuple(main_records), tuple(main_attempts)),
+        Facts(tuple(final_records), tuple(final_attempts)),
     )
 
 
