@@ -60,6 +60,14 @@ DIFFERENCES: dict[tuple[str, str], str] = {
         for d in ("duration", "maxDuration")
     },
 }
+#: a finally step is a step: the same differences, for the same reasons
+DIFFERENCES.update(
+    {
+        (where.replace("steps[]", "finally[]", 1), keyword): why
+        for (where, keyword), why in list(DIFFERENCES.items())
+        if "steps[]." in where
+    }
+)
 
 
 def _deref(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:

@@ -482,3 +482,47 @@ def test_every_example_draws_in_every_output(example):
     for output in ("text", "dot", "mermaid"):
         assert graph.render(graph.from_spec(name, spec), output)
     json.dumps(graph.with_status(graph.from_spec(name, spec), {}).phase)
+
+
+def test_finally_steps_are_drawn_after_the_main_steps_in_every_renderer():
+    name, spec = spec_of("release-finally")
+    g = graph.from_spec(name, spec)
+    assert [(n.id, n.final) for n in g.nodes][-2:] == [("notify", True), ("cleanup", True)]
+    assert graph.runs_after(g) == {"notify": ("smoke",), "cleanup": ("smoke",)}
+    rows, stuck = graph.levels(g)
+    assert [[n.id for n in row] for row in rows] == [
+        ["build"],
+        ["deploy"],
+        ["smoke"],
+        ["notify", "cleanup"],
+    ] and stuck == []
+    text = graph.text(g)
+    assert text.index("── finally 1") > text.index("smoke")
+    assert "level 4" not in text
+    dot = graph.dot(g)
+    assert 'subgraph cluster_finally { label="finally"; style=dashed; n3; n4; }' in dot
+    assert "n2 -> n3 [style=dashed];" in dot and "n2 -> n4 [style=dashed];" in dot
+    mermaid = graph.mermaid(g)
+    assert "  subgraph finally\n    n3\n    n4\n  end" in mermaid and "n2 -.-> n3" in mermaid
+    status = {
+        "phase": "Failed",
+        "report": {"steps": [{"stepId": "notify", "status": "success", "attempts": 1}]},
+    }
+    drawn = graph.with_status(g, status)
+    assert [(n.id, n.status, n.final) for n in drawn.nodes][3] == ("notify", "success", True)
+
+
+def test_a_finally_step_depending_on_another_waits_in_a_later_finally_level():
+    spec = PlanSpec.model_validate(
+        {
+            "steps": [{"id": "a", "shell": "true"}, {"id": "b", "shell": "true"}],
+            "finally": [
+                {"id": "clean", "shell": "true", "dependsOn": ["a"]},  # a: always true
+                {"id": "tell", "shell": "true", "dependsOn": ["clean"]},
+            ],
+        }
+    )
+    g = graph.from_spec("p", spec)
+    assert [n.deps for n in g.nodes if n.final] == [(), ("clean",)]
+    assert graph.runs_after(g) == {"clean": ("a", "b")}
+    assert "── finally 2" in graph.text(g)

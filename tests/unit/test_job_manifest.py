@@ -287,7 +287,11 @@ def test_a_child_plan_runs_the_target_capsules_plan_owned_by_its_parent():
     assert ann[ANNOTATION_SPAWNED_BY] == "uid-7"
     assert len(ann[ANNOTATION_DELEGATION]) == 16
     assert ann[ANNOTATION_OBJECTIVE] == ("build " + "x" * 5000)[:4096]
-    assert child["spec"] == {"steps": [{"id": "s", "shell": "true"}], "capsule": "builder"}
+    assert child["spec"] == {
+        "steps": [{"id": "s", "shell": "true"}],
+        "capsule": "builder",
+        "input": {"objective": "build " + "x" * 5000},  # the whole text, not the annotation's
+    }
 
 
 def test_a_child_plans_objective_is_its_input_text():

@@ -173,3 +173,31 @@ def test_a_spec_too_large_to_share_its_object_with_a_status_is_refused_with_what
     assert [(e.code, e.path) for e in too_many_items] == [("limits", "spec")]
     assert "run a map" not in too_many_items[0].message
     assert "split them across capsule steps" in too_many_items[0].message
+
+
+def test_a_capsule_step_is_judged_against_its_target_capsules_plan_and_again_when_it_changes():
+    """The target Capsule (in spawn.allow) is read with the Plan's own; its version is part of
+    the verdict's key, so a target Capsule whose plan stops taking the objective is judged anew."""
+    parent = {"metadata": {"resourceVersion": "1"}, "spec": {"spawn": {"allow": ["rel"]}}}
+    takes = {"type": "object", "properties": {"objective": {"type": "string"}}}
+    closed = {"type": "object", "additionalProperties": False}
+    rel = {
+        "metadata": {"resourceVersion": "1"},
+        "spec": {"plan": {"inputSchema": takes, "steps": []}},
+    }
+
+    class Kube:
+        async def get_capsule(self, namespace: str, name: str) -> dict[str, Any] | None:
+            return {"default": parent, "rel": rel}.get(name)
+
+    doc = plan()
+    doc["spec"] = {"steps": [{"id": "go", "capsule": "rel", "input": "ship it"}]}
+
+    async def scenario() -> list[list[str]]:
+        r = Reconciler(Kube())  # type: ignore[arg-type]
+        first = [e.code for e in (await r.judge(doc, reuse=True))[2]]
+        rel["spec"] = {"plan": {"inputSchema": closed, "steps": []}}
+        rel["metadata"] = {"resourceVersion": "2"}
+        return [first, [e.code for e in (await r.judge(doc, reuse=True))[2]]]
+
+    assert asyncio.run(scenario()) == [[], ["capsule-plan-input"]]

@@ -126,3 +126,20 @@ def test_describe_and_trace_list_the_events_in_the_same_order():
     described = [name(*line.split(maxsplit=2)[1:]) for line in recent]
     assert described == traced[-10:] == CAUSAL[-10:]
     assert traced == CAUSAL
+
+
+def test_a_finally_steps_start_follows_the_last_main_settlement():
+    spec = PlanSpec.model_validate(
+        {
+            "steps": [{"id": "a", "shell": "echo a"}, {"id": "b", "shell": "echo b"}],
+            "finally": [{"id": "f", "shell": "echo f"}],
+        }
+    )
+    recorded = [  # one reconcile: f's start recorded before b's settlement that freed it
+        ev("00.000100", "StepStarted", "step a attempt 1 (shell)"),
+        ev("00.000200", "StepStarted", "step b attempt 1 (shell)"),
+        ev("01.000100", "StepSucceeded", "step a success"),
+        ev("03.000100", "StepStarted", "step f attempt 1 (shell)"),
+        ev("03.000200", "StepFailed", "step b failed"),
+    ]
+    assert names(timeline.order(recorded, spec))[-2:] == ["StepFailed b", "StepStarted f"]

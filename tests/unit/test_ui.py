@@ -357,3 +357,23 @@ def test_ui_refuses_a_port_out_of_range_before_anything_else(port, capsys):
 
     assert main(["ui", "--port", port, "--no-open", "--kubeconfig", "/nonexistent"]) == 2
     assert f"--port {port}: a port is 0 (any free one) to 65535" in capsys.readouterr().err
+
+
+def test_finally_steps_are_marked_and_drawn_after_the_last_main_steps():
+    plan = {
+        "apiVersion": "planops.dev/v1alpha1",
+        "kind": "Plan",
+        "metadata": {"name": "rel", "namespace": "team"},
+        "spec": {
+            "steps": [{"id": "build", "shell": "true"}, {"id": "deploy", "shell": "true"}],
+            "finally": [{"id": "notify", "shell": "true"}],
+        },
+        "status": {"phase": "Running", "inFlight": [{"stepId": "notify", "attempt": 1}]},
+    }
+    v = view.plan_view("team", plan, [])
+    nodes = {n["id"]: n for n in v["nodes"]}
+    assert (nodes["notify"]["final"], nodes["notify"]["after"]) == (True, ["build", "deploy"])
+    assert nodes["notify"]["status"] == "running" and nodes["notify"]["deps"] == []
+    assert (nodes["deploy"]["final"], nodes["deploy"]["after"]) == (False, [])
+    page = (Path(view.__file__).parent / "static" / "app.js").read_text()
+    assert "n.after" in page and 'n.final ? "final"' in page  # the page draws them

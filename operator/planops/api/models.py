@@ -169,6 +169,14 @@ class PlanSpec(Model):
     )
     input: dict[str, Any] | None = Field(default=None, description="Seed 2: values of {{input.*}}.")
     steps: list[Step]
+    finally_: list[Step] = Field(
+        default_factory=list,
+        alias="finally",
+        max_length=100,  # api.plan_schema.MAX_FINALLY_STEPS
+        description="Steps that run once the main steps have settled, whatever their outcome "
+        "(also after a failure or an exit; not after cancel or the deadline); they read every "
+        "step's result and the main steps' outcome as $plan.status.",
+    )
     output: dict[str, Any] | None = Field(
         default=None,
         description="Seed 2: a template map "

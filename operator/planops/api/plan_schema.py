@@ -19,6 +19,8 @@ from planops.api.schema_parts import Schema, array, bounds, integer, obj, resour
 SPEC_BUDGET = 768 << 10
 #: literal steps: as many of the smallest steps (~26 bytes) as SPEC_BUDGET holds
 MAX_STEPS = 30_000
+#: finally steps are cleanup and reporting: a few (the bound keeps the CRD's CEL cost small)
+MAX_FINALLY_STEPS = 100
 MAX_DEPENDS_ON = 256
 
 #: accepted by the schema so the validator can refuse them with the seed's code and a reason
@@ -72,7 +74,8 @@ def step_schema() -> Schema:
             ),
             "capsule": text(
                 "A Capsule in the plan's Capsule's spawn.allow; its plan runs as a child "
-                "Plan, whose result becomes this step's.",
+                "Plan given this step's task text as input.objective; the child's output (as "
+                "JSON text), or else its last step's output, becomes this step's.",
                 **bounds(Step, "capsule"),
             ),
             "input": {
@@ -214,6 +217,15 @@ def plan_spec_schema(description: str) -> Schema:
                 "The steps. An empty list is a plan that completes having done nothing.",
                 step_schema(),
                 maxItems=MAX_STEPS,
+            ),
+            "finally": array(
+                "Steps that run once the main steps have settled, whatever their outcome (after "
+                "a failure or an exit too; not after cancel or activeDeadlineSeconds). They read "
+                "every step's $id.status/$id.output and the main steps' outcome as $plan.status "
+                "(success or failed); dependsOn may name other finally steps. They follow the main "
+                "steps in the report, and fail the plan only when one fails with onError: fail.",
+                step_schema(),
+                maxItems=MAX_FINALLY_STEPS,
             ),
         },
         required=["steps"],

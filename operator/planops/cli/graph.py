@@ -11,7 +11,16 @@ use: the model's constructors and `render`.
 from __future__ import annotations
 
 from planops.cli.graph_export import dot, mermaid, mermaid_text
-from planops.cli.graph_model import Body, Node, PlanGraph, clean, from_spec, levels, with_status
+from planops.cli.graph_model import (
+    Body,
+    Node,
+    PlanGraph,
+    clean,
+    from_spec,
+    levels,
+    runs_after,
+    with_status,
+)
 from planops.cli.graph_text import text
 
 __all__ = [
@@ -25,6 +34,7 @@ __all__ = [
     "mermaid",
     "mermaid_text",
     "render",
+    "runs_after",
     "text",
     "with_status",
 ]

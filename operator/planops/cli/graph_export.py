@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from planops.cli.graph_model import WHAT_WIDTH, Node, PlanGraph, clean
+from planops.cli.graph_model import WHAT_WIDTH, Node, PlanGraph, clean, runs_after
 from planops.cli.graph_text import MARKS, body_line, status_word
 
 #: fill colours of DOT and Mermaid nodes
@@ -56,6 +56,12 @@ def dot(graph: PlanGraph) -> str:
         out.append(f'  n{i} [label="{label}"{fill}{shape}];')
     for i, node in enumerate(graph.nodes):
         out += [f"  {names[d]} -> n{i};" for d in node.deps if d in names]
+    finals = [f"n{i}" for i, n in enumerate(graph.nodes) if n.final]
+    if finals:
+        members = "; ".join(finals)
+        out.append(f'  subgraph cluster_finally {{ label="finally"; style=dashed; {members}; }}')
+        for step, after in runs_after(graph).items():
+            out += [f"  {names[d]} -> {names[step]} [style=dashed];" for d in after]
     out.append("}")
     return "\n".join(out) + "\n"
 
@@ -78,6 +84,11 @@ def mermaid(graph: PlanGraph) -> str:
         out.append(f'  n{i}{left}"{label}"{right}')
     for i, node in enumerate(graph.nodes):
         out += [f"  {names[d]} --> n{i}" for d in node.deps if d in names]
+    finals = [f"n{i}" for i, n in enumerate(graph.nodes) if n.final]
+    if finals:
+        out += ["  subgraph finally", *(f"    {n}" for n in finals), "  end"]
+        for step, after in runs_after(graph).items():
+            out += [f"  {names[d]} -.-> {names[step]}" for d in after]
     by_status: dict[str, list[str]] = {}
     for i, node in enumerate(graph.nodes):
         if node.status in FILLS:

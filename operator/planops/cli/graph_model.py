@@ -52,6 +52,8 @@ class Node:
     attempts: int = 0
     detail: str = ""
     body: Body | None = None
+    #: a finally step: runs once the main steps are over (drawn after them)
+    final: bool = False
 
 
 @dataclass(frozen=True)
@@ -148,18 +150,31 @@ def _body(step: Step, kind: str, spec: PlanSpec) -> Body | None:
 def from_spec(name: str, spec: PlanSpec) -> PlanGraph:
     """The plan as written (a file, before anything runs)."""
     nodes = []
-    for step in spec.steps:
-        kind = step_kind(step)
-        nodes.append(
-            Node(
-                step.id,
-                kind,
-                _what(step, kind),
-                tuple(dict.fromkeys(step.depends_on)),
-                body=_body(step, kind, spec),
+    main = {s.id for s in spec.steps}
+    for final, steps in ((False, spec.steps), (True, spec.finally_)):
+        for step in steps:
+            kind = step_kind(step)
+            deps = [d for d in step.depends_on if not (final and d in main)]  # always true
+            nodes.append(
+                Node(
+                    step.id,
+                    kind,
+                    _what(step, kind),
+                    tuple(dict.fromkeys(deps)),
+                    body=_body(step, kind, spec),
+                    final=final,
+                )
             )
-        )
     return PlanGraph(name, tuple(nodes))
+
+
+def runs_after(graph: PlanGraph) -> dict[str, tuple[str, ...]]:
+    """The finally steps that wait for no other finally step, each with the main steps no main
+    step waits for: the edges that draw "once the main steps are over"."""
+    main = [n for n in graph.nodes if not n.final]
+    waited = {d for n in main for d in n.deps}
+    last = tuple(n.id for n in main if n.id not in waited)
+    return {n.id: last for n in graph.nodes if n.final and not n.deps}
 
 
 def _json_object(text: str | None) -> dict[str, Any]:
@@ -275,15 +290,23 @@ def _body_status(
 
 def levels(graph: PlanGraph) -> tuple[list[list[Node]], list[Node]]:
     """Steps by topological level (declaration order within a level), and the steps Kahn's
-    algorithm cannot order: those on or after a dependency cycle (a Plan the cluster refused)."""
-    index = {n.id: i for i, n in reversed(list(enumerate(graph.nodes)))}
-    deps = [[index[d] for d in n.deps if d in index] for n in graph.nodes]
-    dependents: list[list[int]] = [[] for _ in graph.nodes]
+    algorithm cannot order: those on or after a dependency cycle (a Plan the cluster refused).
+    Finally steps come in levels of their own after the main steps' (each row is one or the
+    other)."""
+    main, stuck = _levels([n for n in graph.nodes if not n.final])
+    final, stuck_final = _levels([n for n in graph.nodes if n.final])
+    return main + final, stuck + stuck_final
+
+
+def _levels(nodes: list[Node]) -> tuple[list[list[Node]], list[Node]]:
+    index = {n.id: i for i, n in reversed(list(enumerate(nodes)))}
+    deps = [[index[d] for d in n.deps if d in index] for n in nodes]
+    dependents: list[list[int]] = [[] for _ in nodes]
     for i, row in enumerate(deps):
         for d in row:
             dependents[d].append(i)
     remaining = [len(row) for row in deps]
-    level = [0] * len(graph.nodes)
+    level = [0] * len(nodes)
     queue = [i for i, r in enumerate(remaining) if r == 0]
     for v in queue:  # Kahn's algorithm; the queue grows while it is walked
         for w in dependents[v]:
@@ -295,5 +318,5 @@ def levels(graph: PlanGraph) -> tuple[list[list[Node]], list[Node]]:
     top = max((level[i] for i in placed), default=-1)
     out: list[list[Node]] = [[] for _ in range(top + 1)]
     for i in sorted(placed):
-        out[level[i]].append(graph.nodes[i])
-    return out, [graph.nodes[i] for i in range(len(graph.nodes)) if i not in placed]
+        out[level[i]].append(nodes[i])
+    return out, [nodes[i] for i in range(len(nodes)) if i not in placed]

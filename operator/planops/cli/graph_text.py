@@ -90,7 +90,11 @@ def text(graph: PlanGraph, colour: bool = False) -> str:
     id_width = min(32, max((len(clean(n.id)) for n in graph.nodes), default=0))
     kind_width = max((len(n.kind) for n in graph.nodes), default=0)
     status_width = max((len(status_word(n)) for n in graph.nodes), default=0)
-    titled = [(f"level {n}", row) for n, row in enumerate(rows, 1)]
+    mains = sum(1 for row in rows if not row[0].final)
+    titled = [
+        (f"finally {n - mains}" if row[0].final else f"level {n}", row)
+        for n, row in enumerate(rows, 1)
+    ]
     if stuck:
         titled.append(("on or after a dependency cycle", stuck))
     for title, row in titled:

@@ -50,6 +50,8 @@ class _Deps:
 
     def __init__(self, spec: PlanSpec) -> None:
         self.top = {s.id: tuple(s.depends_on) for s in spec.steps}
+        main = tuple(self.top)  # a finally step starts once every main step has settled
+        self.top.update({s.id: (*main, *s.depends_on) for s in spec.finally_})
         self.body: dict[str, tuple[str, dict[str, list[str]]]] = {}
         for s in spec.steps:
             kind = step_kind(s)

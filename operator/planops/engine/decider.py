@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from planops.api.models import PlanSpec, RetryBackoff
-from planops.engine import bodies, conditions, control, references, templates
+from planops.engine import bodies, conditions, control, finally_steps, references, templates
 from planops.engine.allowlists import shell_words
 from planops.engine.bodyrun import Bodies
 from planops.engine.facts import NEVER_RAN_AGAIN, AttemptFact, Decision, Dispatch, Facts
@@ -68,6 +68,14 @@ class Run(RunState):
         retry_backoff: RetryBackoff | None = None,
     ) -> Run:
         run = cls(plan_id, spec, parent, scope or {}, prefix, retry_backoff)
+        facts, final_facts = finally_steps.split(spec, facts)
+        run._restore_main(facts)
+        if final_facts.settled or final_facts.attempts:  # the main steps were over
+            run._final = run._finally_run(final_facts)
+        return run
+
+    def _restore_main(self, facts: Facts) -> None:
+        run = self
         settled_ids = {r.step_id for r in facts.settled}
         body_records: dict[int, list[StepRecord]] = {}
         body_attempts: dict[int, list[AttemptFact]] = {}
@@ -141,7 +149,6 @@ class Run(RunState):
             )
         for i in sorted(set(body_records) | set(body_attempts)):
             run._restore_body(i, body_records.get(i, []), body_attempts.get(i, []))
-        return run
 
     def _restore_body(self, i: int, records: list[StepRecord], attempts: list[AttemptFact]) -> None:
         st = self._states[i]
@@ -174,6 +181,10 @@ class Run(RunState):
     ) -> None:
         """Record the result of a dispatched attempt. A stale or repeated report is ignored.
         `never_ran`: it failed before the step's code started (AttemptFact.never_ran)."""
+        if self._final is not None and self._final.declares(step_id):
+            assert isinstance(self._final, Run)  # made by _finally_run
+            self._final.finish_attempt(step_id, attempt, status, output, error, now, never_ran)
+            return
         if "." in step_id:  # a body step: <control>.<key>.<step>
             self._bodies.finish(step_id, attempt, status, output, error, now, never_ran)
             return
@@ -197,6 +208,8 @@ class Run(RunState):
         self._dispatch_ready(now, dispatch)
         while self._bodies.active and self._bodies.pump(now, dispatch):
             self._dispatch_ready(now, dispatch)
+        if self.spec.finally_ and self._main_finished:
+            self._decide_finally(now, dispatch)
         new, self._new = tuple(self._new), []
         return Decision(tuple(dispatch), new, self.finished, self.wake_at())
 
@@ -228,6 +241,31 @@ class Run(RunState):
     def child(self, spec: PlanSpec, facts: Facts, *, scope: dict[str, Any], prefix: str) -> Run:
         """A body's Run (engine.bodyrun): restored from its facts, looking up through this run."""
         return Run.restore(self.plan_id, spec, facts, parent=self, scope=scope, prefix=prefix)
+
+    # -- finally steps (engine.finally_steps) ---------------------------------------------------
+
+    def _finally_run(self, facts: Facts) -> Run:
+        """The finally steps' Run: it reads the main steps through this one, and their outcome
+        as `plan` (made when the main steps are over, so the outcome is final)."""
+        outcome = finally_steps.outcome(self._main_completed(), self.failed_step)
+        return Run.restore(
+            self.plan_id,
+            finally_steps.finally_spec(self.spec),
+            facts,
+            parent=self,
+            scope={finally_steps.PLAN: outcome},
+            prefix=self.prefix,
+            retry_backoff=self.retry_backoff,
+        )
+
+    def _decide_finally(self, now: float, dispatch: list[Dispatch]) -> None:
+        """The main steps are over: start the finally steps (once), then advance them."""
+        if self._final is None:
+            self._final = self._finally_run(Facts())
+        assert isinstance(self._final, Run)
+        decision = self._final.decide(now)
+        dispatch.extend(decision.dispatch)
+        self._new.extend(decision.settled)
 
     def control_settled(self, i: int, result: Any, error: str | None, now: float) -> None:
         """A decide / map / reduce finished its bodies (engine.bodyrun): settle it. It does not

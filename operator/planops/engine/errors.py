@@ -19,10 +19,14 @@ CODES: dict[str, str] = {
     "shell-not-allowed": "a shell step whose binary is absent from the capsule's shell.allow",
     "shell-syntax": "a shell command line that cannot be split into words",
     "capsule-input": 'a capsule step whose input is neither a string nor {"objective": "<text>"}',
+    "capsule-plan-input": "a capsule step whose target Capsule's plan declares an inputSchema "
+    'that {"objective": <the step\'s text>} (over the input the plan declares) cannot satisfy',
     "unknown-step": "a dependsOn entry or a $<id> reference naming an undeclared step",
     "reference-field": "a reference field other than output or status",
     "on-error": "an onError value other than fail, skip or continue",
     "cycle": "a dependency cycle",
+    "finally": "a finally step breaking the finally rules (an exit among them, the id `plan`), or "
+    "a main step naming a finally step (dependsOn, a reference, a template)",
     "condition": "an `if` expression that does not parse",
     "no-capsule": "the plan's Capsule does not exist",
     "image-not-allowed": "a step image outside the capsule's and the operator's allowlists, or "

@@ -71,6 +71,9 @@ class RunState:
     _bodies: Bodies = field(init=False)
     _settled_count: int = field(init=False, default=0)  # top-level steps settled
     _results: dict[int, templates.StepResult] = field(init=False, default_factory=dict)
+    #: the finally steps' Run (engine.finally_steps), made once the main steps are over: the
+    #: questions below answer for both, main steps first
+    _final: RunState | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         # derived from the spec once per spec object, not per Run (engine.shape says why)
@@ -99,6 +102,8 @@ class RunState:
 
     def wake_at(self) -> float | None:
         """The earliest time a waiting retry (here or in a running body) becomes due."""
+        if self._final is not None:  # the main steps are over
+            return self._final.wake_at()
         if self.failed_step is not None or self.exited is not None:
             return None
         times = [self._delayed[0][0]] if self._delayed else []
@@ -109,6 +114,13 @@ class RunState:
 
     @property
     def finished(self) -> bool:
+        """Nothing more will run: the main steps are over, and so are the finally steps."""
+        if not self._main_finished:
+            return False
+        return not self.spec.finally_ or (self._final is not None and self._final.finished)
+
+    @property
+    def _main_finished(self) -> bool:
         if self._flying:
             return False
         if self.failed_step is not None or self.exited is not None:
@@ -120,20 +132,36 @@ class RunState:
         )
 
     def report(self) -> Report:
-        settled_all = self._settled_count == len(self.spec.steps)
-        completed = settled_all and self.failed_step is None
-        output: Any = NO_OUTPUT
+        main = self._main_report()
+        if self._final is None:
+            return main
+        final = self._final
+        return Report(
+            main.plan_id,
+            main.completed and final.failed_step is None,
+            main.failed_step or final.failed_step,
+            (*main.steps, *final.settled),
+            main.output,
+            main.exit,
+        )
+
+    def _main_completed(self) -> bool:
         if self.exited is not None:  # seed 2: an exit ends the plan; success counts as completed
-            completed = self.exited.status == "success" and self.failed_step is None
-            if self.exited.output is not None:
-                return Report(
-                    self.plan_id,
-                    completed,
-                    self.failed_step,
-                    tuple(self._order),
-                    self.exited.output,
-                    self.exited,
-                )
+            return self.exited.status == "success" and self.failed_step is None
+        return self._settled_count == len(self.spec.steps) and self.failed_step is None
+
+    def _main_report(self) -> Report:
+        completed = self._main_completed()
+        output: Any = NO_OUTPUT
+        if self.exited is not None and self.exited.output is not None:
+            return Report(
+                self.plan_id,
+                completed,
+                self.failed_step,
+                tuple(self._order),
+                self.exited.output,
+                self.exited,
+            )
         if self.spec.output is not None:
             # seed 2: the output template map, rendered once every step settled; a template that
             # cannot render leaves it null (the report says why in outputError)
@@ -149,15 +177,26 @@ class RunState:
 
     @property
     def settled(self) -> Sequence[StepRecord]:
-        """Settled steps in settle order (a live, read-only view)."""
-        return self._order
+        """Settled steps in settle order (a live, read-only view; the finally steps' after)."""
+        return self._order if self._final is None else [*self._order, *self._final.settled]
 
     def is_settled(self, step_id: str) -> bool:
+        if self._final is not None and self._final.declares(step_id):
+            return self._final.is_settled(step_id)
         return self._states[self.graph.index[step_id]].settled is not None
+
+    def declares(self, step_id: str) -> bool:
+        """Whether the step (a body step by its control step) is one of this Run's."""
+        return step_id.partition(".")[0] in self.graph.index
 
     def in_flight_attempts(self) -> list[tuple[str, int]]:
         """(step id, attempt) of every attempt in flight, in dispatch order (body steps by
         their qualified names; a control step running its bodies is not an attempt)."""
+        if self._final is not None:
+            return self._in_flight_main() + self._final.in_flight_attempts()
+        return self._in_flight_main()
+
+    def _in_flight_main(self) -> list[tuple[str, int]]:
         steps, active = self.spec.steps, self._bodies.active
         if not active:
             return [(steps[i].id, attempt) for i, attempt in self._flying.items()]
@@ -168,8 +207,13 @@ class RunState:
     def record_count(self) -> int:
         """Step records this run has or will have: every top-level step, plus body steps
         recorded and those its running bodies will record (the status shares its room by it)."""
+        final = len(self.spec.finally_) if self._final is None else self._final.record_count()
         return (
-            len(self.spec.steps) + len(self._order) - self._settled_count + self._bodies.planned()
+            len(self.spec.steps)
+            + len(self._order)
+            - self._settled_count
+            + self._bodies.planned()
+            + final
         )
 
     def last_record(self) -> StepRecord | None:
@@ -182,7 +226,11 @@ class RunState:
     def kind_of(self, step_id: str) -> Kind:
         """The kind of a step by id, body steps by qualified name (for metrics and events)."""
         i = self.graph.index.get(step_id)
-        return self._kinds[i] if i is not None else self._bodies.kind_of(step_id)
+        if i is not None:
+            return self._kinds[i]
+        if self._final is not None and self._final.declares(step_id):
+            return self._final.kind_of(step_id)
+        return self._bodies.kind_of(step_id)
 
     def record_exit(self, exited: ExitReport) -> None:
         """An exit fired (in a decide branch): the first one ends the plan."""
@@ -196,13 +244,19 @@ class RunState:
             self._new.append(record)
 
     def unsettled(self) -> list[str]:
-        return [self.spec.steps[i].id for i, s in enumerate(self._states) if s.settled is None]
+        mine = [self.spec.steps[i].id for i, s in enumerate(self._states) if s.settled is None]
+        if self._final is not None:
+            return mine + self._final.unsettled()
+        return mine + [s.id for s in self.spec.finally_]
 
     # -- internals ----------------------------------------------------------------------------
 
     def _lookup(self, step_id: str) -> tuple[str, str | None] | None:
         i = self.graph.index.get(step_id)
         if i is None:
+            named = self.scope.get(step_id)  # the main steps' outcome, in finally steps ($plan)
+            if isinstance(named, templates.StepResult):
+                return named["status"], named["output"]
             return self.parent._lookup(step_id) if self.parent is not None else None
         rec = self._states[i].settled
         return (rec.status, rec.output) if rec is not None else None

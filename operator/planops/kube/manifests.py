@@ -23,7 +23,7 @@ from typing import Any
 
 from planops.api import API_VERSION, CapsuleSpec
 from planops.api.resources import resources
-from planops.engine import Dispatch, shell_words
+from planops.engine import Dispatch, delegation, shell_words
 
 LABEL_PLAN = "planops.dev/plan"
 LABEL_RUN = "planops.dev/run"
@@ -362,7 +362,8 @@ def workspace_claim(ref: PlanRef, size: str, storage_class: str | None) -> dict[
 def child_plan(ref: PlanRef, d: Dispatch, target: str, spec: dict[str, Any]) -> dict[str, Any]:
     """The child Plan of a capsule step: the target Capsule's plan, under the target Capsule."""
     name = child_name(ref.name, ref.run, d.step.id, d.attempt)
-    objective = d.input if isinstance(d.input, str) else (d.input or {}).get("objective", "")
+    objective = delegation.objective(d.input)
+    declared = spec.get("input") if isinstance(spec.get("input"), dict) else None
     lineage = (*ref.lineage, target)
     return {
         "apiVersion": API_VERSION,
@@ -390,5 +391,10 @@ def child_plan(ref: PlanRef, d: Dispatch, target: str, spec: dict[str, Any]) -> 
             },
             "ownerReferences": [ref.owner()],
         },
-        "spec": {**spec, "capsule": target},
+        "spec": {
+            **spec,
+            "capsule": target,
+            # the step's task text, as the child plan's input.objective (engine.delegation)
+            "input": delegation.child_input(declared, objective),
+        },
     }

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from planops.engine.delegation import delegated_output
 from planops.engine.report import parse_rfc3339
 from planops.kube.manifests import LABEL_ATTEMPT, LABEL_STEP, full_value
 
@@ -321,7 +322,8 @@ def child_attempt(child: Obj) -> Observed | None:
     phase = status.get("phase")
     report = _obj(status.get("report"))
     steps = [s for s in _list(report.get("steps")) if isinstance(s, dict)]
-    last = _text(steps[-1].get("output")) if steps else None
+    # the child's output, or its last record's (engine.delegation: as the local runner takes it)
+    last = delegated_output({**report, "steps": steps})
     finished = _time(status.get("finishedAt"))
     if phase == "Succeeded":
         return Observed(

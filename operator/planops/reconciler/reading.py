@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from planops.api import CapsuleSpec, PlanSpec
-from planops.engine import AttemptFact, Facts
+from planops.engine import AttemptFact, Facts, finally_steps
 from planops.kube import manifests
 from planops.kube.cache import RunObjects, slim_run_object
 from planops.kube.client import ApiError, Kube
@@ -107,12 +107,12 @@ class RunReader:
         jobs, pods = await self.objects(ref, settled_ids)
         # objects whose labels name no attempt of ours are not attempts (observe says why)
         found = [job_attempt(j, pods.get(j["metadata"]["name"])) for j in jobs]
-        if any(s.capsule is not None for s in spec.steps):
+        if any(s.capsule is not None for s in (*spec.steps, *spec.finally_)):
             children = await self.kube.list_plans(ref.namespace, ref.children_selector())
             found += [child_attempt(c) for c in unsettled(owned(children, ref.uid), settled_ids)]
         observed = [o for o in found if o is not None]
-        cap = status_.output_cap(capsule.output_limit_bytes, len(spec.steps))
-        n = len(spec.steps)
+        n = finally_steps.step_count(spec)
+        cap = status_.output_cap(capsule.output_limit_bytes, n)
         attempts: list[AttemptFact] = []
         now = self.clock()
         later = False  # an attempt to look at again shortly (its output not readable yet)

@@ -12,6 +12,7 @@ The scheduling rules are not here: `planops.engine.Run` decides; this module onl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -36,6 +37,7 @@ from planops.engine import (
     Run,
     StepRecord,
     capsule_name,
+    finally_steps,
     image_allowed,
     shell_words,
     validate,
@@ -108,8 +110,9 @@ class Reconciler:
     budget: Budget | None = field(
         default_factory=lambda: Budget(OPERATOR_BUDGET_SECONDS, time.monotonic)
     )
-    #: verdicts of judge(reuse=True) by (uid, generation, Capsule name, Capsule version)
-    _verdicts: dict[tuple[str, int, str, str | None], Verdict] = field(default_factory=dict)
+    #: verdicts of judge(reuse=True) by (uid, generation, Capsule name, Capsule version, and
+    #: the capsule steps' target Capsules with their versions)
+    _verdicts: dict[tuple[Any, ...], Verdict] = field(default_factory=dict)
     #: attempts in flight per plan, for the planops_steps_running gauge (their sum)
     _running: dict[tuple[str, str], int] = field(default_factory=dict)
     #: Capsules as the watch shows them (handlers.capsule_event); None: always ask the API
@@ -229,7 +232,7 @@ class Reconciler:
             run_info["startedAt"] = status_.rfc3339(now)
             events(
                 "PlanStarted",
-                f"run {rid} of generation {generation}: {len(spec.steps)} steps",
+                f"run {rid} of generation {generation}: {finally_steps.step_count(spec)} steps",
                 run=rid,
                 generation=generation,
             )
@@ -275,12 +278,16 @@ class Reconciler:
         waiting += [self._ask(d, capsule, name, events, now) for d in dispatched if d.kind == "ask"]
         finished = decision.finished
         report = await self._reports.record(
-            ref, run.report(), max(run.record_count(), len(spec.steps)), capsule, previous
+            ref,
+            run.report(),
+            max(run.record_count(), finally_steps.step_count(spec)),
+            capsule,
+            previous,
         )
         self._set_running(p.key, len(run.in_flight_attempts()))
         new = status_.running(
             report,
-            total=len(spec.steps),
+            total=finally_steps.step_count(spec),
             finished=finished,
             dispatched_any=bool(dispatched or run.in_flight_attempts()),
             generation=generation,
@@ -328,22 +335,50 @@ class Reconciler:
         raw = self.capsules.get(meta["namespace"], cname) if self.capsules else None
         if raw is None:
             raw = await self.kube.get_capsule(meta["namespace"], cname)
+        targets = await self._targets(meta["namespace"], plan, raw)
+        versions = [(n, _version(t)) for n, t in targets.items()]
         key = (
             str(meta.get("uid")),
             int(meta.get("generation") or 0),
             cname,
             (raw or {}).get("metadata", {}).get("resourceVersion"),
+            tuple(versions),
         )
         if reuse and key in self._verdicts:
             return self._verdicts[key]
-        verdict = await asyncio.to_thread(self._judge, plan, cname, raw)
+        verdict = await asyncio.to_thread(self._judge, plan, cname, raw, targets)
         if reuse:
             self._verdicts[key] = verdict
             while len(self._verdicts) > VERDICTS_KEPT:
                 del self._verdicts[next(iter(self._verdicts))]  # the oldest
         return verdict
 
-    def _judge(self, plan: dict[str, Any], cname: str, raw: dict[str, Any] | None) -> Verdict:
+    async def _targets(
+        self, namespace: str, plan: dict[str, Any], raw: dict[str, Any] | None
+    ) -> dict[str, dict[str, Any] | None]:
+        """The Capsules the plan's capsule steps name that its Capsule lets it spawn (any other
+        is refused at dispatch): the validator holds their plans' inputSchemas to the steps'
+        task text. From the watch cache, else through the API (at most one read per name in
+        spawn.allow)."""
+        allow = ((raw or {}).get("spec") or {}).get("spawn", {}).get("allow")
+        spec = plan.get("spec") or {}
+        steps = [s for k in ("steps", "finally") if isinstance(spec.get(k), list) for s in spec[k]]
+        if not isinstance(allow, list):
+            return {}
+        named = {s.get("capsule") for s in steps if isinstance(s, dict)}
+        out: dict[str, dict[str, Any] | None] = {}
+        for name in sorted(n for n in named if isinstance(n, str) and n in allow):
+            found = self.capsules.get(namespace, name) if self.capsules else None
+            out[name] = found if found is not None else await self.kube.get_capsule(namespace, name)
+        return out
+
+    def _judge(
+        self,
+        plan: dict[str, Any],
+        cname: str,
+        raw: dict[str, Any] | None,
+        targets: dict[str, dict[str, Any] | None] | None = None,
+    ) -> Verdict:
         doc, problems = parse_document(
             {k: plan[k] for k in ("apiVersion", "kind", "metadata", "spec")}
         )
@@ -392,7 +427,14 @@ class Reconciler:
                         )
                     ],
                 )
-        errors = validate(spec, lambda n: capsule if n == cname else None, self.policy, self.budget)
+        children: dict[str, CapsuleSpec] = {}
+        for n, t in (targets or {}).items():
+            with contextlib.suppress(ValidationError):  # refused when its own plans run
+                if t is not None:
+                    children[n] = CapsuleSpec.model_validate(t.get("spec") or {})
+        errors = validate(
+            spec, lambda n: capsule if n == cname else children.get(n), self.policy, self.budget
+        )
         return spec, capsule, errors
 
     # -- the run's reading and report: kept per run, forgotten when it ends ----------------------
@@ -655,11 +697,11 @@ class Reconciler:
         report = run.report()
         report = Report(report.plan_id, False, None, (*report.steps, *cancelled))
         report = await self._reports.record(
-            ref, report, max(run.record_count(), len(spec.steps)), None, previous
+            ref, report, max(run.record_count(), finally_steps.step_count(spec)), None, previous
         )
         new = status_.running(
             report,
-            total=len(spec.steps),
+            total=finally_steps.step_count(spec),
             finished=True,
             dispatched_any=True,
             generation=p.generation,
@@ -736,7 +778,7 @@ class Reconciler:
             metrics.plan_duration.observe(max(0.0, now - started_at))
             events(
                 "PlanSucceeded" if report.completed else "PlanFailed",
-                f"{status_.top_level(report)}/{len(p.spec.steps)} steps settled"
+                f"{status_.top_level(report)}/{finally_steps.step_count(p.spec)} steps settled"
                 + (f"; step {report.failed_step} stopped the plan" if report.failed_step else ""),
                 warning=not report.completed,
             )
@@ -797,6 +839,10 @@ def _in_flight(run: Run, previous: dict[str, Any], now: float) -> list[dict[str,
         if run.kind_of(step) in WITH_OBJECT
     ]
     return out[: status_.IN_FLIGHT_LIMIT] or None  # the status bound (reconciler.status)
+
+
+def _version(obj: dict[str, Any] | None) -> Any:
+    return ((obj or {}).get("metadata") or {}).get("resourceVersion")
 
 
 def _depth(label: Any) -> int:

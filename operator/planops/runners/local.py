@@ -6,7 +6,8 @@ it asks what to start, starts it, and reports results back. No scheduling rule l
 - shell: the step's words (shlex) as a subprocess, first word looked up on PATH, never a shell.
 - tool: the tool's `command`, with the JSON input on stdin and in env PLANOPS_INPUT.
 - capsule: the target Capsule's `plan` run in-process as a sub-plan (nesting capped at 8,
-  cycles refused), its input given to the child as `input` (seed: the task text).
+  cycles refused), the step's task text given to the child as `input.objective` and the child's
+  output taken back as the step's (engine.delegation: the same contract as in the cluster).
 - Every step of a run shares one working directory (seed 1: "the same accessible workdir").
 - Limits: the step's timeout and the memory limit (RLIMIT_DATA, the closest per-process
   equivalent of the cgroup limit a Job gets); output capped at the capsule's outputLimitBytes.
@@ -43,6 +44,7 @@ from planops.engine import (
     Run,
     capsule_name,
     control,
+    delegation,
     shell_words,
     validate,
 )
@@ -275,31 +277,34 @@ class LocalRunner:
         child = self.capsules.get(target)
         if child is None or child.plan is None:
             return Result("failed", None, f"capsule {target!r} does not exist or has no plan")
-        child_spec = child.plan.model_copy(update={"capsule": target})
+        text = delegation.objective(d.input)
+        child_spec = child.plan.model_copy(
+            update={"capsule": target, "input": delegation.child_input(child.plan.input, text)}
+        )
         errors = validate(child_spec, capsule_resolver(self.capsules), self.policy)
         child_id = f"{d.step.id}-{target}"
-        delegation = {
+        delegated = {
             "stepId": d.step.id,
             "capsule": target,
             "childPlanId": child_id,
-            "objective": d.input if isinstance(d.input, str) else (d.input or {}).get("objective"),
+            "objective": text,
         }
-        emit({"event": "delegation_start", **delegation})
+        emit({"event": "delegation_start", **delegated})
         if errors:
-            emit({"event": "delegation", **delegation, "completed": False})
+            emit({"event": "delegation", **delegated, "completed": False})
             return Result(
                 "failed",
                 None,
                 f"capsule {target!r}'s plan is invalid: " + "; ".join(str(e) for e in errors),
             )
         report = await self.run(child_id, child_spec, lineage)
-        emit({"event": "delegation", **delegation, "completed": report.completed})
-        last = report.steps[-1].output if report.steps else None
+        emit({"event": "delegation", **delegated, "completed": report.completed})
+        output = delegation.delegated_output(report.to_json())
         if report.completed:
-            return Result("success", last, None)
+            return Result("success", output, None)
         failed = next((r for r in report.steps if r.step_id == report.failed_step), None)
         why = f": step {failed.step_id} failed: {failed.error}" if failed else ""
-        return Result("failed", last, f"sub-plan {child_id} did not complete{why}")
+        return Result("failed", output, f"sub-plan {child_id} did not complete{why}")
 
     async def _process(
         self, argv: list[str], d: Dispatch, capsule: CapsuleSpec, workdir: Path, stdin: str | None

@@ -110,13 +110,16 @@ def answer_commands(namespace: str, plan: str, ask: Mapping[str, Any]) -> dict[s
     }
 
 
-def _node(node: graph.Node) -> dict[str, Any]:
+def _node(node: graph.Node, after: Mapping[str, tuple[str, ...]]) -> dict[str, Any]:
     body = node.body
     return {
         "id": node.id,
         "kind": node.kind,
         "what": node.what,
         "deps": list(node.deps),
+        # a finally step: drawn after the main steps (`after`: the edges that say so)
+        "final": node.final,
+        "after": list(after.get(node.id, ())),
         "status": node.status or "pending",
         "attempts": node.attempts,
         "detail": node.detail,
@@ -152,7 +155,8 @@ def plan_view(
     nodes: list[dict[str, Any]] = []
     if isinstance(doc, PlanDocument):
         drawn = graph.with_status(graph.from_spec(name, doc.spec), st)
-        nodes = [_node(n) for n in drawn.nodes]
+        after = graph.runs_after(drawn)
+        nodes = [_node(n, after) for n in drawn.nodes]
     else:
         unreadable = "; ".join(f"{p.path}: {p.message}" for p in problems[:3]) or "not a Plan"
     report = st.get("report") if isinstance(st.get("report"), Mapping) else {}

@@ -7,7 +7,8 @@ This module runs the checks in order; each module beside it checks one thing: va
 (JSON values, bounded depth: first, and alone), step_checks (one step's own declarations),
 limit_checks (resources and timeouts), control_checks (control steps' fields, as JSON Schemas),
 template_checks (`{{...}}`), body_checks (decide/map/reduce bodies), input_checks (the input
-schema); checker holds one validation's state and its time budget.
+schema), finally_checks (the finally steps, last: judged like main steps, after them); checker
+holds one validation's state and its time budget.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from planops.engine.policy import (
 )
 from planops.engine.validation.body_checks import check_bodies
 from planops.engine.validation.checker import Checker, OverBudgetError
+from planops.engine.validation.finally_checks import check_finally
 from planops.engine.validation.input_checks import check_input
 from planops.engine.validation.step_checks import check_step
 from planops.engine.validation.template_checks import check_templates
@@ -51,7 +53,16 @@ def validate(
     if not_values:
         return not_values
     name = capsule_name(spec)
-    checker = Checker(spec, name, resolve_capsule(name), policy or Policy(), budget=budget)
+    capsule, resolve = resolve_capsule(name), resolve_capsule
+    checker = Checker(
+        spec,
+        name,
+        capsule,
+        policy or Policy(),
+        budget=budget,
+        resolve=resolve,
+        later=frozenset(s.id for s in spec.finally_),
+    )
     if budget is not None:
         checker.deadline = budget.clock() + budget.seconds
     try:
@@ -116,4 +127,5 @@ def _validate(checker: Checker) -> list[PlanError]:
             f"dependency cycle between steps {', '.join(cycle)} ({loop}, each waiting for the "
             "next); nothing could ever run",
         )
+    check_finally(checker, seen)
     return checker.errors

@@ -113,6 +113,8 @@ def _body_root_problem(
                 "does not depend on (add it to its dependsOn)",
             )
         return problem
+    if t.root in c.outer:  # a finally step's body: the main steps have settled
+        return field_problem(t, c.outer[t.root])
     return (
         f"{t.text}: no step {t.root!r} here (a body sees input, its own earlier steps and the "
         "steps its control step depends on)"

@@ -8,12 +8,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from planops.api.models import CapsuleSpec, PlanSpec
+from planops.api.models import CapsuleSpec, PlanSpec, Step
 from planops.engine import templates
 from planops.engine.allowlists import shell_words
 from planops.engine.dag import Graph
 from planops.engine.errors import PlanError
-from planops.engine.policy import BUDGET_EVERY, Budget, Policy
+from planops.engine.policy import BUDGET_EVERY, Budget, CapsuleResolver, Policy
 
 
 class OverBudgetError(Exception):
@@ -58,6 +58,13 @@ class Checker:
     unless: list[tuple[int, int, int]] = field(default_factory=list)
     #: why a line could not be split (shlex is slow on long lines: never split one twice)
     split_errors: dict[str, str] = field(default_factory=dict)
+    #: finds other Capsules (a capsule step's target, whose plan takes the step's text)
+    resolve: CapsuleResolver | None = None
+    #: judging finally steps: what has settled before any of them runs (the main steps, and
+    #: `plan`, their outcome: None), readable without a dependsOn (validation.finally_checks)
+    outer: dict[str, Step | None] = field(default_factory=dict)
+    #: judging main steps: the finally steps' ids, which no main step may name
+    later: frozenset[str] = frozenset()
 
     def split(self, command: str) -> list[str] | None:
         """shell_words(command), cached; None when it cannot be split."""

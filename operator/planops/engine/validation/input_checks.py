@@ -1,9 +1,12 @@
 """Seed 2's plan input: the input schema is a Draft 2020-12 schema and the input satisfies it
-(every violation reported, with its path). Evaluated by engine.jsonschemas: patterns on RE2, no
-remote references, the validator's budget ticking through the evaluation."""
+(every violation reported, with its path); and a capsule step's task text, which its child plan
+takes as `input.objective`, against that plan's inputSchema. Evaluated by engine.jsonschemas:
+patterns on RE2, no remote references, the validator's budget ticking through the evaluation."""
 
 from __future__ import annotations
 
+from planops.api.models import Step
+from planops.engine import delegation, references, templates
 from planops.engine.validation.checker import Checker
 
 
@@ -29,3 +32,52 @@ def check_input(c: Checker) -> None:
     for err in sorted(errors, key=lambda e: list(map(str, e.path))):
         where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path)
         c.add("input-schema", None, f"input{where}", err.message)
+
+
+def check_capsule_input(c: Checker, step: Step, path: str) -> None:
+    """A capsule step's task text reaches its child plan as `input.objective` (engine.delegation):
+    when the target Capsule (found through the resolver, and in spawn.allow: any other target is
+    refused at dispatch) has a plan with an inputSchema, that input must satisfy it. A text known
+    only at dispatch (a reference or a template) is held to the schema's type of `objective` here
+    and judged in full when the child is validated."""
+    target = step.capsule
+    if target is None or c.resolve is None or c.capsule is None:
+        return
+    if target not in c.capsule.spawn.allow:
+        return
+    child = c.resolve(target)
+    if child is None or child.plan is None or child.plan.input_schema is None:
+        return
+    from planops.engine import jsonschemas  # noqa: PLC0415 - jsonschema: only for input schemas
+
+    schema = child.plan.input_schema
+    where = f"{path}.input"
+    if jsonschemas.schema_problems(schema):
+        c.add(
+            "capsule-plan-input",
+            step.id,
+            where,
+            f"Capsule {target!r}'s plan has an inputSchema that is not a JSON Schema: it can "
+            "take no input",
+        )
+        return
+    text = delegation.objective(step.input)
+    known = not any(references.walk(step.input)) and not any(templates.find(step.input))
+    candidate = delegation.child_input(child.plan.input, text if known else "")
+    try:
+        errors = jsonschemas.evaluate(schema, candidate, tick=lambda: c.tick(where))
+    except jsonschemas.UnusableSchemaError as e:
+        c.add("capsule-plan-input", step.id, where, f"Capsule {target!r}'s inputSchema: {e}")
+        return
+    for err in sorted(errors, key=lambda e: list(map(str, e.path))):
+        field = list(err.absolute_path)
+        if not known and field[:1] == [delegation.OBJECTIVE] and err.validator != "type":
+            continue  # depends on the text itself: judged when the child is validated
+        at = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in field)
+        c.add(
+            "capsule-plan-input",
+            step.id,
+            where,
+            f"Capsule {target!r}'s plan cannot take this step's task text as input.objective "
+            f"(with the input its plan declares): input{at}: {err.message}",
+        )

@@ -1,8 +1,9 @@
 """What one step declares, judged on its own: exactly one kind; onError; dependsOn and
 `$id.output` references naming declared steps; its `if`; its tool in the Capsule's inventory
 (never submit-plan); its shell line splittable and its binary allowed; a capsule step's task
-text; its image allowed; then its limits (limit_checks) and control fields (control_checks).
-Body steps are judged by the same function under their qualified ids."""
+text (and its child plan's inputSchema: input_checks); its image allowed; then its limits
+(limit_checks) and control fields (control_checks). Body steps are judged by the same function
+under their qualified ids."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from planops.engine.allowlists import image_allowed
 from planops.engine.dag import Graph
 from planops.engine.validation.checker import Checker
 from planops.engine.validation.control_checks import check_control
+from planops.engine.validation.input_checks import check_capsule_input
 from planops.engine.validation.limit_checks import check_limits
 
 ON_ERROR = ("fail", "skip", "continue")
@@ -40,7 +42,9 @@ def check_step(c: Checker, graph: Graph, step: Step, path: str) -> None:
             f"onError is {step.on_error!r}; expected one of fail, skip, continue",
         )
     for j, dep in enumerate(step.depends_on):
-        if dep not in graph.index:
+        if dep in c.later:
+            ran_later(c, step.id, f"{path}.dependsOn[{j}]", dep)
+        elif dep not in graph.index and dep not in c.outer:  # a main step: settled already
             c.add(
                 "unknown-step",
                 step.id,
@@ -88,7 +92,9 @@ def check_references(
     found: Iterable[tuple[str, references.Reference]],
 ) -> None:
     for where, ref in found:
-        if ref.step not in graph.index:
+        if ref.step in c.later:
+            ran_later(c, step.id, where, ref.step)
+        elif ref.step not in graph.index and ref.step not in c.outer:
             c.add(
                 "unknown-step",
                 step.id,
@@ -102,6 +108,16 @@ def check_references(
                 where,
                 f"reference {ref} reads field {ref.field!r}; only output and status exist",
             )
+
+
+def ran_later(c: Checker, step_id: str, where: str, final: str) -> None:
+    c.add(
+        "finally",
+        step_id,
+        where,
+        f"{final!r} is a finally step: it runs after every main step, so no main step can "
+        "wait for it or read its result",
+    )
 
 
 def _check_tool(c: Checker, step: Step, path: str) -> None:
@@ -161,3 +177,5 @@ def _check_capsule_step(c: Checker, step: Step, path: str) -> None:
             f"{path}.input",
             'a capsule step\'s input is its task text: a string or {"objective": "<text>"}',
         )
+        return
+    check_capsule_input(c, step, path)

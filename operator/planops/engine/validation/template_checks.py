@@ -39,7 +39,9 @@ def check_templates(c: Checker, graph: Graph) -> None:
             t: templates.Template, i: int = i, step: Step = step
         ) -> str | Unless | None:
             nonlocal direct
-            problem = _template_root_problem(graph, t)
+            if t.root in c.outer and t.root not in graph.index:  # settled before finally steps
+                return field_problem(t, c.outer[t.root])
+            problem = _template_root_problem(c, graph, t)
             if problem is None and t.root not in templates.RESERVED:
                 problem = field_problem(t, steps[graph.index[t.root]])
                 if problem is None:
@@ -59,7 +61,7 @@ def check_templates(c: Checker, graph: Graph) -> None:
         if isinstance(t, templates.TemplateError):
             problem: str | None = str(t)
         else:
-            problem = _template_root_problem(graph, t)
+            problem = _template_root_problem(c, graph, t)
             if problem is None and t.root in graph.index:
                 problem = field_problem(t, steps[graph.index[t.root]])
         if problem:
@@ -124,9 +126,11 @@ def check_step_templates(c: Checker, step: Step, path: str, root_problem: RootCh
             c.add("template", step.id, where, problem)
 
 
-def _template_root_problem(graph: Graph, t: templates.Template) -> str | None:
+def _template_root_problem(c: Checker, graph: Graph, t: templates.Template) -> str | None:
     if t.root == "input":
         return None
+    if t.root in c.later:
+        return f"{t.text}: {t.root!r} is a finally step, which runs after every main step"
     if t.root in templates.RESERVED:
         return f"{t.text}: {{{{{t.root}}}}} exists only inside map and reduce bodies"
     if t.root not in graph.index:

@@ -24,7 +24,7 @@ def value_problems(spec: PlanSpec) -> list[PlanError]:
     whether any is wrong; only then is each field walked on its own, to name it.
     """
     fields: list[Any] = [spec.input, spec.output, spec.input_schema]
-    for step in spec.steps:
+    for step in (*spec.steps, *spec.finally_):
         fields += _step_values(step)
     todo = [v for v in fields if v is not None and v.__class__ is not str]
     if not todo or values.problem(todo, values.MAX_DEPTH + 1) is None:
@@ -34,9 +34,10 @@ def value_problems(spec: PlanSpec) -> list[PlanError]:
         (None, "output", spec.output),
         (None, "inputSchema", spec.input_schema),
     ]
-    for i, step in enumerate(spec.steps):
-        found += [(step.id, f"steps[{i}].{k}", getattr(step, k)) for k in STEP_VALUES]
-        found.append((step.id, f"steps[{i}].onError", step.on_error))
+    for where, steps in (("steps", spec.steps), ("finally", spec.finally_)):
+        for i, step in enumerate(steps):
+            found += [(step.id, f"{where}[{i}].{k}", getattr(step, k)) for k in STEP_VALUES]
+            found.append((step.id, f"{where}[{i}].onError", step.on_error))
     errors = []
     for step_id, path, value in found:
         problem = values.problem(value)

@@ -97,6 +97,8 @@
       g.setNode(n.id, { width, height: 14 + 16 * lines.length, lines, n });
     }
     for (const n of view.nodes) for (const d of n.deps) if (g.hasNode(d)) g.setEdge(d, n.id);
+    // finally steps run once the main steps are over: dashed edges from the last main steps
+    for (const n of view.nodes) for (const d of n.after || []) if (g.hasNode(d)) g.setEdge(d, n.id, { after: true });
     dagre.layout(g);
     const { width, height } = g.graph();
     const root = svg("svg", { id: "dag", width, height, viewBox: `0 0 ${width} ${height}` });
@@ -107,12 +109,12 @@
     root.append(defs);
     for (const e of g.edges()) {
       const pts = g.edge(e).points;
-      root.append(svg("path", { class: "edge", "marker-end": "url(#arrow)", d: "M" + pts.map((p) => `${p.x},${p.y}`).join(" L") }));
+      root.append(svg("path", { class: g.edge(e).after ? "edge after" : "edge", "marker-end": "url(#arrow)", d: "M" + pts.map((p) => `${p.x},${p.y}`).join(" L") }));
     }
     for (const id of g.nodes()) {
       const box = g.node(id);
       const n = box.n;
-      const classes = ["node", cls(n.status), n.body ? "body" : "", state.selected === id ? "selected" : ""];
+      const classes = ["node", cls(n.status), n.body ? "body" : "", n.final ? "final" : "", state.selected === id ? "selected" : ""];
       const group = svg("g", {
         class: classes.join(" ").trim(), "data-step": id, "data-status": n.status,
         transform: `translate(${box.x - box.width / 2},${box.y - box.height / 2})`,
@@ -162,6 +164,7 @@
     field(dl, "Kind", n.kind);
     field(dl, "Runs", n.what);
     field(dl, "Depends on", n.deps.join(", "));
+    field(dl, "When", n.final ? "finally: once the main steps are over" : "");
     field(dl, "Attempts", attempts ? String(attempts) : "");
     field(dl, "Running", flying.join(", "));
     field(dl, "Started", rec.startedAt);
