@@ -22,7 +22,7 @@ import yaml
 
 from planops.kube import manifests
 from tests.conftest import Kube
-from tests.e2e.conftest import capsule, plan, steps, wait_plan
+from tests.e2e.conftest import capsule, cli, plan, steps, wait_plan
 
 pytestmark = [pytest.mark.cluster, pytest.mark.node]
 CHART = Path(__file__).resolve().parents[2] / "charts" / "planops"
@@ -343,7 +343,10 @@ def test_the_refusal_holds_with_no_operator_running(
         ("patch", "capsules.planops.dev", False),
         ("create", "pods", False),
         ("delete", "pods", False),
+        ("list", "jobs.batch", True),  # `kubectl plan logs`: is the pod's Job the Plan's?
+        ("get", "jobs.batch", True),
         ("create", "jobs.batch", False),
+        ("patch", "jobs.batch", False),
         ("delete", "jobs.batch", False),
         ("get", "secrets", False),
         ("list", "secrets", False),
@@ -362,27 +365,27 @@ def test_what_a_plan_author_may_do(
     assert done.stdout.strip() == ("yes" if allowed else "no"), (verb, resource, done.stdout)
 
 
-def test_a_pod_made_with_a_steps_labels_is_not_taken_for_the_step(
-    kube: Kube, ns: str, busybox: str
-):
-    """Someone who may create pods copies a running step's labels onto a pod of their own that
-    prints something else, newer than the real one: the step's output is still its own pod's."""
-    kube.apply(plan("victim", {"id": "work", "shell": "sh -c 'sleep 4; echo real'"}), "-n", ns)
-    obj = wait_plan(
+def forge_step_pod(kube: Kube, ns: str, busybox: str, name: str) -> dict[str, str]:
+    """Run Plan `name` (one step `work` printing `real` after 4 s) and, while its pod runs,
+    create a newer pod with the same labels printing `FORGED` (someone who may create pods, an
+    admin or another controller, not a plan author). The labels copied."""
+    kube.apply(plan(name, {"id": "work", "shell": "sh -c 'sleep 4; echo real'"}), "-n", ns)
+    selector = f"planops.dev/plan={name}"
+    wait_plan(
         kube,
         ns,
-        "victim",
+        name,
         phases=("Running",),
-        until=lambda o: bool(kube.get("pods", "-n", ns, "-l", "planops.dev/plan=victim")["items"]),
+        until=lambda o: bool(kube.get("pods", "-n", ns, "-l", selector)["items"]),
     )
-    (real,) = kube.get("pods", "-n", ns, "-l", "planops.dev/plan=victim")["items"]
+    (real,) = kube.get("pods", "-n", ns, "-l", selector)["items"]
     labels = dict(real["metadata"]["labels"])
     labels.pop("controller-uid", None)
     labels.pop("batch.kubernetes.io/controller-uid", None)
     forged = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": "forged", "namespace": ns, "labels": labels},
+        "metadata": {"name": f"{name}-forged", "namespace": ns, "labels": labels},
         "spec": {
             "restartPolicy": "Never",
             "securityContext": {"runAsNonRoot": True, "runAsUser": 65534},
@@ -397,9 +400,33 @@ def test_a_pod_made_with_a_steps_labels_is_not_taken_for_the_step(
         },
     }
     kube.apply(forged)
+    return labels
+
+
+def test_a_pod_made_with_a_steps_labels_is_not_taken_for_the_step(
+    kube: Kube, ns: str, busybox: str
+):
+    """Someone who may create pods copies a running step's labels onto a pod of their own that
+    prints something else, newer than the real one: the step's output is still its own pod's."""
+    labels = forge_step_pod(kube, ns, busybox, "victim")
     obj = wait_plan(kube, ns, "victim", timeout=120)
     assert obj["status"]["run"]["id"] == labels["planops.dev/run"]
     assert steps(obj)["work"]["output"] == "real\n"
+
+
+def test_kubectl_plan_logs_never_shows_a_pod_made_with_a_steps_labels(
+    kube: Kube, kubeconfig: str, ns: str, busybox: str
+):
+    """The forged pod is the newest with the step's labels and has ended (its log says
+    `FORGED`): `kubectl plan logs` shows the step's own pod, chosen by owner UIDs."""
+    forge_step_pod(kube, ns, busybox, "logged")
+    wait_plan(kube, ns, "logged", timeout=120)
+    deadline = time.monotonic() + 60
+    while kube.get("pod", "logged-forged", "-n", ns)["status"].get("phase") != "Succeeded":
+        assert time.monotonic() < deadline, "the forged pod did not run"
+        time.sleep(0.5)
+    done = cli(kubeconfig, "logs", "logged", "work", "-n", ns)
+    assert (done.returncode, done.stdout) == (0, "real\n"), done.stderr
 
 
 def test_a_tools_credentials_reach_the_tool_and_no_shell_step(kube: Kube, ns: str, busybox: str):

@@ -1,10 +1,13 @@
-"""spec.workspace: one volume per run, shared by every step pod, their working directory, with the
-Capsule's readOnlyPaths mounted read-only; the claim is owned by the Plan (removed with it).
-Tested on a statically provisioned (hostPath) volume of the test cluster."""
+"""spec.workspace: one volume per run, shared by every step pod, the working directory of shell
+steps, with the Capsule's readOnlyPaths mounted read-only; the claim is owned by the Plan (removed
+with it). A tool works in an empty directory of its own (the workspace is written by earlier
+steps) and finds the workspace at /workspace. Tested on a statically provisioned (hostPath)
+volume of the test cluster."""
 
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,9 +18,9 @@ from tests.e2e.conftest import capsule, plan, steps, wait_plan
 pytestmark = [pytest.mark.cluster, pytest.mark.node]
 
 
-def test_a_second_step_reads_what_the_first_wrote_in_the_workspace(
-    kube: Kube, ns: str, busybox: str
-):
+@pytest.fixture
+def static_class(kube: Kube, ns: str) -> Iterator[tuple[str, Path]]:
+    """A storage class name with one hostPath volume of it, and the volume's directory."""
     host = Path(tempfile.mkdtemp(prefix="planops-pv-"))
     host.chmod(0o777)  # step pods run as uid 65534
     sc = f"static-{ns}"
@@ -36,37 +39,72 @@ def test_a_second_step_reads_what_the_first_wrote_in_the_workspace(
         }
     )
     try:
-        kube.apply(
-            capsule(busybox, readOnlyPaths=["ro"], workspace={"storageClassNames": [sc]}),
-            "-n",
-            ns,
-        )
-        kube.apply(
-            plan(
-                "ws",
-                {"id": "write", "shell": "sh -c 'echo data > shared.txt; pwd'"},
-                {"id": "read", "shell": "cat shared.txt", "dependsOn": ["write"]},
-                {
-                    "id": "protected",
-                    "shell": "sh -c 'echo x > ro/f'",
-                    "onError": "continue",
-                    "dependsOn": ["read"],
-                },
-                workspace={"size": "10Mi", "storageClassName": sc},
-            ),
-            "-n",
-            ns,
-        )
-        obj = wait_plan(kube, ns, "ws", timeout=180)
-        rep = steps(obj)
-        assert rep["write"]["output"] == "/workspace\n"
-        assert rep["read"]["output"] == "data\n"
-        assert rep["protected"]["status"] == "failed"
-        assert "Read-only file system" in (rep["protected"]["output"] or "")
-        (pvc,) = kube.get("pvc", "-n", ns, "-l", "planops.dev/plan=ws")["items"]
-        assert pvc["metadata"]["ownerReferences"][0]["name"] == "ws"
-        assert pvc["spec"]["storageClassName"] == sc
-        assert (host / "shared.txt").read_text() == "data\n"
+        yield sc, host
     finally:
         kube.run("delete", "namespace", ns, "--wait=true", "--timeout=60s", check=False)
         kube.run("delete", "pv", sc, "--wait=false", check=False)
+
+
+def test_a_second_step_reads_what_the_first_wrote_in_the_workspace(
+    kube: Kube, ns: str, busybox: str, static_class: tuple[str, Path]
+):
+    sc, host = static_class
+    kube.apply(
+        capsule(busybox, readOnlyPaths=["ro"], workspace={"storageClassNames": [sc]}),
+        "-n",
+        ns,
+    )
+    kube.apply(
+        plan(
+            "ws",
+            {"id": "write", "shell": "sh -c 'echo data > shared.txt; pwd'"},
+            {"id": "read", "shell": "cat shared.txt", "dependsOn": ["write"]},
+            {
+                "id": "protected",
+                "shell": "sh -c 'echo x > ro/f'",
+                "onError": "continue",
+                "dependsOn": ["read"],
+            },
+            workspace={"size": "10Mi", "storageClassName": sc},
+        ),
+        "-n",
+        ns,
+    )
+    obj = wait_plan(kube, ns, "ws", timeout=180)
+    rep = steps(obj)
+    assert rep["write"]["output"] == "/workspace\n"
+    assert rep["read"]["output"] == "data\n"
+    assert rep["protected"]["status"] == "failed"
+    assert "Read-only file system" in (rep["protected"]["output"] or "")
+    (pvc,) = kube.get("pvc", "-n", ns, "-l", "planops.dev/plan=ws")["items"]
+    assert pvc["metadata"]["ownerReferences"][0]["name"] == "ws"
+    assert pvc["spec"]["storageClassName"] == sc
+    assert (host / "shared.txt").read_text() == "data\n"
+
+
+def test_a_tool_does_not_start_in_what_earlier_steps_wrote(
+    kube: Kube, ns: str, busybox: str, static_class: tuple[str, Path]
+):
+    """A shell step plants `config.txt` in the workspace; a tool that reads `config.txt`
+    relative to its working directory (with its Capsule's credentials) finds none: it starts in
+    an empty directory of its own, and reads the workspace only where it names it."""
+    sc, _ = static_class
+    cap = capsule(busybox, workspace={"storageClassNames": [sc]})
+    reader = "pwd; ls -A; cat config.txt 2>/dev/null || echo no-config; cat /workspace/config.txt"
+    cap["spec"]["tools"].append(
+        {"name": "reader", "image": busybox, "command": ["sh", "-c", reader]}
+    )
+    kube.apply(cap, "-n", ns)
+    kube.apply(
+        plan(
+            "planted",
+            {"id": "plant", "shell": "sh -c 'echo planted > config.txt'"},
+            {"id": "tool", "tool": "reader", "dependsOn": ["plant"]},
+            workspace={"size": "10Mi", "storageClassName": sc},
+        ),
+        "-n",
+        ns,
+    )
+    rep = steps(wait_plan(kube, ns, "planted", timeout=180))
+    assert rep["tool"]["status"] == "success", rep["tool"]
+    assert rep["tool"]["output"] == "/planops/tool\nno-config\nplanted\n"

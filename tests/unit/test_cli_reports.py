@@ -102,6 +102,7 @@ def server(tmp_path: Path) -> Iterator[tuple[str, list[str]]]:
     app.router.add_get("/api/v1/namespaces/ns/events", no_events)
     app.router.add_get("/apis/events.k8s.io/v1/namespaces/ns/events", no_events)
     app.router.add_get("/api/v1/namespaces/ns/pods", no_pods)
+    app.router.add_get("/apis/batch/v1/namespaces/ns/jobs", no_pods)  # `logs` checks owners
     loop = asyncio.new_event_loop()
     runner = web.AppRunner(app)
     loop.run_until_complete(runner.setup())

@@ -400,15 +400,37 @@ def test_logs_picks_the_newest_attempt_whatever_the_attempt_labels_say():
 
     from planops.cli.show import cmd_logs  # noqa: PLC0415
 
+    def owner(uid: str) -> list[dict[str, object]]:
+        return [{"kind": "Job", "uid": uid, "controller": True}]
+
     class Kube:
         selector = ""
+
+        async def get_plan(self, ns: str, name: str) -> dict[str, object]:
+            return {"metadata": {"name": name, "uid": "plan"}}
+
+        async def list_jobs(self, ns: str, selector: str) -> list[dict[str, object]]:
+            plan = [{"kind": "Plan", "uid": "plan", "controller": True}]
+            return [{"metadata": {"uid": j, "ownerReferences": plan}} for j in ("j1", "j2", "jx")]
 
         async def list_pods(self, ns: str, selector: str) -> list[dict[str, object]]:
             Kube.selector = selector
             return [
-                {"metadata": {"name": "p2", "labels": {"planops.dev/attempt": "2"}}},
-                {"metadata": {"name": "px", "labels": {"planops.dev/attempt": "one"}}},
-                {"metadata": {"name": "p1", "labels": None}},
+                {
+                    "metadata": {
+                        "name": "p2",
+                        "labels": {"planops.dev/attempt": "2"},
+                        "ownerReferences": owner("j2"),
+                    }
+                },
+                {
+                    "metadata": {
+                        "name": "px",
+                        "labels": {"planops.dev/attempt": "one"},
+                        "ownerReferences": owner("jx"),
+                    }
+                },
+                {"metadata": {"name": "p1", "labels": None, "ownerReferences": owner("j1")}},
             ]
 
         async def read_log(self, ns: str, pod: str, container: str, limit: int) -> str:

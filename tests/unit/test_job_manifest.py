@@ -242,8 +242,7 @@ def test_a_workspace_is_mounted_with_the_capsules_read_only_paths():
     job = tool_job(workspace_claim="ws-claim")
     pod = job["spec"]["template"]["spec"]
     container = pod["containers"][0]
-    assert container["workingDir"] == "/workspace"
-    assert container["volumeMounts"][2:] == [
+    assert container["volumeMounts"][2:5] == [
         {"name": "workspace", "mountPath": "/workspace"},
         {
             "name": "workspace",
@@ -258,9 +257,37 @@ def test_a_workspace_is_mounted_with_the_capsules_read_only_paths():
             "readOnly": True,
         },
     ]
-    assert pod["volumes"][2:] == [
+    assert pod["volumes"][2:3] == [
         {"name": "workspace", "persistentVolumeClaim": {"claimName": "ws-claim"}}
     ]
+
+
+def test_a_shell_step_works_in_the_workspace():
+    d = dispatch("shell", shell="make")
+    job = manifests.job(REF, d, TOOL_CAPSULE, "busybox", timeout_seconds=1, workspace_claim="c")
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    assert container["workingDir"] == "/workspace"
+    assert container["volumeMounts"][0] == {"name": "workspace", "mountPath": "/workspace"}
+
+
+def test_a_tool_works_in_a_private_empty_directory_not_in_the_workspace():
+    """Earlier steps write the workspace: a tool bearing credentials that read a relative path
+    (a config file, a plugin, `.npmrc`) would read theirs. Its working directory is its own
+    emptyDir; the workspace stays at /workspace for tools that name it."""
+    pod = tool_job(workspace_claim="ws-claim")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    workdir = container["workingDir"]
+    assert workdir != "/workspace" and not workdir.startswith("/workspace/")
+    (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == workdir]
+    assert "subPath" not in mount and not mount.get("readOnly")
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    assert volume == {"name": mount["name"], "emptyDir": {}}
+    assert {"name": "workspace", "mountPath": "/workspace"} in container["volumeMounts"]
+
+
+def test_a_tool_without_a_workspace_keeps_its_images_working_directory():
+    (container,) = tool_job()["spec"]["template"]["spec"]["containers"]
+    assert "workingDir" not in container
 
 
 def test_a_child_plan_runs_the_target_capsules_plan_owned_by_its_parent():

@@ -44,6 +44,12 @@ TABLE = [
     ("busybox:1.3?", "busybox:1.36", True),
     ("busybox:1.*", "busybox:2.0", False),
     ("busybox:*", f"busybox@{D}", False),  # a digest-only image has no tag
+    # the runtime pulls by digest and ignores the tag: a tag pattern admits no digest
+    ("busybox:1.*", f"busybox:1.36@{D}", False),
+    ("busybox:*", f"busybox:1.36@{D}", False),
+    ("busybox:latest", f"busybox:latest@{D}", False),
+    ("**/busybox:*", f"ghcr.io/x/busybox:1@{D}", False),
+    ("busybox:1.*@sha256:*", f"busybox:1.36@{D}", True),  # unless a digest pattern says so
     # `*` stays inside one component; `**` spans components
     ("registry.example.com/team/*", "registry.example.com/team/app:1", True),
     ("registry.example.com/team/*", "registry.example.com/team/sub/app:1", False),
@@ -107,12 +113,28 @@ def test_the_validator_refuses_the_registry_host_attack():
     ]
 
 
+def test_the_validator_refuses_a_digest_behind_an_allowed_tag():
+    """`busybox:1.36@sha256:…` pulls the digest, whatever image it is: a tag pattern cannot
+    vouch for it (the attack: an allowed tag in front of any image of the repository)."""
+    cap = capsule(images=["busybox:1.*"])
+    spec = plan({"id": "a", "shell": "true", "image": f"busybox:1.36@{OTHER}"})
+    (error,) = validate(spec, resolver(default=cap))
+    assert (error.code, error.path) == ("image-not-allowed", "steps[0].image")
+    assert (
+        validate(plan({"id": "a", "shell": "true", "image": "busybox:1.36"}), resolver(default=cap))
+        == []
+    )
+
+
 def test_the_operators_allowlist_is_matched_the_same_way():
     cap = capsule(images=["*"])
     policy = Policy(images=("registry.example.com/**",))
     assert image_allowed("registry.example.com/team/app:1", cap, policy)
     assert not image_allowed("registry.example.com:5000/team/app:1", cap, policy)
     assert not image_allowed("busybox", cap, policy)
+    tagged = Policy(images=("registry.example.com/team/app:1.*",))
+    assert image_allowed("registry.example.com/team/app:1.2", cap, tagged)
+    assert not image_allowed(f"registry.example.com/team/app:1.2@{D}", cap, tagged)
 
 
 def test_the_capsules_default_image_is_allowed_however_it_is_spelled():

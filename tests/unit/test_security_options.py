@@ -2,7 +2,9 @@
 
 A shell word that begins with a template and renders to text starting with `-` is refused at
 dispatch (a failed attempt, naming the step and the word), unless an earlier literal word of the
-line is exactly `--`. Decided by the engine, so the local runner and the operator agree.
+line is exactly `--` and no word before that `--` is an option (else the `--` may be that
+option's argument: `grep -e -- {{x}}`). Decided by the engine, so the local runner and the
+operator agree.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from planops.engine import Run, validate
 
 from .helpers import capsule, plan, resolver, run_local_cli
 
-CAPSULE = capsule(shell={"allow": ["date", "wc", "echo", "true"]})
+CAPSULE = capsule(shell={"allow": ["date", "wc", "echo", "true", "grep"]})
 
 
 def first_round(spec):
@@ -61,11 +63,11 @@ def test_every_word_beginning_with_a_template_is_checked(shell, values):
 @pytest.mark.parametrize(
     ("shell", "values", "words"),
     [
-        (
-            "wc -l -- {{input.file}}",
-            {"file": "--files0-from=x"},
-            ["wc", "-l", "--", "--files0-from=x"],
-        ),
+        ("wc -- {{input.file}}", {"file": "--files0-from=x"}, ["wc", "--", "--files0-from=x"]),
+        ("grep x -- {{input.f}}", {"f": "-v"}, ["grep", "x", "--", "-v"]),  # after operands
+        ("wc - -- {{input.f}}", {"f": "-c"}, ["wc", "-", "--", "-c"]),  # `-` is an operand
+        ("echo -- -- {{input.x}}", {"x": "-n"}, ["echo", "--", "--", "-n"]),
+        ("echo {{input.a}} -- {{input.b}}", {"a": "a", "b": "-n"}, ["echo", "a", "--", "-n"]),
         ("wc -l {{input.file}}", {"file": "notes.txt"}, ["wc", "-l", "notes.txt"]),
         ("echo --name={{input.x}}", {"x": "-v"}, ["echo", "--name=-v"]),  # the author's option
         ("echo -{{input.flags}}", {"flags": "n"}, ["echo", "-n"]),  # the author's dash
@@ -75,6 +77,23 @@ def test_every_word_beginning_with_a_template_is_checked(shell, values):
 )
 def test_operands_after_a_literal_double_dash_and_the_authors_own_options_run(shell, values, words):
     assert words_or_error(shell, **values) == words
+
+
+@pytest.mark.parametrize(
+    ("shell", "values"),
+    [
+        ("grep -e -- {{input.x}}", {"x": "-f/etc/passwd"}),  # `--` is -e's pattern
+        ("wc -l -- {{input.file}}", {"file": "--files0-from=/etc/shadow"}),  # -l could take it
+        ("wc --files0-from -- {{input.f}}", {"f": "-c"}),
+        ("echo -{{input.flags}} -- {{input.x}}", {"flags": "e", "x": "-n"}),  # the author's dash
+        ("echo --name={{input.a}} -- {{input.x}}", {"a": "", "x": "-n"}),
+        ("grep -e -- -- {{input.x}}", {"x": "-v"}),  # the second `--` follows options too
+    ],
+)
+def test_a_double_dash_after_an_option_may_be_its_argument_and_ends_nothing(shell, values):
+    error = words_or_error(shell, **values)
+    assert isinstance(error, str)
+    assert "starts with '-'" in error
 
 
 def test_the_refusal_is_a_failed_attempt_retries_and_on_error_apply():

@@ -150,7 +150,8 @@ def capsule_spec_schema() -> Schema:
             "images": array(
                 "Image patterns steps and tools may use, matched component by component (e.g. "
                 "registry.example.com/team/*: `*` stays within one path component, `**` spans "
-                "components, a tag or digest is matched on its own; no tag: any tag). "
+                "components, a tag or digest is matched on its own; no tag: any tag or digest; "
+                "a tag pattern admits no digest, which needs a digest pattern). "
                 "Intersected with the operator's allowlist.",
                 {"type": "string"},
             ),

@@ -184,7 +184,7 @@ def plan_spec_schema(description: str) -> Schema:
             ),
             "workspace": obj(
                 "One volume shared by every step of a run, mounted at /workspace, "
-                "the steps' working directory.",
+                "the working directory of shell steps (tools start in a private one).",
                 {
                     "size": text("Size of a new claim made for the run (1Gi)."),
                     "storageClassName": text("Storage class of that claim."),

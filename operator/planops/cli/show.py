@@ -11,12 +11,12 @@ from typing import Any, TextIO
 import yaml
 
 from planops.api import PlanDocument, PlanSpec, parse_document
-from planops.cli import render, timeline
+from planops.cli import render, steppods, timeline
 from planops.cli.exit_codes import EXIT_INPUT, EXIT_OK
 from planops.cli.plan_report import full_report
 from planops.engine.report import parse_rfc3339
 from planops.kube.client import Kube
-from planops.kube.manifests import CONTAINER, LABEL_ATTEMPT, step_selector
+from planops.kube.manifests import CONTAINER
 
 
 def _emit(obj: Any, fmt: str, out: TextIO | None = None) -> None:
@@ -170,18 +170,9 @@ async def cmd_trace(kube: Kube, args: argparse.Namespace, ns: str) -> int:
     return EXIT_OK
 
 
-def newest_attempt(pod: dict[str, Any]) -> tuple[int, str]:
-    """Sort key: the attempt (a label edited into a non-number counts as 0), then the age."""
-    meta = pod.get("metadata") or {}
-    attempt = str((meta.get("labels") or {}).get(LABEL_ATTEMPT, ""))
-    number = int(attempt) if attempt.isascii() and attempt.isdigit() else 0
-    return number, str(meta.get("creationTimestamp") or "")
-
-
 async def cmd_logs(kube: Kube, args: argparse.Namespace, ns: str) -> int:
-    pods = await kube.list_pods(ns, step_selector(args.name, args.step, args.attempt or None))
-    if pods:
-        pods.sort(key=newest_attempt)
+    pods = await steppods.step_pods(kube, ns, args.name, args.step, args.attempt or None)
+    if pods:  # the step's own (by UID, never by labels alone), newest last
         sys.stdout.write(await kube.read_log(ns, pods[-1]["metadata"]["name"], CONTAINER, 64 << 20))
         return EXIT_OK
     plan = await kube.get_plan(ns, args.name)  # the pod is gone: the recorded output remains

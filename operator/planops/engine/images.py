@@ -31,9 +31,12 @@ Matching the whole reference as one string with shell wildcards (fnmatch) let `*
   and Gatekeeper users write `repo:*` or `repo*` for it; here the plain name says it); pin a
   version with a tag pattern;
 - **a tag** (`app:1.*`, `app:*`): the image's tag must match (an image without tag or digest has
-  tag `latest`; a digest-only image has no tag and does not match a tag pattern);
+  tag `latest`; a digest-only image has no tag and does not match a tag pattern), and the image
+  may carry **no digest**: `app:1.36@sha256:…` is pulled by its digest, the tag ignored, so a
+  tag pattern would admit any image of the repository behind an allowed tag;
 - **a digest** (`app@sha256:4a1f…`, `app@sha256:*`, `app@*`): the image's digest must match,
-  exactly or by wildcards; a tag alongside it in the pattern must match too.
+  exactly or by wildcards; a tag alongside it in the pattern must match too. A digest is
+  admitted only by a digest pattern (or by a pattern naming the repository alone, or `*`).
 """
 
 from __future__ import annotations
@@ -251,4 +254,7 @@ def matches(pattern_text: str, image: ImageRef) -> bool:
         return False
     if pat.tag is not None and (image.tag is None or not _glob(pat.tag, image.tag)):
         return False
-    return pat.digest is None or (image.digest is not None and _glob(pat.digest, image.digest))
+    if pat.digest is None:
+        # the runtime pulls a digest whatever the tag says: a tag pattern vouches for no digest
+        return pat.tag is None or image.digest is None
+    return image.digest is not None and _glob(pat.digest, image.digest)

@@ -12,7 +12,8 @@ and a control step's result fields directly: `{{scan.results}}`, `{{pick.items}}
 - In a shell step a template is substituted *per word*, after the command line is split, and
   never in the first word (the allowlist check stays static): a value can never add words,
   whatever it contains. Nor options: a word that begins with a template may not render to text
-  starting with `-` unless an earlier literal word is `--` (`render_command`).
+  starting with `-` unless options have ended: an earlier literal word `--` that no option
+  precedes (`render_command`).
 
 Reserved roots (seed 2): input, item, index, accumulator, length; step ids may not shadow them.
 """
@@ -256,24 +257,41 @@ class OptionLikeWordError(TemplateError):
 _SHOWN = 60
 
 
+def is_option(word: str) -> bool:
+    """A word a getopt-style program may read as an option: `-` and one more character at least
+    (`-` alone names standard input, an operand)."""
+    return len(word) > 1 and word.startswith("-")
+
+
 def render_command(words: list[str], lookup: Lookup, step: str) -> list[str]:
     """A shell step's words after splitting, each word after the binary rendered to text on its
     own: never re-split, so a value cannot add words.
 
     Nor options: a word that *begins* with a template and renders to text starting with `-` is
     refused (OptionLikeWordError, a failed attempt like any template that cannot render), unless
-    an earlier literal word of the line is exactly `--`, after which programs read operands. `date
-    {{input.when}}` with `--file=/etc/passwd` would print that file. A word that begins with text
-    the author wrote (`--name={{input.x}}`, `-{{input.flags}}`) is the author's option.
+    options have ended before it. `date {{input.when}}` with `--file=/etc/passwd` would print
+    that file. A word that begins with text the author wrote (`--name={{input.x}}`,
+    `-{{input.flags}}`) is the author's option.
+
+    Options end at a literal word `--` only when no word before it is an option: after an
+    option, the `--` may be that option's argument (`grep -e -- {{input.x}}` searches for `--`
+    and reads the next word as an option again), and which options take an argument is each
+    program's own business. Operands before it are fine (`grep x -- {{input.f}}`): getopt
+    takes an option's argument from the option's own word or the word right after it, so a `--`
+    that follows no option is never an argument. The rule is sound only for such programs; a
+    program whose operands are options in disguise (`dd if=FILE`, `find`'s expressions) is the
+    Capsule owner's to allow or not.
     """
     out = [words[0]]
-    operands = False  # an earlier literal `--`: what follows is read as operands
+    operands = False  # options have ended: what follows is read as operands
+    options = False  # an earlier word is an option: a `--` now may be its argument
     size = _Size()  # one bound for the whole line
     for n, word in enumerate(words[1:], 1):
         first = next(scan(word), None) if "{{" in word else None
         if first is None:  # literal (an unclosed `{{` is refused by the validator)
             out.append(word)
-            operands = operands or word == "--"
+            operands = operands or (word == "--" and not options)
+            options = options or is_option(word)
             continue
         text = _text(_render(word, lookup, None, size))
         if first[0] == 0 and text.startswith("-") and not operands:
@@ -281,7 +299,9 @@ def render_command(words: list[str], lookup: Lookup, step: str) -> list[str]:
             raise OptionLikeWordError(
                 f"step {step!r}: argument {n} of the command line, {word!r}, renders to "
                 f"{shown!r}, which starts with '-': the program would read it as an option. Put "
-                "`--` before it in the command line if the program should read it as an operand"
+                "`--` before it in the command line, before any option, if the program should "
+                "read it as an operand"
             )
+        options = options or is_option(text)
         out.append(text)
     return out

@@ -117,6 +117,11 @@ NON_ROOT_UID = 65534
 #: a tool's Secret files: readable by the step's group (fsGroup), by nobody else
 SECRET_FILE_MODE = 0o440
 WORKSPACE_MOUNT = "/workspace"
+#: A tool's working directory when its run has a workspace: an emptyDir of its own pod. The
+#: workspace is written by earlier steps, so a tool that reads a path relative to its working
+#: directory (a config file, a plugin, `.npmrc`) while holding its Capsule's credentials must not
+#: start there; it finds the workspace at WORKSPACE_MOUNT when it wants it.
+TOOL_WORKDIR = "/planops/tool"
 
 #: Applied when neither the step nor the Capsule says: requests and limits are always set.
 
@@ -296,7 +301,7 @@ def job(
     if tolerations:
         pod_spec["tolerations"] = tolerations
     if workspace_claim is not None:
-        container["workingDir"] = WORKSPACE_MOUNT
+        container["workingDir"] = WORKSPACE_MOUNT if tool is None else TOOL_WORKDIR
         mounts.append({"name": "workspace", "mountPath": WORKSPACE_MOUNT})
         mounts += [
             {
@@ -310,6 +315,9 @@ def job(
         volumes.append(
             {"name": "workspace", "persistentVolumeClaim": {"claimName": workspace_claim}}
         )
+        if tool is not None:
+            mounts.append({"name": "tool-workdir", "mountPath": TOOL_WORKDIR})
+            volumes.append({"name": "tool-workdir", "emptyDir": {}})
     if mounts:
         container["volumeMounts"] = mounts
         pod_spec["volumes"] = volumes

@@ -35,13 +35,12 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from planops.cli import cluster, live_graph
+from planops.cli import cluster, live_graph, steppods
 from planops.cli.exit_codes import EXIT_INPUT, EXIT_OK
 from planops.cli.plan_report import full_report
-from planops.cli.show import newest_attempt
 from planops.cli.ui import view
 from planops.kube.client import UNREACHABLE, ApiError, Kube
-from planops.kube.manifests import CONTAINER, LABEL_PARENT, label_value, step_selector
+from planops.kube.manifests import CONTAINER, LABEL_PARENT, label_value
 
 STATIC = Path(__file__).parent / "static"
 LOG_LIMIT = 1 << 20  # bytes of a pod's log shown; `kubectl plan logs` prints it whole
@@ -192,9 +191,8 @@ async def log(request: web.Request) -> web.StreamResponse:
     step = request.query.get("step", "")
     raw = request.query.get("attempt", "")
     attempt = int(raw) if raw.isascii() and raw.isdigit() else None
-    pods = await kube.list_pods(ns, step_selector(name, step, attempt)) if step else []
-    if pods:
-        pods.sort(key=newest_attempt)
+    pods = await steppods.step_pods(kube, ns, name, step, attempt) if step else []
+    if pods:  # the step's own (by UID, never by labels alone), newest last
         pod = pods[-1]["metadata"]["name"]
         try:
             text = await kube.read_log(ns, pod, CONTAINER, LOG_LIMIT)
