@@ -340,6 +340,8 @@ def summary(report: Report, status_records: int = STATUS_RECORDS) -> dict[str, A
             "are in its report: kubectl plan get NAME -o json)",
         )
     out.update(extra)
+    if report.cut[0]:  # what the run's result budget cut as records settled (engine.budget)
+        out["cut"] = {"records": report.cut[0], "bytes": report.cut[1]}
     if report.failed_step:
         failed = next((r for r in reversed(report.steps) if r.step_id == report.failed_step), None)
         if failed is not None:
