@@ -26,7 +26,8 @@ import json
 from typing import Any
 
 from planops.api.crd import MAX_STEPS, SPEC_BUDGET
-from planops.engine import AttemptFact, PlanError, Report
+from planops.engine import AttemptFact, PlanError, Report, budget
+from planops.engine.budget import RUN_TEXT_BUDGET
 from planops.engine.report import parse_rfc3339, rfc3339
 
 #: the spec's room (SPEC_BUDGET) and its literal steps (MAX_STEPS, the CRD's maxItems) are the
@@ -42,11 +43,12 @@ __all__ = [
     "running",
 ]
 
-#: every record's texts of one run, in its PlanReport objects
-REPORT_BUDGET = 96 << 20
+#: every record's texts of one run, in its PlanReport objects: the run's budget of record text,
+#: which the engine already keeps as records settle (engine.budget); here it is shared out
+REPORT_BUDGET = RUN_TEXT_BUDGET
 STEP_OVERHEAD = 256  # stepId (63), status, attempts, two timestamps, keys and JSON punctuation
 #: the most text one record keeps (a PlanReport object holds at least one record)
-RECORD_TEXT_LIMIT = 256 << 10
+RECORD_TEXT_LIMIT = budget.RECORD_TEXT_LIMIT
 #: the summary's bound (tests/unit/test_status_bound.py checks the worst case stays under it)
 SUMMARY_BUDGET = 448 << 10
 STATUS_RECORDS = 50
@@ -55,7 +57,7 @@ RECENT_TEXT = 1024
 OUTPUT_LIMIT = 64 << 10
 IN_FLIGHT_LIMIT = 500
 REFUSED_LIMIT = 50
-ERROR_LIMIT = 2048
+ERROR_LIMIT = budget.ERROR_TEXT_LIMIT
 MAX_ERRORS = 200
 MAX_ERROR_MESSAGE = 512
 TRUNCATED = "\n[planops: output truncated at {kept} bytes]"
