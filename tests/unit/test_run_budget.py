@@ -100,6 +100,19 @@ def test_a_restored_run_holds_and_counts_what_the_live_run_cut_without_cutting_a
     assert [r.output for r in restored.settled] == [r.output for r in live.settled]
 
 
+def test_a_restored_run_starts_more_items_a_decide_the_more_records_it_was_restored_from():
+    n = budget_.ITEMS_PER_DECIDE * 20
+    spec = big(items=n, rows=1)
+    live = Run("p", spec)
+    while len(live.settled) < budget_.ITEMS_PER_DECIDE * 16:
+        live.decide(0.0)
+    restored = Run.restore("p", spec, Facts(tuple(live.settled), ()))
+    before = len(restored.settled)
+    decision = restored.decide(0.0)
+    assert decision.wake_at == 0.0
+    assert len(restored.settled) - before == before // 8  # 200 items, not 100
+
+
 def test_a_run_restored_halfway_cuts_the_rest_as_the_live_run_did():
     spec = big(items=budget_.ITEMS_PER_DECIDE + 20, rows=200)
     whole, _ = run_engine(spec)

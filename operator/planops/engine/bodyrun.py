@@ -18,9 +18,9 @@ Rules (seed 2, and planops' choices where the seed is silent, see docs/plan-lang
   plan's `parallelism`.
 - A run records at most `bodies.MAX_RECORDS` steps: a map or reduce that would pass it fails
   before starting any item.
-- One decide starts at most `budget.ITEMS_PER_DECIDE` items (the rest in the next decide, which
-  the Decision asks for at once): a map whose bodies settle without a Job never holds the
-  executor's event loop for its whole length.
+- One decide starts at most `budget.TextBudget.items_per_decide` items (the rest in the next
+  decide, which the Decision asks for at once): a map whose bodies settle without a Job never
+  holds the executor's event loop for its whole length.
 
 Restoring (what the reconciler does every time): the items and branch are re-derived from the
 settled steps (deterministic), and each item's Run is restored from its own facts, in item order,
@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any
 
 from planops.api.models import PlanSpec, Step
 from planops.engine import bodies, control, templates
-from planops.engine.budget import ITEMS_PER_DECIDE
 from planops.engine.facts import AttemptFact, Dispatch, Facts, Kind, exit_report, step_kind
 from planops.engine.report import ExitReport, StepRecord
 
@@ -159,7 +158,7 @@ class Bodies:
                 and a.next < len(a.keys)
                 and len(a.runs) - len(a.done) < a.concurrency
             ):
-                if budget.started >= ITEMS_PER_DECIDE:  # the rest in the next decide
+                if budget.started >= budget.items_per_decide:  # the rest in the next decide
                     budget.capped = True
                     break
                 self._start(a, a.next)

@@ -19,8 +19,13 @@ settled; restoring in another order must not cut it differently).
 
 Work per decide: a map of thousands of items whose bodies settle without a Job (filter, exit...)
 would run to its end inside one `decide()`, holding the operator's event loop for every other
-plan. A decide starts at most ITEMS_PER_DECIDE body items; when it stopped there, the Decision's
-`wake_at` is now (decide again at once: the local runner goes on, the reconciler requeues).
+plan. A decide starts at most ITEMS_PER_DECIDE body items, or an eighth of the records the run
+was restored from when that is more; when it stopped there, the Decision's `wake_at` is now
+(decide again at once: the local runner goes on, the reconciler requeues). The reconciler restores
+the run from its records on every reconcile, so a fixed cap would make a 100,000-item map cost
+1,000 restores of up to 100,000 records; growing with what was restored, each reconcile's work
+stays in proportion to the restore it paid for, and the reconciles of a map are logarithmic in its
+length.
 """
 
 from __future__ import annotations
@@ -86,6 +91,12 @@ class TextBudget:
     #: body items started by the current decide (ITEMS_PER_DECIDE), and whether it stopped there
     started: int = 0
     capped: bool = False
+    #: records the run was restored from (the cap on items grows with them)
+    restored: int = 0
+
+    @property
+    def items_per_decide(self) -> int:
+        return max(ITEMS_PER_DECIDE, self.restored // 8)
 
     def keep(self, output: str | None, error: str | None) -> tuple[str | None, str | None]:
         """(output, error) of a record settling now, within what the run has left."""
@@ -101,6 +112,7 @@ class TextBudget:
 
     def count(self, record: StepRecord) -> None:
         """A restored record: held as it is, and counted if it was cut when it settled."""
+        self.restored += 1
         self.held += _size(record.output) + _size(record.error)
         before = [cut_size(text) for text in (record.output, record.error)]
         if before != [None, None]:
