@@ -170,6 +170,8 @@ def test_a_resource_quota_on_plans_and_planreports_is_opt_in_one_per_listed_name
     helm: str,
 ):
     assert kinds(render(helm), "ResourceQuota") == []
+    listed = render(helm, "--set", "resourceQuota.namespaces={team-a}")
+    assert kinds(listed, "ResourceQuota") == []  # listed, not enabled
     docs = render(
         helm,
         "--set",
