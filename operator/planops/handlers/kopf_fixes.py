@@ -20,6 +20,7 @@ tests/unit/test_kopf_fixes.py fails, so an upgrade cannot drop the fix silently.
 
 from __future__ import annotations
 
+import json
 import logging
 import types
 from typing import Any
@@ -78,7 +79,8 @@ def apply_json() -> bool:
         return False
     if getattr(get, _MARK, False):
         return True
-    api.json = types.SimpleNamespace(loads=jsontext.loads, dumps=api.json.dumps)
+    # the module's `json` name, as its watch reads it (json.loads of each event's line)
+    setattr(api, "json", types.SimpleNamespace(loads=jsontext.loads, dumps=json.dumps))  # noqa: B010
 
     async def bounded_get(
         url: str,
