@@ -134,7 +134,7 @@ def test_an_exit_record_stays_json_whatever_its_output_and_message():
                 "output": {"rows": "{{input.rows}}"},
             },
         },
-        input={"big": "m" * 10_000, "rows": ["x" * 1000] * 400},
+        input={"big": "m" * 40_000, "rows": ["x" * 1000] * 400},
     )
     run, _ = run_engine(spec)
     (rec,) = run.settled

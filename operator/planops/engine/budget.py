@@ -39,8 +39,9 @@ from planops.engine.report import StepRecord
 
 #: the most text (output + error, UTF-8 bytes) one record keeps
 RECORD_TEXT_LIMIT = 256 << 10
-#: the most of that an error keeps (it is kept first: it says why a step failed)
-ERROR_TEXT_LIMIT = 2048
+#: the most of that an error keeps (it is kept first: it says why a step failed; a PlanReport
+#: keeps 2 KiB of it, reconciler.status)
+ERROR_TEXT_LIMIT = 16 << 10
 #: the most record text one run keeps, body steps included (what it holds in memory and writes
 #: to its report)
 RUN_TEXT_BUDGET = 4 << 20
