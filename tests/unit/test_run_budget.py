@@ -48,13 +48,14 @@ def test_a_run_holds_no_more_record_text_than_its_budget():
     report = run.report()
     assert report.completed
     records, before = report.cut
-    assert records == len(run.settled)  # every filter result (~300 KB) and the map's were cut
+    # every filter result (~300 KB) past the first 4 MiB, and the map's, were cut
+    assert len(run.settled) - 15 <= records < len(run.settled)
     assert before > 30 * 250_000
     assert report.to_json()["cut"] == {"records": records, "bytes": before}
 
 
 def test_a_cut_record_keeps_a_prefix_and_says_how_big_it_was():
-    rows = ["x" * 1000] * 400  # a 400 KB result: over RECORD_TEXT_LIMIT
+    rows = ["x" * 1000] * 1200  # a 1.2 MB result: over RECORD_TEXT_LIMIT
     every = {"value": 1, "op": "eq", "to": 1}
     spec = plan(
         {"id": "f", "filter": {"over": "{{input.rows}}", "where": every}},
@@ -63,7 +64,7 @@ def test_a_cut_record_keeps_a_prefix_and_says_how_big_it_was():
     run, _ = run_engine(spec)
     (f,) = run.settled
     assert len(f.output.encode()) <= budget_.RECORD_TEXT_LIMIT
-    whole = {"count": 400, "items": rows, "dropped": [], "dropped_count": 0}
+    whole = {"count": 1200, "items": rows, "dropped": [], "dropped_count": 0}
     assert budget_.cut_size(f.output) == len(json.dumps(whole))
     assert f.output.startswith(json.dumps(whole)[:1000])
 
@@ -134,7 +135,7 @@ def test_an_exit_record_stays_json_whatever_its_output_and_message():
                 "output": {"rows": "{{input.rows}}"},
             },
         },
-        input={"big": "m" * 40_000, "rows": ["x" * 1000] * 400},
+        input={"big": "m" * 40_000, "rows": ["x" * 1000] * 1200},
     )
     run, _ = run_engine(spec)
     (rec,) = run.settled
@@ -151,4 +152,4 @@ def test_the_local_runner_runs_the_big_plan_within_the_budget_and_reports_the_cu
     assert report.completed
     held = sum(len((r.output or "").encode()) for r in report.steps)
     assert held <= budget_.RUN_TEXT_BUDGET + len(report.steps) * budget_.MARK_ROOM
-    assert report.cut[0] == len(report.steps)
+    assert len(report.steps) - 15 <= report.cut[0] < len(report.steps)

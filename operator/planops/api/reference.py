@@ -238,7 +238,7 @@ def render() -> str:
         "100,000 items fits).",
         f"- A run keeps at most {budget.RUN_TEXT_BUDGET >> 20} MiB of record text (outputs, "
         "errors and the results the operator computes: filter, map, reduce...), body steps",
-        f"  included, and one record at most {budget.RECORD_TEXT_LIMIT >> 10} KiB (its error "
+        f"  included, and one record at most {budget.RECORD_TEXT_LIMIT >> 20} MiB (its error "
         f"first, at most {budget.ERROR_TEXT_LIMIT >> 10} KiB); a record is cut as it settles, and "
         "what later steps see",
         "  of it is the cut text, ending with `[planops: cut at K of N bytes: the run's result "

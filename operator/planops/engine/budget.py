@@ -37,8 +37,9 @@ from typing import Any
 
 from planops.engine.report import StepRecord
 
-#: the most text (output + error, UTF-8 bytes) one record keeps
-RECORD_TEXT_LIMIT = 256 << 10
+#: the most text (output + error, UTF-8 bytes) one record keeps: the most a Capsule's
+#: outputLimitBytes may allow (a PlanReport keeps 256 KiB of it, reconciler.status)
+RECORD_TEXT_LIMIT = 1 << 20
 #: the most of that an error keeps (it is kept first: it says why a step failed; a PlanReport
 #: keeps 2 KiB of it, reconciler.status)
 ERROR_TEXT_LIMIT = 16 << 10

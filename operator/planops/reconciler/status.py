@@ -26,7 +26,7 @@ import json
 from typing import Any
 
 from planops.api.crd import MAX_STEPS, SPEC_BUDGET
-from planops.engine import AttemptFact, PlanError, Report, budget
+from planops.engine import AttemptFact, PlanError, Report
 from planops.engine.budget import RUN_TEXT_BUDGET
 from planops.engine.report import parse_rfc3339, rfc3339
 
@@ -48,7 +48,7 @@ __all__ = [
 REPORT_BUDGET = RUN_TEXT_BUDGET
 STEP_OVERHEAD = 256  # stepId (63), status, attempts, two timestamps, keys and JSON punctuation
 #: the most text one record keeps (a PlanReport object holds at least one record)
-RECORD_TEXT_LIMIT = budget.RECORD_TEXT_LIMIT
+RECORD_TEXT_LIMIT = 256 << 10
 #: the summary's bound (tests/unit/test_status_bound.py checks the worst case stays under it)
 SUMMARY_BUDGET = 448 << 10
 STATUS_RECORDS = 50
