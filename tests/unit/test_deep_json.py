@@ -124,3 +124,13 @@ def test_our_clients_answers_are_read_through_the_bounded_reader():
 
     page = asyncio.run(client._json(Response()))  # type: ignore[arg-type]
     assert [p["metadata"]["name"] for p in page["items"]] == ["before", "deep", "after"]
+
+
+def test_the_admission_webhook_reads_a_deep_plan_and_the_validator_refuses_it():
+    from kopf._kits import webhooks  # noqa: PLC0415
+
+    assert kopf_fixes.apply_json()
+    review = '{"request":{"uid":"u","object":' + deep_text(1200) + "}}"
+    data = webhooks.json.loads(review)  # as kopf's webhook server reads the request
+    doc, problems = parse_document(data["request"]["object"])
+    assert doc is None and any("deep" in p.message for p in problems)

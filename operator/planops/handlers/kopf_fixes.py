@@ -79,8 +79,20 @@ def apply_json() -> bool:
         return False
     if getattr(get, _MARK, False):
         return True
-    # the module's `json` name, as its watch reads it (json.loads of each event's line)
-    setattr(api, "json", types.SimpleNamespace(loads=jsontext.loads, dumps=json.dumps))  # noqa: B010
+    # the module's `json` name, as its watch reads it (json.loads of each event's line), and
+    # the admission webhook's (an AdmissionReview of a deep Plan answered 500, which the
+    # webhook's failurePolicy Ignore let through: read, it is refused by the validator)
+    shim = types.SimpleNamespace(
+        loads=jsontext.loads, dumps=json.dumps, JSONDecodeError=json.JSONDecodeError
+    )
+    setattr(api, "json", shim)  # noqa: B010
+    try:
+        from kopf._kits import webhooks  # noqa: PLC0415
+
+        if getattr(webhooks, "json", None) is json:
+            setattr(webhooks, "json", shim)  # noqa: B010
+    except ImportError:
+        log.warning("kopf's webhook server is not the one planops corrects")
 
     async def bounded_get(
         url: str,
