@@ -270,6 +270,7 @@ def main(argv: list[str] | None = None, *, run: Callable[..., Any] | None = None
 
     if CONFIG.scanning:  # only a glob makes kopf discover namespaces
         kopf_fixes.apply()
+    kopf_fixes.apply_json()  # one deeply nested Plan must not stop the watch of all
 
     if args.webhook_port:  # registered now: the flags are known (see handlers.webhook)
         from planops.handlers import webhook  # noqa: PLC0415

@@ -48,6 +48,8 @@ def test_lint_strict(helm: str):
         ["--set", "policy.maxSteps=30001"],  # beyond the CRD's bound
         ["--set", "reports.statusRecords=101"],  # beyond the status bound
         ["--set", "image.pullPolicy=Sometimes"],
+        ["--set", "resourceQuota.plans=0"],
+        ["--set", "resourceQuota.namespaces={Team_A}"],  # not a namespace name
     ],
 )
 def test_the_schema_refuses_bad_values(helm: str, bad: list[str]):
@@ -162,6 +164,30 @@ def test_the_crds_are_templates_kept_on_uninstall_and_equal_to_the_generated_one
         assert d["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
         assert d["spec"] == generated[d["metadata"]["name"]]["spec"]
     assert kinds(render(helm, "--set", "crds.install=false"), "CustomResourceDefinition") == []
+
+
+def test_a_resource_quota_on_plans_and_planreports_is_opt_in_one_per_listed_namespace(
+    helm: str,
+):
+    assert kinds(render(helm), "ResourceQuota") == []
+    listed = render(helm, "--set", "resourceQuota.namespaces={team-a}")
+    assert kinds(listed, "ResourceQuota") == []  # listed, not enabled
+    docs = render(
+        helm,
+        "--set",
+        "resourceQuota.enabled=true",
+        "--set",
+        "resourceQuota.namespaces={team-a,team-b}",
+        "--set",
+        "resourceQuota.planReports=300",
+    )
+    quotas = kinds(docs, "ResourceQuota")
+    assert [q["metadata"]["namespace"] for q in quotas] == ["team-a", "team-b"]
+    assert quotas[0]["spec"]["hard"] == {
+        "count/plans.planops.dev": "500",
+        "count/planreports.planops.dev": "300",
+        "count/scheduledplans.planops.dev": "50",
+    }
 
 
 def test_service_monitor_is_opt_in(helm: str):

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from planops.api import crd
+from planops.engine import budget
 from planops.engine.bodies import MAX_RECORDS
 
 Schema = dict[str, Any]
@@ -235,6 +236,24 @@ def render() -> str:
         "  as stored JSON: the status shares the object, and etcd stores at most 1.5 MiB.",
         f"- A run records at most {MAX_RECORDS:,} steps, body steps included (a `map` over "
         "100,000 items fits).",
+        f"- A run keeps at most {budget.RUN_TEXT_BUDGET >> 20} MiB of record text (outputs, "
+        "errors and the results the operator computes: filter, map, reduce...), body steps",
+        f"  included, and one record at most {budget.RECORD_TEXT_LIMIT >> 20} MiB (its error "
+        f"first, at most {budget.ERROR_TEXT_LIMIT >> 10} KiB); a record is cut as it settles, and "
+        "what later steps see",
+        "  of it is the cut text, ending with `[planops: cut at K of N bytes: the run's result "
+        "budget]`. Once the",
+        "  run's budget is spent a record keeps only that mark. `status.report.cut` (and "
+        "`cut` in `run --local -o json`)",
+        "  counts the records cut and the bytes they had. Its PlanReports hold those "
+        f"{budget.RUN_TEXT_BUDGET >> 20} MiB of text plus about 250 bytes a record.",
+        f"- One decide starts at most {budget.ITEMS_PER_DECIDE} body items (more once a run "
+        "was restored from many records: an eighth of them);",
+        "  the rest follow at once, in the next reconcile, so a long map never holds the "
+        "operator for its whole length.",
+        "- A control step's first 20 body steps get an Event each; past them one "
+        "`BodyStepsSettled` Event per 500 body",
+        "  records sums them up (every step keeps its line in the operator's log).",
         "- `kubectl-plan validate` and `run --local` take plans of any size.",
         "",
     ]

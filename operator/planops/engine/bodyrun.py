@@ -18,6 +18,9 @@ Rules (seed 2, and planops' choices where the seed is silent, see docs/plan-lang
   plan's `parallelism`.
 - A run records at most `bodies.MAX_RECORDS` steps: a map or reduce that would pass it fails
   before starting any item.
+- One decide starts at most `budget.TextBudget.items_per_decide` items (the rest in the next
+  decide, which the Decision asks for at once): a map whose bodies settle without a Job never
+  holds the executor's event loop for its whole length.
 
 Restoring (what the reconciler does every time): the items and branch are re-derived from the
 settled steps (deterministic), and each item's Run is restored from its own facts, in item order,
@@ -148,13 +151,18 @@ class Bodies:
         changed = False
         for a in list(self.active.values()):
             stopped = run.failed_step is not None or run.exited is not None
+            budget = run.budget
             while (
                 not stopped
                 and a.failure is None
                 and a.next < len(a.keys)
                 and len(a.runs) - len(a.done) < a.concurrency
             ):
+                if budget.started >= budget.items_per_decide:  # the rest in the next decide
+                    budget.capped = True
+                    break
                 self._start(a, a.next)
+                budget.started += 1
                 a.next += 1
             for pos, sub in list(a.live.items()):
                 if not stopped:

@@ -38,6 +38,7 @@ from planops.api.models import PlanSpec, RetryBackoff
 from planops.engine import bodies, conditions, control, finally_steps, references, templates
 from planops.engine.allowlists import shell_words
 from planops.engine.bodyrun import Bodies
+from planops.engine.budget import exit_result
 from planops.engine.facts import NEVER_RAN_AGAIN, AttemptFact, Decision, Dispatch, Facts
 from planops.engine.report import StepRecord
 from planops.engine.runstate import RunState, Status
@@ -68,6 +69,9 @@ class Run(RunState):
         retry_backoff: RetryBackoff | None = None,
     ) -> Run:
         run = cls(plan_id, spec, parent, scope or {}, prefix, retry_backoff)
+        if parent is None:  # every record restored, body steps' too, held as it was cut
+            for record in facts.settled:
+                run.budget.count(record)
         facts, final_facts = finally_steps.split(spec, facts)
         run._restore_main(facts)
         if final_facts.settled or final_facts.attempts:  # the main steps were over
@@ -204,6 +208,9 @@ class Run(RunState):
     def decide(self, now: float) -> Decision:
         """Start what can start; settle what settles without running. Marks dispatches in flight."""
         dispatch: list[Dispatch] = []
+        top = self.parent is None
+        if top:  # a body's decide is part of its enclosing run's
+            self.budget.started, self.budget.capped = 0, False
         self._release_due(now)
         self._dispatch_ready(now, dispatch)
         while self._bodies.active and self._bodies.pump(now, dispatch):
@@ -211,7 +218,9 @@ class Run(RunState):
         if self.spec.finally_ and self._main_finished:
             self._decide_finally(now, dispatch)
         new, self._new = tuple(self._new), []
-        return Decision(tuple(dispatch), new, self.finished, self.wake_at())
+        # stopped at the body items a decide may start: decide again at once (engine.budget)
+        wake = now if top and self.budget.capped and not self.finished else self.wake_at()
+        return Decision(tuple(dispatch), new, self.finished, wake)
 
     def _dispatch_ready(self, now: float, dispatch: list[Dispatch]) -> None:
         cap = self.spec.parallelism
@@ -347,19 +356,17 @@ class Run(RunState):
             else:
                 fired = control.evaluate_exit(step.exit, self._template_lookup)
                 result = (
-                    {"passed": True}
-                    if not fired.fired
-                    else {
-                        "fired": True,
-                        "status": fired.status,
-                        "message": fired.message,
-                        "output": fired.output,
-                    }
+                    exit_result(fired.status, fired.message, fired.output)
+                    if fired.fired
+                    else {"passed": True}
                 )
         except (control.GateError, templates.TemplateError) as e:
             self._attempt_failed(i, None, str(e), now)
             return
-        self._settle(i, self._record(i, "success", json.dumps(result), None, now))
+        # an exit's record stays JSON (whether it fired is read back from it): kept whole,
+        # its parts bounded by exit_result
+        whole = self._kinds[i] == "exit"
+        self._settle(i, self._record(i, "success", json.dumps(result), None, now, whole=whole))
 
     def _attempt_failed(
         self, i: int, output: str | None, error: str | None, now: float, never_ran: bool = False

@@ -103,6 +103,9 @@ class Report:
     steps: tuple[StepRecord, ...]
     output: Any = NO_OUTPUT  # seed 2's structured output, when the plan declares one
     exit: ExitReport | None = None
+    #: records whose text the run's budget cut as they settled, and the bytes they had
+    #: (engine.budget)
+    cut: tuple[int, int] = (0, 0)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -115,6 +118,8 @@ class Report:
             out["output"], out["outputError"] = None, self.output.message
         elif self.output is not NO_OUTPUT:
             out["output"] = self.output
+        if self.cut[0]:
+            out["cut"] = {"records": self.cut[0], "bytes": self.cut[1]}
         if self.exit is not None:
             out["exit"] = {
                 "stepId": self.exit.step_id,

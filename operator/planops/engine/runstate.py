@@ -18,6 +18,7 @@ from typing import Any, Literal
 from planops.api.models import PlanSpec, RetryBackoff
 from planops.engine import conditions, templates
 from planops.engine.bodyrun import Bodies
+from planops.engine.budget import TextBudget
 from planops.engine.dag import Graph
 from planops.engine.facts import Kind, exit_report
 from planops.engine.report import NO_OUTPUT, ExitReport, OutputError, Report, StepRecord
@@ -74,8 +75,11 @@ class RunState:
     #: the finally steps' Run (engine.finally_steps), made once the main steps are over: the
     #: questions below answer for both, main steps first
     _final: RunState | None = field(init=False, default=None)
+    #: the run's record text and decide work (engine.budget), shared with its bodies' runs
+    budget: TextBudget = field(init=False)
 
     def __post_init__(self) -> None:
+        self.budget = self.parent.budget if self.parent is not None else TextBudget()
         # derived from the spec once per spec object, not per Run (engine.shape says why)
         shape = shape_of(self.spec)
         self.graph = shape.graph
@@ -143,6 +147,7 @@ class RunState:
             (*main.steps, *final.settled),
             main.output,
             main.exit,
+            cut=(self.budget.cut, self.budget.cut_bytes),
         )
 
     def _main_completed(self) -> bool:
@@ -161,6 +166,7 @@ class RunState:
                 tuple(self._order),
                 self.exited.output,
                 self.exited,
+                cut=(self.budget.cut, self.budget.cut_bytes),
             )
         if self.spec.output is not None:
             # seed 2: the output template map, rendered once every step settled; a template that
@@ -172,7 +178,13 @@ class RunState:
                 except templates.TemplateError as e:
                     output = OutputError(str(e))
         return Report(
-            self.plan_id, completed, self.failed_step, tuple(self._order), output, self.exited
+            self.plan_id,
+            completed,
+            self.failed_step,
+            tuple(self._order),
+            output,
+            self.exited,
+            cut=(self.budget.cut, self.budget.cut_bytes),
         )
 
     @property
@@ -281,13 +293,27 @@ class RunState:
     _template_lookup = template_lookup
 
     def _record(
-        self, i: int, status: Status, output: str | None, error: str | None, now: float
+        self,
+        i: int,
+        status: Status,
+        output: str | None,
+        error: str | None,
+        now: float,
+        whole: bool = False,
     ) -> StepRecord:
+        """The record of step `i` settling now: its texts cut to what the run has left of its
+        budget (engine.budget), here and nowhere later. `whole`: kept as it is (an exit's
+        result, bounded by budget.exit_result), and counted."""
         st = self._states[i]
+        output = output or None
+        if whole:
+            self.budget.held += len(output.encode()) if output else 0
+        else:
+            output, error = self.budget.keep(output, error)
         return StepRecord(
             step_id=self.spec.steps[i].id,
             status=status,
-            output=output or None,
+            output=output,
             error=error,
             attempts=st.attempts,
             started_at=st.started_at,

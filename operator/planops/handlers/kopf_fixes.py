@@ -1,4 +1,5 @@
-"""A correction to kopf's namespace discovery, applied before the operator runs.
+"""Corrections to kopf, applied before the operator runs: its namespace discovery, and its
+reading of JSON (deep objects).
 
 With a namespace glob (the chart's default), kopf watches Namespaces and starts a watch of
 Plans in each one that matches. That namespace watch begins, like every kopf watch, with a
@@ -19,8 +20,12 @@ tests/unit/test_kopf_fixes.py fails, so an upgrade cannot drop the fix silently.
 
 from __future__ import annotations
 
+import json
 import logging
+import types
 from typing import Any
+
+from planops.kube import jsontext
 
 log = logging.getLogger("planops.handlers")
 _MARK = "_planops_lists_too"
@@ -51,4 +56,65 @@ def apply() -> bool:
 
     setattr(process_discovered_namespace_event, _MARK, True)
     observation.process_discovered_namespace_event = process_discovered_namespace_event
+    return True
+
+
+def apply_json() -> bool:
+    """kopf reads lists and watch events with `json.loads`, which raises RecursionError on an
+    object nested ~1,000 deep: one such Plan (the API server takes 10,000 levels) broke every
+    list and watch of Plans, for every Plan. Its API module reads through kube.jsontext instead
+    (a too-deep part cut, the object then refused by the validator, the others read as they
+    are). True when patched; if kopf no longer reads that way, a warning and False (and
+    tests/unit/test_deep_json.py fails)."""
+    try:
+        from kopf._cogs.clients import api  # noqa: PLC0415
+    except ImportError:
+        api = None  # type: ignore[assignment]
+    get = getattr(api, "get", None)
+    if get is None or not hasattr(api, "request") or getattr(api, "json", None) is None:
+        log.warning(
+            "kopf's API client is not the one planops corrects: a Plan nested ~1,000 "
+            "deep would stop the operator's watch of Plans"
+        )
+        return False
+    if getattr(get, _MARK, False):
+        return True
+    # the module's `json` name, as its watch reads it (json.loads of each event's line), and
+    # the admission webhook's (an AdmissionReview of a deep Plan answered 500, which the
+    # webhook's failurePolicy Ignore let through: read, it is refused by the validator)
+    shim = types.SimpleNamespace(
+        loads=jsontext.loads, dumps=json.dumps, JSONDecodeError=json.JSONDecodeError
+    )
+    setattr(api, "json", shim)  # noqa: B010
+    try:
+        from kopf._kits import webhooks  # noqa: PLC0415
+
+        if getattr(webhooks, "json", None) is json:
+            setattr(webhooks, "json", shim)  # noqa: B010
+    except ImportError:
+        log.warning("kopf's webhook server is not the one planops corrects")
+
+    async def bounded_get(
+        url: str,
+        *,
+        settings: Any,
+        payload: Any = None,
+        headers: dict[str, str] | None = None,
+        timeout: Any = None,
+        logger: Any,
+    ) -> Any:
+        response = await api.request(  # kopf's own request: retries, credentials
+            method="get",
+            url=url,
+            payload=payload,
+            headers=headers,
+            timeout=timeout,
+            settings=settings,
+            logger=logger,
+        )
+        async with response:
+            return await response.json(loads=jsontext.loads)
+
+    setattr(bounded_get, _MARK, True)
+    api.get = bounded_get
     return True

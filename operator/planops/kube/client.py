@@ -26,6 +26,7 @@ import aiohttp
 
 from planops.api.documents import API_GROUP
 from planops.kube import credentials as credentials_
+from planops.kube import jsontext
 from planops.kube import kubeconfig as kubeconfig_
 
 VERSION = "v1alpha1"
@@ -81,13 +82,13 @@ async def _json(resp: aiohttp.ClientResponse) -> Any:
     try:
         if resp.status >= 300:
             try:
-                body = await resp.json(content_type=None)
+                body = await resp.json(content_type=None, loads=jsontext.loads)
                 if not isinstance(body, dict):
                     raise ValueError(body)
             except ValueError:  # not JSON: report the raw text
                 body = {"reason": resp.reason or "", "message": (await resp.text())[:2000]}
             raise ApiError(resp.status, str(body.get("reason", "")), str(body.get("message", "")))
-        return await resp.json(content_type=None)
+        return await resp.json(content_type=None, loads=jsontext.loads)
     finally:
         resp.release()
 
@@ -354,7 +355,7 @@ class Kube:
             await _json(resp)  # raises ApiError
         try:
             while line := await resp.content.readline():
-                event = json.loads(line)
+                event = jsontext.loads(line)
                 kind, obj = str(event.get("type", "")), event.get("object") or {}
                 if kind == "ERROR":
                     raise ApiError(

@@ -37,6 +37,7 @@ RECORDS = {
     "DelegationFinished": "delegation",
     "CallDenied": "call_denied",
     "ValidationFailed": "validation_failed",
+    "BodyStepsSettled": "plan_body_steps",
 }
 
 
@@ -150,6 +151,9 @@ async def _post(kube: Kube, namespace: str, body: dict[str, Any]) -> None:
         )
 
 
+_POST = "__post"
+
+
 class Recorder:
     """Collects a reconcile's events, then logs their JSON lines and posts them (through the
     `Poster` when there is one, else at once)."""
@@ -158,12 +162,17 @@ class Recorder:
         self.kube, self.plan, self.poster = kube, plan, poster
         self.pending: list[tuple[str, str, bool, dict[str, Any]]] = []
 
-    def __call__(self, reason: str, message: str, warning: bool = False, **fields: Any) -> None:
-        self.pending.append((reason, message, warning, fields))
+    def __call__(
+        self, reason: str, message: str, warning: bool = False, post: bool = True, **fields: Any
+    ) -> None:
+        """An event of the trace; `post=False`: its JSON log line only, no Kubernetes Event
+        (a body step past the first few: reconciler.body_events)."""
+        self.pending.append((reason, message, warning, {**fields, _POST: post}))
 
     async def flush(self) -> None:
         meta = self.plan["metadata"]
         for reason, message, warning, fields in self.pending:
+            post = fields.pop(_POST, True)
             log.info(
                 json.dumps(
                     {
@@ -177,6 +186,8 @@ class Recorder:
                     default=str,
                 )
             )
+            if not post:
+                continue
             namespace = meta.get("namespace") or "default"
             body = event(self.plan, reason, message, warning)
             if self.poster is not None:

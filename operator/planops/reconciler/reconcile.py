@@ -51,6 +51,7 @@ from planops.reconciler import asks as asks_
 from planops.reconciler import reading
 from planops.reconciler import reports as reports_
 from planops.reconciler import status as status_
+from planops.reconciler.body_events import BodyEvents
 from planops.reconciler.observe import (
     Observed,
     controller_uid,
@@ -739,6 +740,7 @@ class Reconciler:
         """The Events and metrics of what this reconcile decided, in the order it happened."""
         events, run, now, started_at = p.events, p.run, p.now, p.started_at
         settled_at = {r.step_id: r.finished_at for r in run.settled if r.finished_at is not None}
+        body = BodyEvents(run.settled, new_settled)  # a big map posts summaries, not an Event each
         # settlements first: a start follows the settlements that made its step ready
         for rec in new_settled:
             reason = {"success": "StepSucceeded", "failed": "StepFailed"}.get(
@@ -748,6 +750,7 @@ class Reconciler:
                 reason,
                 f"step {rec.step_id} {rec.status}" + (f": {rec.error}" if rec.error else ""),
                 warning=rec.status == "failed",
+                post=body.post_settled(rec.step_id),
                 step=rec.step_id,
                 status=rec.status,
                 attempts=rec.attempts,
@@ -768,10 +771,13 @@ class Reconciler:
             events(
                 "StepStarted",
                 f"step {d.step.id} attempt {d.attempt} ({d.kind})",
+                post=body.post_started(d.step.id),
                 step=d.step.id,
                 attempt=d.attempt,
             )
             metrics.dispatch_latency.observe(max(0.0, now - _ready_at(settled_at, d, started_at)))
+        for ctl, message, warning in body.summaries():
+            events("BodyStepsSettled", message, warning=warning, step=ctl)
         if finished and p.previous.get("phase") not in FINISHED:
             result = "succeeded" if report.completed else "failed"
             metrics.plans.labels(result).inc()

@@ -27,6 +27,7 @@ from typing import Any
 
 from planops.api.crd import MAX_STEPS, SPEC_BUDGET
 from planops.engine import AttemptFact, PlanError, Report
+from planops.engine.budget import RUN_TEXT_BUDGET
 from planops.engine.report import parse_rfc3339, rfc3339
 
 #: the spec's room (SPEC_BUDGET) and its literal steps (MAX_STEPS, the CRD's maxItems) are the
@@ -42,8 +43,9 @@ __all__ = [
     "running",
 ]
 
-#: every record's texts of one run, in its PlanReport objects
-REPORT_BUDGET = 96 << 20
+#: every record's texts of one run, in its PlanReport objects: the run's budget of record text,
+#: which the engine already keeps as records settle (engine.budget); here it is shared out
+REPORT_BUDGET = RUN_TEXT_BUDGET
 STEP_OVERHEAD = 256  # stepId (63), status, attempts, two timestamps, keys and JSON punctuation
 #: the most text one record keeps (a PlanReport object holds at least one record)
 RECORD_TEXT_LIMIT = 256 << 10
@@ -340,6 +342,8 @@ def summary(report: Report, status_records: int = STATUS_RECORDS) -> dict[str, A
             "are in its report: kubectl plan get NAME -o json)",
         )
     out.update(extra)
+    if report.cut[0]:  # what the run's result budget cut as records settled (engine.budget)
+        out["cut"] = {"records": report.cut[0], "bytes": report.cut[1]}
     if report.failed_step:
         failed = next((r for r in reversed(report.steps) if r.step_id == report.failed_step), None)
         if failed is not None:

@@ -1,0 +1,140 @@
+"""What one run may hold of its steps' results, and how much deciding one `decide()` may do.
+
+A step's record keeps its output (a Job's log, or a result the decider made itself: a filter's
+items, a map's results). Without a bound, one small plan can make the operator hold gigabytes: a
+`map` over 2,000 items whose body is a `filter` over a 1,500-row input settles 2,000 records each
+holding the whole input again, and the map's own result holds them all once more. So every run has
+a **budget of record text** (output + error, body steps included), spent as records settle:
+
+- a record keeps at most RECORD_TEXT_LIMIT bytes (its error first, at most ERROR_TEXT_LIMIT);
+- the run keeps at most RUN_TEXT_BUDGET bytes in all; once it is spent, a record keeps only a
+  short mark saying what it had;
+- a record cut keeps a prefix and ends with CUT_MARK (how many bytes it had): what later steps see
+  of it (`{{x.output}}`, a map's `results`) is that cut text, exactly as a restored run sees it;
+- the run counts what it cut (`cut`, `cut_bytes`); the report says so (Report.cut).
+
+The cut happens as a record settles, never later, so nothing bigger than the budget is ever held,
+written to a report or restored. A restored record is counted, not cut again (it was cut when it
+settled; restoring in another order must not cut it differently).
+
+Work per decide: a map of thousands of items whose bodies settle without a Job (filter, exit...)
+would run to its end inside one `decide()`, holding the operator's event loop for every other
+plan. A decide starts at most ITEMS_PER_DECIDE body items, or an eighth of the records the run
+was restored from when that is more; when it stopped there, the Decision's `wake_at` is now
+(decide again at once: the local runner goes on, the reconciler requeues). The reconciler restores
+the run from its records on every reconcile, so a fixed cap would make a 100,000-item map cost
+1,000 restores of up to 100,000 records; growing with what was restored, each reconcile's work
+stays in proportion to the restore it paid for, and the reconciles of a map are logarithmic in its
+length.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from planops.engine.report import StepRecord
+
+#: the most text (output + error, UTF-8 bytes) one record keeps: the most a Capsule's
+#: outputLimitBytes may allow (a PlanReport keeps 256 KiB of it, reconciler.status)
+RECORD_TEXT_LIMIT = 1 << 20
+#: the most of that an error keeps (it is kept first: it says why a step failed; a PlanReport
+#: keeps 2 KiB of it, reconciler.status)
+ERROR_TEXT_LIMIT = 16 << 10
+#: the most record text one run keeps, body steps included (what it holds in memory and writes
+#: to its report)
+RUN_TEXT_BUDGET = 4 << 20
+#: body items one decide() starts at most (the rest in the next decide, at once)
+ITEMS_PER_DECIDE = 100
+CUT_MARK = "\n[planops: cut at {kept} of {total} bytes: the run's result budget]"
+_CUT = re.compile(r"\n\[planops: cut at (\d+) of (\d+) bytes: the run's result budget\]\Z")
+#: the most bytes a mark takes (numbers up to 20 digits)
+MARK_ROOM = len(CUT_MARK.format(kept=10**19, total=10**19))
+
+
+def _size(text: str | None) -> int:
+    return len(text.encode()) if text else 0
+
+
+def cut(text: str | None, limit: int) -> str | None:
+    """`text` within `limit` UTF-8 bytes, mark included, when it is longer (a prefix, then
+    CUT_MARK); unchanged when it fits."""
+    if not text:
+        return text
+    size = _size(text)
+    if size <= limit:
+        return text
+    room = max(0, limit - MARK_ROOM)
+    kept = text.encode()[:room].decode(errors="ignore")
+    return kept + CUT_MARK.format(kept=len(kept.encode()), total=size)
+
+
+def cut_size(text: str | None) -> int | None:
+    """The size `text` had before it was cut (its CUT_MARK), or None when it was not cut."""
+    if not text or not text.endswith("budget]"):
+        return None
+    m = _CUT.search(text)
+    return int(m.group(2)) if m else None
+
+
+@dataclass
+class TextBudget:
+    """One run's record text: what it keeps, what it cut. Shared by a run and its bodies' runs."""
+
+    limit: int = RUN_TEXT_BUDGET
+    record_limit: int = RECORD_TEXT_LIMIT
+    #: bytes of record text held
+    held: int = 0
+    #: records cut, and the bytes they had before
+    cut: int = 0
+    cut_bytes: int = 0
+    #: body items started by the current decide (ITEMS_PER_DECIDE), and whether it stopped there
+    started: int = 0
+    capped: bool = False
+    #: records the run was restored from (the cap on items grows with them)
+    restored: int = 0
+
+    @property
+    def items_per_decide(self) -> int:
+        return max(ITEMS_PER_DECIDE, self.restored // 8)
+
+    def keep(self, output: str | None, error: str | None) -> tuple[str | None, str | None]:
+        """(output, error) of a record settling now, within what the run has left."""
+        room = max(0, min(self.record_limit, self.limit - self.held))
+        new_error = cut(error, max(MARK_ROOM, min(ERROR_TEXT_LIMIT, room)))
+        room -= _size(new_error)
+        new_output = cut(output, max(MARK_ROOM, room))
+        if new_output is not output or new_error is not error:
+            self.cut += 1
+            self.cut_bytes += _size(output) + _size(error)
+        self.held += _size(new_output) + _size(new_error)
+        return new_output, new_error
+
+    def count(self, record: StepRecord) -> None:
+        """A restored record: held as it is, and counted if it was cut when it settled."""
+        self.restored += 1
+        self.held += _size(record.output) + _size(record.error)
+        before = [cut_size(text) for text in (record.output, record.error)]
+        if before != [None, None]:
+            self.cut += 1
+            self.cut_bytes += sum(
+                b if b is not None else _size(t)
+                for b, t in zip(before, (record.output, record.error), strict=True)
+            )
+
+
+def exit_result(status: str, message: Any, output: Any) -> dict[str, Any]:
+    """A fired exit's result, which its record keeps whole (it must stay JSON: whether the exit
+    fired is read back from it), so bounded here: the message at ERROR_TEXT_LIMIT bytes, the
+    output, when its JSON is over RECORD_TEXT_LIMIT, replaced by that JSON cut (a string)."""
+    if isinstance(message, str):
+        message = cut(message, ERROR_TEXT_LIMIT)
+    elif message is not None and len(json.dumps(message)) > ERROR_TEXT_LIMIT:
+        message = cut(json.dumps(message), ERROR_TEXT_LIMIT)
+    if output is not None:
+        text = json.dumps(output)
+        if len(text) > RECORD_TEXT_LIMIT:
+            output = cut(text, RECORD_TEXT_LIMIT)
+    return {"fired": True, "status": status, "message": message, "output": output}
