@@ -208,7 +208,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         errors = [{**e.to_json(), "plan": plan, "file": f} for f, plan, e in found]
         print(json.dumps({"valid": not found, "errors": errors}, indent=2))
     else:
-        for f, plan in {(f, p.plan_id) for f, p in loaded.plans}:
+        for f, plan in dict.fromkeys((f, p.plan_id) for f, p in loaded.plans):  # as given
             errs = [e for ff, pp, e in found if (ff, pp) == (f, plan)]
             if errs:
                 render.errors(errs, sys.stdout, f"{f}: plan {plan}")

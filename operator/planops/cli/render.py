@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
 from planops.engine import PlanError, Report, control
+from planops.engine.report import NO_OUTPUT, OutputError
 
 _MARK = {"success": "✔", "failed": "✘", "skipped": "↷"}
 
@@ -87,7 +89,17 @@ def summary(report: Report, out: TextIO = sys.stdout) -> None:
         verdict = f"stopped: step {report.failed_step!r} failed"
     else:
         verdict = "did not complete"
-    out.write(f"plan {report.plan_id}: {verdict} ({len(report.steps)} steps settled)\n")
+    if report.exit is not None:
+        message = f": {report.exit.message}" if report.exit.message else ""
+        verdict = f"ended by exit step {report.exit.step_id!r} ({report.exit.status}){message}"
+    settled = len(report.steps)
+    out.write(
+        f"plan {report.plan_id}: {verdict} ({settled} step{'s' if settled != 1 else ''} settled)\n"
+    )
+    if isinstance(report.output, OutputError):
+        out.write(f"output: cannot be rendered: {report.output.message}\n")
+    elif report.output is not NO_OUTPUT:
+        out.write(f"output: {json.dumps(report.output)}\n")
 
 
 async def ask(step_id: str, spec: dict[str, Any]) -> dict[str, Any] | None:
