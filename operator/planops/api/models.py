@@ -48,9 +48,12 @@ NEEDS_A_MODEL = ("agent", "infer")
 
 
 class Model(BaseModel):
-    """Base: unknown fields refused, both spellings accepted, immutable."""
+    """Base: unknown fields refused, both spellings accepted, immutable; types strict, as the
+    API server holds them to the CRD's schema (`retries: "3"` is refused, not converted), so
+    what `kubectl apply` refuses is refused offline too."""
 
     model_config = ConfigDict(
+        strict=True,
         extra="forbid",
         populate_by_name=True,
         alias_generator=to_camel,
@@ -80,9 +83,9 @@ class RetryBackoff(Model):
     """The pause before each retry: attempt n+1 starts `duration x factor^(n-1)` after attempt n
     failed, at most `maxDuration` (Argo's retryStrategy.backoff; the Job controller's backoff)."""
 
-    duration: str | int | float = Field(description="The first pause (10s, 1m, 500ms).")
+    duration: str | int = Field(description="The first pause (10s, 1m, 500ms).")
     factor: float = Field(default=2.0, ge=1, le=100, description="Each pause grows by this.")
-    max_duration: str | int | float | None = Field(default=None, description="The longest pause.")
+    max_duration: str | int | None = Field(default=None, description="The longest pause.")
 
     @field_validator("duration", "max_duration")
     @classmethod
