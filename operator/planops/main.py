@@ -107,7 +107,8 @@ def _parser() -> argparse.ArgumentParser:
         "--webhook-port",
         type=int,
         default=0,
-        help="serve the validating admission webhook for Plans (HTTPS, path /plans); 0 disables",
+        help="serve the validating admission webhook (HTTPS; paths /plans, /scheduledplans, "
+        "/clusterscheduledplans); 0 disables",
     )
     p.add_argument("--webhook-cert", metavar="FILE", help="the webhook's serving certificate (PEM)")
     p.add_argument("--webhook-key", metavar="FILE", help="its private key (PEM)")
