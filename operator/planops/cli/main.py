@@ -213,16 +213,19 @@ def cmd_validate(args: argparse.Namespace) -> int:
             print(json.dumps({"valid": False, "errors": []}))
         return EXIT_INPUT
     found = _errors(loaded)
+    warned = _warnings(loaded)
     if args.output == "json":
         errors = [p.to_json() for p in loaded.problems]
         for f, index, plan, e in found:
             line, column = position(loaded, index, e.path) or (None, None)
             errors.append({**e.to_json(), "plan": plan, "file": f, "line": line, "column": column})
         valid = not found and not loaded.problems
-        print(json.dumps({"valid": valid, "errors": errors}, indent=2))
+        warnings = [{**w.to_json(), "plan": plan, "file": f} for f, plan, w in warned]
+        print(json.dumps({"valid": valid, "errors": errors, "warnings": warnings}, indent=2))
     else:
         for p in loaded.problems:
             sys.stderr.write(f"error: {p.text()}\n")
+        _warn(warned)
         schema_refused = {(p.file, p.plan) for p in loaded.problems}
         for f, plan in dict.fromkeys((f, p.plan_id) for f, p in loaded.plans):  # as given
             errs = [e for ff, _, pp, e in found if (ff, pp) == (f, plan)]
@@ -233,6 +236,18 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if loaded.problems:
         return EXIT_INPUT
     return _verdict(found)
+
+
+def _warnings(loaded: Loaded) -> list[tuple[str, str, PlanError]]:
+    """What runs otherwise than it reads (engine.shell_hints): said, never refused."""
+    from planops.engine.shell_hints import shell_warnings  # noqa: PLC0415 - shlex: validate, run
+
+    return [(f, p.plan_id, w) for f, p in loaded.plans for w in shell_warnings(p.spec)]
+
+
+def _warn(warned: list[tuple[str, str, PlanError]]) -> None:
+    for f, plan, w in warned:
+        sys.stderr.write(f"warning: {f}: plan {plan}: step {w.step!r}, {w.path}: {w.message}\n")
 
 
 def _verdict(found: list[tuple[str, int, str, PlanError]]) -> int:
@@ -265,6 +280,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         else:
             render.errors([e for *_, e in found], sys.stderr, found[0][0])
         return EXIT_NO_CAPSULE if _verdict(found) == EXIT_NO_CAPSULE else EXIT_INPUT
+    _warn(_warnings(loaded))
     ((_, plan),) = loaded.plans
     answers = _answers(args.answer)
     if answers is None:

@@ -26,6 +26,24 @@ def first_line(text: str | None, width: int = 60) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
+def last_line(text: str | None) -> str:
+    """The last line with something on it: where a failing program says why (its stderr is
+    in the output, after whatever it printed before)."""
+    lines = [line for line in (text or "").splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""
+
+
+def detail(error: str | None, output: str | None, width: int = 60) -> str:
+    """A step's DETAIL: its output's first line; for a failed one, the error and the last line
+    of its output (`exit code 2: ls: /nope: No such file or directory`), not just the code."""
+    if not error:
+        return first_line(output, width)
+    why = first_line(error, 10**6)
+    said = last_line(output)
+    text = f"{why}: {said}" if said and said not in why else why
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def errors(errs: Sequence[PlanError], out: TextIO = sys.stderr, source: str = "") -> None:
     head = f"{source}: " if source else ""
     out.write(
@@ -79,8 +97,7 @@ def summary(report: Report, out: TextIO = sys.stdout) -> None:
     rows = [["STEP", "STATUS", "ATTEMPTS", "DURATION", "DETAIL"]]
     for s in report.steps:
         took = f"{s.duration:.2f}s" if s.duration is not None else "-"
-        detail = first_line(s.error) if s.error else first_line(s.output)
-        rows.append([s.step_id, s.status, str(s.attempts), took, detail])
+        rows.append([s.step_id, s.status, str(s.attempts), took, detail(s.error, s.output, 80)])
     if len(rows) > 1:
         table(rows, out)
     if report.completed:
