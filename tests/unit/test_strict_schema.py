@@ -114,3 +114,24 @@ def test_an_unreadable_file_is_in_the_json_with_its_line(tmp_path, capsys):
     assert rc == 2 and out["valid"] is False
     (error,) = out["errors"]
     assert error["code"] == "unreadable" and error["file"] == str(f) and error["line"] == 3
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        (("steps", 0, "retries"), 3.0),
+        (("parallelism",), 2.0),
+        (("steps", 0, "timeoutSeconds"), 6e1),
+    ],
+)
+def test_a_whole_number_written_with_a_fraction_is_an_integer_as_to_the_api_server(path, value):
+    """JSON has one number type: the API server takes 3.0 for an integer field (and stores it),
+    so the operator must read such a stored Plan too, not call it Invalid."""
+    doc = {"id": "p", "steps": [{"id": "a", "shell": "echo hi"}]}
+    parent: dict = doc
+    for part in path[:-1]:
+        parent = parent[part]
+    parent[path[-1]] = value
+    parsed, problems = parse_document(doc)
+    assert problems == [] and parsed is not None
+    assert json.dumps(parsed.spec.dump()).count(f"{int(value)}") >= 1
