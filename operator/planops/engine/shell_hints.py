@@ -24,6 +24,8 @@ CODE = "not-a-shell"
 
 def _operators(line: str) -> list[str]:
     """The shell operators written unquoted in `line` (`|`, `>`, `&&`, `;`, `$(` ...)."""
+    if not _OPERATOR_CHARS.intersection(line):
+        return []  # most lines: no lexing (shlex is slow, and a plan may have 100,000 steps)
     lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
     try:
