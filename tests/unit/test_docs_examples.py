@@ -1,8 +1,9 @@
 """Every example the docs give runs in the suite, as a new user would run it: each
 `kubectl-plan validate|run --local|graph` command written in README.md, docs/ and examples/ whose
-files are in the repository exits 0, a graph shown after its command is its real output byte for
-byte, and every planops manifest in a docs code block (a Plan, a Capsule, a ScheduledPlan; not
-the fragments that elide with `...`) is read without a schema error."""
+files are in the repository exits 0 (or the code written right after it), a graph shown after
+its command is its real output byte for byte, and every planops manifest in a docs code block
+(a Plan, a Capsule, a ScheduledPlan; not the fragments that elide with `...`) is read without a
+schema error."""
 
 from __future__ import annotations
 
@@ -24,17 +25,19 @@ COMMAND = re.compile(
 )
 
 
-def commands() -> list[tuple[str, str]]:
-    """(where, the arguments) of every offline command whose files exist here."""
-    found: dict[str, str] = {}
+def commands() -> list[tuple[str, str, int]]:
+    """(where, the arguments, the exit code) of every offline command whose files exist here:
+    0, unless the text right after it says otherwise (`(exit code 1: ...)`)."""
+    found: dict[str, tuple[str, int]] = {}
     for source in SOURCES:
         for match in COMMAND.finditer(source.read_text()):
             args = match.group(1).strip()
             words = args.split()[2 if args.startswith("run ") else 1 :]
             operands = [w for w in words if not w.startswith("-")]
             if operands and all((ROOT / w).is_file() for w in operands):
-                found.setdefault(args, source.name)
-    return [(where, args) for args, where in found.items()]
+                said = re.match(r"\s*\n?[#\s]*\(exit code (\d+)", source.read_text()[match.end() :])
+                found.setdefault(args, (source.name, int(said.group(1)) if said else 0))
+    return [(where, args, code) for args, (where, code) in found.items()]
 
 
 def cli(args: str) -> subprocess.CompletedProcess[str]:
@@ -49,15 +52,15 @@ def cli(args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_readmes_two_commands_are_among_them():
-    found = {args for _, args in commands()}
+    found = {args for _, args, _ in commands()}
     assert "run --local examples/fan-out-fan-in.yaml --capsule examples/capsule.yaml" in found
     assert "graph examples/fan-out-fan-in.yaml --capsule examples/capsule.yaml" in found
 
 
-@pytest.mark.parametrize(("where", "args"), commands(), ids=[a for _, a in commands()])
-def test_every_documented_command_runs_and_exits_0(where, args):
+@pytest.mark.parametrize(("where", "args", "code"), commands(), ids=[a for _, a, _ in commands()])
+def test_every_documented_command_runs_and_exits_as_documented(where, args, code):
     done = cli(args)
-    assert done.returncode == 0, (where, done.stdout, done.stderr)
+    assert done.returncode == code, (where, done.stdout, done.stderr)
 
 
 def _shown_after(text: str, command: str) -> str | None:
