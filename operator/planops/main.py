@@ -51,11 +51,12 @@ def _parser() -> argparse.ArgumentParser:
         "-n",
         "--namespace",
         action="append",
+        metavar="NS",
         default=[],
         help="watch this namespace (repeatable); default: all namespaces",
     )
     scope.add_argument("-A", "--all-namespaces", action="store_true")
-    p.add_argument("--kubeconfig", help="default: in-cluster, then $KUBECONFIG")
+    p.add_argument("--kubeconfig", metavar="FILE", help="default: in-cluster, then $KUBECONFIG")
     p.add_argument("--metrics-port", type=int, default=9090, help="0 disables")
     p.add_argument("--health-port", type=int, default=8080, help="liveness at /healthz; 0 disables")
     p.add_argument("--json-logs", action="store_true")
@@ -92,20 +93,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--max-timeout-seconds", type=int, default=7 * 24 * 3600)
     p.add_argument(
-        "--max-cpu", help="ceiling of any step's cpu limit (a quantity: 2, 500m); default none"
+        "--max-cpu",
+        metavar="QUANTITY",
+        help="ceiling of any step's cpu limit (a quantity: 2, 500m); default none",
     )
     p.add_argument(
-        "--max-memory", help="ceiling of any step's memory limit (a quantity: 4Gi); default none"
+        "--max-memory",
+        metavar="QUANTITY",
+        help="ceiling of any step's memory limit (a quantity: 4Gi); default none",
     )
     p.add_argument("--resync-seconds", type=float, default=60.0)
     p.add_argument(
         "--webhook-port",
         type=int,
         default=0,
-        help="serve the validating admission webhook for Plans (HTTPS, path /plans); 0 disables",
+        help="serve the validating admission webhook (HTTPS; paths /plans, /scheduledplans, "
+        "/clusterscheduledplans); 0 disables",
     )
-    p.add_argument("--webhook-cert", help="the webhook's serving certificate (PEM)")
-    p.add_argument("--webhook-key", help="its private key (PEM)")
+    p.add_argument("--webhook-cert", metavar="FILE", help="the webhook's serving certificate (PEM)")
+    p.add_argument("--webhook-key", metavar="FILE", help="its private key (PEM)")
     election = p.add_argument_group(
         "leader election (a coordination.k8s.io Lease; controller-runtime's flags and defaults)"
     )
@@ -117,6 +123,7 @@ def _parser() -> argparse.ArgumentParser:
     election.add_argument("--leader-election-id", default="planops-operator", help="the Lease name")
     election.add_argument(
         "--leader-election-namespace",
+        metavar="NS",
         help="the Lease's namespace (default: the pod's own namespace, else default)",
     )
     election.add_argument("--leader-elect-lease-duration", type=_seconds, default=15.0)
@@ -138,6 +145,42 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-v", "--verbose", action="store_true")
     return p
+
+
+def usage(width: int = 100) -> str:
+    """The usage line docs/operator.md shows, made from the parser (a test compares): every
+    option with its default, or its metavar when it has none."""
+    parser = _parser()
+    groups = {id(a): g for g in parser._mutually_exclusive_groups for a in g._group_actions}
+    words: list[str] = []
+    done: set[int] = set()
+    for action in parser._actions:
+        if action.dest == "help" or id(action) in done:
+            continue
+        members = groups[id(action)]._group_actions if id(action) in groups else [action]
+        done.update(id(a) for a in members)
+        words.append("[" + " | ".join(_shown(a) for a in members) + "]")
+    head = f"{parser.prog} "
+    lines, line = [], head
+    for word in words:
+        if len(line) + len(word) > width and line.strip():
+            lines.append(line.rstrip())
+            line = " " * len(head)
+        line += word + " "
+    lines.append(line.rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def _shown(action: argparse.Action) -> str:
+    flag = action.option_strings[0]
+    if action.nargs == 0:
+        return flag
+    if action.default not in (None, [], ""):
+        default = action.default
+        text = f"{default:g}" if isinstance(default, float) else str(default)
+        return f"{flag} {text!r}" if text == "*" else f"{flag} {text}"
+    metavar = action.metavar or action.dest.upper()
+    return f"{flag} {metavar} ..." if action.default == [] else f"{flag} {metavar}"
 
 
 def _bounded(low: int, high: int) -> Callable[[str], int]:

@@ -291,6 +291,16 @@ def test_the_webhook_refuses_a_plan_that_cannot_run_with_every_reason(kube: Kube
     # an annotation on a stored plan is never refused (rerun, cancel, answers)
     done = kube.run("annotate", "plan", "later", "-n", release.work, "planops.dev/rerun=x")
     assert done.returncode == 0
+    # ScheduledPlans too: a schedule that cannot be used, a template the validator refuses
+    nightly = {
+        "apiVersion": "planops.dev/v1alpha1",
+        "kind": "ScheduledPlan",
+        "metadata": {"name": "nightly"},
+        "spec": {"schedule": "61 * * * *", "planTemplate": {"spec": bad["spec"]}},
+    }
+    done = _apply(kube, release.work, nightly)
+    assert done.returncode != 0 and "denied the request" in done.stderr, done.stderr
+    assert "spec.schedule" in done.stderr and "[cycle]" in done.stderr, done.stderr
 
 
 def test_upgrade_rolls_new_flags_and_uninstall_keeps_crds_and_plans(

@@ -330,6 +330,7 @@ def test_body_templates_see_scope_earlier_body_steps_and_the_control_steps_depen
             },
         },
         {"id": "s", "dependsOn": ["m"], "shell": "echo {{m.results}}"},
+        input={"x": 1},  # {{input.x}} must be declared (test_mistakes_caught.py)
     )
     assert codes(ok) == []
     bad = plan({"id": "s", "shell": "echo {{s2.results}}"}, {"id": "s2", "shell": "true"})

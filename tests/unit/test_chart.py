@@ -199,12 +199,21 @@ def test_service_monitor_is_opt_in(helm: str):
 def test_the_webhook_is_scoped_to_watched_namespaces_and_keeps_its_certificate(helm: str):
     docs = render(helm, "--set", "watchNamespaces={team-a}")
     (hook,) = kinds(docs, "ValidatingWebhookConfiguration")
-    (w,) = hook["webhooks"]
+    w, scheduled, cluster_scheduled = hook["webhooks"]
     assert w["failurePolicy"] == "Ignore" and w["clientConfig"]["service"]["path"] == "/plans"
     assert w["rules"][0]["resources"] == ["plans"]
     assert w["namespaceSelector"]["matchExpressions"][0]["values"] == ["team-a"]
     (secret,) = [s for s in kinds(docs, "Secret") if s["metadata"]["name"].endswith("webhook-cert")]
     assert w["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
+    # ScheduledPlans and ClusterScheduledPlans: the same server, each on its handler's path
+    for hook_, plural, scope in (
+        (scheduled, "scheduledplans", "Namespaced"),
+        (cluster_scheduled, "clusterscheduledplans", "Cluster"),
+    ):
+        assert hook_["clientConfig"]["service"]["path"] == f"/{plural}"
+        assert hook_["rules"][0]["resources"] == [plural] and hook_["rules"][0]["scope"] == scope
+        assert hook_["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
+    assert "namespaceSelector" in scheduled and "namespaceSelector" not in cluster_scheduled
     args = kinds(docs, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--webhook-port=9443" in args
     assert (

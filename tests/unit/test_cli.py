@@ -174,10 +174,10 @@ def test_run_human_output_shows_progress_and_a_summary_table():
         ),
         (
             "id: x\nsteps:\n- {id: a, shell: 'true', retries: many}\n",
-            "steps[0].retries: Input should be a valid integer",
+            'steps[0].retries: must be an integer, got the string "many"',
         ),
         ("id: x\nsteps:\n- {shell: 'true'}\n", "steps[0].id: required field is missing"),
-        ("id: x\nsteps: {}\n", "steps: Input should be a valid list"),
+        ("id: x\nsteps: {}\n", "steps: must be an array, got an object"),
         (
             "apiVersion: planops.dev/v1alpha1\nkind: Plan\nmetadata: {name: p}\n"
             "spec: {steps: [], bogus: 1}\n",
@@ -197,12 +197,14 @@ def test_bad_input_is_one_line_naming_the_file_and_field_with_exit_2(tmp_path, c
         assert f"error: {f}" in r.stderr and expected in r.stderr, r.stderr
 
 
-def test_a_missing_file_and_a_missing_capsule_exit_2(tmp_path):
+def test_a_missing_file_exits_2_and_a_missing_capsule_exits_5_with_how_to_give_it(tmp_path):
     r = cli("validate", str(tmp_path / "nope.yaml"))
     assert r.returncode == 2 and "nope.yaml: cannot read: No such file or directory" in r.stderr
     r = cli("validate", str(EXAMPLES / "hello.yaml"), "-o", "json")
-    assert r.returncode == 2
+    assert r.returncode == 5
     assert [e["code"] for e in json.loads(r.stdout)["errors"]] == ["no-capsule"]
+    r = cli("run", "--local", str(EXAMPLES / "hello.yaml"))
+    assert r.returncode == 5 and "pass --capsule FILE" in r.stderr
 
 
 def test_a_plan_naming_no_capsule_uses_the_only_capsule_given(tmp_path):

@@ -53,12 +53,6 @@ DIFFERENCES: dict[tuple[str, str], str] = {
     "judges each entry (unknown-step) whatever their number",
     ("steps[].dependsOn[]", "maxLength"): "no step id is longer (STEP_ID_PATTERN): a longer "
     "entry is refused by the validator as unknown-step, the seed's code",
-    **{
-        (f"{where}.{d}", "type"): "the API server has no int-or-number-or-string type: a "
-        "fractional duration is written as a string there (500ms)"
-        for where in ("steps[].retryBackoff", "retryBackoff", "plan.steps[].retryBackoff")
-        for d in ("duration", "maxDuration")
-    },
 }
 #: a finally step is a step: the same differences, for the same reasons
 DIFFERENCES.update(

@@ -305,7 +305,7 @@ def test_graph_of_a_file_is_validated_first_with_validates_errors_and_exit_code(
     assert v.returncode == g.returncode == 1
     assert g.stdout == "" and g.stderr == v.stdout  # the same lines, on stderr
     missing = cli("graph", str(EXAMPLES / "hello.yaml"))  # no Capsule given: as validate
-    assert missing.returncode == 2 == cli("validate", str(EXAMPLES / "hello.yaml")).returncode
+    assert missing.returncode == 5 == cli("validate", str(EXAMPLES / "hello.yaml")).returncode
     assert "[no-capsule]" in missing.stderr
     unreadable = cli("graph", str(tmp_path / "nope.yaml"))
     assert unreadable.returncode == 2 and "cannot read" in unreadable.stderr

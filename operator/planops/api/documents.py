@@ -12,12 +12,13 @@ A document is first checked to be JSON values nested at most `values.MAX_DOCUMEN
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from planops.api import seed2, values
+from planops.api import schema_help, seed2, values
 from planops.api.models import (
     STEP_KINDS,
     CapsuleSpec,
@@ -78,15 +79,62 @@ def _path(loc: tuple[int | str, ...], prefix: str) -> str:
     return out
 
 
-def problems_of(error: ValidationError, prefix: str = "") -> list[Problem]:
-    """One Problem per pydantic error, with a readable message."""
+#: pydantic's type errors: what the field must be (the CRD's type, which the API server holds)
+_TYPES = {
+    "int_type": "an integer",
+    "int_from_float": "an integer",
+    "float_type": "a number",
+    "string_type": "a string",
+    "bool_type": "a boolean",
+    "dict_type": "an object",
+    "model_type": "an object",
+    "list_type": "an array",
+}
+
+
+def _wrong_type(expected: str, given: Any) -> str:
+    """`must be an integer, got the string "3"` (and, for a number in quotes, the fix)."""
+    kinds = {str: "the string", bool: "the boolean", int: "the integer", float: "the number"}
+    kind = next((k for t, k in kinds.items() if type(given) is t), None)
+    if kind is None:
+        got = (
+            "an array"
+            if isinstance(given, list)
+            else "an object"
+            if isinstance(given, dict)
+            else "null"
+        )
+    else:
+        shown = json.dumps(given)
+        got = f"{kind} {shown if len(shown) <= 40 else shown[:39] + '…'}"
+    hint = ""
+    if isinstance(given, str) and expected in ("an integer", "a number") and _number(given):
+        hint = " (write it without quotes)"
+    return f"must be {expected}, got {got}{hint}"
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def problems_of(
+    error: ValidationError, prefix: str = "", model: type[BaseModel] | None = None
+) -> list[Problem]:
+    """One Problem per pydantic error, with a readable message (an unknown field of `model`
+    names the nearest field it has)."""
     problems = []
     for err in error.errors():
         loc = tuple(err["loc"])
         if err["type"] == "extra_forbidden":
-            message = "unknown field"
+            message = schema_help.unknown_field_message(model, loc) if model else "unknown field"
         elif err["type"] == "missing":
             message = "required field is missing"
+        elif err["type"] in _TYPES:
+            message = _wrong_type(_TYPES[err["type"]], err.get("input"))
         else:
             message = str(err["msg"])
             if message.startswith("Value error, "):
@@ -138,6 +186,14 @@ def _values_problem(doc: Any) -> Problem | None:
 
 def parse_document(doc: Any) -> tuple[Document | None, list[Problem]]:
     """Parse one document; returns (document, []) or (None, problems)."""
+    parsed, problems = parse_leniently(doc)
+    return (None, problems) if problems else (parsed, [])
+
+
+def parse_leniently(doc: Any) -> tuple[Document | None, list[Problem]]:
+    """Parse one document; with problems, the document too when what is left once the fields
+    the schema refused are dropped still reads (schema_help.salvage): every error at once, the
+    validator's next to the schema's. Whoever gets problems refuses the document."""
     if not isinstance(doc, dict):
         return None, [Problem("", f"expected an object, got {type(doc).__name__}")]
     not_values = _values_problem(doc)
@@ -151,10 +207,15 @@ def parse_document(doc: Any) -> tuple[Document | None, list[Problem]]:
     if kind is None and "steps" in doc:
         try:
             seed = SeedPlan.model_validate(doc)
+            seed_problems = []
         except ValidationError as e:
-            return None, problems_of(e)
+            seed_problems = problems_of(e, "", SeedPlan)
+            salvaged = schema_help.salvage(SeedPlan, doc, e)
+            if not isinstance(salvaged, SeedPlan):
+                return None, seed_problems
+            seed = salvaged
         plan = PlanSpec.model_validate(seed.model_dump(exclude={"id"}))
-        return PlanDocument(seed.id, plan), []
+        return PlanDocument(seed.id, plan), seed_problems
     if kind not in KINDS:
         expected = ", ".join(KINDS)
         return None, [
@@ -166,8 +227,12 @@ def parse_document(doc: Any) -> tuple[Document | None, list[Problem]]:
         problems.append(Problem("apiVersion", f"expected {API_VERSION}, got {api_version!r}"))
     name, namespace, meta_problems = _meta(doc)
     problems += meta_problems
-    extra = sorted(set(doc) - {"apiVersion", "kind", "metadata", "spec", "status"})
-    problems += [Problem(k, "unknown field") for k in extra]
+    top = ["apiVersion", "kind", "metadata", "spec", "status"]
+    for k in sorted(set(doc) - set(top)):
+        guess = schema_help.nearest(k, top)
+        problems.append(
+            Problem(k, f"unknown field: did you mean `{guess}`?" if guess else "unknown field")
+        )
     spec_raw = doc.get("spec")
     if not isinstance(spec_raw, dict):
         problems.append(Problem("spec", "required field is missing (must be an object)"))
@@ -176,12 +241,16 @@ def parse_document(doc: Any) -> tuple[Document | None, list[Problem]]:
     try:
         spec = model.model_validate(spec_raw)
     except ValidationError as e:
-        return None, problems + problems_of(e, "spec")
-    if problems or name is None:
+        problems += problems_of(e, "spec", model)
+        salvaged = schema_help.salvage(model, spec_raw, e)
+        if salvaged is None:
+            return None, problems
+        spec = salvaged  # type: ignore[assignment]
+    if name is None:
         return None, problems
     if isinstance(spec, ScheduledPlanSpec):
-        return PlanDocument(name, spec.plan_template.spec, namespace, schedule=spec), []
+        return PlanDocument(name, spec.plan_template.spec, namespace, schedule=spec), problems
     if isinstance(spec, PlanSpec):
-        return PlanDocument(name, spec, namespace), []
+        return PlanDocument(name, spec, namespace), problems
     assert isinstance(spec, CapsuleSpec)
-    return CapsuleDocument(name, spec, namespace), []
+    return CapsuleDocument(name, spec, namespace), problems

@@ -13,7 +13,9 @@ keys are normalized: a step's `input` belongs to its tool and is never rewritten
 
 from __future__ import annotations
 
+import functools
 import re
+import typing
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -47,15 +49,45 @@ STEP_KINDS = (
 NEEDS_A_MODEL = ("agent", "infer")
 
 
+@functools.cache
+def _integer_keys(model: type[BaseModel]) -> tuple[str, ...]:
+    """The keys (both spellings) of a model's fields that take an integer and not a number."""
+    keys: list[str] = []
+    for name, f in model.model_fields.items():
+        annotation = f.annotation
+        types = set(typing.get_args(annotation)) if typing.get_args(annotation) else {annotation}
+        if int in types and float not in types:
+            keys += [name] + ([f.alias] if f.alias and f.alias != name else [])
+    return tuple(keys)
+
+
 class Model(BaseModel):
-    """Base: unknown fields refused, both spellings accepted, immutable."""
+    """Base: unknown fields refused, both spellings accepted, immutable; types strict, as the
+    API server holds them to the CRD's schema (`retries: "3"` is refused, not converted), so
+    what `kubectl apply` refuses is refused offline too."""
 
     model_config = ConfigDict(
+        strict=True,
         extra="forbid",
         populate_by_name=True,
         alias_generator=to_camel,
         frozen=True,
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _whole_numbers(cls, data: Any) -> Any:
+        """JSON has one number type, and the API server takes 3.0 for a CRD's integer (a whole
+        number is an integer there): so does the model, strict as it is otherwise."""
+        if not isinstance(data, dict):
+            return data
+        fixed: dict[str, Any] | None = None
+        for key in _integer_keys(cls):
+            value = data.get(key)
+            if isinstance(value, float) and value.is_integer():
+                fixed = fixed if fixed is not None else dict(data)
+                fixed[key] = int(value)
+        return fixed if fixed is not None else data
 
     def dump(self) -> dict[str, Any]:
         """The camelCase form, without unset optional fields (as the seed writes plans)."""
@@ -80,9 +112,9 @@ class RetryBackoff(Model):
     """The pause before each retry: attempt n+1 starts `duration x factor^(n-1)` after attempt n
     failed, at most `maxDuration` (Argo's retryStrategy.backoff; the Job controller's backoff)."""
 
-    duration: str | int | float = Field(description="The first pause (10s, 1m, 500ms).")
+    duration: str | int = Field(description="The first pause (10s, 1m, 500ms).")
     factor: float = Field(default=2.0, ge=1, le=100, description="Each pause grows by this.")
-    max_duration: str | int | float | None = Field(default=None, description="The longest pause.")
+    max_duration: str | int | None = Field(default=None, description="The longest pause.")
 
     @field_validator("duration", "max_duration")
     @classmethod

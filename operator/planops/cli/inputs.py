@@ -11,16 +11,28 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from planops.api import CapsuleDocument, CapsuleSpec, PlanDocument, parse_document, values
+from planops.api import CapsuleDocument, CapsuleSpec, PlanDocument, values
+from planops.api.documents import parse_leniently
 from planops.cli import yamljson
+from planops.cli.positions import Positions
 from planops.cli.yamljson import InputError
 
-__all__ = ["InputError", "Loaded", "input_value", "load", "load_values", "with_default_capsule"]
+__all__ = [
+    "FileProblem",
+    "InputError",
+    "Loaded",
+    "input_value",
+    "load",
+    "load_values",
+    "position",
+    "with_default_capsule",
+]
 
 
 @dataclass
@@ -29,18 +41,25 @@ class Loaded:
     capsules: dict[str, CapsuleSpec] = field(default_factory=dict)
     #: the Capsule documents as given (file, document): `submit` applies them
     capsule_documents: list[tuple[str, CapsuleDocument]] = field(default_factory=list)
+    #: what `load(lenient=True)` found wrong (else it raised)
+    problems: list[FileProblem] = field(default_factory=list)
+    #: where each plan came from (its file's positions, document, spec's path), as `plans`
+    origins: list[tuple[Positions, int, str]] = field(default_factory=list)
 
 
 def _read(path: str) -> list[Any]:
+    return yamljson.parse(path, _text(path))
+
+
+def _text(path: str) -> str:
     try:
-        text = Path(path).read_text() if path != "-" else _stdin()
+        return Path(path).read_text() if path != "-" else _stdin()
     except OSError as e:
         raise InputError([f"{path}: cannot read: {e.strerror or e}"]) from None
     except UnicodeDecodeError:
         raise InputError([f"{path}: cannot read: not UTF-8 text"]) from None
     except ValueError as e:  # e.g. a NUL in the path
         raise InputError([f"{path!r}: cannot read: {e}"]) from None
-    return yamljson.parse(path, text)
 
 
 def _stdin() -> str:
@@ -98,45 +117,134 @@ def input_value(key: str, raw: str) -> Any:
     return value
 
 
-def load(plan_files: Iterable[str], capsule_files: Iterable[str] = ()) -> Loaded:
-    """Load every document of every file; raises InputError listing all problems at once."""
+#: "FILE: line L, column C: what" (the reader's one-line errors): its line and column
+_AT = re.compile(r"^.*?: line (\d+), column (\d+): ")
+
+
+@dataclass(frozen=True)
+class FileProblem:
+    """A problem of a file or of one of its documents, as `validate -o json` reports it: `code`
+    is `schema` (structure) or `unreadable` (the file itself); line and column when known."""
+
+    file: str
+    where: str  # the file, and which document when it holds several
+    path: str
+    message: str
+    code: str = "schema"
+    line: int | None = None
+    column: int | None = None
+    plan: str | None = None
+
+    def text(self) -> str:
+        """The one-line form (`error: ...` on stderr)."""
+        if self.code == "unreadable":
+            return self.message
+        return f"{self.where}: {self.path or '(document)'}: {self.message}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "step": None,
+            "path": self.path,
+            "message": self.message,
+            "plan": self.plan,
+            "file": self.file,
+            "line": self.line,
+            "column": self.column,
+        }
+
+
+def _unreadable(path: str, line: str) -> FileProblem:
+    at = _AT.match(line)
+    return FileProblem(
+        path,
+        path,
+        "",
+        line,
+        "unreadable",
+        int(at.group(1)) if at else None,
+        int(at.group(2)) if at else None,
+    )
+
+
+def load(
+    plan_files: Iterable[str], capsule_files: Iterable[str] = (), lenient: bool = False
+) -> Loaded:
+    """Load every document of every file; raises InputError listing all problems at once. With
+    `lenient`, the problems are in `Loaded.problems` instead, and a plan whose schema errors
+    leave the rest readable is loaded too (its fields the schema refused dropped), so the
+    validator judges it: `validate` reports every error at once."""
     loaded = Loaded()
-    problems: list[str] = []
+    problems: list[FileProblem] = []
     files = [(f, False) for f in plan_files] + [(f, True) for f in capsule_files]
     for path, capsules_only in files:
         try:
-            docs = _read(path)
+            text = _text(path)
+            docs = yamljson.parse(path, text)
         except InputError as e:
-            problems += e.lines
+            problems += [_unreadable(path, line) for line in e.lines]
             continue
+        positions = Positions(text)
         for n, raw in enumerate(docs, 1):
             where = f"{path}" + (f" (document {n})" if len(docs) > 1 else "")
-            doc, doc_problems = parse_document(raw)
-            problems += [f"{where}: {p.path or '(document)'}: {p.message}" for p in doc_problems]
-            if isinstance(doc, CapsuleDocument):
+            doc, doc_problems = parse_leniently(raw)
+            name = doc.plan_id if isinstance(doc, PlanDocument) else None
+            for p in doc_problems:
+                at = positions.locate(n - 1, p.path)
+                line, column = at if at else (None, None)
+                problems.append(
+                    FileProblem(path, where, p.path, p.message, p.code, line, column, name)
+                )
+            if isinstance(doc, CapsuleDocument) and (lenient or not doc_problems):
                 if doc.name in loaded.capsules:
                     problems.append(
-                        f"{where}: metadata.name: Capsule {doc.name!r} is defined twice"
+                        FileProblem(
+                            path, where, "metadata.name", f"Capsule {doc.name!r} is defined twice"
+                        )
                     )
                 loaded.capsules[doc.name] = doc.spec
                 loaded.capsule_documents.append((path, doc))
-            elif isinstance(doc, PlanDocument):
+            elif isinstance(doc, PlanDocument) and (lenient or not doc_problems):
                 if capsules_only:
                     problems.append(
-                        f"{where}: kind: --capsule expects Capsule documents, got a Plan"
+                        FileProblem(
+                            path, where, "kind", "--capsule expects Capsule documents, got a Plan"
+                        )
                     )
                 else:
                     loaded.plans.append((path, doc))
+                    loaded.origins.append((positions, n - 1, _spec_prefix(raw)))
         if not docs:
-            problems.append(f"{path}: the file holds no document")
+            problems.append(FileProblem(path, path, "", "the file holds no document"))
     if not problems and not loaded.plans:
         names = ", ".join(plan_files) or "(no files)"
         problems.append(
-            f"{names}: no plan found (expected a Plan manifest or a plan object with steps)"
+            FileProblem(
+                names,
+                names,
+                "",
+                f"{names}: no plan found (expected a Plan manifest or a plan object with steps)",
+                "unreadable",
+            )
         )
-    if problems:
-        raise InputError(problems)
+    if problems and not lenient:
+        raise InputError([p.text() for p in problems])
+    loaded.problems = problems
     return loaded
+
+
+def _spec_prefix(raw: Any) -> str:
+    """Where a plan's spec is in its document: the validator's paths start there."""
+    kind = raw.get("kind") if isinstance(raw, dict) else None
+    if kind in ("ScheduledPlan", "ClusterScheduledPlan"):
+        return "spec.planTemplate.spec."
+    return "spec." if kind == "Plan" else ""
+
+
+def position(loaded: Loaded, index: int, path: str) -> tuple[int, int] | None:
+    """The line and column of a validator's `path` in the file of the index-th plan."""
+    positions, document, prefix = loaded.origins[index]
+    return positions.locate(document, prefix + path)
 
 
 def with_default_capsule(plan: PlanDocument, capsules: dict[str, CapsuleSpec]) -> PlanDocument:

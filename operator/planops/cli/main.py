@@ -1,8 +1,7 @@
 """`kubectl-plan`: validate plans offline and run them with the local runner.
 
-Installed as a console script, so `kubectl plan ...` works when it is on PATH. The exit codes and
-`-o json` shapes are a contract (docs/cli.md): 0 valid/completed, 1 invalid/stopped on a failure,
-2 unreadable input or refused by validation (run), 4 ended by an `exit` step with status error.
+Installed as a console script, so `kubectl plan ...` works when it is on PATH. The exit codes
+(cli/exit_codes.py) and `-o json` shapes are a contract (docs/cli.md).
 
 Like any Unix tool, it stops quietly when its reader goes away (`kubectl plan validate ... | head
 -1`): exit 141, as if killed by SIGPIPE, and no traceback. Restoring SIGPIPE's default action
@@ -23,12 +22,22 @@ from typing import Any
 from planops import __version__
 from planops.api import PlanDocument
 from planops.cli import cluster_args, history, render
+from planops.cli.exit_codes import (
+    EXIT_BROKEN_PIPE,
+    EXIT_ERROR_EXIT,
+    EXIT_FAILED,
+    EXIT_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_NO_CAPSULE,
+    EXIT_OK,
+)
 from planops.cli.inputs import (
     InputError,
     Loaded,
     input_value,
     load,
     load_values,
+    position,
     with_default_capsule,
 )
 from planops.engine import PlanError, capsules, validate
@@ -37,8 +46,6 @@ from planops.engine import PlanError, capsules, validate
 # runner and asyncio (run), croniter (a ScheduledPlan's schedule), the graph drawing (graph),
 # the Kubernetes client (the cluster verbs).
 
-EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_ERROR_EXIT, EXIT_INTERRUPTED = 0, 1, 2, 4, 130
-EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a process killed by SIGPIPE
 #: Refusals that mean "the input needed to judge the plan is missing", not "the plan is wrong".
 INPUT_CODES = {"no-capsule"}
 
@@ -58,8 +65,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--local",
         action="store_true",
-        required=True,
-        help="run on this machine with the embedded runner",
+        help="run on this machine with the embedded runner (in a cluster: submit --wait)",
     )
     r.add_argument("--capsule", action="append", default=[], metavar="FILE")
     r.add_argument(
@@ -115,9 +121,9 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _load(args: argparse.Namespace) -> Loaded | None:
+def _load(args: argparse.Namespace, lenient: bool = False) -> Loaded | None:
     try:
-        loaded = load(args.files, args.capsule)
+        loaded = load(args.files, args.capsule, lenient)
     except InputError as e:
         for line in e.lines:
             sys.stderr.write(f"error: {line}\n")
@@ -173,11 +179,12 @@ def _answers(given: list[str]) -> dict[str, dict[str, str]] | None:
     return out
 
 
-def _errors(loaded: Loaded) -> list[tuple[str, str, PlanError]]:
-    """Every plan's refusals; a ScheduledPlan's schedule is judged too (code `schedule`)."""
+def _errors(loaded: Loaded) -> list[tuple[str, int, str, PlanError]]:
+    """Every plan's refusals (file, the plan's index, its name, the error); a ScheduledPlan's
+    schedule is judged too (code `schedule`)."""
     resolver = capsules(loaded.capsules)
     found = []
-    for f, p in loaded.plans:
+    for index, (f, p) in enumerate(loaded.plans):
         if p.schedule is not None:
             from planops.engine import schedule  # noqa: PLC0415 - croniter, for schedules only
 
@@ -190,36 +197,75 @@ def _errors(loaded: Loaded) -> list[tuple[str, str, PlanError]]:
                 s.suspend,
             )
             found += [
-                (f, p.plan_id, PlanError("schedule", None, f"spec.{field}", m))
+                (f, index, p.plan_id, PlanError("schedule", None, f"spec.{field}", m))
                 for field, m in schedule.check(spec)
             ]
-        found += [(f, p.plan_id, e) for e in validate(p.spec, resolver)]
+        found += [(f, index, p.plan_id, e) for e in validate(p.spec, resolver)]
     return found
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    loaded = _load(args)
-    if loaded is None:
+    """Every error at once: the files' and the schema's (exit 2), and the validator's of every
+    plan that can still be read (its refused fields dropped), each with its line and column."""
+    loaded = _load(args, lenient=True)
+    if loaded is None:  # --input values: no file to point at
         if args.output == "json":
             print(json.dumps({"valid": False, "errors": []}))
         return EXIT_INPUT
     found = _errors(loaded)
+    warned = _warnings(loaded)
     if args.output == "json":
-        errors = [{**e.to_json(), "plan": plan, "file": f} for f, plan, e in found]
-        print(json.dumps({"valid": not found, "errors": errors}, indent=2))
+        errors = [p.to_json() for p in loaded.problems]
+        for f, index, plan, e in found:
+            line, column = position(loaded, index, e.path) or (None, None)
+            errors.append({**e.to_json(), "plan": plan, "file": f, "line": line, "column": column})
+        valid = not found and not loaded.problems
+        warnings = [{**w.to_json(), "plan": plan, "file": f} for f, plan, w in warned]
+        print(json.dumps({"valid": valid, "errors": errors, "warnings": warnings}, indent=2))
     else:
-        for f, plan in {(f, p.plan_id) for f, p in loaded.plans}:
-            errs = [e for ff, pp, e in found if (ff, pp) == (f, plan)]
+        for p in loaded.problems:
+            sys.stderr.write(f"error: {p.text()}\n")
+        _warn(warned)
+        schema_refused = {(p.file, p.plan) for p in loaded.problems}
+        for f, plan in dict.fromkeys((f, p.plan_id) for f, p in loaded.plans):  # as given
+            errs = [e for ff, _, pp, e in found if (ff, pp) == (f, plan)]
             if errs:
                 render.errors(errs, sys.stdout, f"{f}: plan {plan}")
-            else:
+            elif (f, plan) not in schema_refused:
                 print(f"{f}: plan {plan} is valid")
-    if any(e.code in INPUT_CODES for _, _, e in found):
+    if loaded.problems:
         return EXIT_INPUT
+    return _verdict(found)
+
+
+def _warnings(loaded: Loaded) -> list[tuple[str, str, PlanError]]:
+    """What runs otherwise than it reads (engine.shell_hints): said, never refused."""
+    from planops.engine.shell_hints import shell_warnings  # noqa: PLC0415 - shlex: validate, run
+
+    return [(f, p.plan_id, w) for f, p in loaded.plans for w in shell_warnings(p.spec)]
+
+
+def _warn(warned: list[tuple[str, str, PlanError]]) -> None:
+    for f, plan, w in warned:
+        sys.stderr.write(f"warning: {f}: plan {plan}: step {w.step!r}, {w.path}: {w.message}\n")
+
+
+def _verdict(found: list[tuple[str, int, str, PlanError]]) -> int:
+    """1 for refusals; 5 when a plan's Capsule was not given (nothing else could be judged)."""
+    if any(e.code in INPUT_CODES for *_, e in found):
+        return EXIT_NO_CAPSULE
     return EXIT_FAILED if found else EXIT_OK
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if not args.local:
+        files = " ".join(args.files)
+        sys.stderr.write(
+            "error: run executes a plan on this machine and needs --local "
+            f"(kubectl plan run --local {files}); to run it in the cluster: "
+            f"kubectl plan submit {files} --wait\n"
+        )
+        return EXIT_INPUT
     loaded = _load(args)
     if loaded is None:
         return EXIT_INPUT
@@ -229,11 +275,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     found = _errors(loaded)
     if found:
         if args.output == "json":
-            errs = [e.to_json() for _, _, e in found]
+            errs = [e.to_json() for *_, e in found]
             print(json.dumps({"valid": False, "errors": errs}, indent=2))
         else:
-            render.errors([e for _, _, e in found], sys.stderr, found[0][0])
-        return EXIT_INPUT
+            render.errors([e for *_, e in found], sys.stderr, found[0][0])
+        return EXIT_NO_CAPSULE if _verdict(found) == EXIT_NO_CAPSULE else EXIT_INPUT
+    _warn(_warnings(loaded))
     ((_, plan),) = loaded.plans
     answers = _answers(args.answer)
     if answers is None:
@@ -295,10 +342,10 @@ def cmd_graph(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     found = _errors(loaded)
     if found:
-        for f, plan in dict.fromkeys((f, plan) for f, plan, _ in found):
-            errs = [e for ff, pp, e in found if (ff, pp) == (f, plan)]
+        for f, plan in dict.fromkeys((f, plan) for f, _, plan, _ in found):
+            errs = [e for ff, _, pp, e in found if (ff, pp) == (f, plan)]
             render.errors(errs, sys.stderr, f"{f}: plan {plan}")
-        return EXIT_INPUT if any(e.code in INPUT_CODES for _, _, e in found) else EXIT_FAILED
+        return _verdict(found)
     plans = [p for _, p in loaded.plans if args.plan in (None, p.plan_id)]
     names = ", ".join(p.plan_id for _, p in loaded.plans)
     if not plans:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
 from planops.engine import PlanError, Report, control
+from planops.engine.report import NO_OUTPUT, OutputError
 
 _MARK = {"success": "✔", "failed": "✘", "skipped": "↷"}
 
@@ -22,6 +24,24 @@ def first_line(text: str | None, width: int = 60) -> str:
         return ""
     line = text.strip().splitlines()[0] if text.strip() else ""
     return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def last_line(text: str | None) -> str:
+    """The last line with something on it: where a failing program says why (its stderr is
+    in the output, after whatever it printed before)."""
+    lines = [line for line in (text or "").splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""
+
+
+def detail(error: str | None, output: str | None, width: int = 60) -> str:
+    """A step's DETAIL: its output's first line; for a failed one, the error and the last line
+    of its output (`exit code 2: ls: /nope: No such file or directory`), not just the code."""
+    if not error:
+        return first_line(output, width)
+    why = first_line(error, 10**6)
+    said = last_line(output)
+    text = f"{why}: {said}" if said and said not in why else why
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def errors(errs: Sequence[PlanError], out: TextIO = sys.stderr, source: str = "") -> None:
@@ -77,8 +97,7 @@ def summary(report: Report, out: TextIO = sys.stdout) -> None:
     rows = [["STEP", "STATUS", "ATTEMPTS", "DURATION", "DETAIL"]]
     for s in report.steps:
         took = f"{s.duration:.2f}s" if s.duration is not None else "-"
-        detail = first_line(s.error) if s.error else first_line(s.output)
-        rows.append([s.step_id, s.status, str(s.attempts), took, detail])
+        rows.append([s.step_id, s.status, str(s.attempts), took, detail(s.error, s.output, 80)])
     if len(rows) > 1:
         table(rows, out)
     if report.completed:
@@ -87,7 +106,17 @@ def summary(report: Report, out: TextIO = sys.stdout) -> None:
         verdict = f"stopped: step {report.failed_step!r} failed"
     else:
         verdict = "did not complete"
-    out.write(f"plan {report.plan_id}: {verdict} ({len(report.steps)} steps settled)\n")
+    if report.exit is not None:
+        message = f": {report.exit.message}" if report.exit.message else ""
+        verdict = f"ended by exit step {report.exit.step_id!r} ({report.exit.status}){message}"
+    settled = len(report.steps)
+    out.write(
+        f"plan {report.plan_id}: {verdict} ({settled} step{'s' if settled != 1 else ''} settled)\n"
+    )
+    if isinstance(report.output, OutputError):
+        out.write(f"output: cannot be rendered: {report.output.message}\n")
+    elif report.output is not NO_OUTPUT:
+        out.write(f"output: {json.dumps(report.output)}\n")
 
 
 async def ask(step_id: str, spec: dict[str, Any]) -> dict[str, Any] | None:

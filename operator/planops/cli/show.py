@@ -110,11 +110,7 @@ async def cmd_describe(kube: Kube, args: argparse.Namespace, ns: str) -> int:
         print("\nSteps (in the order they settled):")
         rows = [["STEP", "STATUS", "ATTEMPTS", "STARTED", "FINISHED", "DETAIL"]]
         for s in report["steps"]:
-            detail = (
-                render.first_line(s.get("error"))
-                if s.get("error")
-                else render.first_line(s.get("output"))
-            )
+            detail = render.detail(s.get("error"), s.get("output"), 80)
             rows.append(
                 [
                     s["stepId"],

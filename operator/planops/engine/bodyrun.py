@@ -222,6 +222,18 @@ class Bodies:
         if a.failure is not None:
             self.run.control_settled(a.index, None, a.failure, now)
             return
+        if a.next < len(a.keys) and stopped and self.run.exited is not None:
+            # an exit ended the plan: the items in flight finished, no new one started; the
+            # exit, not this step, ended the plan, so it is skipped, not blamed as failed
+            self.run.control_settled(
+                a.index,
+                None,
+                f"{a.kind} stopped with {len(a.done)} of {len(a.keys)} items done: exit step "
+                f"{self.run.exited.step_id!r} ended the plan",
+                now,
+                skipped=True,
+            )
+            return
         if a.next < len(a.keys) and stopped:
             self.run.control_settled(
                 a.index,

@@ -276,13 +276,18 @@ class Run(RunState):
         dispatch.extend(decision.dispatch)
         self._new.extend(decision.settled)
 
-    def control_settled(self, i: int, result: Any, error: str | None, now: float) -> None:
+    def control_settled(
+        self, i: int, result: Any, error: str | None, now: float, skipped: bool = False
+    ) -> None:
         """A decide / map / reduce finished its bodies (engine.bodyrun): settle it. It does not
-        retry; a failure follows onError."""
+        retry; a failure follows onError; `skipped`: an exit ended the plan under it (the
+        error says so), which is no failure of its own."""
         st = self._states[i]
         st.in_flight = False
         self._flying.pop(i, None)
-        if error is None:
+        if skipped:
+            self._settle(i, self._record(i, "skipped", None, error, now))
+        elif error is None:
             self._settle(i, self._record(i, "success", json.dumps(result), None, now))
         else:
             status: Status = "skipped" if self.spec.steps[i].on_error == "skip" else "failed"

@@ -120,9 +120,8 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     )
     memo.queue = Coalescer(memo.reconciler.reconcile, workers=CONFIG.workers, gate=gate)
     memo.queue.start()
-    memo.schedules = Coalescer(
-        ScheduleReconciler(kube, CONFIG.policy, poster=memo.poster).reconcile, workers=2, gate=gate
-    )
+    memo.schedule_judge = ScheduleReconciler(kube, CONFIG.policy, poster=memo.poster)
+    memo.schedules = Coalescer(memo.schedule_judge.reconcile, workers=2, gate=gate)
     memo.schedules.start()
     memo.scheduled = set()
     if CONFIG.metrics_port:

@@ -1,9 +1,10 @@
-"""The validating admission webhook for Plans: `kubectl apply` of a Plan that cannot run is
-refused at once, with every reason (code, step, field path, message), instead of being stored and
-reported Invalid in its status.
+"""The validating admission webhook for Plans, ScheduledPlans and ClusterScheduledPlans:
+`kubectl apply` of one that cannot run is refused at once, with every reason (code, step, field
+path, message), instead of being stored and reported Invalid in its status.
 
-It is the same judgement the reconciler makes (`Reconciler.judge`): one validator for the CLI,
-the webhook and the reconciler. Two choices:
+It is the same judgement the reconcilers make (`Reconciler.judge`, `ScheduleReconciler.judge`:
+a schedule that cannot be used, a run template the validator refuses): one validator for the
+CLI, the webhook and the reconcilers. Two choices:
 - A missing Capsule is admitted (GitOps tools apply Plans and Capsules in any order); the
   reconciler reports the plan Invalid until the Capsule exists.
 - An UPDATE that leaves the spec unchanged (an annotation: rerun, cancel, an answer) is always
@@ -24,8 +25,24 @@ import kopf
 from planops.handlers.config import CONFIG
 
 GROUP, VERSION = "planops.dev", "v1alpha1"
-#: the webhook's path is /<handler id>
+#: the webhook's paths are /<handler id>
 PATH_ID = "plans"
+SCHEDULED_PATH_IDS = {
+    "scheduledplans": "scheduledplans",
+    "clusterscheduledplans": "clusterscheduledplans",
+}
+#: reasons a refusal lists (the count says how many more)
+SHOWN = 50
+
+
+def refusal(what: str, reasons: list[str]) -> kopf.AdmissionError:
+    lines = "; ".join(reasons[:SHOWN])
+    more = f" (and {len(reasons) - SHOWN} more)" if len(reasons) > SHOWN else ""
+    return kopf.AdmissionError(
+        f"{what} refused, {len(reasons)} error(s): {lines}{more} -- check it offline with "
+        "kubectl plan validate FILE --capsule CAPSULE.yaml",
+        code=422,
+    )
 
 
 def unchanged(old: Any, new: Any) -> bool:
@@ -55,10 +72,17 @@ def register() -> None:
         _, _, errors = await memo.reconciler.judge(dict(body))
         errors = [e for e in errors if e.code != "no-capsule"]
         if errors:
-            lines = "; ".join(str(e) for e in errors[:50])
-            more = f" (and {len(errors) - 50} more)" if len(errors) > 50 else ""
-            raise kopf.AdmissionError(
-                f"plan refused, {len(errors)} error(s): {lines}{more} -- check it offline with "
-                "kubectl plan validate FILE --capsule CAPSULE.yaml",
-                code=422,
-            )
+            raise refusal("plan", [str(e) for e in errors])
+
+    for plural, path_id in SCHEDULED_PATH_IDS.items():
+        _validate_scheduled(plural, path_id)
+
+
+def _validate_scheduled(plural: str, path_id: str) -> None:
+    @kopf.on.validate(GROUP, VERSION, plural, id=path_id)
+    async def validate_scheduled(*, body: kopf.Body, memo: Any, **kwargs: Any) -> None:
+        if kwargs.get("operation") == "UPDATE" and unchanged(kwargs.get("old"), body):
+            return
+        errors = await memo.schedule_judge.judge(plural, dict(body))
+        if errors:
+            raise refusal(plural.removesuffix("s"), errors)

@@ -141,8 +141,34 @@ class ScheduleReconciler:
         await events.flush()
         return min(MAX_WAKE, max(MIN_WAKE, (next_at - now).total_seconds() + 0.05))
 
-    async def _template_errors(self, spec: ScheduledPlanSpec, namespace: str) -> list[str]:
-        """The run template, judged by the one validator with this namespace's Capsule."""
+    async def judge(self, plural: str, obj: dict[str, Any]) -> list[str]:
+        """The admission webhook's verdict (handlers.webhook): the structure, the schedule and
+        the run template, as `reconcile` judges them. A ScheduledPlan's template is judged with
+        its namespace's Capsule; a ClusterScheduledPlan's without one (each namespace it runs in
+        has its own: those checks wait for the runs). A missing Capsule is admitted, as for a
+        Plan (GitOps applies in any order)."""
+        model = ClusterScheduledPlanSpec if plural == "clusterscheduledplans" else ScheduledPlanSpec
+        try:
+            spec = model.model_validate(obj.get("spec") or {})
+        except ValidationError as e:
+            return [f"{p.path}: {p.message}" for p in problems_of(e, "spec", model)]
+        sched = rules.ScheduleSpec(
+            spec.schedule,
+            spec.time_zone,
+            spec.starting_deadline_seconds,
+            spec.concurrency_policy,
+            spec.suspend,
+        )
+        errors = [f"spec.{field}: {message}" for field, message in rules.check(sched)]
+        namespace = (obj.get("metadata") or {}).get("namespace")
+        errors += await self._template_errors(spec, namespace, admit_missing_capsule=True)
+        return errors
+
+    async def _template_errors(
+        self, spec: ScheduledPlanSpec, namespace: str | None, admit_missing_capsule: bool = False
+    ) -> list[str]:
+        """The run template, judged by the one validator with this namespace's Capsule (no
+        namespace: none, and no refusal for it)."""
         meta = spec.plan_template.metadata
         reserved = [
             f"planTemplate.metadata.{where}.{key}: reserved for planops (it marks the Plans the "
@@ -157,7 +183,7 @@ class ScheduleReconciler:
         if reserved:
             return reserved
         cname = capsule_name(spec.plan_template.spec)
-        raw = await self.kube.get_capsule(namespace, cname)
+        raw = await self.kube.get_capsule(namespace, cname) if namespace else None
         capsule = None
         if raw is not None:
             try:
@@ -171,7 +197,11 @@ class ScheduleReconciler:
             self.policy,
             self.budget,
         )
-        return [f"planTemplate.spec.{e.path}: [{e.code}] {e.message}" for e in errs]
+        return [
+            f"planTemplate.spec.{e.path}: [{e.code}] {e.message}"
+            for e in errs
+            if not (admit_missing_capsule and e.code == "no-capsule")
+        ]
 
     async def _namespace(
         self,

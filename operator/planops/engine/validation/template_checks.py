@@ -5,7 +5,7 @@ anything runs); and no step id shadowing a reserved root."""
 
 from __future__ import annotations
 
-from planops.api.models import Step
+from planops.api.models import PlanSpec, Step
 from planops.engine import templates
 from planops.engine.dag import Graph
 from planops.engine.policy import BUDGET_EVERY
@@ -61,7 +61,7 @@ def check_templates(c: Checker, graph: Graph) -> None:
         if isinstance(t, templates.TemplateError):
             problem: str | None = str(t)
         else:
-            problem = _template_root_problem(c, graph, t)
+            problem = _template_root_problem(c, graph, t) or input_problem(c.spec, t)
             if problem is None and t.root in graph.index:
                 problem = field_problem(t, steps[graph.index[t.root]])
         if problem:
@@ -119,11 +119,31 @@ def check_step_templates(c: Checker, step: Step, path: str, root_problem: RootCh
             continue
         if where in scoped and t.root in ("item", "index"):
             continue
-        problem = root_problem(t)
+        problem = root_problem(t) or input_problem(c.spec, t)
         if isinstance(problem, Unless):
             c.add_unless(problem, "template", step.id, where)
         elif problem:
             c.add("template", step.id, where, problem)
+
+
+def input_problem(spec: PlanSpec, t: templates.Template) -> str | None:
+    """`{{input.name}}` needs `name` declared: in the inputSchema's properties, or given in
+    `input` (`run --local --input name=...` gives it). Otherwise it could only fail at run
+    time, after the steps before it ran."""
+    if t.root != "input" or not t.path:
+        return None
+    name = t.path[0]
+    if name in (spec.input or {}):
+        return None
+    schema = spec.input_schema
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if isinstance(properties, dict) and name in properties:
+        return None
+    if schema is None:
+        fix = f"declare it in an inputSchema (properties: {{{name}: ...}}) or give it in input"
+    else:
+        fix = f"the inputSchema has no property {name!r}: add it there, or give it in input"
+    return f"{t.text}: the plan declares no input {name!r}: {fix}"
 
 
 def _template_root_problem(c: Checker, graph: Graph, t: templates.Template) -> str | None:

@@ -1,0 +1,115 @@
+"""Every example the docs give runs in the suite, as a new user would run it: each
+`kubectl-plan validate|run --local|graph` command written in README.md, docs/ and examples/ whose
+files are in the repository exits 0 (or the code written right after it), a graph shown after
+its command is its real output byte for byte, and every planops manifest in a docs code block
+(a Plan, a Capsule, a ScheduledPlan; not the fragments that elide with `...`) is read without a
+schema error."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from planops.api.documents import parse_leniently
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+SOURCES = [*DOCS, *sorted((ROOT / "examples").glob("*.yaml"))]
+COMMAND = re.compile(
+    r"(?:\.venv/bin/)?kubectl-plan ((?:validate|run --local|graph) [^`\n#|;]*?\.ya?ml[^`\n#|;]*)"
+)
+
+
+def commands() -> list[tuple[str, str, int]]:
+    """(where, the arguments, the exit code) of every offline command whose files exist here:
+    0, unless the text right after it says otherwise (`(exit code 1: ...)`)."""
+    found: dict[str, tuple[str, int]] = {}
+    for source in SOURCES:
+        for match in COMMAND.finditer(source.read_text()):
+            args = match.group(1).strip()
+            words = args.split()[2 if args.startswith("run ") else 1 :]
+            operands = [w for w in words if not w.startswith("-")]
+            if operands and all((ROOT / w).is_file() for w in operands):
+                said = re.match(r"\s*\n?[#\s]*\(exit code (\d+)", source.read_text()[match.end() :])
+                found.setdefault(args, (source.name, int(said.group(1)) if said else 0))
+    return [(where, args, code) for args, (where, code) in found.items()]
+
+
+def cli(args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "planops.cli.main", *args.split()],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+    )
+
+
+def test_the_readmes_two_commands_are_among_them():
+    found = {args for _, args, _ in commands()}
+    assert "run --local examples/fan-out-fan-in.yaml --capsule examples/capsule.yaml" in found
+    assert "graph examples/fan-out-fan-in.yaml --capsule examples/capsule.yaml" in found
+
+
+@pytest.mark.parametrize(("where", "args", "code"), commands(), ids=[a for _, a, _ in commands()])
+def test_every_documented_command_runs_and_exits_as_documented(where, args, code):
+    done = cli(args)
+    assert done.returncode == code, (where, done.stdout, done.stderr)
+
+
+def _shown_after(text: str, command: str) -> str | None:
+    """The output block that follows the first mention of `command` (a ``` fence or lines
+    indented by four spaces), as a terminal shows it."""
+    at = text.find(command)
+    if at < 0:
+        return None
+    rest = text[at:].split("\n\n", 1)[1]  # after the paragraph that gives the command
+    fenced = re.match(r"```[a-z]*\n(.*?)\n```", rest, re.S)
+    if fenced:
+        return fenced.group(1) + "\n"
+    indented = re.match(r"((?:    .*\n|\n)+)", rest)
+    if indented:
+        return "".join(line[4:] + "\n" for line in indented.group(1).rstrip("\n").split("\n"))
+    return None
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/cli.md"])
+def test_a_graph_shown_after_its_command_is_its_real_output(doc):
+    args = "graph examples/fan-out-fan-in.yaml --capsule examples/capsule.yaml"
+    shown = _shown_after((ROOT / doc).read_text(), f"kubectl-plan {args}`")
+    assert shown is not None
+    assert cli(args).stdout == shown
+
+
+def manifests() -> list[tuple[str, dict]]:
+    found = []
+    for doc in DOCS:
+        for block in re.findall(r"```yaml\n(.*?)```", doc.read_text(), re.S):
+            if "..." in block or "…" in block:
+                continue  # a fragment
+            for n, item in enumerate(yaml.safe_load_all(block)):
+                if not isinstance(item, dict):
+                    continue
+                if "kind" not in item and "spec" in item and "steps" in item["spec"]:
+                    item = {"apiVersion": "planops.dev/v1alpha1", "kind": "Plan",
+                            "metadata": {"name": "doc"}, **item}  # fmt: skip
+                if item.get("apiVersion", "").startswith("planops.dev/"):
+                    found.append((f"{doc.name} #{n}: {item.get('kind')}", item))
+    return found
+
+
+def test_the_docs_show_manifests_of_every_kind_a_user_writes():
+    kinds = {item["kind"] for _, item in manifests()}
+    assert {"Plan", "ScheduledPlan", "ClusterScheduledPlan"} <= kinds
+
+
+@pytest.mark.parametrize(("where", "item"), manifests(), ids=[w for w, _ in manifests()])
+def test_every_manifest_in_the_docs_reads_without_a_schema_error(where, item):
+    _, problems = parse_leniently(item)
+    assert problems == [], where

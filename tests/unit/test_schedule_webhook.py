@@ -1,0 +1,109 @@
+"""The admission webhook covers ScheduledPlans and ClusterScheduledPlans with the same judgement
+as their reconciler: a schedule that cannot be used, or a run template the one validator refuses,
+is refused at `kubectl apply`; a missing Capsule is admitted, as for a Plan."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import kopf
+import pytest
+
+from planops.handlers import webhook
+from planops.reconciler.scheduled import ScheduleReconciler
+
+CAPSULE = {"spec": {"shell": {"allow": ["echo"]}}, "metadata": {"resourceVersion": "1"}}
+
+
+class Kube:
+    """What judging reads: the Capsule of the namespace (none in `empty`)."""
+
+    async def get_capsule(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return None if namespace == "empty" else CAPSULE
+
+
+def scheduled(kind: str = "ScheduledPlan", schedule: str = "*/5 * * * *", **template: Any):
+    spec: dict[str, Any] = {
+        "schedule": schedule,
+        "planTemplate": {"spec": {"steps": [{"id": "a", "shell": "echo hi"}], **template}},
+    }
+    if kind == "ClusterScheduledPlan":
+        spec["namespaceSelector"] = {"matchLabels": {"team": "a"}}
+    meta = {"name": "nightly"} | ({"namespace": "team-a"} if kind == "ScheduledPlan" else {})
+    return {"apiVersion": "planops.dev/v1alpha1", "kind": kind, "metadata": meta, "spec": spec}
+
+
+def judge(obj: dict[str, Any], namespace: str | None = None) -> list[str]:
+    plural = obj["kind"].lower() + "s"
+    if namespace is not None:
+        obj["metadata"]["namespace"] = namespace
+    return asyncio.run(ScheduleReconciler(Kube()).judge(plural, obj))  # type: ignore[arg-type]
+
+
+CYCLE = [
+    {"id": "a", "shell": "echo", "dependsOn": ["b"]},
+    {"id": "b", "shell": "echo", "dependsOn": ["a"]},
+]
+
+
+@pytest.mark.parametrize("kind", ["ScheduledPlan", "ClusterScheduledPlan"])
+def test_a_good_scheduled_plan_is_admitted(kind):
+    assert judge(scheduled(kind)) == []
+
+
+@pytest.mark.parametrize("kind", ["ScheduledPlan", "ClusterScheduledPlan"])
+def test_a_schedule_that_cannot_be_used_is_refused(kind):
+    (error,) = judge(scheduled(kind, schedule="61 * * * *"))
+    assert error.startswith("spec.schedule: ")
+
+
+@pytest.mark.parametrize("kind", ["ScheduledPlan", "ClusterScheduledPlan"])
+def test_a_run_template_the_validator_refuses_is_refused(kind):
+    errors = judge(scheduled(kind, steps=CYCLE))
+    assert any("[cycle]" in e and e.startswith("planTemplate.spec.steps[") for e in errors)
+
+
+def test_a_scheduled_plans_template_is_judged_with_its_namespaces_capsule():
+    errors = judge(scheduled(steps=[{"id": "a", "shell": "rm -rf /"}]))
+    assert any("[shell-not-allowed]" in e for e in errors)
+
+
+def test_a_missing_capsule_is_admitted_as_for_a_plan():
+    assert judge(scheduled(), namespace="empty") == []
+
+
+def test_an_unknown_field_is_refused_naming_the_nearest():
+    obj = scheduled()
+    obj["spec"]["schedul"] = obj["spec"].pop("schedule")
+    errors = judge(obj)
+    assert "spec.schedul: unknown field: did you mean `schedule`?" in errors
+
+
+def test_the_webhook_serves_each_kind_on_the_path_the_chart_names():
+    registry = kopf.OperatorRegistry()
+    previous = kopf.get_default_registry()
+    kopf.set_default_registry(registry)
+    try:
+        webhook.register()
+    finally:
+        kopf.set_default_registry(previous)
+    handlers = {h.id: h for h in registry._webhooks.get_all_handlers()}
+    assert {i: h.selector.any_name for i, h in handlers.items() if h.selector} == {
+        "plans": "plans",
+        "scheduledplans": "scheduledplans",
+        "clusterscheduledplans": "clusterscheduledplans",
+    }
+    memo = kopf.Memo(schedule_judge=ScheduleReconciler(Kube()))  # type: ignore[arg-type]
+    bad = scheduled("ClusterScheduledPlan", schedule="61 * * * *")
+    with pytest.raises(kopf.AdmissionError, match="clusterscheduledplan refused, 1 error"):
+        asyncio.run(handlers["clusterscheduledplans"].fn(body=bad, memo=memo, operation="CREATE"))
+    # an UPDATE that leaves the spec as it was (an annotation) is admitted, as for a Plan
+    same = {"operation": "UPDATE", "old": bad}
+    assert asyncio.run(handlers["clusterscheduledplans"].fn(body=bad, memo=memo, **same)) is None
+
+
+def test_the_refusal_lists_every_reason_and_how_to_check_offline():
+    error = webhook.refusal("scheduledplan", ["a: one", "b: two"])
+    assert "scheduledplan refused, 2 error(s): a: one; b: two" in str(error)
+    assert "kubectl plan validate" in str(error)
