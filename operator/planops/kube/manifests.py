@@ -185,13 +185,6 @@ def child_name(plan: str, run: str, step: str, attempt: int) -> str:
     return f"{plan_part}-{step_part}-{attempt}-{digest}"
 
 
-def step_image(d: Dispatch, capsule: CapsuleSpec) -> str | None:
-    if d.kind == "tool":
-        tool = capsule.tool(d.step.tool or "")
-        return (tool.image if tool is not None else None) or capsule.image
-    return d.step.image or capsule.image
-
-
 def literal(text: str) -> str:
     """`text` as the kubelet will hand it over: it expands `$(VAR)` in a container's command
     and env values (from the container's environment) and turns `$$` into `$`, so every `$` a

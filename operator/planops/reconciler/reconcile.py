@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from planops import metrics
-from planops.api import CapsuleSpec, PlanSpec, Step, parse_document
+from planops.api import CapsuleSpec, PlanSpec, parse_document
 from planops.api.documents import problems_of
 from planops.engine import (
     OPERATOR_BUDGET_SECONDS,
@@ -36,24 +36,21 @@ from planops.engine import (
     Report,
     Run,
     StepRecord,
-    capsule_name,
     finally_steps,
-    image_allowed,
-    shell_words,
     validate,
 )
+from planops.engine import dispatch as dispatch_
 from planops.engine.validation import DEFAULT_CAPSULE
 from planops.kube import manifests
 from planops.kube.cache import RunObjects, WatchCache
 from planops.kube.client import ApiError, Kube
 from planops.kube.events import Poster, Recorder
 from planops.reconciler import asks as asks_
-from planops.reconciler import reading
+from planops.reconciler import dispatching, reading
 from planops.reconciler import reports as reports_
 from planops.reconciler import status as status_
 from planops.reconciler.observe import (
     Observed,
-    controller_uid,
     owned,
 )
 from planops.reconciler.reading import RunReader, bounded
@@ -62,8 +59,7 @@ from planops.reconciler.status import rfc3339
 
 log = logging.getLogger("planops.reconciler")
 T = TypeVar("T")
-MAX_DEPTH = 8
-DEFAULT_TIMEOUT_SECONDS = 3600
+MAX_DEPTH = dispatch_.MAX_DEPTH
 FINISHED = ("Succeeded", "Failed")
 #: Jobs / child Plans created at once by one reconcile (a wide fan-out must not be created one by
 #: one: the last step's dispatch latency would grow with the width of the plan).
@@ -487,7 +483,7 @@ class Reconciler:
     def _ask(
         self, d: Dispatch, capsule: CapsuleSpec, plan: str, events: Recorder, now: float
     ) -> asks_.Waiting:
-        w = asks_.start(d, now, self._timeout(d.step, capsule))
+        w = asks_.start(d, now, dispatch_.timeout_seconds(d.step, capsule, self.policy))
         fields = ", ".join((w.spec.get("outputSchema") or {}).get("properties") or {})
         events(
             "AskWaiting",
@@ -498,15 +494,6 @@ class Reconciler:
             step=d.step.id,
         )
         return w
-
-    def _timeout(self, step: Step, capsule: CapsuleSpec) -> int:
-        """One deadline rule for a Job's run time and an ask's wait: the step's timeout (or the
-        Capsule's default), bounded by the Capsule's and the operator's maximum."""
-        return min(
-            step.timeout_seconds or capsule.default_timeout_seconds or DEFAULT_TIMEOUT_SECONDS,
-            capsule.max_timeout_seconds or self.policy.max_timeout_seconds,
-            self.policy.max_timeout_seconds,
-        )
 
     # -- act ------------------------------------------------------------------------------------
 
@@ -551,92 +538,45 @@ class Reconciler:
         An ask creates nothing: it waits in status.asks (reconciler.asks)."""
         if d.kind == "ask":
             return None
+        body: dict[str, Any] | str
         if d.kind == "capsule":
-            body_or_refusal = await self._child(ref, d, capsule, spec)
+            body = dispatching.admit(ref, d, capsule, spec, self.policy) or dispatching.child(
+                ref, d, spec, await self.kube.get_capsule(ref.namespace, d.step.capsule or "")
+            )
         else:
-            body_or_refusal = self._job(ref, d, capsule, claim)
-        if isinstance(body_or_refusal, str):
-            return body_or_refusal
+            body = dispatching.job(ref, d, capsule, spec, self.policy, claim)
+        if isinstance(body, str):
+            return body
         try:
             if d.kind == "capsule":
-                await self.kube.create_plan(ref.namespace, body_or_refusal)
+                await self.kube.create_plan(ref.namespace, body)
                 events(
                     "DelegationStarted",
                     f"step {d.step.id} delegates to capsule {d.step.capsule} "
-                    f"as plan {body_or_refusal['metadata']['name']}",
+                    f"as plan {body['metadata']['name']}",
                     step=d.step.id,
-                    child=body_or_refusal["metadata"]["name"],
+                    child=body["metadata"]["name"],
                 )
             else:
-                job = await self.kube.create_job(ref.namespace, body_or_refusal)
+                job = await self.kube.create_job(ref.namespace, body)
                 if self.runs is not None:  # the next reconcile sees it even before the watch
                     self.runs.seen("job", "ADDED", job)
         except ApiError as e:
-            if e.already_exists:  # created before a restart: adopt it, if it is ours
-                return await self._adopt(ref, d, body_or_refusal)
-            if e.refused_by_admission:
-                return f"refused by the cluster's admission policy: {e.message}"
-            if e.status in (400, 403, 422):  # the request itself is refused: retrying cannot help
-                what = "child Plan" if d.kind == "capsule" else "Job"
-                return f"the cluster refused the step's {what}: {e.message}"
-            raise  # transient (conflict, throttling, server error): the queue retries
+            answer = dispatching.create_refused(
+                d.kind,
+                e.status,
+                already_exists=e.already_exists,
+                by_admission=e.refused_by_admission,
+                message=e.message,
+            )
+            if answer == "retry":
+                raise
+            if answer != "adopt":
+                return answer
+            name = body["metadata"]["name"]
+            get = self.kube.get_plan if d.kind == "capsule" else self.kube.get_job
+            return dispatching.squatter(ref, d.kind, name, await get(ref.namespace, name))
         return None
-
-    async def _adopt(self, ref: manifests.PlanRef, d: Dispatch, body: dict[str, Any]) -> str | None:
-        """An object with the attempt's name exists: ours (made before a restart) when this Plan
-        is its controller; anything else squats the name, and the attempt fails saying so."""
-        name = body["metadata"]["name"]
-        if d.kind == "capsule":
-            existing = await self.kube.get_plan(ref.namespace, name)
-        else:
-            existing = await self.kube.get_job(ref.namespace, name)
-        if existing is None or controller_uid(existing) == ref.uid:
-            return None  # ours, or gone again: the next reconcile sees which
-        what = "Plan" if d.kind == "capsule" else "Job"
-        return (
-            f"a {what} named {name} already exists and is not this Plan's (its controller is "
-            "another object): planops does not adopt it; delete it and re-run the plan"
-        )
-
-    def _job(
-        self, ref: manifests.PlanRef, d: Dispatch, capsule: CapsuleSpec, claim: str | None
-    ) -> dict[str, Any] | str:
-        if d.kind == "tool" and capsule.tool(d.step.tool or "") is None:
-            return f"call denied: tool {d.step.tool!r} is no longer in the Capsule's inventory"
-        if d.kind == "shell" and shell_words(d.step.shell or "")[0] not in capsule.shell.allow:
-            return "call denied: the binary is no longer in the Capsule's shell.allow"
-        image = manifests.step_image(d, capsule)
-        if image is None:
-            return (
-                "call denied: no image for this step (set the Capsule's image or the step's image)"
-            )
-        if not image_allowed(image, capsule, self.policy):
-            return f"call denied: image {image!r} is not allowed by the Capsule and the operator"
-        timeout = self._timeout(d.step, capsule)
-        return manifests.job(ref, d, capsule, image, timeout_seconds=timeout, workspace_claim=claim)
-
-    async def _child(
-        self, ref: manifests.PlanRef, d: Dispatch, capsule: CapsuleSpec, spec: PlanSpec
-    ) -> dict[str, Any] | str:
-        target = d.step.capsule or ""
-        if target not in capsule.spawn.allow:
-            return f"call denied: capsule {target!r} is not in the Capsule's spawn.allow"
-        lineage = (*ref.lineage, capsule_name(spec))
-        if target in lineage:
-            return (
-                f"call denied: capsule {target!r} already runs above this step (cycle: "
-                f"{' -> '.join([*lineage, target])})"
-            )
-        if ref.depth + 1 >= MAX_DEPTH:
-            return f"call denied: plans nest at most {MAX_DEPTH} deep"
-        raw = await self.kube.get_capsule(ref.namespace, target)
-        plan_spec = ((raw or {}).get("spec") or {}).get("plan")
-        if plan_spec is None:
-            return f"capsule {target!r} does not exist or has no plan"
-        parent = manifests.PlanRef(
-            ref.namespace, ref.name, ref.uid, ref.run, ref.depth, tuple(lineage)
-        )
-        return manifests.child_plan(parent, d, target, plan_spec)
 
     async def _advance(
         self, p: _Pass, claim: str | None, refused: list[AttemptFact]
