@@ -117,3 +117,14 @@ def test_the_engine_has_no_import_cycle_even_counting_type_only_imports():
     # a package's modules import one another through it: its own __init__ is not an edge
     graph = {n: {m for m in deps if not n.startswith(m + ".")} for n, deps in graph.items()}
     graphlib.TopologicalSorter(graph).prepare()  # raises CycleError on a cycle
+
+
+def test_outside_the_reconciler_only_its_public_names_are_imported():
+    """The handlers, the entry point and the CLI use what planops.reconciler names, never one of
+    its modules: the reconciler's modules can be cut and joined without touching them."""
+    inside = PACKAGE / "reconciler"
+    for path in PACKAGE.rglob("*.py"):
+        if inside in path.parents:
+            continue
+        reaching = sorted(m for m in _imports(path) if m.startswith("planops.reconciler."))
+        assert reaching == [], f"{path.relative_to(PACKAGE)} imports {reaching}"

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from planops.api import seed2, values
+from planops.api import names, seed2, values
 from planops.api.models import (
     STEP_KINDS,
     CapsuleSpec,
@@ -27,8 +27,8 @@ from planops.api.models import (
     SeedPlan,
 )
 
-API_GROUP = "planops.dev"
-API_VERSION = f"{API_GROUP}/v1alpha1"
+API_GROUP = names.GROUP
+API_VERSION = names.API_VERSION
 
 
 @dataclass(frozen=True)

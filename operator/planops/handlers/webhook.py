@@ -21,9 +21,10 @@ from typing import Any
 
 import kopf
 
+from planops.api import names
 from planops.handlers.config import CONFIG
 
-GROUP, VERSION = "planops.dev", "v1alpha1"
+GROUP, VERSION = names.GROUP, names.VERSION
 #: the webhook's path is /<handler id>
 PATH_ID = "plans"
 

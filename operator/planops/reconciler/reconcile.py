@@ -22,8 +22,9 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from planops import metrics
-from planops.api import CapsuleSpec, PlanSpec, parse_document
+from planops.api import CapsuleSpec, PlanSpec, names, parse_document
 from planops.api.documents import problems_of
+from planops.api.names import Phase
 from planops.engine import (
     OPERATOR_BUDGET_SECONDS,
     AttemptFact,
@@ -60,7 +61,6 @@ from planops.reconciler.status import rfc3339
 log = logging.getLogger("planops.reconciler")
 T = TypeVar("T")
 MAX_DEPTH = dispatch_.MAX_DEPTH
-FINISHED = ("Succeeded", "Failed")
 #: Jobs / child Plans created at once by one reconcile (a wide fan-out must not be created one by
 #: one: the last step's dispatch latency would grow with the width of the plan).
 CREATE_CONCURRENCY = 16
@@ -183,7 +183,7 @@ class Reconciler:
             ),
         )
         fresh = (previous.get("run") or {}).get("id") != rid
-        if not fresh and previous.get("phase") in FINISHED:
+        if not fresh and names.ended(previous.get("phase")):
             self._set_running((namespace, name), 0)
             self._close(ref)
             return None
@@ -206,7 +206,7 @@ class Reconciler:
 
         spec, capsule, errors = await self.judge(plan, reuse=True)
         if errors:
-            if previous.get("phase") != "Invalid":
+            if previous.get("phase") != Phase.INVALID:
                 for e in errors:
                     metrics.refusals.labels(e.code).inc()
                 metrics.plans.labels("invalid").inc()
@@ -223,7 +223,7 @@ class Reconciler:
             await events.flush()
             return None
         assert spec is not None and capsule is not None
-        if fresh or previous.get("phase") == "Invalid":
+        if fresh or previous.get("phase") == Phase.INVALID:
             # the run starts now: the time it waited as Invalid (for its Capsule) is not its own
             run_info["startedAt"] = status_.rfc3339(now)
             events(
@@ -655,7 +655,7 @@ class Reconciler:
             reports=self._reports.chunks(p.key),
             status_records=self.status_records,
         )
-        if previous.get("phase") not in FINISHED:
+        if not names.ended(previous.get("phase")):
             metrics.plans.labels("cancelled" if reason == "Cancelled" else "failed").inc()
             events(
                 "PlanFailed",
@@ -712,7 +712,7 @@ class Reconciler:
                 attempt=d.attempt,
             )
             metrics.dispatch_latency.observe(max(0.0, now - _ready_at(settled_at, d, started_at)))
-        if finished and p.previous.get("phase") not in FINISHED:
+        if finished and not names.ended(p.previous.get("phase")):
             result = "succeeded" if report.completed else "failed"
             metrics.plans.labels(result).inc()
             metrics.plan_duration.observe(max(0.0, now - started_at))
@@ -733,7 +733,7 @@ class Reconciler:
         new = {k: v for k, v in new.items() if v is not None}
         old = plan.get("status") or {}
         if old == new or (
-            new.get("phase") not in FINISHED
+            not names.ended(new.get("phase"))
             and {**old, "duration": None} == {**new, "duration": None}
         ):
             return
