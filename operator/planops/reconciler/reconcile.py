@@ -43,8 +43,9 @@ from planops.engine import (
 from planops.engine import dispatch as dispatch_
 from planops.engine.validation import DEFAULT_CAPSULE
 from planops.kube import manifests
+from planops.kube.api import KubeApi
 from planops.kube.cache import RunObjects, WatchCache
-from planops.kube.client import ApiError, Kube
+from planops.kube.client import ApiError
 from planops.kube.events import Poster, Recorder
 from planops.reconciler import asks as asks_
 from planops.reconciler import dispatching, reading
@@ -99,7 +100,7 @@ class _Pass:
 
 @dataclass
 class Reconciler:
-    kube: Kube
+    kube: KubeApi
     policy: Policy = field(default_factory=Policy)
     clock: Callable[[], float] = time.time
     #: one validation's time budget (a huge plan is refused, not judged without end)
