@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from planops.reconciler import reading, reconcile, status
+from planops.reconciler import judging, reading, status
 from planops.reconciler.reconcile import Reconciler
 
 CAPSULE = {"metadata": {"resourceVersion": "7"}, "spec": {"shell": {"allow": ["echo"]}}}
@@ -34,13 +34,13 @@ def plan(generation: int = 1) -> dict[str, Any]:
 
 
 def test_judging_does_not_hold_the_event_loop(monkeypatch: pytest.MonkeyPatch):
-    slow = reconcile.validate
+    slow = judging.validate
 
     def validate(*args: Any) -> Any:
         time.sleep(0.5)  # a plan that takes long to judge (pure Python would hold the loop)
         return slow(*args)
 
-    monkeypatch.setattr(reconcile, "validate", validate)
+    monkeypatch.setattr(judging, "validate", validate)
 
     async def scenario() -> int:
         r = Reconciler(_Kube())  # type: ignore[arg-type]
@@ -65,13 +65,13 @@ def test_a_plan_is_judged_once_per_generation_and_capsule_version(
     monkeypatch: pytest.MonkeyPatch,
 ):
     calls: list[int] = []
-    real = reconcile.validate
+    real = judging.validate
 
     def counting(*args: Any) -> Any:
         calls.append(1)
         return real(*args)
 
-    monkeypatch.setattr(reconcile, "validate", counting)
+    monkeypatch.setattr(judging, "validate", counting)
     kube = _Kube()
     r = Reconciler(kube)  # type: ignore[arg-type]
 
