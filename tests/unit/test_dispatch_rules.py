@@ -20,7 +20,7 @@ from planops.api.models import ResourceList, Resources
 from planops.api.quantity import parse
 from planops.engine import Policy, Run
 from planops.engine import dispatch as rules
-from planops.kube.manifests import PlanRef
+from planops.kube.manifests import ANNOTATION_LINEAGE, LABEL_DEPTH, PlanRef
 from planops.reconciler import dispatching
 from planops.runners.local import LocalRunner
 
@@ -83,6 +83,18 @@ CASES = [
         ("memory", 300 << 20),
     ),
     Case(
+        "a step's own memory limit wins over its Capsule's",
+        {"id": "s", "shell": RLIMIT, "resources": {"limits": {"memory": "200Mi"}}},
+        cap(resources={"limits": {"memory": "300Mi"}}),
+        ("memory", 200 << 20),
+    ),
+    Case(
+        "a capsule step whose target has no plan fails",
+        {"id": "s", "capsule": "empty", "input": "x"},
+        cap(spawn={"allow": ["empty"]}),
+        ("refused", "capsule 'empty' does not exist or has no plan"),
+    ),
+    Case(
         "a binary no longer in shell.allow is denied",
         {"id": "s", "shell": "sleep 1"},
         cap(shell={"allow": ["true"]}),
@@ -135,7 +147,7 @@ def in_the_cluster(case: Case, spec: PlanSpec) -> tuple[str, Any]:
     (d,) = Run("p", spec).decide(0.0).dispatch
     ref = PlanRef("ns", "p", "uid", "run", depth=len(case.above), lineage=case.above)
     if d.kind == "capsule":
-        target = {"spec": {"plan": {"steps": [{"id": "inner", "shell": "true"}]}}}
+        target = {"spec": {}}  # the cases' targets have no plan (or are refused before)
         made = dispatching.admit(ref, d, case.capsule, spec, case.policy) or dispatching.child(
             ref, d, spec, target
         )
@@ -211,3 +223,42 @@ def test_a_bad_memory_quantity_of_a_capsule_is_an_error_not_a_limit():
     bad = cap().model_copy(update={"resources": lots})
     with pytest.raises(ValueError):
         rules.memory_limit_bytes(step, bad)
+
+
+def test_a_job_runs_in_the_tools_image_else_the_steps_else_the_capsules():
+    c = cap(
+        images=["registry.example/*", "alpine:*"],
+        tools=[
+            {"name": "own", "image": "registry.example/own:1", "command": ["own"]},
+            {"name": "plain", "command": ["plain"]},
+        ]
+    )
+    ref = PlanRef("ns", "p", "uid", "run")
+
+    def image(step: dict[str, Any]) -> str:
+        spec = plan(step)
+        (d,) = Run("p", spec).decide(0.0).dispatch
+        job = dispatching.job(ref, d, c, spec, Policy(), None)
+        assert not isinstance(job, str), job
+        return str(job["spec"]["template"]["spec"]["containers"][0]["image"])
+
+    assert image({"id": "s", "tool": "own"}) == "registry.example/own:1"
+    assert image({"id": "s", "tool": "plain"}) == "busybox:1"
+    assert image({"id": "s", "shell": "true", "image": "alpine:3"}) == "alpine:3"
+    assert image({"id": "s", "shell": "true"}) == "busybox:1"
+
+
+def test_a_capsule_step_becomes_a_child_plan_one_level_deeper_with_its_lineage():
+    spec = plan({"id": "s", "capsule": "worker", "input": "do it"}, capsule="boss")
+    (d,) = Run("p", spec).decide(0.0).dispatch
+    ref = PlanRef("ns", "p", "uid", "run", depth=2, lineage=("root", "mid"))
+    target = {"spec": {"plan": {"steps": [{"id": "inner", "shell": "true"}]}}}
+    child = dispatching.child(ref, d, spec, target)
+    assert not isinstance(child, str), child
+    meta = child["metadata"]
+    assert meta["labels"][LABEL_DEPTH] == "3"
+    # the capsules above the child, its own last
+    assert meta["annotations"][ANNOTATION_LINEAGE] == "root,mid,boss,worker"
+    assert child["spec"]["capsule"] == "worker"
+    assert child["spec"]["steps"] == [{"id": "inner", "shell": "true"}]
+    assert meta["ownerReferences"][0]["uid"] == "uid"
