@@ -20,7 +20,7 @@ from planops.api.models import ResourceList, Resources
 from planops.api.quantity import parse
 from planops.engine import Policy, Run
 from planops.engine import dispatch as rules
-from planops.kube.manifests import ANNOTATION_LINEAGE, LABEL_DEPTH, PlanRef
+from planops.kube.manifests import ANNOTATION_LINEAGE, LABEL_DEPTH, LABEL_RUN, PlanRef
 from planops.reconciler import dispatching
 from planops.runners.local import LocalRunner
 
@@ -231,7 +231,7 @@ def test_a_job_runs_in_the_tools_image_else_the_steps_else_the_capsules():
         tools=[
             {"name": "own", "image": "registry.example/own:1", "command": ["own"]},
             {"name": "plain", "command": ["plain"]},
-        ]
+        ],
     )
     ref = PlanRef("ns", "p", "uid", "run")
 
@@ -246,6 +246,18 @@ def test_a_job_runs_in_the_tools_image_else_the_steps_else_the_capsules():
     assert image({"id": "s", "tool": "plain"}) == "busybox:1"
     assert image({"id": "s", "shell": "true", "image": "alpine:3"}) == "alpine:3"
     assert image({"id": "s", "shell": "true"}) == "busybox:1"
+    # a Job runs in an image: without one anywhere, the cluster refuses what a laptop runs
+    spec = plan({"id": "s", "shell": "true"})
+    (d,) = Run("p", spec).decide(0.0).dispatch
+    bare = capsule(shell={"allow": ["true"]})
+    assert dispatching.job(ref, d, bare, spec, Policy(), None) == (
+        "call denied: no image for this step (set the Capsule's image or the step's image)"
+    )
+    # the run's workspace is mounted
+    job = dispatching.job(ref, d, c, spec, Policy(), "ws-claim")
+    assert not isinstance(job, str)
+    volumes = job["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "workspace", "persistentVolumeClaim": {"claimName": "ws-claim"}} in volumes
 
 
 def test_a_capsule_step_becomes_a_child_plan_one_level_deeper_with_its_lineage():
@@ -262,3 +274,35 @@ def test_a_capsule_step_becomes_a_child_plan_one_level_deeper_with_its_lineage()
     assert child["spec"]["capsule"] == "worker"
     assert child["spec"]["steps"] == [{"id": "inner", "shell": "true"}]
     assert meta["ownerReferences"][0]["uid"] == "uid"
+    assert meta["namespace"] == "ns" and meta["labels"][LABEL_RUN] == "run"
+
+
+def test_what_the_api_servers_answer_to_a_create_means():
+    def answer(kind: str, status: int, *, exists: bool = False, admission: bool = False) -> str:
+        return dispatching.create_refused(
+            kind, status, already_exists=exists, by_admission=admission, message="m"
+        )
+
+    assert answer("shell", 409, exists=True) == "adopt"
+    assert answer("shell", 403, admission=True) == "refused by the cluster's admission policy: m"
+    for status in (400, 403, 422):  # the request itself is refused: retrying cannot help
+        assert answer("tool", status) == "the cluster refused the step's Job: m"
+        assert answer("capsule", status) == "the cluster refused the step's child Plan: m"
+    for status in (401, 404, 409, 429, 500, 503):  # transient: the reconcile is retried
+        assert answer("shell", status) == "retry"
+
+
+def test_an_object_squatting_an_attempts_name_is_named_and_never_adopted():
+    ref = PlanRef("ns", "p", "uid", "run")
+
+    def owned_by(uid: str) -> dict[str, Any]:
+        return {"metadata": {"ownerReferences": [{"uid": uid, "controller": True}]}}
+
+    assert dispatching.squatter(ref, "shell", "n", owned_by("other")) == (
+        "a Job named n already exists and is not this Plan's (its controller is another "
+        "object): planops does not adopt it; delete it and re-run the plan"
+    )
+    capsule_step = dispatching.squatter(ref, "capsule", "n", owned_by("other"))
+    assert capsule_step is not None and capsule_step.startswith("a Plan named n already exists")
+    assert dispatching.squatter(ref, "shell", "n", owned_by("uid")) is None  # ours: adopted
+    assert dispatching.squatter(ref, "shell", "n", None) is None  # gone again
