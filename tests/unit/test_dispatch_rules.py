@@ -194,6 +194,10 @@ def test_the_local_runner_needs_no_image_but_the_cluster_does():
 def test_the_operators_maximum_bounds_every_timeout():
     step = plan({"id": "s", "shell": "true", "timeoutSeconds": 100}).steps[0]
     assert rules.timeout_seconds(step, cap(), Policy(max_timeout_seconds=7)) == 7
+    # a Capsule cannot widen the operator's bound
+    assert (
+        rules.timeout_seconds(step, cap(maxTimeoutSeconds=50), Policy(max_timeout_seconds=7)) == 7
+    )
     assert rules.timeout_seconds(step, cap(maxTimeoutSeconds=50), Policy()) == 50
     assert rules.timeout_seconds(step, cap(), Policy()) == 100
     bare = plan({"id": "s", "shell": "true"}).steps[0]
