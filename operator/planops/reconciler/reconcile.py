@@ -32,7 +32,6 @@ from planops.engine import (
     Dispatch,
     Facts,
     Policy,
-    Report,
     Run,
     StepRecord,
     finally_steps,
@@ -43,7 +42,7 @@ from planops.kube.api import KubeApi
 from planops.kube.cache import RunObjects, WatchCache
 from planops.kube.client import ApiError
 from planops.kube.events import Poster, Recorder
-from planops.reconciler import announcing, dispatching, reading
+from planops.reconciler import announcing, dispatching, reading, stopping
 from planops.reconciler import asks as asks_
 from planops.reconciler import reports as reports_
 from planops.reconciler import runs as plan_runs
@@ -233,19 +232,11 @@ class Reconciler:
             plan, ref, spec, capsule, run, observed, previous, run_info, events, now, started_at
         )
         cancel = (meta.get("annotations") or {}).get(manifests.ANNOTATION_CANCEL)
-        deadline = (
-            started_at + spec.active_deadline_seconds if spec.active_deadline_seconds else None
-        )
-        overdue = deadline is not None and now >= deadline and not run.finished
-        if cancel or overdue:
-            why = (
-                str(cancel)
-                if cancel
-                else f"the plan ran longer than its activeDeadlineSeconds "
-                f"({spec.active_deadline_seconds}s)"
-            )
-            await self._cancel(p, why, "Cancelled" if cancel else "DeadlineExceeded")
+        stopping_ = stopping.why_stop(cancel, spec, started_at, now, run.finished)
+        if stopping_ is not None:
+            await self._cancel(p, *stopping_)
             return None
+        deadline = stopping.deadline(spec, started_at)
         waiting = asks_.settle(run, previous, meta.get("annotations") or {}, rid, events, now)
         with_object = {(o.step_id, o.attempt) for o in observed}
         refused = [
@@ -423,28 +414,21 @@ class Reconciler:
             if not refusal_made:
                 return decision, dispatched, new_settled
 
-    async def _cancel(self, p: _Pass, why: str, reason: str = "Cancelled") -> None:
+    async def _cancel(self, p: _Pass, why: str, reason: stopping.Reason) -> None:
         """`kubectl plan cancel` (reason Cancelled) or the plan's activeDeadlineSeconds passed
         (DeadlineExceeded): stop what runs, report it as failed, end the plan."""
         ref, spec, run, previous, events, now = p.ref, p.spec, p.run, p.previous, p.events, p.now
-        label = "cancelled" if reason == "Cancelled" else "stopped"
-        objects = {(o.step_id, o.attempt): o for o in p.observed}
-        cancelled = []
-        for step_id, attempt in run.in_flight_attempts():
-            obj = objects.get((step_id, attempt))
-            if obj is not None and obj.kind == "job":
-                await self.kube.delete_job(ref.namespace, obj.object_name)
-            elif obj is not None:
-                await self.kube.delete_plan(ref.namespace, obj.object_name)
-            started = obj.started_at if obj is not None else now
-            cancelled.append(
-                StepRecord(step_id, "failed", None, f"{label} ({why})", attempt, started, now)
-            )
+        stop = stopping.stop(run, p.observed, why, reason, now)
+        for kind, name in stop.deletes:
+            delete = self.kube.delete_job if kind == "job" else self.kube.delete_plan
+            await delete(ref.namespace, name)
         self._set_running(p.key, 0)
-        report = run.report()
-        report = Report(report.plan_id, False, None, (*report.steps, *cancelled))
         report = await self._reports.record(
-            ref, report, max(run.record_count(), finally_steps.step_count(spec)), None, previous
+            ref,
+            stop.report,
+            max(run.record_count(), finally_steps.step_count(spec)),
+            None,
+            previous,
         )
         new = status_.running(
             report,
@@ -466,7 +450,7 @@ class Reconciler:
             metrics.plans.labels("cancelled" if reason == "Cancelled" else "failed").inc()
             events(
                 "PlanFailed",
-                f"{label} ({why}); {len(cancelled)} running step(s) stopped",
+                f"{stop.label} ({why}); {stop.stopped} running step(s) stopped",
                 warning=True,
             )
         await self._write(p.plan, previous, new)
