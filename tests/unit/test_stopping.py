@@ -47,7 +47,9 @@ def test_stopping_deletes_every_attempt_in_flight_and_records_it_failed():
     assert all(r.status == "failed" for r in records.values())
     assert records["job"].error == "cancelled (no longer needed)"
     assert (records["job"].started_at, records["gone"].started_at) == (11.0, 20.0)
-    assert not stop.report.completed and stop.report.failed_step is None
+    assert {(r.attempts, r.finished_at) for r in records.values()} == {(1, 20.0)}
+    assert stop.report.completed is False and stop.report.failed_step is None
+    assert stop.report.plan_id == "p"
 
 
 def test_a_run_past_its_deadline_is_stopped_not_cancelled():
