@@ -19,8 +19,7 @@ from planops.api import quantity
 from planops.api.crd import MAX_STEPS
 from planops.engine import Policy
 from planops.engine.bodies import MAX_RECORDS
-from planops.reconciler.reports import CHUNK_RECORDS
-from planops.reconciler.status import STATUS_RECORDS, STATUS_RECORDS_MAX
+from planops.reconciler import CHUNK_RECORDS, STATUS_RECORDS, STATUS_RECORDS_MAX
 
 
 def configure_logging(json_logs: bool, verbose: bool) -> None:

@@ -20,7 +20,7 @@ from planops.cli.inputs import InputError, Loaded, load
 from planops.engine import PlanError, Policy, validate
 from planops.kube import manifests
 from planops.kube.manifests import LABEL_ATTEMPT, LABEL_PLAN, LABEL_STEP, label_value
-from planops.reconciler import asks, reconcile
+from planops.reconciler import asks, runs
 from planops.reconciler.observe import Observed, child_attempt, job_attempt, owned, pods_by_job
 
 from .helpers import resolver
@@ -419,7 +419,7 @@ def test_label_value_is_always_a_label_value(raw):
 @FUZZ
 @given(st.one_of(label_text, scalar, st.none()))
 def test_the_depth_label_never_stops_a_reconcile(raw):
-    assert reconcile._depth(raw) >= 0
+    assert runs.depth(raw) >= 0
 
 
 @FUZZ

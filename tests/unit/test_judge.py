@@ -10,18 +10,21 @@ from typing import Any
 
 import pytest
 
-from planops.reconciler import reading, reconcile, status
+from planops.kube.client import ApiError
+from planops.reconciler import judging, reading, status
 from planops.reconciler.reconcile import Reconciler
+
+from .fakekube import FakeKube
 
 CAPSULE = {"metadata": {"resourceVersion": "7"}, "spec": {"shell": {"allow": ["echo"]}}}
 
 
-class _Kube:
-    def __init__(self) -> None:
-        self.capsule: dict[str, Any] = CAPSULE
-
-    async def get_capsule(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return self.capsule
+def _kube() -> FakeKube:
+    kube = FakeKube()
+    kube.put(
+        "capsule", {"metadata": {"name": "default", "namespace": "ns"}, "spec": CAPSULE["spec"]}
+    )
+    return kube
 
 
 def plan(generation: int = 1) -> dict[str, Any]:
@@ -34,16 +37,16 @@ def plan(generation: int = 1) -> dict[str, Any]:
 
 
 def test_judging_does_not_hold_the_event_loop(monkeypatch: pytest.MonkeyPatch):
-    slow = reconcile.validate
+    slow = judging.validate
 
     def validate(*args: Any) -> Any:
         time.sleep(0.5)  # a plan that takes long to judge (pure Python would hold the loop)
         return slow(*args)
 
-    monkeypatch.setattr(reconcile, "validate", validate)
+    monkeypatch.setattr(judging, "validate", validate)
 
     async def scenario() -> int:
-        r = Reconciler(_Kube())  # type: ignore[arg-type]
+        r = Reconciler(_kube())
         ticks = 0
 
         async def ticker() -> None:
@@ -65,15 +68,15 @@ def test_a_plan_is_judged_once_per_generation_and_capsule_version(
     monkeypatch: pytest.MonkeyPatch,
 ):
     calls: list[int] = []
-    real = reconcile.validate
+    real = judging.validate
 
     def counting(*args: Any) -> Any:
         calls.append(1)
         return real(*args)
 
-    monkeypatch.setattr(reconcile, "validate", counting)
-    kube = _Kube()
-    r = Reconciler(kube)  # type: ignore[arg-type]
+    monkeypatch.setattr(judging, "validate", counting)
+    kube = _kube()
+    r = Reconciler(kube)
 
     async def scenario() -> None:
         for _ in range(3):
@@ -81,7 +84,7 @@ def test_a_plan_is_judged_once_per_generation_and_capsule_version(
         assert len(calls) == 1
         await r.judge(plan(generation=2), reuse=True)  # the spec changed
         assert len(calls) == 2
-        kube.capsule = {**CAPSULE, "metadata": {"resourceVersion": "8"}}  # the Capsule changed
+        kube.put("capsule", kube.get("capsule", "ns", "default") or {})  # the Capsule changed
         await r.judge(plan(generation=2), reuse=True)
         assert len(calls) == 3
         await r.judge(plan(generation=2))  # the webhook: always judged afresh
@@ -90,17 +93,16 @@ def test_a_plan_is_judged_once_per_generation_and_capsule_version(
     asyncio.run(scenario())
 
 
-class _Logs:
-    def __init__(self, answer: str | Exception, pod_exists: bool = True) -> None:
-        self.answer, self.pod_exists = answer, pod_exists
-
-    async def read_log(self, namespace: str, pod: str, container: str, limit: int) -> str:
-        if isinstance(self.answer, Exception):
-            raise self.answer
-        return self.answer
-
-    async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return {"metadata": {"name": name}} if self.pod_exists else None
+def _logs(answer: str | ApiError, pod_exists: bool = True) -> FakeKube:
+    """The pod job-a-x, answering its log with `answer` (text, or an error)."""
+    kube = FakeKube()
+    if pod_exists:
+        kube.put("pod", {"metadata": {"name": "job-a-x", "namespace": "ns"}})
+    if isinstance(answer, ApiError):
+        kube.refuse("read_log", answer.status, answer.message, reason=answer.reason, times=None)
+    else:
+        kube.logs["job-a-x"] = answer
+    return kube
 
 
 def _observed(status: str = "success") -> Any:
@@ -119,12 +121,10 @@ def _observed(status: str = "success") -> Any:
 
 
 def test_an_output_is_read_never_made_up():
-    from planops.kube.client import ApiError  # noqa: PLC0415
-
     def output(
-        answer: str | Exception, status: str = "success", now: float = 101.0, exists: bool = True
+        answer: str | ApiError, status: str = "success", now: float = 101.0, exists: bool = True
     ) -> Any:
-        r = Reconciler(_Logs(answer, exists))  # type: ignore[arg-type]
+        r = Reconciler(_logs(answer, exists))
         return asyncio.run(r._reader.output("ns", _observed(status), 1000, now))
 
     assert output("hello\n") == "hello\n"
@@ -161,7 +161,7 @@ def test_a_spec_too_large_to_share_its_object_with_a_status_is_refused_with_what
     ]
 
     async def scenario() -> tuple[list[Any], list[Any], list[Any]]:
-        r = Reconciler(_Kube())  # type: ignore[arg-type]
+        r = Reconciler(_kube())
         return (await r.judge(big))[2], (await r.judge(small))[2], (await r.judge(mapped))[2]
 
     refused, accepted, too_many_items = asyncio.run(scenario())

@@ -80,3 +80,51 @@ def test_no_file_of_the_project_shadows_the_standard_library_operator_module():
         if not any(part.startswith(".") for part in p.relative_to(root).parts)
     ]
     assert shadows == []
+
+
+def _engine_imports(path: Path) -> set[str]:
+    """The planops.engine modules `path` imports, type-only imports included
+    (`from planops.engine import x` names module x when x is one)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module == "planops.engine":
+                found |= {f"planops.engine.{a.name}" for a in node.names}
+            elif node.module.startswith("planops.engine."):
+                found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("planops.engine.")}
+    return found
+
+
+def test_the_engine_has_no_import_cycle_even_counting_type_only_imports():
+    import graphlib  # noqa: PLC0415
+
+    engine = PACKAGE / "engine"
+    modules = {
+        "planops." + ".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts[1:]): p
+        for p in engine.rglob("*.py")
+    }
+    modules = {
+        (name.removesuffix(".__init__")): p
+        for name, p in modules.items()
+        if name != "planops.engine.__init__"  # the package's re-exports, loaded lazily
+    }
+    graph = {
+        name: {m for m in _engine_imports(p) if m in modules and m != name}
+        for name, p in modules.items()
+    }
+    # a package's modules import one another through it: its own __init__ is not an edge
+    graph = {n: {m for m in deps if not n.startswith(m + ".")} for n, deps in graph.items()}
+    graphlib.TopologicalSorter(graph).prepare()  # raises CycleError on a cycle
+
+
+def test_outside_the_reconciler_only_its_public_names_are_imported():
+    """The handlers, the entry point and the CLI use what planops.reconciler names, never one of
+    its modules: the reconciler's modules can be cut and joined without touching them."""
+    inside = PACKAGE / "reconciler"
+    for path in PACKAGE.rglob("*.py"):
+        if inside in path.parents:
+            continue
+        reaching = sorted(m for m in _imports(path) if m.startswith("planops.reconciler."))
+        assert reaching == [], f"{path.relative_to(PACKAGE)} imports {reaching}"

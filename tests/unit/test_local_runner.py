@@ -130,7 +130,8 @@ def test_the_step_timeout_is_enforced():
 
 def test_the_memory_limit_is_enforced_on_the_process():
     hog = f"{PY} -c 'x = bytearray(512 * 1024 * 1024); print(len(x))'"
-    ok = plan({"id": "m", "shell": hog})
+    # a Job's limit when none is set is planops' default (256Mi): the same locally
+    ok = plan({"id": "m", "shell": hog, "resources": {"limits": {"memory": "1Gi"}}})
     limited = plan({"id": "m", "shell": hog, "resources": {"limits": {"memory": "128Mi"}}})
     assert run(ok)[0].completed
     report, _ = run(limited)
@@ -247,7 +248,7 @@ def test_a_capsule_not_in_spawn_allow_is_denied_at_dispatch():
     report, _ = run(
         plan({"id": "d", "capsule": "child", "input": "x"}), {"default": cap(), "child": child}
     )
-    assert "not in spawn.allow" in by_id(report)["d"].error
+    assert "not in the Capsule's spawn.allow" in by_id(report)["d"].error
 
 
 def test_capsule_cycles_are_refused():
@@ -272,5 +273,5 @@ def test_nesting_is_capped():
         )
     report, records = run(plan({"id": "go", "capsule": "c1", "input": "x"}, capsule="c0"), caps)
     assert not report.completed
-    assert any("nesting is capped at 8" in (r.get("reason") or "") for r in records)
+    assert any("plans nest at most 8 deep" in (r.get("reason") or "") for r in records)
     assert max(r["depth"] for r in records) == MAX_DEPTH - 1

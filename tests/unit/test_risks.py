@@ -24,6 +24,7 @@ from planops.engine import Facts, Policy, Run, decide, image_allowed, validate
 from planops.engine.facts import AttemptFact
 from planops.reconciler.reconcile import Reconciler
 
+from .fakekube import FakeKube
 from .helpers import capsule, plan, resolver
 
 
@@ -218,12 +219,11 @@ def test_the_validator_refuses_an_image_the_operators_allowlist_does_not_match()
     assert validate(image_plan("busybox:1"), resolver(default=OPEN)) == []  # no policy: "*"
 
 
-class _Kube:
-    async def get_capsule(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return {
-            "metadata": {"resourceVersion": "1"},
-            "spec": {"images": ["**"], "shell": {"allow": ["true"]}},
-        }
+def _kube() -> FakeKube:
+    kube = FakeKube()
+    spec = {"images": ["**"], "shell": {"allow": ["true"]}}
+    kube.put("capsule", {"metadata": {"name": "default", "namespace": "ns"}, "spec": spec})
+    return kube
 
 
 def test_the_operator_judges_plans_with_its_allowlist():
@@ -234,7 +234,7 @@ def test_the_operator_judges_plans_with_its_allowlist():
             "metadata": {"name": "p", "namespace": "ns", "uid": "u"},
             "spec": {"steps": [{"id": "a", "shell": "true", "image": image}]},
         }
-        reconciler = Reconciler(_Kube(), policy=POLICY)  # type: ignore[arg-type]
+        reconciler = Reconciler(_kube(), policy=POLICY)
         return [e.code for e in asyncio.run(reconciler.judge(obj))[2]]
 
     assert judged("busybox:1") == ["image-not-allowed"]

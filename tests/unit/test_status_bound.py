@@ -75,7 +75,7 @@ def worst_status(n: int, status_records: int) -> dict[str, object]:
         reports=n,
         status_records=status_records,
     )
-    # the reconciler adds these, each bounded (reconcile._in_flight)
+    # the reconciler adds these, each bounded (reconciler.runs.in_flight)
     st["inFlight"] = [
         {"stepId": LONG_ID, "attempt": 100, "since": "2026-11-30T00:00:00.000Z"}
     ] * status.IN_FLIGHT_LIMIT

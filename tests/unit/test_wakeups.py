@@ -21,6 +21,8 @@ from planops.reconciler.observe import (
 )
 from planops.reconciler.reconcile import Reconciler
 
+from .fakekube import FakeKube
+
 
 def job(*conditions: str, deleting: bool = False) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": "j"}
@@ -70,23 +72,17 @@ def test_a_pod_that_ended_cannot_start_or_is_going_wakes_its_plan():
     assert pod_event_matters(None, pod("Running"))
 
 
-class _Kube:
-    def __init__(self) -> None:
-        self.version = 41
-
-    async def patch_plan_status(self, namespace: str, name: str, status: Any) -> dict[str, Any]:
-        self.version += 1
-        return {"metadata": {"resourceVersion": str(self.version)}, "status": status}
-
-
 def test_the_echo_of_the_reconcilers_own_status_write_is_recognised_once():
-    r = Reconciler(_Kube())  # type: ignore[arg-type]
-    plan = {"metadata": {"namespace": "ns", "name": "p"}, "status": {}}
+    kube = FakeKube()
+    plan = kube.put("plan", {"metadata": {"namespace": "ns", "name": "p"}, "status": {}})
+    r = Reconciler(kube)
+    before = plan["metadata"]["resourceVersion"]
     asyncio.run(r._write(plan, {}, {"phase": "Running"}))
-    assert not r.own_write("ns", "p", "41")  # an older version: somebody else's
-    assert not r.own_write("ns", "other", "42")
-    assert r.own_write("ns", "p", "42")
-    assert not r.own_write("ns", "p", "42")  # only once
+    written = plan["metadata"]["resourceVersion"]
+    assert not r.own_write("ns", "p", before)  # an older version: somebody else's
+    assert not r.own_write("ns", "other", written)
+    assert r.own_write("ns", "p", written)
+    assert not r.own_write("ns", "p", written)  # only once
     asyncio.run(r._write(plan, {}, {"phase": "Succeeded"}))
     r.forget("ns", "p")
     assert not r.own_write("ns", "p", "43")  # a deleted Plan's entry is gone
@@ -109,15 +105,9 @@ def test_the_capsule_cache_keeps_the_newest_version_and_forgets_deleted_ones():
 
 
 def test_a_reconcile_reads_a_cached_capsule_without_a_request():
-    class Kube:
-        gets = 0
-
-        async def get_capsule(self, namespace: str, name: str) -> dict[str, Any] | None:
-            Kube.gets += 1
-            return None  # the API would say: no such Capsule
-
+    kube = FakeKube()  # holds no Capsule: the API would say there is none
     cache = WatchCache()
-    r = Reconciler(Kube(), capsules=cache)  # type: ignore[arg-type]
+    r = Reconciler(kube, capsules=cache)
     plan = {
         "apiVersion": "planops.dev/v1alpha1",
         "kind": "Plan",
@@ -125,7 +115,8 @@ def test_a_reconcile_reads_a_cached_capsule_without_a_request():
         "spec": {"steps": [{"id": "a", "shell": "echo hi"}]},
     }
     _, _, errors = asyncio.run(r.judge(plan, reuse=True))
-    assert [e.code for e in errors] == ["no-capsule"] and Kube.gets == 1  # not cached: asked
+    assert [e.code for e in errors] == ["no-capsule"]
+    assert [c[0] for c in kube.calls] == ["get_capsule"]  # not cached: asked
     cache.seen(
         "ADDED",
         {
@@ -134,7 +125,7 @@ def test_a_reconcile_reads_a_cached_capsule_without_a_request():
         },
     )
     _, _, errors = asyncio.run(r.judge(plan, reuse=True))
-    assert errors == [] and Kube.gets == 1
+    assert errors == [] and len(kube.calls) == 1
 
 
 class _Recording:
@@ -317,18 +308,22 @@ def test_the_operator_has_no_change_detecting_handlers_so_it_needs_no_diff_base(
 
 
 def test_a_running_plans_duration_alone_is_not_written_but_its_end_is():
-    kube = _Kube()
-    r = Reconciler(kube)  # type: ignore[arg-type]
+    kube = FakeKube()
     running = {"phase": "Running", "progress": "1/2", "duration": "1s"}
-    plan = {"metadata": {"namespace": "ns", "name": "p"}, "status": running}
+    plan = kube.put("plan", {"metadata": {"namespace": "ns", "name": "p"}, "status": running})
+    r = Reconciler(kube)
+
+    def patches() -> int:
+        return sum(1 for c in kube.calls if c[0] == "patch_plan_status")
+
     asyncio.run(r._write(plan, running, {**running, "duration": "3s"}))
-    assert kube.version == 41  # no patch: only the clock moved
+    assert patches() == 0  # no patch: only the clock moved
     asyncio.run(r._write(plan, running, {**running, "progress": "2/2", "duration": "3s"}))
-    assert kube.version == 42  # a real change carries the new duration with it
+    assert patches() == 1  # a real change carries the new duration with it
     done = {**running, "phase": "Succeeded", "duration": "4s"}
     plan["status"] = {**done, "duration": "3s"}
     asyncio.run(r._write(plan, plan["status"], done))
-    assert kube.version == 43  # a finished plan's duration is final: written
+    assert patches() == 2  # a finished plan's duration is final: written
 
 
 def _run_job(name: str, rv: str, run: str = "r1") -> dict[str, Any]:

@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from planops.api import names
 from planops.api.capsule_schema import capsule_spec_schema
 from planops.api.documents import API_GROUP
 from planops.api.models import LabelSelectorRequirement, ScheduledPlanSpec
@@ -49,7 +50,7 @@ __all__ = [
     "step_schema",
 ]
 
-VERSION = "v1alpha1"
+VERSION = names.VERSION
 
 
 def _crd(

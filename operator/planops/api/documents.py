@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from planops.api import schema_help, seed2, values
+from planops.api import names, schema_help, seed2, values
 from planops.api.models import (
     STEP_KINDS,
     CapsuleSpec,
@@ -28,8 +28,8 @@ from planops.api.models import (
     SeedPlan,
 )
 
-API_GROUP = "planops.dev"
-API_VERSION = f"{API_GROUP}/v1alpha1"
+API_GROUP = names.GROUP
+API_VERSION = names.API_VERSION
 
 
 @dataclass(frozen=True)

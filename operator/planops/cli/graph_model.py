@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from planops.api import names
 from planops.api.models import PlanSpec, Step
 from planops.engine import step_kind
 from planops.engine.bodies import BODY_KINDS, BodyError
@@ -27,7 +28,7 @@ from planops.engine.bodies import parse as parse_body
 
 #: Statuses a node can show: a settled record's, or what the status says of a step not settled.
 SETTLED = ("success", "failed", "skipped")
-FINISHED_PHASES = ("Succeeded", "Failed")
+FINISHED_PHASES = names.ENDED
 WHAT_WIDTH = 48
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from planops.kube.client import Kube
 from planops.kube.manifests import PlanRef
-from planops.reconciler import reports
+from planops.reconciler import records_json, reports_selector
 
 
 async def full_report(kube: Kube, plan: dict[str, Any]) -> dict[str, Any]:
@@ -22,8 +22,8 @@ async def full_report(kube: Kube, plan: dict[str, Any]) -> dict[str, Any]:
         return plan
     meta = plan["metadata"]
     ref = PlanRef(meta["namespace"], meta["name"], meta["uid"], str(run))
-    listed = await kube.list_plan_reports(ref.namespace, reports.selector(ref))
-    steps = reports.records_json(listed, ref.uid, ref.run)
+    listed = await kube.list_plan_reports(ref.namespace, reports_selector(ref))
+    steps = records_json(listed, ref.uid, ref.run)
     if len(steps) < int(rep.get("records") or 0):
         sys.stderr.write(
             f"warning: plan {ref.name}: its report objects hold {len(steps)} of its "

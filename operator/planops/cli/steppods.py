@@ -15,7 +15,7 @@ from typing import Any
 
 from planops.kube.client import Kube
 from planops.kube.manifests import LABEL_ATTEMPT, step_selector
-from planops.reconciler.observe import controller_uid, owned
+from planops.reconciler import controller_uid, owned
 
 Obj = dict[str, Any]
 

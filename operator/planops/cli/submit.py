@@ -9,14 +9,14 @@ import sys
 import time
 from typing import Any
 
-from planops.api import API_VERSION, CapsuleDocument, CapsuleSpec
+from planops.api import API_VERSION, CapsuleDocument, CapsuleSpec, names
 from planops.cli import render
 from planops.cli.exit_codes import EXIT_FAILED, EXIT_INPUT, EXIT_OK
 from planops.cli.inputs import InputError, load, with_default_capsule
 from planops.cli.plan_report import full_report
 from planops.kube.client import ApiError, Kube
 
-FINISHED = ("Succeeded", "Failed", "Invalid")
+FINISHED = names.FINISHED
 
 
 async def cmd_submit(kube: Kube, args: argparse.Namespace, ns: str) -> int:

@@ -30,15 +30,20 @@ so a reduce's accumulator is known before the next item's Run is rebuilt.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from planops.api.models import PlanSpec, Step
 from planops.engine import bodies, control, templates
-from planops.engine.facts import AttemptFact, Dispatch, Facts, Kind, exit_report, step_kind
+from planops.engine.facts import (
+    AttemptFact,
+    BodyHost,
+    Dispatch,
+    Facts,
+    Kind,
+    exit_report,
+    step_kind,
+)
 from planops.engine.report import ExitReport, StepRecord
-
-if TYPE_CHECKING:  # the Run that owns these bodies (it creates their Runs: Run.child)
-    from planops.engine.decider import Run
 
 
 @dataclass
@@ -52,9 +57,9 @@ class _Active:
     concurrency: int
     accumulator: Any = None
     verdict: bool | None = None
-    runs: dict[int, Run] = field(default_factory=dict)
+    runs: dict[int, BodyHost] = field(default_factory=dict)
     #: the runs not done yet (what each decide advances: never a scan of all the items)
-    live: dict[int, Run] = field(default_factory=dict)
+    live: dict[int, BodyHost] = field(default_factory=dict)
     harvested: dict[int, int] = field(default_factory=dict)
     done: dict[int, Any] = field(default_factory=dict)  # position -> result
     next: int = 0
@@ -69,7 +74,7 @@ class _Active:
 class Bodies:
     """The bodies in flight of one Run (owned by it; reads and settles its state)."""
 
-    def __init__(self, run: Run) -> None:
+    def __init__(self, run: BodyHost) -> None:
         self.run = run
         self.active: dict[int, _Active] = {}
         self._plans: dict[tuple[int, str], PlanSpec] = {}
@@ -132,7 +137,7 @@ class Bodies:
             scope["accumulator"] = a.accumulator
         return scope
 
-    def _start(self, a: _Active, pos: int, facts: Facts | None = None) -> Run:
+    def _start(self, a: _Active, pos: int, facts: Facts | None = None) -> BodyHost:
         assert a.plan is not None
         sub = self.run.child(
             a.plan,

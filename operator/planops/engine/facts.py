@@ -1,16 +1,21 @@
 """The vocabulary shared by the decider and its body runs (engine.bodyrun), and by executors:
 what a step is (its kind), what the decider asks for (Dispatch, Decision), what an executor
-reports (AttemptFact, Facts). A leaf module: it imports nothing of the engine's logic, so the
-modules that drive runs depend on it and never on each other's internals.
+reports (AttemptFact, Facts), and what a body run needs of the Run that owns it (BodyHost). A
+leaf module: it imports nothing of the engine's logic, so the modules that drive runs depend on
+it and never on each other's internals (engine.bodyrun names its owner through BodyHost, not
+through the decider: no import cycle, even counting imports made only for type checking).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, Protocol
 
-from planops.api.models import Step
+from planops.api.models import PlanSpec, Step
+from planops.engine.budget import TextBudget
+from planops.engine.dag import Graph
 from planops.engine.report import ExitReport, StepRecord
 
 Kind = Literal["tool", "shell", "capsule", "ask", "exit", "filter", "decide", "map", "reduce"]
@@ -85,3 +90,50 @@ def exit_report(step_id: str, record: StepRecord) -> ExitReport | None:
     return ExitReport(
         step_id, result.get("status", "success"), result.get("message"), result.get("output")
     )
+
+
+class BodyHost(Protocol):
+    """A Run as the bodies it runs see it (engine.bodyrun): the owning run, whose state a body
+    reads and settles, and the nested Runs it makes for each branch or item (`child`).
+    engine.decider.Run is the one implementation."""
+
+    @property
+    def spec(self) -> PlanSpec: ...
+    @property
+    def graph(self) -> Graph: ...
+    @property
+    def failed_step(self) -> str | None: ...
+    @property
+    def exited(self) -> ExitReport | None: ...
+    @property
+    def settled(self) -> Sequence[StepRecord]: ...
+    @property
+    def finished(self) -> bool: ...
+    @property
+    def budget(self) -> TextBudget: ...
+
+    def kind(self, i: int) -> Kind: ...
+    def template_lookup(self, root: str) -> Any: ...
+    def record_count(self) -> int: ...
+    def child(
+        self, spec: PlanSpec, facts: Facts, *, scope: dict[str, Any], prefix: str
+    ) -> BodyHost: ...
+    def add_record(self, record: StepRecord, announce: bool) -> None: ...
+    def record_exit(self, exited: ExitReport) -> None: ...
+    def control_settled(
+        self, i: int, result: Any, error: str | None, now: float, skipped: bool = False
+    ) -> None: ...
+    def decide(self, now: float) -> Decision: ...
+    def in_flight_attempts(self) -> list[tuple[str, int]]: ...
+    def last_record(self) -> StepRecord | None: ...
+    def wake_at(self) -> float | None: ...
+    def finish_attempt(
+        self,
+        step_id: str,
+        attempt: int,
+        status: Literal["success", "failed"],
+        output: str | None,
+        error: str | None,
+        now: float,
+        never_ran: bool = False,
+    ) -> None: ...

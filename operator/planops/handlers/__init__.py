@@ -14,6 +14,7 @@ from typing import Any
 import kopf
 
 from planops import metrics
+from planops.api import names
 from planops.handlers.config import CONFIG
 from planops.handlers.queue import Coalescer
 from planops.kube import credentials
@@ -29,12 +30,15 @@ from planops.kube.manifests import (
     LABEL_SCHEDULED_BY,
     full_value,
 )
-from planops.reconciler.observe import job_event_matters, pod_event_matters
-from planops.reconciler.reconcile import Reconciler
-from planops.reconciler.scheduled import ScheduleReconciler
+from planops.reconciler import (
+    Reconciler,
+    ScheduleReconciler,
+    job_event_matters,
+    pod_event_matters,
+)
 
 log = logging.getLogger("planops.handlers")
-GROUP, VERSION = "planops.dev", "v1alpha1"
+GROUP, VERSION = names.GROUP, names.VERSION
 
 
 class NoDiffBase(kopf.DiffBaseStorage):
@@ -203,7 +207,7 @@ async def _resync(memo: kopf.Memo) -> None:
 async def plan_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     meta = body.get("metadata", {})
     ns, name = meta.get("namespace"), meta.get("name")
-    finished = (body.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+    finished = names.ended((body.get("status") or {}).get("phase"))
     if event["type"] == "DELETED" or finished:
         memo.active.discard((ns, name))
     else:

@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from planops.engine import Policy
-from planops.reconciler.reports import CHUNK_RECORDS
-from planops.reconciler.status import STATUS_RECORDS
+from planops.reconciler import CHUNK_RECORDS, STATUS_RECORDS
 
 
 @dataclass

@@ -22,9 +22,10 @@ from typing import Any
 
 import kopf
 
+from planops.api import names
 from planops.handlers.config import CONFIG
 
-GROUP, VERSION = "planops.dev", "v1alpha1"
+GROUP, VERSION = names.GROUP, names.VERSION
 #: the webhook's paths are /<handler id>
 PATH_ID = "plans"
 SCHEDULED_PATH_IDS = {

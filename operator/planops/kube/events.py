@@ -19,7 +19,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from planops.engine.report import rfc3339
-from planops.kube.client import ApiError, Kube
+from planops.kube.api import KubeApi
+from planops.kube.client import ApiError
 
 log = logging.getLogger("planops.trace")
 COMPONENT = "planops-operator"
@@ -87,7 +88,7 @@ DROP_LOG_EVERY = 10.0
 class Poster:
     """Posts Events in the background, with a few tasks (`start` in the operator's loop)."""
 
-    def __init__(self, kube: Kube, workers: int = POSTERS) -> None:
+    def __init__(self, kube: KubeApi, workers: int = POSTERS) -> None:
         self.kube = kube
         self.queue: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue(POSTER_QUEUE)
         self.workers = workers
@@ -136,7 +137,7 @@ class Poster:
         await asyncio.gather(*self.tasks, return_exceptions=True)
 
 
-async def _post(kube: Kube, namespace: str, body: dict[str, Any]) -> None:
+async def _post(kube: KubeApi, namespace: str, body: dict[str, Any]) -> None:
     try:
         await kube.create_event(namespace, body)
     except ApiError as e:
@@ -158,7 +159,7 @@ class Recorder:
     """Collects a reconcile's events, then logs their JSON lines and posts them (through the
     `Poster` when there is one, else at once)."""
 
-    def __init__(self, kube: Kube, plan: dict[str, Any], poster: Poster | None = None) -> None:
+    def __init__(self, kube: KubeApi, plan: dict[str, Any], poster: Poster | None = None) -> None:
         self.kube, self.plan, self.poster = kube, plan, poster
         self.pending: list[tuple[str, str, bool, dict[str, Any]]] = []
 

@@ -21,26 +21,28 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from planops.api import API_VERSION, CapsuleSpec
+from planops.api import API_VERSION, CapsuleSpec, names
 from planops.api.resources import resources
 from planops.engine import Dispatch, delegation, shell_words
 
-LABEL_PLAN = "planops.dev/plan"
-LABEL_RUN = "planops.dev/run"
-LABEL_STEP = "planops.dev/step"
-LABEL_ATTEMPT = "planops.dev/attempt"
-LABEL_PARENT = "planops.dev/parent"
-LABEL_DEPTH = "planops.dev/depth"
-ANNOTATION_STEP_ID = "planops.dev/step-id"
-ANNOTATION_LINEAGE = "planops.dev/lineage"
-ANNOTATION_SPAWNED_BY = "planops.dev/spawned-by"
-ANNOTATION_DELEGATION = "planops.dev/delegation-id"
-ANNOTATION_OBJECTIVE = "planops.dev/objective"
-ANNOTATION_RERUN = "planops.dev/rerun"
-ANNOTATION_CANCEL = "planops.dev/cancel"
-LABEL_SCHEDULED_BY = "planops.dev/scheduled-by"
-LABEL_CLUSTER_SCHEDULED_BY = "planops.dev/cluster-scheduled-by"
-ANNOTATION_SCHEDULED_TIME = "planops.dev/scheduled-time"
+#: the keys (api.names), importable from here too, where the objects carrying them are made
+ANNOTATION_ANSWER_PREFIX = names.ANNOTATION_ANSWER_PREFIX
+ANNOTATION_CANCEL = names.ANNOTATION_CANCEL
+ANNOTATION_DELEGATION = names.ANNOTATION_DELEGATION
+ANNOTATION_LINEAGE = names.ANNOTATION_LINEAGE
+ANNOTATION_OBJECTIVE = names.ANNOTATION_OBJECTIVE
+ANNOTATION_RERUN = names.ANNOTATION_RERUN
+ANNOTATION_SCHEDULED_TIME = names.ANNOTATION_SCHEDULED_TIME
+ANNOTATION_SPAWNED_BY = names.ANNOTATION_SPAWNED_BY
+ANNOTATION_STEP_ID = names.ANNOTATION_STEP_ID
+LABEL_ATTEMPT = names.LABEL_ATTEMPT
+LABEL_CLUSTER_SCHEDULED_BY = names.LABEL_CLUSTER_SCHEDULED_BY
+LABEL_DEPTH = names.LABEL_DEPTH
+LABEL_PARENT = names.LABEL_PARENT
+LABEL_PLAN = names.LABEL_PLAN
+LABEL_RUN = names.LABEL_RUN
+LABEL_SCHEDULED_BY = names.LABEL_SCHEDULED_BY
+LABEL_STEP = names.LABEL_STEP
 #: What only the operator writes on the Plans it manages (child Plans, scheduled runs): the
 #: chart's admission policy (templates/admission-policy.yaml, kept equal by a unit test) lets only
 #: holders of `manage` on plans create a Plan carrying any of them or change them.
@@ -65,8 +67,6 @@ RESERVED_ANNOTATIONS = (
     LABEL_SCHEDULED_BY,
     LABEL_CLUSTER_SCHEDULED_BY,
 )
-#: the answer to an ask step: answer.planops.dev/<step> (reconciler.asks has the format)
-ANNOTATION_ANSWER_PREFIX = "answer.planops.dev/"
 
 
 #: Kubernetes' syntax of a label value (and of an annotation key's name part), at most 63 chars.
@@ -188,13 +188,6 @@ def child_name(plan: str, run: str, step: str, attempt: int) -> str:
     step_part = re.sub(r"[^a-z0-9-]+", "-", step.lower()).strip("-")[:16] or "step"
     plan_part = re.sub(r"[^a-z0-9-]+", "-", plan.lower()).strip("-")[:30] or "plan"
     return f"{plan_part}-{step_part}-{attempt}-{digest}"
-
-
-def step_image(d: Dispatch, capsule: CapsuleSpec) -> str | None:
-    if d.kind == "tool":
-        tool = capsule.tool(d.step.tool or "")
-        return (tool.image if tool is not None else None) or capsule.image
-    return d.step.image or capsule.image
 
 
 def literal(text: str) -> str:

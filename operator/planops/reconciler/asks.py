@@ -18,13 +18,15 @@ fails. Restart-safe: `status.asks` is the fact that the ask is in flight.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from planops.api import values
 from planops.engine import control, references
+from planops.engine.decider import Run
 from planops.engine.facts import AttemptFact, Dispatch
 from planops.engine.report import parse_rfc3339, rfc3339
+from planops.kube.events import Recorder
 from planops.kube.manifests import answer_annotation
 
 
@@ -114,3 +116,46 @@ def _unanswered(w: Waiting, reason: str) -> Outcome:
     if result is None:
         return Outcome("failed", None, error)
     return Outcome("success", json.dumps(result), None)
+
+
+def settle(
+    run: Run,
+    previous: dict[str, Any],
+    annotations: dict[str, str],
+    run_id: str,
+    events: Recorder,
+    now: float,
+) -> list[Waiting]:
+    """Settle the questions of `run` that got an answer (or passed their deadline); the rest
+    wait (returned). A rejected answer is told once, with an AnswerRejected Event."""
+    flying = set(run.in_flight_attempts())
+    still: list[Waiting] = []
+    for w in waiting(previous):
+        if (w.step_id, w.attempt) not in flying:
+            continue
+        outcome = judge(w, annotations, run_id, now)
+        if isinstance(outcome, Outcome):
+            run.finish_attempt(
+                w.step_id, w.attempt, outcome.status, outcome.output, outcome.error, now
+            )
+            continue
+        if isinstance(outcome, str):
+            events("AnswerRejected", f"step {w.step_id}: {outcome}", warning=True, step=w.step_id)
+            w = replace(w, rejected=annotations.get(answer_annotation(w.step_id)))
+        still.append(w)
+    return still
+
+
+def announce(d: Dispatch, timeout_seconds: int, plan: str, events: Recorder, now: float) -> Waiting:
+    """A dispatched ask starts waiting: an AskWaiting Event says how to answer, and until when."""
+    w = start(d, now, timeout_seconds)
+    fields = ", ".join((w.spec.get("outputSchema") or {}).get("properties") or {})
+    events(
+        "AskWaiting",
+        f"step {d.step.id} asks: {w.spec.get('prompt')!s:.300} -- answer with: kubectl plan "
+        f"answer {plan} {d.step.id} --set KEY=VALUE (fields: {fields}) or --decline; "
+        f"unanswered until {rfc3339(w.deadline)}, then whenUnanswered "
+        f"({w.spec.get('whenUnanswered', 'fail')}) applies",
+        step=d.step.id,
+    )
+    return w

@@ -20,8 +20,9 @@ from typing import Any, TypeVar
 from planops.api import CapsuleSpec, PlanSpec
 from planops.engine import AttemptFact, Facts, finally_steps
 from planops.kube import manifests
+from planops.kube.api import KubeApi
 from planops.kube.cache import RunObjects, slim_run_object
-from planops.kube.client import ApiError, Kube
+from planops.kube.client import ApiError
 from planops.reconciler import asks as asks_
 from planops.reconciler import reports as reports_
 from planops.reconciler import status as status_
@@ -67,7 +68,7 @@ class _Lost:
 
 @dataclass
 class RunReader:
-    kube: Kube
+    kube: KubeApi
     clock: Callable[[], float]
     #: Jobs and pods of runs as the watches show them (handlers.job_event / pod_event)
     runs: RunObjects | None = None

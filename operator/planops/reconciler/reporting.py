@@ -18,7 +18,8 @@ from typing import Any
 from planops.api import CapsuleSpec
 from planops.engine import Report, StepRecord
 from planops.kube import manifests
-from planops.kube.client import ApiError, Kube
+from planops.kube.api import KubeApi
+from planops.kube.client import ApiError
 from planops.reconciler import reports as reports_
 from planops.reconciler import status as status_
 
@@ -28,7 +29,7 @@ Key = tuple[str, str]
 class ReportBook:
     def __init__(
         self,
-        kube: Kube,
+        kube: KubeApi,
         chunk_records: int = reports_.CHUNK_RECORDS,
         status_records: int = status_.STATUS_RECORDS,
     ) -> None:

@@ -29,6 +29,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from planops.api import names
 from planops.api.documents import API_VERSION
 from planops.engine import StepRecord
 from planops.kube import manifests
@@ -37,7 +38,7 @@ from planops.reconciler.status import json_size
 
 KIND = "PlanReport"
 PLURAL = "planreports"
-LABEL_CHUNK = "planops.dev/chunk"
+LABEL_CHUNK = names.LABEL_CHUNK
 #: records per chunk (the operator's --report-chunk-records)
 CHUNK_RECORDS = 500
 #: a chunk's records in bytes: a record keeps at most status.RECORD_TEXT_LIMIT of text, so a

@@ -24,9 +24,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from planops import metrics
-from planops.api import API_VERSION
+from planops.api import API_VERSION, names
 from planops.api.documents import problems_of
 from planops.api.models import CapsuleSpec, ClusterScheduledPlanSpec, ScheduledPlanSpec
+from planops.api.names import Phase
 from planops.engine import OPERATOR_BUDGET_SECONDS, Budget, Policy, capsule_name, validate
 from planops.engine import schedule as rules
 from planops.engine.report import parse_rfc3339, rfc3339
@@ -44,7 +45,7 @@ from planops.kube.manifests import (
 from planops.reconciler.observe import owned
 
 log = logging.getLogger("planops.scheduled")
-FINISHED = ("Succeeded", "Failed", "Invalid")
+FINISHED = names.FINISHED
 MIN_WAKE, MAX_WAKE = 0.5, 3600.0
 
 
@@ -276,7 +277,7 @@ class ScheduleReconciler:
         succeeded = [
             parse_rfc3339((r["metadata"].get("annotations") or {}).get(ANNOTATION_SCHEDULED_TIME))
             for r in runs
-            if (r.get("status") or {}).get("phase") == "Succeeded"
+            if (r.get("status") or {}).get("phase") == Phase.SUCCEEDED
         ]
         prev_ok = parse_rfc3339(before.get("lastSuccessfulTime"))
         best = max([t for t in [*succeeded, prev_ok] if t is not None], default=None)
@@ -331,8 +332,8 @@ class ScheduleReconciler:
             return str((r["metadata"].get("annotations") or {}).get(ANNOTATION_SCHEDULED_TIME, ""))
 
         for phases, keep in (
-            (("Succeeded",), spec.successful_runs_history_limit),
-            (("Failed", "Invalid"), spec.failed_runs_history_limit),
+            ((Phase.SUCCEEDED,), spec.successful_runs_history_limit),
+            ((Phase.FAILED, Phase.INVALID), spec.failed_runs_history_limit),
         ):
             done = sorted(
                 (r for r in runs if (r.get("status") or {}).get("phase") in phases),

@@ -26,6 +26,7 @@ import json
 from typing import Any
 
 from planops.api.crd import MAX_STEPS, SPEC_BUDGET
+from planops.api.names import Phase
 from planops.engine import AttemptFact, PlanError, Report
 from planops.engine.budget import RUN_TEXT_BUDGET
 from planops.engine.report import parse_rfc3339, rfc3339
@@ -163,7 +164,7 @@ def invalid(
     return {
         "observedGeneration": generation,
         "run": run,
-        "phase": "Invalid",
+        "phase": Phase.INVALID.value,
         "progress": "0/0",
         "errors": [{**e.to_json(), "message": e.message[:MAX_ERROR_MESSAGE]} for e in shown],
         "errorCount": len(errors),
@@ -207,10 +208,10 @@ def running(
     all in the run's `reports` PlanReport objects), bounded whatever the report's size."""
     top = top_level(report)
     if finished:
-        phase = "Succeeded" if report.completed else "Failed"
+        phase = Phase.SUCCEEDED if report.completed else Phase.FAILED
     else:
-        phase = "Running" if (report.steps or dispatched_any) else "Pending"
-    if phase == "Succeeded":
+        phase = Phase.RUNNING if (report.steps or dispatched_any) else Phase.PENDING
+    if phase == Phase.SUCCEEDED:
         cond = condition(
             "True",
             "Succeeded",
@@ -219,7 +220,7 @@ def running(
             previous.get("conditions", []),
             now,
         )
-    elif phase == "Failed" and cancelled:
+    elif phase == Phase.FAILED and cancelled:
         cond = condition(
             "False",
             stopped_reason,
@@ -228,7 +229,7 @@ def running(
             previous.get("conditions", []),
             now,
         )
-    elif phase == "Failed":
+    elif phase == Phase.FAILED:
         why = (
             f"step {report.failed_step!r} failed and stopped the plan"
             if report.failed_step
@@ -238,7 +239,7 @@ def running(
     else:
         cond = condition(
             "Unknown",
-            phase,
+            phase.value,
             f"{top} of {total} steps settled",
             generation,
             previous.get("conditions", []),
@@ -258,7 +259,7 @@ def running(
     return {
         "observedGeneration": generation,
         "run": run,
-        "phase": phase,
+        "phase": phase.value,
         "progress": f"{top}/{total}",
         "errors": None,
         "errorCount": None,

@@ -17,7 +17,8 @@ it asks what to start, starts it, and reports results back. No scheduling rule l
   `asker` (an interactive prompt when a terminal is attached; Ctrl-D declines), else nobody can
   be asked: `whenUnanswered` decides (default answer, or the step fails).
 - Dispatch-time policy refusals (binary or capsule no longer allowed) settle the step failed with
-  the refusal as its error and a `call_denied` trace record, as seed 1 says; nothing runs.
+  the refusal as its error and a `call_denied` trace record, as seed 1 says; nothing runs. They,
+  the timeout and the memory limit are the cluster's rules (engine.dispatch), applied the same.
 """
 
 from __future__ import annotations
@@ -31,12 +32,12 @@ import shutil
 import signal
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from planops.api import CapsuleSpec, PlanSpec, quantity
+from planops.api import CapsuleSpec, PlanSpec
 from planops.engine import (
     Dispatch,
     Policy,
@@ -48,6 +49,7 @@ from planops.engine import (
     shell_words,
     validate,
 )
+from planops.engine import dispatch as dispatch_
 from planops.engine.policy import capsules as capsule_resolver
 
 #: Trace records, by the seed's names: plan_start, plan_step_start, plan_step, plan_end,
@@ -55,11 +57,10 @@ from planops.engine.policy import capsules as capsule_resolver
 Record = dict[str, Any]
 Observer = Callable[[Record], None]
 
-MAX_DEPTH = 8
+MAX_DEPTH = dispatch_.MAX_DEPTH
 #: asks a person: (step id, rendered ask) -> an answer conforming to its schema, or None (declined)
 Asker = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any] | None]]
 TRUNCATION_MARK = "\n[planops: output truncated: {kept} of {total} bytes kept]"
-DEFAULT_TIMEOUT_SECONDS = 3600
 
 
 @dataclass(frozen=True)
@@ -67,10 +68,6 @@ class Result:
     status: Literal["success", "failed"]
     output: str | None
     error: str | None
-
-
-class CallDenied(Exception):  # noqa: N818 - the seed's name for the record
-    """A dispatch-time policy refusal: the step fails and nothing runs."""
 
 
 @dataclass
@@ -208,28 +205,24 @@ class LocalRunner:
         workdir: Path,
         emit: Callable[[Record], None],
     ) -> Result:
-        try:
-            if d.kind == "ask":
-                return await self._ask(d)
-            if d.kind == "capsule":
-                return await self._capsule_step(d, capsule, lineage, emit)
-            if d.kind == "tool":
-                assert d.step.tool is not None
-                tool = capsule.tool(d.step.tool)
-                if tool is None:
-                    raise CallDenied(
-                        f"tool {d.step.tool!r} is no longer in the capsule's inventory"
-                    )
-                payload = json.dumps(d.input if d.input is not None else {})
-                return await self._process(tool.command, d, capsule, workdir, payload)
-            assert d.step.shell is not None
-            words = d.words or shell_words(d.step.shell)
-            if words[0] not in capsule.shell.allow:
-                raise CallDenied(f"binary {words[0]!r} is not in the capsule's shell.allow")
-            return await self._process(words, d, capsule, workdir, None)
-        except CallDenied as denied:
-            emit({"event": "call_denied", "stepId": d.step.id, "reason": str(denied)})
-            return Result("failed", None, f"call denied: {denied}")
+        refusal = dispatch_.admit(
+            d, capsule, self.policy, lineage=lineage, depth=len(lineage) - 1, needs_image=False
+        )
+        if refusal is not None:
+            reason = refusal.removeprefix(dispatch_.DENIED)
+            emit({"event": "call_denied", "stepId": d.step.id, "reason": reason})
+            return Result("failed", None, refusal)
+        if d.kind == "ask":
+            return await self._ask(d)
+        if d.kind == "capsule":
+            return await self._capsule_step(d, lineage, emit)
+        if d.kind == "tool":
+            tool = capsule.tool(d.step.tool or "")
+            assert tool is not None  # admitted
+            payload = json.dumps(d.input if d.input is not None else {})
+            return await self._process(tool.command, d, capsule, workdir, payload)
+        words = d.words or shell_words(d.step.shell or "")
+        return await self._process(words, d, capsule, workdir, None)
 
     async def _ask(self, d: Dispatch) -> Result:
         spec: dict[str, Any] = d.input
@@ -259,24 +252,13 @@ class LocalRunner:
     async def _capsule_step(
         self,
         d: Dispatch,
-        capsule: CapsuleSpec,
         lineage: tuple[str, ...],
         emit: Callable[[Record], None],
     ) -> Result:
-        target = d.step.capsule
-        assert target is not None
-        if target not in capsule.spawn.allow:
-            raise CallDenied(f"capsule {target!r} is not in spawn.allow")
-        if target in lineage:
-            raise CallDenied(
-                f"capsule {target!r} is already running above this step (cycle: "
-                f"{' -> '.join([*lineage, target])})"
-            )
-        if len(lineage) >= MAX_DEPTH:
-            raise CallDenied(f"nesting is capped at {MAX_DEPTH} plans")
+        target = d.step.capsule or ""
         child = self.capsules.get(target)
         if child is None or child.plan is None:
-            return Result("failed", None, f"capsule {target!r} does not exist or has no plan")
+            return Result("failed", None, dispatch_.no_plan(target))
         text = delegation.objective(d.input)
         child_spec = child.plan.model_copy(
             update={"capsule": target, "input": delegation.child_input(child.plan.input, text)}
@@ -309,30 +291,32 @@ class LocalRunner:
     async def _process(
         self, argv: list[str], d: Dispatch, capsule: CapsuleSpec, workdir: Path, stdin: str | None
     ) -> Result:
-        timeout = (
-            d.step.timeout_seconds or capsule.default_timeout_seconds or DEFAULT_TIMEOUT_SECONDS
-        )
+        timeout = dispatch_.timeout_seconds(d.step, capsule, self.policy)
         env = dict(os.environ)
         env["PLANOPS_STEP"] = d.step.id
         env["PLANOPS_ATTEMPT"] = str(d.attempt)
         if stdin is not None:
             env["PLANOPS_INPUT"] = stdin
         try:
-            memory = _memory_limit(d, capsule)
+            memory = dispatch_.memory_limit_bytes(d.step, capsule)
         except ValueError as e:  # a Capsule's default (a step's own is refused by the validator)
             return Result("failed", None, f"resources.limits.memory: {e}")
         if shutil.which(argv[0], path=env.get("PATH")) is None and not Path(argv[0]).is_file():
             return Result("failed", None, f"{argv[0]!r}: binary not found on PATH")
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                cwd=workdir,
-                env=env,
-                stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,  # its own process group: killed as a whole
-                preexec_fn=(lambda: _limit_memory(memory)) if memory else None,
+            proc = await _spawn(
+                asyncio.create_subprocess_exec(
+                    *argv,
+                    cwd=workdir,
+                    env=env,
+                    stdin=asyncio.subprocess.PIPE
+                    if stdin is not None
+                    else asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.STDOUT,
+                    start_new_session=True,  # its own process group: killed as a whole
+                    preexec_fn=lambda: _limit_memory(memory),
+                )
             )
         except ValueError:  # a NUL in a word (a rendered template): no process can take it
             return Result("failed", None, "cannot start: a word of the command holds a NUL byte")
@@ -357,11 +341,21 @@ class LocalRunner:
         return Result("failed", output, f"exit code {code}")
 
 
-def _memory_limit(d: Dispatch, capsule: CapsuleSpec) -> int | None:
-    for res in (d.step.resources, capsule.resources):
-        if res is not None and res.limits is not None and res.limits.memory is not None:
-            return int(quantity.parse(res.limits.memory))
-    return None
+async def _spawn(
+    creating: Coroutine[Any, Any, asyncio.subprocess.Process],
+) -> asyncio.subprocess.Process:
+    """The started process; cancelled while it starts (the run is cancelled), its group is
+    killed once it exists, so none is left behind (a start with a memory limit forks and waits
+    for the exec: a window a cancellation often falls in)."""
+    task = asyncio.ensure_future(creating)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            proc = await task
+            _kill_group(proc.pid)
+            await proc.wait()
+        raise
 
 
 def _limit_memory(limit: int) -> None:  # runs in the child between fork and exec

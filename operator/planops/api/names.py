@@ -1,0 +1,66 @@
+"""The names planops and the cluster share, written once: the API group and version, a Plan's
+phases, and the label and annotation keys planops puts on the objects it makes.
+
+At the bottom of the package (it imports nothing of planops), so the reconciler, the kopf
+handlers, the CLI and the chart's tests all read the same spelling, and a phase that one part
+counts as finished cannot be a running one for another.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+GROUP = "planops.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+
+class Phase(StrEnum):
+    """A Plan's `status.phase`."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    #: refused by validation: nothing runs until the Plan (or its Capsule) changes
+    INVALID = "Invalid"
+
+
+#: phases in which nothing more happens by itself: `kubectl plan submit --wait` stops waiting,
+#: and a ScheduledPlan's run no longer counts as active (an Invalid run runs nothing)
+FINISHED = frozenset({Phase.SUCCEEDED, Phase.FAILED, Phase.INVALID})
+#: phases no reconcile changes again: the run's result stands. Invalid is finished but not ended:
+#: the reconciler judges an Invalid Plan again when its Capsule appears or changes, and then
+#: runs it (a Plan applied before its Capsule runs once the Capsule exists)
+ENDED = frozenset({Phase.SUCCEEDED, Phase.FAILED})
+
+
+def finished(phase: object) -> bool:
+    """Whether a status' phase (any value read from an object) is finished (FINISHED)."""
+    return phase in FINISHED
+
+
+def ended(phase: object) -> bool:
+    """Whether a status' phase (any value read from an object) has ended for good (ENDED)."""
+    return phase in ENDED
+
+
+LABEL_PLAN = f"{GROUP}/plan"
+LABEL_RUN = f"{GROUP}/run"
+LABEL_STEP = f"{GROUP}/step"
+LABEL_ATTEMPT = f"{GROUP}/attempt"
+LABEL_PARENT = f"{GROUP}/parent"
+LABEL_DEPTH = f"{GROUP}/depth"
+LABEL_CHUNK = f"{GROUP}/chunk"
+LABEL_SCHEDULED_BY = f"{GROUP}/scheduled-by"
+LABEL_CLUSTER_SCHEDULED_BY = f"{GROUP}/cluster-scheduled-by"
+ANNOTATION_STEP_ID = f"{GROUP}/step-id"
+ANNOTATION_LINEAGE = f"{GROUP}/lineage"
+ANNOTATION_SPAWNED_BY = f"{GROUP}/spawned-by"
+ANNOTATION_DELEGATION = f"{GROUP}/delegation-id"
+ANNOTATION_OBJECTIVE = f"{GROUP}/objective"
+ANNOTATION_RERUN = f"{GROUP}/rerun"
+ANNOTATION_CANCEL = f"{GROUP}/cancel"
+ANNOTATION_SCHEDULED_TIME = f"{GROUP}/scheduled-time"
+#: the answer to an ask step: answer.planops.dev/<step> (reconciler.asks has the format)
+ANNOTATION_ANSWER_PREFIX = f"answer.{GROUP}/"

@@ -1,0 +1,120 @@
+"""The rules applied right before an attempt starts, one set for every executor.
+
+The validator judged the plan against its Capsule when it was submitted; a Capsule may change
+while the plan runs, and what a step gets (its deadline, its memory) must be the same whether
+the cluster runs it as a Job or `kubectl-plan run --local` runs it as a process. So both
+executors (reconciler.dispatching and runners.local) ask this module, and neither keeps a rule
+of its own:
+
+- `admit`: whether the attempt may start at all (seed 1's "call denied"): the tool still in the
+  Capsule's inventory, the binary still in `shell.allow`, the image allowed by the Capsule and
+  the operator, the target capsule in `spawn.allow`, not already running above the step (a
+  cycle), and plans nested at most MAX_DEPTH deep.
+- `timeout_seconds`: the step's timeout (else the Capsule's default, else an hour), bounded by
+  the Capsule's and the operator's maximum; a Job's run time and an ask's wait alike.
+- `resources` / `memory_limit_bytes`: requests and limits as api.resources merges them (step,
+  then Capsule, then planops' defaults), so a local process gets the memory limit a pod would.
+"""
+
+from __future__ import annotations
+
+from planops.api.models import CapsuleSpec, Step
+from planops.api.quantity import parse
+from planops.api.resources import resources as merged_resources
+from planops.engine.allowlists import image_allowed, shell_words
+from planops.engine.facts import Dispatch
+from planops.engine.policy import Policy
+
+#: plans nest at most this deep (a top-level plan and seven levels of capsule steps)
+MAX_DEPTH = 8
+#: a step's timeout when neither the step nor its Capsule sets one
+DEFAULT_TIMEOUT_SECONDS = 3600
+#: every refusal of `admit` starts so (seed 1's record name: call_denied)
+DENIED = "call denied: "
+
+
+def image_of(d: Dispatch, capsule: CapsuleSpec) -> str | None:
+    """The image the attempt runs in: a tool's own (else the Capsule's); a step's own (else the
+    Capsule's). None: none is named."""
+    if d.kind == "tool":
+        tool = capsule.tool(d.step.tool or "")
+        return (tool.image if tool is not None else None) or capsule.image
+    return d.step.image or capsule.image
+
+
+def admit(
+    d: Dispatch,
+    capsule: CapsuleSpec,
+    policy: Policy,
+    *,
+    lineage: tuple[str, ...],
+    depth: int,
+    needs_image: bool,
+) -> str | None:
+    """Why the attempt may not start (a text starting with DENIED), or None: it may.
+
+    `lineage` is the capsules of the plans above this one and this plan's own, outermost first;
+    `depth` how deep this plan nests (0: a top-level plan). `needs_image`: the executor runs
+    the step in an image (a cluster), so a step without one cannot start; an executor that runs
+    local processes needs none, but an image that is named must be allowed all the same."""
+    if d.kind == "ask":  # a question to a person: nothing runs
+        return None
+    if d.kind == "capsule":
+        return _spawn(d.step.capsule or "", capsule, lineage, depth)
+    if d.kind == "tool" and capsule.tool(d.step.tool or "") is None:
+        return f"{DENIED}tool {d.step.tool!r} is not in the Capsule's inventory"
+    if d.kind == "shell":
+        words = d.words or shell_words(d.step.shell or "")
+        if not words or words[0] not in capsule.shell.allow:
+            binary = words[0] if words else ""
+            return f"{DENIED}binary {binary!r} is not in the Capsule's shell.allow"
+    image = image_of(d, capsule)
+    if image is None:
+        if needs_image:
+            return f"{DENIED}no image for this step (set the Capsule's image or the step's image)"
+        return None
+    if not image_allowed(image, capsule, policy):
+        return f"{DENIED}image {image!r} is not allowed by the Capsule and the operator"
+    return None
+
+
+def _spawn(target: str, capsule: CapsuleSpec, lineage: tuple[str, ...], depth: int) -> str | None:
+    if target not in capsule.spawn.allow:
+        return f"{DENIED}capsule {target!r} is not in the Capsule's spawn.allow"
+    if target in lineage:
+        return (
+            f"{DENIED}capsule {target!r} already runs above this step (cycle: "
+            f"{' -> '.join([*lineage, target])})"
+        )
+    if depth + 1 >= MAX_DEPTH:
+        return f"{DENIED}plans nest at most {MAX_DEPTH} deep"
+    return None
+
+
+def no_plan(target: str) -> str:
+    """The failure of a capsule step whose target Capsule is gone or has no plan."""
+    return f"capsule {target!r} does not exist or has no plan"
+
+
+def timeout_seconds(step: Step, capsule: CapsuleSpec, policy: Policy) -> int:
+    """One deadline rule for every executor, for a step's run time and an ask's wait: the
+    step's timeout (or the Capsule's default, or an hour), bounded by the Capsule's and the
+    operator's maximum."""
+    return min(
+        step.timeout_seconds or capsule.default_timeout_seconds or DEFAULT_TIMEOUT_SECONDS,
+        capsule.max_timeout_seconds or policy.max_timeout_seconds,
+        policy.max_timeout_seconds,
+    )
+
+
+def resources(step: Step, capsule: CapsuleSpec) -> dict[str, dict[str, str]]:
+    """The step's requests and limits, both always set (api.resources: step -> Capsule ->
+    planops' defaults)."""
+    return merged_resources(step.resources, capsule.resources)
+
+
+def memory_limit_bytes(step: Step, capsule: CapsuleSpec) -> int:
+    """The memory limit the step runs under, in bytes (a pod's cgroup limit, a local process's
+    RLIMIT_DATA). Raises ValueError when it is not a quantity (a Capsule's: a step's own is
+    refused by the validator)."""
+    return int(parse(resources(step, capsule)["limits"]["memory"]))

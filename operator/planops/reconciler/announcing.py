@@ -1,0 +1,83 @@
+"""What a reconcile tells about what it decided: the Events on the Plan and the metrics.
+
+Settlements first (a step's start follows the settlements that made it ready), then the steps
+started, then the plan's own end, once: the Plan's previous phase says whether it was told.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from planops import metrics
+from planops.api import PlanSpec, names
+from planops.engine import Dispatch, Report, Run, StepRecord, finally_steps
+from planops.kube.events import Recorder
+from planops.reconciler import status as status_
+from planops.reconciler.body_events import BodyEvents
+
+
+def announce(
+    events: Recorder,
+    run: Run,
+    spec: PlanSpec,
+    previous: dict[str, Any],
+    now: float,
+    started_at: float,
+    dispatched: list[Dispatch],
+    new_settled: list[StepRecord],
+    report: Report,
+    finished: bool,
+) -> None:
+    """The Events and metrics of what this reconcile decided, in the order it happened."""
+    settled_at = {r.step_id: r.finished_at for r in run.settled if r.finished_at is not None}
+    body = BodyEvents(run.settled, new_settled)  # a big map posts summaries, not an Event each
+    # settlements first: a start follows the settlements that made its step ready
+    for rec in new_settled:
+        reason = {"success": "StepSucceeded", "failed": "StepFailed"}.get(rec.status, "StepSkipped")
+        events(
+            reason,
+            f"step {rec.step_id} {rec.status}" + (f": {rec.error}" if rec.error else ""),
+            warning=rec.status == "failed",
+            post=body.post_settled(rec.step_id),
+            step=rec.step_id,
+            status=rec.status,
+            attempts=rec.attempts,
+        )
+        kind = run.kind_of(rec.step_id)
+        metrics.steps.labels(kind, rec.status).inc()
+        if rec.duration is not None:
+            metrics.step_duration.labels(kind).observe(rec.duration)
+        if kind == "capsule" and rec.attempts:
+            events(
+                "DelegationFinished",
+                f"step {rec.step_id}: child plan {rec.status}",
+                step=rec.step_id,
+            )
+    for d in dispatched:
+        if d.attempt > 1:
+            metrics.retries.inc()
+        events(
+            "StepStarted",
+            f"step {d.step.id} attempt {d.attempt} ({d.kind})",
+            post=body.post_started(d.step.id),
+            step=d.step.id,
+            attempt=d.attempt,
+        )
+        metrics.dispatch_latency.observe(max(0.0, now - ready_at(settled_at, d, started_at)))
+    for ctl, message, warning in body.summaries():
+        events("BodyStepsSettled", message, warning=warning, step=ctl)
+    if finished and not names.ended(previous.get("phase")):
+        result = "succeeded" if report.completed else "failed"
+        metrics.plans.labels(result).inc()
+        metrics.plan_duration.observe(max(0.0, now - started_at))
+        events(
+            "PlanSucceeded" if report.completed else "PlanFailed",
+            f"{status_.top_level(report)}/{finally_steps.step_count(spec)} steps settled"
+            + (f"; step {report.failed_step} stopped the plan" if report.failed_step else ""),
+            warning=not report.completed,
+        )
+
+
+def ready_at(finished: dict[str, float], d: Dispatch, default: float) -> float:
+    """When a dispatched step became ready: its last dependency's settlement (or the run start)."""
+    return max((finished[dep] for dep in d.step.depends_on if dep in finished), default=default)

@@ -1,0 +1,93 @@
+"""A Plan's run as the cluster holds it: which run the Plan object asks for and its place in
+the tree of plans (PlanRef), the attempts in flight the status records, and the objects of a
+run besides its attempts (the workspace claim; an earlier run's objects, stopped when a new
+run starts).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from planops.api import PlanSpec
+from planops.engine import Run
+from planops.engine import dispatch as dispatch_
+from planops.kube import manifests
+from planops.kube.api import KubeApi
+from planops.kube.client import ApiError
+from planops.reconciler import status as status_
+from planops.reconciler.observe import owned
+from planops.reconciler.status import rfc3339
+
+
+def plan_ref(namespace: str, name: str, meta: dict[str, Any], run_id: str) -> manifests.PlanRef:
+    """The run `run_id` of the Plan whose metadata is `meta`: its depth (its label, set on child
+    Plans) and the capsules above it (its lineage annotation)."""
+    annotations = meta.get("annotations") or {}
+    return manifests.PlanRef(
+        namespace,
+        name,
+        meta["uid"],
+        run_id,
+        depth=depth((meta.get("labels") or {}).get(manifests.LABEL_DEPTH)),
+        lineage=tuple(a for a in annotations.get(manifests.ANNOTATION_LINEAGE, "").split(",") if a),
+    )
+
+
+async def stop_other_runs(kube: KubeApi, ref: manifests.PlanRef) -> None:
+    """A new run (new generation or re-run): stop the in-flight objects of earlier runs."""
+    other = ref.other_runs_selector()
+    for job in owned(await kube.list_jobs(ref.namespace, other), ref.uid):
+        await kube.delete_job(ref.namespace, job["metadata"]["name"])
+    other_children = ref.other_runs_children_selector()
+    for child in owned(await kube.list_plans(ref.namespace, other_children), ref.uid):
+        await kube.delete_plan(ref.namespace, child["metadata"]["name"])
+    for pvc in owned(await kube.list_pvcs(ref.namespace, other), ref.uid):
+        await kube.delete_pvc(ref.namespace, pvc["metadata"]["name"])
+    for chunk in owned(await kube.list_plan_reports(ref.namespace, other), ref.uid):
+        await kube.delete_plan_report(ref.namespace, chunk["metadata"]["name"])
+
+
+async def workspace(kube: KubeApi, ref: manifests.PlanRef, spec: PlanSpec) -> str | None:
+    """The claim mounted at /workspace in every step pod of this run, if the plan has one."""
+    ws = spec.workspace
+    if ws is None:
+        return None
+    if ws.claim_name:
+        return ws.claim_name
+    body = manifests.workspace_claim(ref, ws.size or "1Gi", ws.storage_class_name)
+    try:
+        await kube.create_pvc(ref.namespace, body)
+    except ApiError as e:
+        if not e.already_exists:
+            raise
+    return str(body["metadata"]["name"])
+
+
+#: kinds whose attempt is an object in the cluster (a Job, a child Plan)
+WITH_OBJECT = ("shell", "tool", "capsule")
+
+
+def in_flight(run: Run, previous: dict[str, Any], now: float) -> list[dict[str, Any]] | None:
+    """The attempts in flight that have an object: recorded so that an object deleted behind
+    the operator's back is a failed attempt (`reading.vanished`), not a step silently started
+    again."""
+    since = {(f["stepId"], f["attempt"]): f.get("since") for f in previous.get("inFlight") or []}
+    out = [
+        {"stepId": step, "attempt": attempt, "since": since.get((step, attempt)) or rfc3339(now)}
+        for step, attempt in run.in_flight_attempts()
+        if run.kind_of(step) in WITH_OBJECT
+    ]
+    return out[: status_.IN_FLIGHT_LIMIT] or None  # the status bound (reconciler.status)
+
+
+def depth(label: Any) -> int:
+    """How deep a Plan nests (its depth label, set on child Plans). Absent: a top-level Plan. Not
+    a number (edited by hand): as deep as allowed, so it can spawn no children but never stops
+    its own reconcile; reading it as 0 would let an edit lift the nesting cap."""
+    if label is None:
+        return 0
+    return (
+        int(label)
+        if isinstance(label, str) and label.isascii() and label.isdigit()
+        else dispatch_.MAX_DEPTH
+    )

@@ -1,0 +1,246 @@
+"""One in-memory Kubernetes API for the unit tests, implementing planops.kube.api.KubeApi.
+
+It keeps objects by kind, namespace and name, gives each write a new resourceVersion and each
+created object a uid, selects by label the way the API server does for the selectors planops
+writes (`k=v`, `k!=v`, `k`, `!k`, comma-separated), and answers as the API server does where a
+reconcile depends on it: 409 AlreadyExists for a name taken, a JSON Patch's failed `test` as
+422, deletes of what is gone as no error. A test makes it answer otherwise with `refuse`
+(a 403 from an admission policy, a 409 Conflict, a 404, a 422, once or every time) and slows
+every call with `delay`. `calls` records what was asked, in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from planops.kube.api import Keep, KubeApi, Obj
+from planops.kube.client import ApiError
+
+
+@dataclass
+class _Refusal:
+    method: str
+    name: str | None
+    error: ApiError
+    times: int | None  # None: every time
+
+
+def _matches(labels: dict[str, str], selector: str) -> bool:
+    for term in filter(None, (t.strip() for t in selector.split(","))):
+        if "!=" in term:
+            k, v = term.split("!=", 1)
+            if labels.get(k) == v:
+                return False
+        elif "=" in term:
+            k, v = term.split("=", 1)
+            if labels.get(k) != v.lstrip("="):
+                return False
+        elif term.startswith("!"):
+            if term[1:] in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+@dataclass
+class FakeKube:
+    objects: dict[tuple[str, str, str], Obj] = field(default_factory=dict)
+    logs: dict[str, str] = field(default_factory=dict)  # pod name -> its log
+    events: list[Obj] = field(default_factory=list)
+    calls: list[tuple[str, str, str]] = field(default_factory=list)
+    #: seconds every call takes (a slow API server)
+    delay: float = 0.0
+    _refusals: list[_Refusal] = field(default_factory=list)
+    _versions: itertools.count[int] = field(default_factory=lambda: itertools.count(100))
+    _uids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    # -- what tests use ---------------------------------------------------------------------
+
+    def refuse(
+        self,
+        method: str,
+        status: int,
+        message: str,
+        *,
+        reason: str = "",
+        name: str | None = None,
+        times: int | None = 1,
+    ) -> None:
+        """Answer `method` (for the object `name`, or any) with an error, `times` times (None:
+        always) before answering normally again."""
+        reason = reason or {
+            403: "Forbidden",
+            404: "NotFound",
+            409: "Conflict",
+            422: "Invalid",
+        }.get(status, "")
+        self._refusals.append(_Refusal(method, name, ApiError(status, reason, message), times))
+
+    def put(self, kind: str, obj: Obj) -> Obj:
+        """Store an object as if somebody else had created it (no refusal applies)."""
+        meta = obj.setdefault("metadata", {})
+        meta.setdefault("namespace", "ns")
+        meta.setdefault("uid", f"uid-{next(self._uids)}")
+        meta["resourceVersion"] = str(next(self._versions))
+        self.objects[(kind, meta["namespace"], meta["name"])] = obj
+        return obj
+
+    def get(self, kind: str, namespace: str, name: str) -> Obj | None:
+        return self.objects.get((kind, namespace, name))
+
+    def of(self, kind: str, namespace: str = "ns") -> list[Obj]:
+        return [o for (k, ns, _), o in self.objects.items() if k == kind and ns == namespace]
+
+    # -- the machinery ---------------------------------------------------------------------------
+
+    async def _call(self, method: str, namespace: str, name: str = "") -> None:
+        self.calls.append((method, namespace, name))
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        for r in self._refusals:
+            if r.method == method and r.name in (None, name) and r.times != 0:
+                if r.times is not None:
+                    r.times -= 1
+                raise r.error
+
+    def _read(self, kind: str, namespace: str, name: str) -> Obj | None:
+        found = self.objects.get((kind, namespace, name))
+        return copy.deepcopy(found) if found is not None else None
+
+    def _list(
+        self, kind: str, namespace: str, selector: str, keep: Keep | None = None
+    ) -> list[Obj]:
+        hold: Callable[[Obj], Obj] = keep or (lambda o: o)
+        return [
+            hold(copy.deepcopy(o))
+            for (k, ns, _), o in sorted(self.objects.items())
+            if k == kind
+            and ns == namespace
+            and _matches((o.get("metadata") or {}).get("labels") or {}, selector)
+        ]
+
+    def _create(self, kind: str, namespace: str, body: Obj) -> Obj:
+        name = body["metadata"]["name"]
+        if (kind, namespace, name) in self.objects:
+            raise ApiError(409, "AlreadyExists", f'{kind} "{name}" already exists')
+        obj = copy.deepcopy(body)
+        obj["metadata"]["namespace"] = namespace
+        self.put(kind, obj)
+        return copy.deepcopy(obj)
+
+    def _delete(self, kind: str, namespace: str, name: str) -> None:
+        self.objects.pop((kind, namespace, name), None)
+
+    # -- KubeApi ----------------------------------------------------------------------------------
+
+    async def get_plan(self, namespace: str, name: str) -> Obj | None:
+        await self._call("get_plan", namespace, name)
+        return self._read("plan", namespace, name)
+
+    async def list_plans(self, namespace: str, selector: str) -> list[Obj]:
+        await self._call("list_plans", namespace)
+        return self._list("plan", namespace, selector)
+
+    async def create_plan(self, namespace: str, body: Obj) -> Obj:
+        await self._call("create_plan", namespace, body["metadata"]["name"])
+        return self._create("plan", namespace, body)
+
+    async def delete_plan(self, namespace: str, name: str) -> None:
+        await self._call("delete_plan", namespace, name)
+        self._delete("plan", namespace, name)
+
+    async def patch_plan_status(self, namespace: str, name: str, status: Obj) -> Obj:
+        await self._call("patch_plan_status", namespace, name)
+        plan = self.objects.get(("plan", namespace, name))
+        if plan is None:
+            raise ApiError(404, "NotFound", f'plans "{name}" not found')
+        plan["status"] = copy.deepcopy(status)  # replaced whole, as kube.client writes it
+        plan["metadata"]["resourceVersion"] = str(next(self._versions))
+        return copy.deepcopy(plan)
+
+    async def get_capsule(self, namespace: str, name: str) -> Obj | None:
+        await self._call("get_capsule", namespace, name)
+        return self._read("capsule", namespace, name)
+
+    async def list_plan_reports(self, namespace: str, selector: str) -> list[Obj]:
+        await self._call("list_plan_reports", namespace)
+        return self._list("planreport", namespace, selector)
+
+    async def create_plan_report(self, namespace: str, body: Obj) -> None:
+        await self._call("create_plan_report", namespace, body["metadata"]["name"])
+        self._create("planreport", namespace, body)
+
+    async def patch_plan_report(self, namespace: str, name: str, patch: list[Obj]) -> None:
+        await self._call("patch_plan_report", namespace, name)
+        chunk = self.objects.get(("planreport", namespace, name))
+        if chunk is None:
+            raise ApiError(404, "NotFound", f'planreports "{name}" not found')
+        new = copy.deepcopy(chunk)
+        for op in patch:
+            key = op["path"].split("/")[1]
+            if op["op"] == "test" and new.get(key) != op["value"]:
+                raise ApiError(422, "Invalid", f"the test of {op['path']} failed")
+            if op["op"] == "add" and op["path"].endswith("/-"):
+                new[key].append(op["value"])
+            elif op["op"] in ("add", "replace"):
+                new[key] = op["value"]
+        self.put("planreport", new)
+
+    async def delete_plan_report(self, namespace: str, name: str) -> None:
+        await self._call("delete_plan_report", namespace, name)
+        self._delete("planreport", namespace, name)
+
+    async def list_jobs(self, namespace: str, selector: str, keep: Keep | None = None) -> list[Obj]:
+        await self._call("list_jobs", namespace)
+        return self._list("job", namespace, selector, keep)
+
+    async def get_job(self, namespace: str, name: str) -> Obj | None:
+        await self._call("get_job", namespace, name)
+        return self._read("job", namespace, name)
+
+    async def create_job(self, namespace: str, body: Obj) -> Obj:
+        await self._call("create_job", namespace, body["metadata"]["name"])
+        return self._create("job", namespace, body)
+
+    async def delete_job(self, namespace: str, name: str) -> None:
+        await self._call("delete_job", namespace, name)
+        self._delete("job", namespace, name)
+
+    async def list_pods(self, namespace: str, selector: str, keep: Keep | None = None) -> list[Obj]:
+        await self._call("list_pods", namespace)
+        return self._list("pod", namespace, selector, keep)
+
+    async def get_pod(self, namespace: str, name: str) -> Obj | None:
+        await self._call("get_pod", namespace, name)
+        return self._read("pod", namespace, name)
+
+    async def read_log(self, namespace: str, pod: str, container: str, limit_bytes: int) -> str:
+        await self._call("read_log", namespace, pod)
+        if pod not in self.logs:
+            raise ApiError(404, "NotFound", f'pods "{pod}" not found')
+        return self.logs[pod][:limit_bytes]
+
+    async def create_pvc(self, namespace: str, body: Obj) -> Obj:
+        await self._call("create_pvc", namespace, body["metadata"]["name"])
+        return self._create("pvc", namespace, body)
+
+    async def list_pvcs(self, namespace: str, selector: str) -> list[Obj]:
+        await self._call("list_pvcs", namespace)
+        return self._list("pvc", namespace, selector)
+
+    async def delete_pvc(self, namespace: str, name: str) -> None:
+        await self._call("delete_pvc", namespace, name)
+        self._delete("pvc", namespace, name)
+
+    async def create_event(self, namespace: str, body: Obj) -> None:
+        await self._call("create_event", namespace, str(body.get("reason")))
+        self.events.append(body)
+
+
+def _typed(kube: FakeKube) -> KubeApi:
+    return kube  # mypy checks the fake against the Protocol here

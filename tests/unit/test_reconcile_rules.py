@@ -1,0 +1,206 @@
+"""The reconciler's own rules, checked without a cluster: each test drives Reconciler.reconcile
+against the in-memory API (fakekube.FakeKube) with an injected clock and looks at what it wrote
+(the Plan's status, the Jobs it created or deleted). The cluster's e2e tests run the same paths
+for real; these fail within seconds when a rule is lost."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from planops.kube import manifests
+from planops.kube.client import ApiError
+from planops.reconciler.reconcile import Reconciler
+
+from .fakekube import FakeKube
+
+NOW = 1_800_000_000.0
+UID = "uid-plan"
+CAPSULE = {"image": "busybox:1", "shell": {"allow": ["true", "sleep"]}}
+
+
+class World:
+    """A namespace with one Plan `p` (and its Capsule), a clock, and the reconciler."""
+
+    def __init__(
+        self,
+        steps: list[dict[str, Any]],
+        capsule: dict[str, Any] | None = CAPSULE,
+        **spec: Any,
+    ) -> None:
+        self.kube = FakeKube()
+        if capsule is not None:
+            self.capsule(capsule)
+        self.kube.put(
+            "plan",
+            {
+                "apiVersion": "planops.dev/v1alpha1",
+                "kind": "Plan",
+                "metadata": {"name": "p", "namespace": "ns", "uid": UID, "generation": 1},
+                "spec": {"steps": steps, **spec},
+            },
+        )
+        self.now = NOW
+        self.reconciler = Reconciler(self.kube, clock=lambda: self.now)
+
+    def capsule(self, spec: dict[str, Any]) -> None:
+        self.kube.put("capsule", {"metadata": {"name": "default", "namespace": "ns"}, "spec": spec})
+
+    def reconcile(self) -> dict[str, Any]:
+        asyncio.run(self.reconciler.reconcile("ns", "p"))
+        return self.status
+
+    @property
+    def plan(self) -> dict[str, Any]:
+        found = self.kube.get("plan", "ns", "p")
+        assert found is not None
+        return found
+
+    @property
+    def status(self) -> dict[str, Any]:
+        return self.plan.get("status") or {}
+
+    def annotate(self, key: str, value: str) -> None:
+        self.plan["metadata"].setdefault("annotations", {})[key] = value
+        self.plan["metadata"]["resourceVersion"] += "1"
+
+    def job_name(self, step: str, attempt: int) -> str:
+        run = manifests.run_id(UID, 1, "")
+        return manifests.child_name("p", run, step, attempt)
+
+
+def test_an_attempt_the_cluster_refused_is_remembered_and_counts_against_retries():
+    w = World([{"id": "a", "shell": "true", "retries": 1, "retryBackoff": {"duration": "10s"}}])
+    w.kube.refuse("create_job", 403, 'admission webhook "x" denied the request', times=None)
+    first = w.reconcile()
+    assert first["phase"] == "Pending"  # nothing could start yet
+    assert [r["attempt"] for r in first["refusedAttempts"]] == [1]
+    w.now += 11  # the retry's backoff passed
+    second = w.reconcile()
+    assert second["phase"] == "Failed"
+    assert [n for m, _, n in w.kube.calls if m == "create_job"] == [
+        w.job_name("a", 1),
+        w.job_name("a", 2),
+    ]
+    assert "refused by the cluster's admission policy" in json.dumps(second)
+
+
+def test_a_job_of_the_attempts_name_owned_by_another_object_is_not_adopted():
+    w = World([{"id": "a", "shell": "true"}])
+    squatter = {
+        "metadata": {
+            "name": w.job_name("a", 1),
+            "namespace": "ns",
+            "labels": manifests.PlanRef("ns", "p", UID, "r").labels("a", 1),
+            "ownerReferences": [{"uid": "someone-else", "controller": True}],
+        }
+    }
+    w.kube.put("job", squatter)
+    status = w.reconcile()
+    assert status["phase"] == "Failed"
+    assert "already exists and is not this Plan's" in json.dumps(status)
+    assert w.kube.get("job", "ns", w.job_name("a", 1)) == squatter  # left alone
+
+
+def test_a_job_of_the_attempts_name_that_is_ours_is_adopted():
+    w = World([{"id": "a", "shell": "sleep 100"}])
+    w.reconcile()
+    job = w.kube.get("job", "ns", w.job_name("a", 1))
+    assert job is not None
+    w.plan.pop("status")  # a crash before the status write: the next reconcile creates again
+    status = w.reconcile()
+    assert status["phase"] == "Running"
+    assert [i["attempt"] for i in status["inFlight"]] == [1]
+
+
+def test_cancel_deletes_what_runs_and_fails_the_plan():
+    w = World([{"id": "a", "shell": "sleep 100"}, {"id": "b", "shell": "sleep 100"}])
+    w.reconcile()
+    assert len(w.kube.of("job")) == 2
+    w.annotate(manifests.ANNOTATION_CANCEL, "not needed")
+    status = w.reconcile()
+    assert w.kube.of("job") == []
+    assert status["phase"] == "Failed"
+    assert "cancelled (not needed)" in json.dumps(status)
+
+
+def test_a_plan_past_its_active_deadline_is_stopped_like_a_cancel():
+    w = World([{"id": "a", "shell": "sleep 100"}], activeDeadlineSeconds=30)
+    w.reconcile()
+    w.now += 31
+    status = w.reconcile()
+    assert w.kube.of("job") == []
+    assert status["phase"] == "Failed"
+    assert "activeDeadlineSeconds" in json.dumps(status)
+
+
+ASK = {
+    "prompt": "go?",
+    "outputSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}},
+}
+
+
+def test_an_answer_annotation_settles_the_ask():
+    w = World([{"id": "q", "ask": ASK}])
+    first = w.reconcile()
+    assert [a["stepId"] for a in first["asks"]] == ["q"]
+    run = first["run"]["id"]
+    w.annotate(manifests.answer_annotation("q"), json.dumps({"run": run, "answer": {"ok": True}}))
+    second = w.reconcile()
+    assert second["phase"] == "Succeeded"
+    assert "asks" not in second
+
+
+def test_an_answer_to_another_run_is_not_taken():
+    w = World([{"id": "q", "ask": ASK}])
+    w.reconcile()
+    w.annotate(manifests.answer_annotation("q"), json.dumps({"run": "old", "answer": {"ok": True}}))
+    assert w.reconcile()["phase"] == "Running"
+
+
+def test_an_ask_takes_its_timeout_bounded_by_the_capsules_maximum():
+    w = World([{"id": "q", "ask": ASK}], capsule={**CAPSULE, "maxTimeoutSeconds": 5})
+    (ask,) = w.reconcile()["asks"]
+    assert ask["deadline"] == "2027-01-15T08:00:05.000Z"  # NOW + 5 s, not an hour
+    w.now += 6
+    status = w.reconcile()
+    assert status["phase"] == "Failed"  # whenUnanswered: fail (the default)
+
+
+def test_an_invalid_plan_runs_once_its_capsule_exists():
+    w = World([{"id": "a", "shell": "sleep 100"}], capsule=None)
+    assert w.reconcile()["phase"] == "Invalid"
+    w.capsule(CAPSULE)
+    assert w.reconcile()["phase"] == "Running"
+    assert len(w.kube.of("job")) == 1
+
+
+def test_a_request_the_cluster_refuses_fails_the_attempt_and_a_transient_error_retries_it():
+    w = World([{"id": "a", "shell": "true", "onError": "continue"}, {"id": "b", "shell": "true"}])
+    w.kube.refuse("create_job", 422, "spec.x: Invalid value", name=w.job_name("a", 1), times=None)
+    w.kube.refuse("create_job", 500, "etcd is down", name=w.job_name("b", 1))
+    with pytest.raises(ApiError):  # transient: the queue retries the whole reconcile
+        w.reconcile()
+    status = w.reconcile()
+    assert "the cluster refused the step's Job: spec.x: Invalid value" in json.dumps(status)
+    assert [j["metadata"]["name"] for j in w.kube.of("job")] == [w.job_name("b", 1)]
+
+
+def test_a_status_write_that_conflicts_is_retried_without_a_second_job():
+    w = World([{"id": "a", "shell": "sleep 100"}])
+    w.kube.refuse("patch_plan_status", 409, "the object has been modified")
+    with pytest.raises(ApiError):
+        w.reconcile()
+    status = w.reconcile()
+    assert status["phase"] == "Running"
+    assert len(w.kube.of("job")) == 1
+
+
+def test_a_slow_api_server_slows_a_reconcile_but_changes_nothing():
+    w = World([{"id": f"s{i}", "shell": "sleep 100"} for i in range(20)])
+    w.kube.delay = 0.01
+    status = w.reconcile()
+    assert status["phase"] == "Running" and len(w.kube.of("job")) == 20
