@@ -70,9 +70,13 @@ def test_logs_follow_streams_each_step_as_it_runs_and_exits_with_the_plans_resul
     assert rc == 0, (lines, err)
     assert lines == ["[a] a1", "[a] a2", "[b] b1", "[b] b2", "[c] c1", "[c] c2"], (lines, err)
     when = dict((text, t) for t, text in arrived)
-    for step in "abc":  # each line shown as written: the second one a sleep after the first
-        assert when[f"[{step}] {step}2"] - when[f"[{step}] {step}1"] > 2, arrived
+    # each line is shown as it is written: a step's second line a sleep after its first (b and c
+    # start after the follower is surely there; the first step may be over before it starts,
+    # and a step is picked up up to a second late, so its first lines come as one)
+    for step in "bc":
+        assert when[f"[{step}] {step}2"] - when[f"[{step}] {step}1"] > 1, arrived
     assert "plan chatty: Succeeded" in err
+    print(*lines, err, sep="\n")  # the example in docs/cli.md
 
     kube.apply(
         plan("sour", _chatty("a"), {"id": "b", "shell": "false", "dependsOn": ["a"]}),

@@ -167,7 +167,7 @@ async def cmd_trace(kube: Kube, args: argparse.Namespace, ns: str) -> int:
 
 
 async def cmd_logs(kube: Kube, args: argparse.Namespace, ns: str) -> int:
-    if args.follow:
+    if getattr(args, "follow", False):  # a Namespace made by hand has no -f
         return await follow.cmd_follow(kube, args, ns)
     if args.step is None:
         sys.stderr.write("error: logs NAME STEP (or logs -f NAME [STEP]: every step, live)\n")
