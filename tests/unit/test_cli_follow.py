@@ -4,6 +4,7 @@ settled steps show their recorded output instead, how lines are prefixed, and th
 from __future__ import annotations
 
 import argparse
+import asyncio
 from typing import Any
 
 import pytest
@@ -86,3 +87,33 @@ def test_logs_takes_follow_and_a_step_only_when_asked():
     assert args.follow and args.name == "demo" and args.step is None
     args = parser.parse_args(["logs", "demo", "build"])
     assert not args.follow and args.step == "build"
+
+
+class Lists:
+    """A client that answers only the two lists step_pods makes (no server, no follow)."""
+
+    def __init__(self, jobs: list[dict], pods: list[dict]) -> None:
+        self.jobs, self.pods = jobs, pods
+
+    async def list_jobs(self, namespace: str, selector: str) -> list[dict]:
+        return self.jobs
+
+    async def list_pods(self, namespace: str, selector: str) -> list[dict]:
+        return self.pods
+
+
+def owner(uid: str) -> list[dict]:
+    return [{"uid": uid, "controller": True}]
+
+
+def test_a_pod_that_copies_a_steps_labels_is_never_followed_as_the_step():
+    plan = {"metadata": {"name": "demo", "uid": "plan-uid"}, "status": {"run": {"id": "r1"}}}
+    job = {"metadata": {"name": "j", "uid": "job-uid", "ownerReferences": owner("plan-uid")}}
+    real, forged = pod("real", "a"), pod("forged", "a", attempt=9)
+    real["metadata"]["ownerReferences"] = owner("job-uid")
+    forged["metadata"]["ownerReferences"] = owner("someone-elses-job")
+    kube = Lists([job], [real, forged])
+    found = asyncio.run(follow.step_pods(kube, "ns", plan))  # type: ignore[arg-type]
+    assert [p["metadata"]["name"] for p in found] == ["real"]
+    unstarted = {"metadata": {"name": "demo", "uid": "plan-uid"}}
+    assert asyncio.run(follow.step_pods(kube, "ns", unstarted)) == []  # type: ignore[arg-type]

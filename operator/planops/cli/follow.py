@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from planops.cli import steppods
 from planops.cli.exit_codes import EXIT_FAILED, EXIT_INPUT, EXIT_OK
 from planops.cli.plan_report import full_report
 from planops.kube.client import ApiError, Kube
@@ -102,11 +103,15 @@ def exit_code(phase: str | None) -> int:
 
 
 async def step_pods(kube: Kube, ns: str, plan: Obj) -> list[Obj]:
-    """The pods of the Plan's current run (the one place that finds them: swap it here)."""
+    """The pods of the Plan's current run, as `logs` finds a step's (cli/steppods.py): labels
+    find candidates, only a pod whose controller is a Job whose controller is the Plan (by UID)
+    is shown, so a pod that copies a step's labels never speaks under the step's name."""
     meta, run = plan["metadata"], ((plan.get("status") or {}).get("run") or {}).get("id")
     if not run:
         return []
-    return await kube.list_pods(ns, PlanRef(ns, meta["name"], meta["uid"], str(run)).selector())
+    selector = PlanRef(ns, meta["name"], meta["uid"], str(run)).selector()
+    jobs = await kube.list_jobs(ns, selector)
+    return steppods.owned_pods(plan, jobs, await kube.list_pods(ns, selector))
 
 
 async def _stream(kube: Kube, ns: str, pod: str, head: str) -> None:
