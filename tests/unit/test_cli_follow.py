@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from planops.cli import follow
+from planops.cli import follow, show
 from planops.cli.cluster_args import add_parsers
 from planops.cli.exit_codes import EXIT_FAILED, EXIT_INPUT, EXIT_OK
 from planops.kube.manifests import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_STEP
@@ -117,3 +117,9 @@ def test_a_pod_that_copies_a_steps_labels_is_never_followed_as_the_step():
     assert [p["metadata"]["name"] for p in found] == ["real"]
     unstarted = {"metadata": {"name": "demo", "uid": "plan-uid"}}
     assert asyncio.run(follow.step_pods(kube, "ns", unstarted)) == []  # type: ignore[arg-type]
+
+
+def test_logs_without_follow_still_needs_a_step(capsys: pytest.CaptureFixture[str]):
+    args = argparse.Namespace(name="demo", step=None, follow=False, attempt=None)
+    assert asyncio.run(show.cmd_logs(None, args, "ns")) == EXIT_INPUT  # type: ignore[arg-type]
+    assert "logs -f NAME [STEP]" in capsys.readouterr().err
