@@ -32,8 +32,14 @@ def add_parsers(sub: Any) -> None:
     add_common(d, output=False)
     lg = sub.add_parser("logs", help="the log of a step's pod (its full output)")
     lg.add_argument("name")
-    lg.add_argument("step")
+    lg.add_argument("step", nargs="?", help="required without -f; with -f: only this step")
     lg.add_argument("--attempt", type=int, help="default: the latest")
+    lg.add_argument(
+        "-f",
+        "--follow",
+        action="store_true",
+        help="every step's log as it is written, prefixed by the step; exit with the plan's result",
+    )
     add_common(lg, output=False)
     t = sub.add_parser("trace", help="a Plan's events (its trace) as rows")
     t.add_argument("name")

@@ -11,7 +11,7 @@ from typing import Any, TextIO
 import yaml
 
 from planops.api import PlanDocument, PlanSpec, parse_document
-from planops.cli import render, steppods, timeline
+from planops.cli import follow, render, steppods, timeline
 from planops.cli.exit_codes import EXIT_INPUT, EXIT_OK
 from planops.cli.plan_report import full_report
 from planops.engine.report import parse_rfc3339
@@ -167,6 +167,11 @@ async def cmd_trace(kube: Kube, args: argparse.Namespace, ns: str) -> int:
 
 
 async def cmd_logs(kube: Kube, args: argparse.Namespace, ns: str) -> int:
+    if getattr(args, "follow", False):  # a Namespace made by hand has no -f
+        return await follow.cmd_follow(kube, args, ns)
+    if args.step is None:
+        sys.stderr.write("error: logs NAME STEP (or logs -f NAME [STEP]: every step, live)\n")
+        return EXIT_INPUT
     pods = await steppods.step_pods(kube, ns, args.name, args.step, args.attempt or None)
     if pods:  # the step's own (by UID, never by labels alone), newest last
         sys.stdout.write(await kube.read_log(ns, pods[-1]["metadata"]["name"], CONTAINER, 64 << 20))

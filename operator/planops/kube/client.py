@@ -435,6 +435,25 @@ class Kube:
             await self.api.request("GET", _core("pods", namespace, pod, "log"), query=query)
         )
 
+    async def follow_log(
+        self, namespace: str, pod: str, container: str
+    ) -> AsyncGenerator[str, None]:
+        """A pod's log line by line as the container writes it (`follow=true`), from its start;
+        it ends when the container ends. Close it (`aclosing`) when leaving early."""
+        resp = await self.api.request(
+            "GET",
+            _core("pods", namespace, pod, "log"),
+            query={"container": container, "follow": True},
+            timeout=aiohttp.ClientTimeout(total=None),  # as long as the step runs
+        )
+        if resp.status >= 300:
+            await _json(resp)  # raises ApiError
+        try:
+            while line := await resp.content.readline():
+                yield line.decode("utf-8", errors="replace")
+        finally:
+            resp.release()
+
     # -- workspace claims ------------------------------------------------------------------------
 
     async def create_pvc(self, namespace: str, body: Obj) -> Obj:
