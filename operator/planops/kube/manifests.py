@@ -65,6 +65,9 @@ RESERVED_ANNOTATIONS = (
     LABEL_SCHEDULED_BY,
     LABEL_CLUSTER_SCHEDULED_BY,
 )
+#: who last changed what a Plan or ScheduledPlan does, written by the API server (the chart's
+#: record-author admission policy; reconciler.authors reads it)
+ANNOTATION_AUTHOR = "planops.dev/author"
 #: the answer to an ask step: answer.planops.dev/<step> (reconciler.asks has the format)
 ANNOTATION_ANSWER_PREFIX = "answer.planops.dev/"
 

@@ -48,7 +48,7 @@ from planops.kube.cache import RunObjects, WatchCache
 from planops.kube.client import ApiError, Kube
 from planops.kube.events import Poster, Recorder
 from planops.reconciler import asks as asks_
-from planops.reconciler import reading
+from planops.reconciler import authors, reading
 from planops.reconciler import reports as reports_
 from planops.reconciler import status as status_
 from planops.reconciler.body_events import BodyEvents
@@ -208,6 +208,17 @@ class Reconciler:
                 await self._stop_other_runs(ref)
             previous = {"conditions": previous.get("conditions", [])}
             self._reader.trust((namespace, name))  # nothing yet; its creations are written back
+        if fresh and rerun:  # started for the Plan's recorded author: may they still? (authors)
+            cname = str((plan.get("spec") or {}).get("capsule") or DEFAULT_CAPSULE)
+            why = await authors.refusal(self.kube, plan, namespace, cname)
+            if why:
+                events(authors.REASON, f"re-run {rerun} not started: {why}", warning=True)
+                new = authors.refused_run_status(
+                    why, generation=generation, run=run_info, previous=previous, now=now
+                )
+                await self._write(plan, previous, new)
+                await events.flush()
+                return None
 
         spec, capsule, errors = await self.judge(plan, reuse=True)
         if errors:
