@@ -91,10 +91,14 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{/* Whether a write to a Plan or ScheduledPlan is an author's act: it changes what the object
 does, so its requester needs `use` on the Capsule (the capsule-use policy) and becomes its
 recorded author (the record-author policy). One definition for both policies, so they never
-disagree. planops.dev/ keys are compared as a set of "key=value" strings; cancel (stopping is no
-act) and the author record itself (the mutating policy writes it) are left out. Owner
-references: the garbage collector may remove them (orphan deletion) without being an author. */}}
+disagree. planops.dev/ keys are compared as a set of "key=value" strings, but for three: cancel
+(stopping is no act), rerun (a re-run runs what the recorded author defined, and the operator
+asks first whether they still may) and the author record itself (the mutating policy writes
+it). Owner references: the garbage collector may remove them (orphan deletion) without being
+an author. */}}
 {{- define "planops.authorsActVariables" -}}
+    - name: notActs
+      expression: "['planops.dev/cancel', 'planops.dev/rerun', 'planops.dev/author']"
     - name: newLabels
       expression: "has(object.metadata.labels) ? object.metadata.labels : {}"
     - name: oldLabels
@@ -109,14 +113,14 @@ references: the garbage collector may remove them (orphan deletion) without bein
         variables.newLabels.map(k, (k.startsWith('planops.dev/') || k.contains('.planops.dev/')),
           'label ' + k + '=' + variables.newLabels[k]) +
         variables.newAnnotations.map(k, (k.startsWith('planops.dev/') || k.contains('.planops.dev/'))
-          && !(k in ['planops.dev/cancel', 'planops.dev/author']),
+          && !(k in variables.notActs),
           'annotation ' + k + '=' + variables.newAnnotations[k])
     - name: oldMarks
       expression: >-
         variables.oldLabels.map(k, (k.startsWith('planops.dev/') || k.contains('.planops.dev/')),
           'label ' + k + '=' + variables.oldLabels[k]) +
         variables.oldAnnotations.map(k, (k.startsWith('planops.dev/') || k.contains('.planops.dev/'))
-          && !(k in ['planops.dev/cancel', 'planops.dev/author']),
+          && !(k in variables.notActs),
           'annotation ' + k + '=' + variables.oldAnnotations[k])
     - name: newRefs
       expression: "has(object.metadata.ownerReferences) ? object.metadata.ownerReferences : []"
