@@ -229,3 +229,14 @@ def test_a_first_run_is_not_asked_about_again():
     """Creating or changing the Plan was the author's act, checked by the API server then."""
     api = _rerun(ALICE, None, allowed=False)
     assert api.reviews == [] and [b["kind"] for b in api.created] == ["Job"]
+
+
+def test_between_due_runs_the_last_check_stays_in_the_status():
+    obj = _scheduled(ALICE)
+    refused = {"type": "Authorized", "status": "False", "reason": "UseRevoked", "message": "m"}
+    obj["status"] = {"lastScheduleTime": "2027-01-15T08:00:00Z", "conditions": [refused]}
+    api = _Api(obj, allowed=True)
+    reconciler = ScheduleReconciler(api, clock=lambda: T0 + 30, budget=None)  # type: ignore[arg-type]
+    asyncio.run(reconciler.reconcile("scheduledplans", "team-a", "nightly"))
+    assert api.reviews == [] and api.created == []  # nothing due: nothing asked
+    assert _authorized(api.statuses[0]) == [refused]
