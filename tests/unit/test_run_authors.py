@@ -44,10 +44,10 @@ class _Api:
         return self.obj
 
     async def get_capsule(self, namespace: str, name: str) -> Any:
-        return {
-            "metadata": {"resourceVersion": "1"},
-            "spec": {"image": "busybox:1", "shell": {"allow": ["echo"]}},
-        }
+        spec = {"image": "busybox:1", "shell": {"allow": ["echo"]}, "spawn": {"allow": ["worker"]}}
+        if name == "worker":
+            spec["plan"] = {"steps": [{"id": "w", "shell": "echo"}]}
+        return {"metadata": {"resourceVersion": "1"}, "spec": spec}
 
     async def list_plans(self, namespace: str, selector: str) -> list[Any]:
         return []
@@ -240,3 +240,23 @@ def test_between_due_runs_the_last_check_stays_in_the_status():
     asyncio.run(reconciler.reconcile("scheduledplans", "team-a", "nightly"))
     assert api.reviews == [] and api.created == []  # nothing due: nothing asked
     assert _authorized(api.statuses[0]) == [refused]
+
+
+# -- the Plans the operator creates carry their owner's author --------------------------------
+
+
+def test_a_scheduled_run_carries_its_schedules_author():
+    (run,) = _schedule(ALICE, allowed=True).created
+    assert run["metadata"]["annotations"][ANNOTATION_AUTHOR] == ALICE
+    (unrecorded,) = _schedule(None, allowed=True).created
+    assert ANNOTATION_AUTHOR not in unrecorded["metadata"]["annotations"]
+
+
+def test_a_child_plan_carries_its_parents_author():
+    obj = _plan(ALICE, None)
+    obj["spec"]["steps"] = [{"id": "delegate", "capsule": "worker", "input": "do it"}]
+    api = _Api(obj, allowed=True)
+    asyncio.run(Reconciler(api, clock=lambda: T0).reconcile("team-a", "p"))  # type: ignore[arg-type]
+    (child,) = api.created
+    assert child["kind"] == "Plan" and child["spec"]["capsule"] == "worker"
+    assert child["metadata"]["annotations"][ANNOTATION_AUTHOR] == ALICE

@@ -139,6 +139,8 @@ class PlanRef:
     run: str
     depth: int = 0
     lineage: tuple[str, ...] = ()
+    #: the Plan's recorded author (ANNOTATION_AUTHOR), handed to its child Plans
+    author: str | None = None
 
     def owner(self) -> dict[str, Any]:
         return {
@@ -399,6 +401,8 @@ def child_plan(ref: PlanRef, d: Dispatch, target: str, spec: dict[str, Any]) -> 
                     :16
                 ],
                 ANNOTATION_OBJECTIVE: str(objective)[:4096],
+                # a re-run of the child is started for the parent's author (reconciler.authors)
+                **({ANNOTATION_AUTHOR: ref.author} if ref.author else {}),
             },
             "ownerReferences": [ref.owner()],
         },

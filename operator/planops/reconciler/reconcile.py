@@ -186,6 +186,7 @@ class Reconciler:
                 .split(",")
                 if a
             ),
+            author=(meta.get("annotations") or {}).get(manifests.ANNOTATION_AUTHOR),
         )
         fresh = (previous.get("run") or {}).get("id") != rid
         if not fresh and previous.get("phase") in FINISHED:
@@ -645,9 +646,7 @@ class Reconciler:
         plan_spec = ((raw or {}).get("spec") or {}).get("plan")
         if plan_spec is None:
             return f"capsule {target!r} does not exist or has no plan"
-        parent = manifests.PlanRef(
-            ref.namespace, ref.name, ref.uid, ref.run, ref.depth, tuple(lineage)
-        )
+        parent = replace(ref, lineage=tuple(lineage))
         return manifests.child_plan(parent, d, target, plan_spec)
 
     async def _advance(

@@ -38,6 +38,7 @@ from planops.engine.report import parse_rfc3339, rfc3339
 from planops.kube.client import ApiError, Kube
 from planops.kube.events import Poster, Recorder
 from planops.kube.manifests import (
+    ANNOTATION_AUTHOR,
     ANNOTATION_SCHEDULED_TIME,
     LABEL_CLUSTER_SCHEDULED_BY,
     LABEL_SCHEDULED_BY,
@@ -337,6 +338,12 @@ class ScheduleReconciler:
                     **tmpl.metadata.annotations,
                     label: meta["name"],  # the label may be shortened (manifests.full_value)
                     ANNOTATION_SCHEDULED_TIME: rfc3339(at.timestamp()) or "",
+                    # a re-run of the run is started for the same author (reconciler.authors)
+                    **(
+                        {ANNOTATION_AUTHOR: meta["annotations"][ANNOTATION_AUTHOR]}
+                        if ANNOTATION_AUTHOR in (meta.get("annotations") or {})
+                        else {}
+                    ),
                 },
                 "ownerReferences": [
                     {
