@@ -766,20 +766,20 @@ def test_revoking_use_stops_a_scheduled_plans_runs_and_a_plans_reruns(kube: Kube
     started = runs()
     kube.run("delete", "rolebinding", "alice-use-capsules", "-n", tenant)
 
-    kube.run("annotate", "plan", "once", "-n", tenant, "planops.dev/rerun=after-revoke")
-    obj = wait_plan(
-        kube,
-        tenant,
-        "once",
-        until=lambda o: (o.get("status") or {}).get("run", {}).get("rerun") == "after-revoke",
-    )
-    (cond,) = obj["status"]["conditions"]
-    assert (obj["status"]["phase"], cond["reason"]) == ("Failed", "UseRevoked"), obj["status"]
-    assert (
-        "alice, who last changed what this Plan does, may no longer use Capsule safe"
-        in (cond["message"])
-    )
-    assert "UseRevoked" in reasons(kube, tenant, "once")
+    # a re-run of her Plan, and of a run the operator started for her, is started for her too
+    for name in ("once", started[0]):
+        kube.run("annotate", "plan", name, "-n", tenant, "planops.dev/rerun=after-revoke")
+        obj = wait_plan(
+            kube,
+            tenant,
+            name,
+            until=lambda o: (o.get("status") or {}).get("run", {}).get("rerun") == "after-revoke",
+        )
+        (cond,) = obj["status"]["conditions"]
+        assert (obj["status"]["phase"], cond["reason"]) == ("Failed", "UseRevoked"), obj["status"]
+        message = "alice, who last changed what this Plan does, may no longer use Capsule safe"
+        assert message in cond["message"]
+        assert "UseRevoked" in reasons(kube, tenant, name)
 
     wait_for(
         "the next scheduled time refused",
