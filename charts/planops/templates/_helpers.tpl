@@ -97,45 +97,45 @@ asks first whether they still may) and the author record itself (the mutating po
 it). Owner references: the garbage collector may remove them (orphan deletion) without being
 an author. */}}
 {{- define "planops.authorsActVariables" -}}
-    - name: notActs
-      expression: "['planops.dev/cancel', 'planops.dev/rerun', 'planops.dev/author']"
-    - name: newLabels
-      expression: "has(object.metadata.labels) ? object.metadata.labels : {}"
-    - name: oldLabels
-      expression: "oldObject != null && has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}"
-    - name: newAnnotations
-      expression: "has(object.metadata.annotations) ? object.metadata.annotations : {}"
-    - name: oldAnnotations
-      expression: >-
-        oldObject != null && has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}
-    - name: newMarks
-      expression: >-
-        variables.newLabels.map(k, (k.startsWith('planops.dev/') || k.contains('.planops.dev/')),
-          'label ' + k + '=' + variables.newLabels[k]) +
-        variables.newAnnotations.map(k, (k.startsWith('planops.dev/') || k.contains('.planops.dev/'))
-          && !(k in variables.notActs),
-          'annotation ' + k + '=' + variables.newAnnotations[k])
-    - name: oldMarks
-      expression: >-
-        variables.oldLabels.map(k, (k.startsWith('planops.dev/') || k.contains('.planops.dev/')),
-          'label ' + k + '=' + variables.oldLabels[k]) +
-        variables.oldAnnotations.map(k, (k.startsWith('planops.dev/') || k.contains('.planops.dev/'))
-          && !(k in variables.notActs),
-          'annotation ' + k + '=' + variables.oldAnnotations[k])
-    - name: newRefs
-      expression: "has(object.metadata.ownerReferences) ? object.metadata.ownerReferences : []"
-    - name: oldRefs
-      expression: >-
-        oldObject != null && has(oldObject.metadata.ownerReferences) ? oldObject.metadata.ownerReferences : []
-    - name: orphaning
-      expression: >-
-        request.userInfo.username in ['system:serviceaccount:kube-system:generic-garbage-collector',
-          'system:kube-controller-manager'] &&
-        variables.newRefs.all(r, r in variables.oldRefs)
-    - name: act
-      expression: >-
-        request.operation == 'CREATE' || object.spec != oldObject.spec ||
-        (variables.newRefs != variables.oldRefs && !variables.orphaning) ||
-        !variables.newMarks.all(m, m in variables.oldMarks) ||
-        !variables.oldMarks.all(m, m in variables.newMarks)
+- name: notActs
+  expression: "['planops.dev/cancel', 'planops.dev/rerun', 'planops.dev/author']"
+- name: newLabels
+  expression: "has(object.metadata.labels) ? object.metadata.labels : {}"
+- name: oldLabels
+  expression: "oldObject != null && has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}"
+- name: newAnnotations
+  expression: "has(object.metadata.annotations) ? object.metadata.annotations : {}"
+- name: oldAnnotations
+  expression: >-
+    oldObject != null && has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}
+- name: newMarks
+  expression: >-
+    variables.newLabels.map(k, (k.startsWith('planops.dev/') || k.contains('.planops.dev/')),
+      'label ' + k + '=' + variables.newLabels[k]) +
+    variables.newAnnotations.map(k, (k.startsWith('planops.dev/') || k.contains('.planops.dev/'))
+      && !(k in variables.notActs),
+      'annotation ' + k + '=' + variables.newAnnotations[k])
+- name: oldMarks
+  expression: >-
+    variables.oldLabels.map(k, (k.startsWith('planops.dev/') || k.contains('.planops.dev/')),
+      'label ' + k + '=' + variables.oldLabels[k]) +
+    variables.oldAnnotations.map(k, (k.startsWith('planops.dev/') || k.contains('.planops.dev/'))
+      && !(k in variables.notActs),
+      'annotation ' + k + '=' + variables.oldAnnotations[k])
+- name: newRefs
+  expression: "has(object.metadata.ownerReferences) ? object.metadata.ownerReferences : []"
+- name: oldRefs
+  expression: >-
+    oldObject != null && has(oldObject.metadata.ownerReferences) ? oldObject.metadata.ownerReferences : []
+- name: orphaning
+  expression: >-
+    request.userInfo.username in ['system:serviceaccount:kube-system:generic-garbage-collector',
+      'system:kube-controller-manager'] &&
+    variables.newRefs.all(r, r in variables.oldRefs)
+- name: act
+  expression: >-
+    request.operation == 'CREATE' || object.spec != oldObject.spec ||
+    (variables.newRefs != variables.oldRefs && !variables.orphaning) ||
+    !variables.newMarks.all(m, m in variables.oldMarks) ||
+    !variables.oldMarks.all(m, m in variables.newMarks)
 {{- end -}}
