@@ -233,6 +233,9 @@ def test_the_operators_child_plans_cannot_be_changed_or_forged_by_an_author(
     assert steps(wait_plan(kube, tenant, "parent"))["delegate"]["output"] == "done\n"
     (child,) = kube.get("plans", "-n", tenant, "-l", "planops.dev/parent=parent")["items"]
     name = child["metadata"]["name"]
+    # even with `use` on the child's Capsule (else that refuses the edits first), only the
+    # operator may change the Plans it manages
+    grant(kube, tenant, ["safe", "worker"])
 
     edit = json.dumps({"spec": {"steps": [{"id": "work", "shell": "cat /etc/passwd"}]}})
     done = as_author(kube, "patch", "plan", name, "-n", tenant, "--type=merge", "-p", edit)
