@@ -200,6 +200,8 @@ def test_the_operator_rbac_is_least_privilege(kube: Kube, release: Release):
     assert not _can(kube, release, "list", "plans.planops.dev", "default")
     assert not _can(kube, release, "create", "jobs.batch", "default")
     assert _can(kube, release, "list", "namespaces")  # ClusterScheduledPlans select by label
+    # may an author still use a Capsule? (before a scheduled run or a re-run)
+    assert _can(kube, release, "create", "subjectaccessreviews.authorization.k8s.io")
     assert not _can(kube, release, "delete", "namespaces")
 
 

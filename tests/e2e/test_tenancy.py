@@ -28,6 +28,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.node]
 CHART = Path(__file__).resolve().parents[2] / "charts" / "planops"
 RELEASE = "tenancy"
 AUTHOR = "alice"
+AUTHOR_KEY = "planops.dev/author"  # who last changed what a Plan does (the API server writes it)
 
 
 def chart_docs(helm: str, *show: str) -> list[dict[str, Any]]:
@@ -71,6 +72,16 @@ def policies(kube: Kube, helm: str) -> Iterator[None]:
             if done.returncode != 0 and "may not use Capsule" in done.stderr:
                 break
             assert time.monotonic() < deadline, f"the policies never became active: {done.stderr}"
+            time.sleep(0.5)
+        # ... and the author is recorded (the mutating policy is loaded on its own)
+        probe["spec"]["capsule"] = "default"
+        while True:
+            out = kube.run(
+                "create", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(probe)
+            ).stdout
+            if AUTHOR_KEY in (json.loads(out)["metadata"].get("annotations") or {}):
+                break
+            assert time.monotonic() < deadline, "the author record never became active"
             time.sleep(0.5)
         yield
     finally:
@@ -222,6 +233,9 @@ def test_the_operators_child_plans_cannot_be_changed_or_forged_by_an_author(
     assert steps(wait_plan(kube, tenant, "parent"))["delegate"]["output"] == "done\n"
     (child,) = kube.get("plans", "-n", tenant, "-l", "planops.dev/parent=parent")["items"]
     name = child["metadata"]["name"]
+    # even with `use` on the child's Capsule (else that refuses the edits first), only the
+    # operator may change the Plans it manages
+    grant(kube, tenant, ["safe", "worker"])
 
     edit = json.dumps({"spec": {"steps": [{"id": "work", "shell": "cat /etc/passwd"}]}})
     done = as_author(kube, "patch", "plan", name, "-n", tenant, "--type=merge", "-p", edit)
@@ -544,3 +558,239 @@ def test_a_job_squatting_a_steps_name_is_not_adopted(kube: Kube, ns: str, busybo
     assert "already exists and is not this Plan's" in rep["next"]["error"]
     assert "SQUATTER" not in (rep["next"]["output"] or "")
     assert kube.get("job", name, "-n", ns)["metadata"]["name"] == name  # left alone
+
+
+# -- an edit is an author's act ----------------------------------------------------------------
+
+
+def recorded_author(kube: Kube, ns: str, kind: str, name: str) -> str | None:
+    """The username the API server recorded as the object's author (None: nothing recorded)."""
+    raw = (kube.get(kind, name, "-n", ns)["metadata"].get("annotations") or {}).get(AUTHOR_KEY)
+    return json.loads(raw)["username"] if raw else None
+
+
+def scheduled_plan(name: str, cap: str, schedule: str = "0 3 * * *") -> dict[str, Any]:
+    return {
+        "apiVersion": "planops.dev/v1alpha1",
+        "kind": "ScheduledPlan",
+        "metadata": {"name": name},
+        "spec": {
+            "schedule": schedule,
+            "planTemplate": {"spec": {"capsule": cap, "steps": [{"id": "a", "shell": "echo"}]}},
+        },
+    }
+
+
+@pytest.fixture
+def unwatched(kube: Kube, namespace: str, busybox: str, crds: None, policies: None) -> str:
+    """A namespace no operator watches (whatever is refused there, the API server refused
+    alone) with Capsules `safe` (alice may use it) and `privileged`, and an admin's Plan and
+    ScheduledPlan `nightly` under `privileged`."""
+    for name in ("safe", "privileged"):
+        kube.apply(capsule(busybox, name=name), "-n", namespace)
+    grant(kube, namespace, ["safe"])
+    nightly = plan("nightly", {"id": "a", "shell": "echo"}, capsule="privileged", input={"x": 1})
+    kube.apply(nightly, "-n", namespace)
+    kube.apply(scheduled_plan("nightly", "privileged"), "-n", namespace)
+    return namespace
+
+
+def test_every_edit_of_what_a_plan_does_needs_use_on_its_capsule(kube: Kube, unwatched: str):
+    """alice may edit Plans in the namespace (plan-author) but not use `privileged`: she may not
+    change what the admin's Plan or ScheduledPlan on it does, by any field."""
+    token = "cat /var/run/secrets/kubernetes.io/serviceaccount/token"
+    answer = json.dumps({"run": "any", "answer": {"ok": True}})
+    edits = [
+        ("plan", {"spec": {"steps": [{"id": "x", "shell": token}]}}),
+        ("plan", {"spec": {"input": {"x": 2}}}),
+        ("plan", {"spec": {"workspace": {"size": "1Gi"}}}),
+        ("plan", {"metadata": {"annotations": {"answer.planops.dev/a": answer}}}),
+        (
+            "scheduledplan",
+            {"spec": {"planTemplate": {"spec": {"steps": [{"id": "x", "shell": token}]}}}},
+        ),
+        ("scheduledplan", {"spec": {"suspend": True}}),
+    ]
+    for kind, edit in edits:
+        before = kube.get(kind, "nightly", "-n", unwatched)
+        done = as_author(
+            kube, "patch", kind, "nightly", "-n", unwatched, "--type=merge", "-p", json.dumps(edit)
+        )
+        assert done.returncode != 0, (kind, edit)
+        assert f"alice may not use Capsule privileged in namespace {unwatched}" in done.stderr
+        after = kube.get(kind, "nightly", "-n", unwatched)
+        assert after["spec"] == before["spec"]
+        assert after["metadata"].get("annotations") == before["metadata"].get("annotations")
+
+
+def test_harmless_edits_need_no_capsule_and_leave_the_author_as_it_was(kube: Kube, unwatched: str):
+    """A user's own label, a cancel or a re-run request changes nothing the Plan does: anyone
+    with update rights may write them, and the recorded author stays the admin. The record itself
+    cannot be written by anyone: the API server puts the old value back."""
+    assert recorded_author(kube, unwatched, "plan", "nightly") == "admin"
+    for args in (
+        ("label", "plan", "nightly", "team=blue"),
+        ("annotate", "plan", "nightly", "planops.dev/cancel=please"),
+        ("annotate", "plan", "nightly", "planops.dev/rerun=1"),
+        ("label", "scheduledplan", "nightly", "team=blue"),
+    ):
+        done = as_author(kube, *args, "-n", unwatched)
+        assert done.returncode == 0, (args, done.stderr)
+    forged = json.dumps({"username": AUTHOR, "groups": ["system:masters"]})
+    for kind in ("plan", "scheduledplan"):
+        done = as_author(
+            kube,
+            "annotate",
+            kind,
+            "nightly",
+            "-n",
+            unwatched,
+            "--overwrite",
+            f"{AUTHOR_KEY}={forged}",
+        )
+        assert done.returncode == 0, done.stderr  # admitted, and the record restored
+        assert recorded_author(kube, unwatched, kind, "nightly") == "admin"
+        done = as_author(kube, "annotate", kind, "nightly", "-n", unwatched, f"{AUTHOR_KEY}-")
+        assert done.returncode == 0, done.stderr
+        assert recorded_author(kube, unwatched, kind, "nightly") == "admin"
+    assert kube.get("plan", "nightly", "-n", unwatched)["metadata"]["labels"]["team"] == "blue"
+
+
+def test_whoever_changes_what_a_plan_does_is_recorded_as_its_author(kube: Kube, unwatched: str):
+    mine = plan("mine", {"id": "a", "shell": "echo"}, capsule="safe")
+    done = apply_as_author(kube, unwatched, mine)
+    assert done.returncode == 0, done.stderr
+    assert recorded_author(kube, unwatched, "plan", "mine") == AUTHOR
+    raw = kube.get("plan", "mine", "-n", unwatched)["metadata"]["annotations"][AUTHOR_KEY]
+    assert "system:authenticated" in json.loads(raw)["groups"]
+    edit = json.dumps({"spec": {"input": {"y": 1}}})
+    kube.run("patch", "plan", "mine", "-n", unwatched, "--type=merge", "-p", edit)
+    assert recorded_author(kube, unwatched, "plan", "mine") == "admin"
+    edit = json.dumps({"spec": {"input": {"y": 2}}})  # alice may use `safe`: she edits it back
+    done = as_author(kube, "patch", "plan", "mine", "-n", unwatched, "--type=merge", "-p", edit)
+    assert done.returncode == 0, done.stderr
+    assert recorded_author(kube, unwatched, "plan", "mine") == AUTHOR
+
+
+def test_planops_owner_references_are_the_operators_to_add_or_remove(kube: Kube, unwatched: str):
+    """A child Plan (owned by its parent Plan) and a scheduled run (owned by its ScheduledPlan),
+    made as the operator makes them: an author may neither take them out of their owner's hands
+    nor hand a Plan of their own to an owner (which would then read it as its step)."""
+    parent = kube.get("plan", "nightly", "-n", unwatched)["metadata"]
+    schedule = kube.get("scheduledplan", "nightly", "-n", unwatched)["metadata"]
+
+    def owned_by(kind: str, meta: dict[str, Any]) -> list[dict[str, Any]]:
+        return [
+            {
+                "apiVersion": "planops.dev/v1alpha1",
+                "kind": kind,
+                "name": meta["name"],
+                "uid": meta["uid"],
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+
+    child = plan("child", {"id": "a", "shell": "echo"}, capsule="safe")
+    child["metadata"].update(
+        labels={"planops.dev/parent": "nightly", "planops.dev/depth": "1"},
+        ownerReferences=owned_by("Plan", parent),
+    )
+    run = plan("run", {"id": "a", "shell": "echo"}, capsule="safe")
+    run["metadata"].update(
+        labels={"planops.dev/scheduled-by": "nightly"},
+        ownerReferences=owned_by("ScheduledPlan", schedule),
+    )
+    for obj in (child, run):
+        kube.apply(obj, "-n", unwatched)  # the admin holds `manage`, as the operator does
+        patch = json.dumps([{"op": "remove", "path": "/metadata/ownerReferences"}])
+        name = obj["metadata"]["name"]
+        done = as_author(kube, "patch", "plan", name, "-n", unwatched, "--type=json", "-p", patch)
+        assert done.returncode != 0 and "a Plan that planops manages" in done.stderr, done.stderr
+        assert kube.get("plan", name, "-n", unwatched)["metadata"]["ownerReferences"]
+
+    done = apply_as_author(
+        kube, unwatched, plan("mine", {"id": "a", "shell": "echo"}, capsule="safe")
+    )
+    assert done.returncode == 0, done.stderr
+    for kind, meta in (("Plan", parent), ("ScheduledPlan", schedule)):
+        adopt = json.dumps({"metadata": {"ownerReferences": owned_by(kind, meta)}})
+        done = as_author(
+            kube, "patch", "plan", "mine", "-n", unwatched, "--type=merge", "-p", adopt
+        )
+        assert done.returncode != 0 and "a Plan that planops manages" in done.stderr, done.stderr
+    assert "ownerReferences" not in kube.get("plan", "mine", "-n", unwatched)["metadata"]
+
+    # the garbage collector still orphans them when their owner is deleted with --cascade=orphan
+    kube.run("delete", "plan", "nightly", "-n", unwatched, "--cascade=orphan", "--wait=false")
+    deadline = time.monotonic() + 60
+    while kube.get("plan", "child", "-n", unwatched)["metadata"].get("ownerReferences"):
+        assert time.monotonic() < deadline, "the garbage collector never orphaned the child"
+        time.sleep(0.5)
+    assert kube.run("get", "plan", "nightly", "-n", unwatched, check=False).returncode != 0
+
+
+# -- revoking `use` stops the runs started for an author ------------------------------------------
+
+
+def reasons(kube: Kube, ns: str, name: str) -> list[str]:
+    got = kube.get("events", "-n", ns, "--field-selector", f"involvedObject.name={name}")
+    return [e["reason"] for e in got["items"]]
+
+
+def wait_for(what: str, fn: Any, timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = fn()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"{what}: not within {timeout}s"
+        time.sleep(1)
+
+
+def test_revoking_use_stops_a_scheduled_plans_runs_and_a_plans_reruns(kube: Kube, tenant: str):
+    """alice schedules a run every minute and runs a Plan, on `safe`; then her `use` is revoked.
+    The next scheduled time starts no run, and a re-run of her Plan (asked by an admin, who may
+    re-run anything) does not start either: both are started for alice, who no longer may."""
+    done = apply_as_author(kube, tenant, scheduled_plan("minutely", "safe", "* * * * *"))
+    assert done.returncode == 0, done.stderr
+    done = apply_as_author(
+        kube, tenant, plan("once", {"id": "a", "shell": "echo hi"}, capsule="safe")
+    )
+    assert done.returncode == 0, done.stderr
+    assert recorded_author(kube, tenant, "scheduledplan", "minutely") == AUTHOR
+
+    def runs() -> list[str]:
+        got = kube.get("plans", "-n", tenant, "-l", "planops.dev/scheduled-by=minutely")
+        return sorted(p["metadata"]["name"] for p in got["items"])
+
+    wait_for("a first scheduled run", runs, 75)  # at the next minute
+    assert wait_plan(kube, tenant, "once")["status"]["phase"] == "Succeeded"
+    started = runs()
+    kube.run("delete", "rolebinding", "alice-use-capsules", "-n", tenant)
+
+    # a re-run of her Plan, and of a run the operator started for her, is started for her too
+    for name in ("once", started[0]):
+        kube.run("annotate", "plan", name, "-n", tenant, "planops.dev/rerun=after-revoke")
+        obj = wait_plan(
+            kube,
+            tenant,
+            name,
+            until=lambda o: (o.get("status") or {}).get("run", {}).get("rerun") == "after-revoke",
+        )
+        (cond,) = obj["status"]["conditions"]
+        assert (obj["status"]["phase"], cond["reason"]) == ("Failed", "UseRevoked"), obj["status"]
+        message = "alice, who last changed what this Plan does, may no longer use Capsule safe"
+        assert message in cond["message"]
+        assert "UseRevoked" in reasons(kube, tenant, name)
+
+    wait_for(
+        "the next scheduled time refused",
+        lambda: "UseRevoked" in reasons(kube, tenant, "minutely"),
+        75,
+    )
+    status = kube.get("scheduledplan", "minutely", "-n", tenant)["status"]
+    (authorized,) = [c for c in status["conditions"] if c["type"] == "Authorized"]
+    assert (authorized["status"], authorized["reason"]) == ("False", "UseRevoked")
+    assert "alice" in authorized["message"]
+    assert runs() == started  # no run since the grant was revoked

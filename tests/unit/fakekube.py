@@ -55,6 +55,8 @@ class FakeKube:
     calls: list[tuple[str, str, str]] = field(default_factory=list)
     #: seconds every call takes (a slow API server)
     delay: float = 0.0
+    #: (namespace, capsule, username) the authorizer answers "no" for `use` (others: allowed)
+    use_denied: set[tuple[str, str, str]] = field(default_factory=set)
     _refusals: list[_Refusal] = field(default_factory=list)
     _versions: itertools.count[int] = field(default_factory=lambda: itertools.count(100))
     _uids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -166,6 +168,14 @@ class FakeKube:
     async def get_capsule(self, namespace: str, name: str) -> Obj | None:
         await self._call("get_capsule", namespace, name)
         return self._read("capsule", namespace, name)
+
+    async def may_use_capsule(
+        self, namespace: str, capsule: str, username: str, groups: list[str]
+    ) -> tuple[bool, str]:
+        await self._call("may_use_capsule", namespace, capsule)
+        if (namespace, capsule, username) in self.use_denied:
+            return False, f"{username} may not use capsule {capsule}"
+        return True, ""
 
     async def list_plan_reports(self, namespace: str, selector: str) -> list[Obj]:
         await self._call("list_plan_reports", namespace)

@@ -136,7 +136,13 @@ def test_watch_namespaces_gives_roles_there_and_nothing_namespaced_cluster_wide(
     roles = [r for r in kinds(docs, "Role") if not r["metadata"]["name"].endswith("-election")]
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
     cluster = {r for x in _rules(docs, "ClusterRole") for r in x["resources"]}
-    assert cluster == {"clusterscheduledplans", "clusterscheduledplans/status", "namespaces"}
+    # subjectaccessreviews: cluster-scoped, and they read nothing (may an author use a Capsule?)
+    assert cluster == {
+        "clusterscheduledplans",
+        "clusterscheduledplans/status",
+        "namespaces",
+        "subjectaccessreviews",
+    }
     args = kinds(docs, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--namespace=team-a" in args and "--all-namespaces" not in args
 
@@ -249,10 +255,30 @@ def test_the_admission_policies_reserve_exactly_the_keys_the_operator_writes(hel
         "scheduledplans",
     ]
     assert "check('use')" in use["spec"]["validations"][0]["expression"]
-    assert (
-        kinds(render(helm, "--set", "admissionPolicy.enabled=false"), "ValidatingAdmissionPolicy")
-        == []
-    )
+    assert "!variables.act" in use["spec"]["validations"][0]["expression"]
+    (record,) = kinds(docs, "MutatingAdmissionPolicy")
+    (bound,) = kinds(docs, "MutatingAdmissionPolicyBinding")
+    assert record["metadata"]["name"] == bound["spec"]["policyName"] == "po-planops-record-author"
+    assert record["spec"]["failurePolicy"] == "Fail"
+    assert record["spec"]["matchConstraints"] == use["spec"]["matchConstraints"]
+
+    # one definition of an author's act: the check of `use` and the record of the author agree
+    def act(policy: dict[str, Any]) -> list[dict[str, Any]]:
+        names = {"notActs", "newMarks", "oldMarks", "newRefs", "oldRefs", "orphaning", "act"}
+        return [v for v in policy["spec"]["variables"] if v["name"] in names]
+
+    assert len(act(use)) == 7 and act(record) == act(use) == act(managed)
+    assert _policy_list(use, "notActs") == [
+        manifests.ANNOTATION_CANCEL,
+        manifests.ANNOTATION_RERUN,
+        manifests.ANNOTATION_AUTHOR,
+    ]
+    assert manifests.ANNOTATION_AUTHOR.replace("/", "~1") in str(record["spec"]["mutations"])
+    off = render(helm, "--set", "admissionPolicy.enabled=false")
+    assert kinds(off, "ValidatingAdmissionPolicy") == kinds(off, "MutatingAdmissionPolicy") == []
+    older = render(helm, "--set", "admissionPolicy.recordAuthor=false")  # Kubernetes < 1.36
+    assert kinds(older, "MutatingAdmissionPolicy") == []
+    assert len(kinds(older, "ValidatingAdmissionPolicy")) == 3
 
 
 def _granted(role: dict[str, Any]) -> set[tuple[str, str, str]]:
@@ -275,6 +301,10 @@ def test_the_operator_may_use_every_capsule_and_manage_plans(helm: str):
     }
     assert ("planops.dev", "capsules", "use") in granted
     assert ("planops.dev", "plans", "manage") in granted
+    # may an author still use a Capsule (reconciler.authors): create reviews, nothing else there
+    assert {(g, r, v) for g, r, v in granted if g == "authorization.k8s.io"} == {
+        ("authorization.k8s.io", "subjectaccessreviews", "create")
+    }
     for verb in ("create", "patch", "list", "delete"):  # a run's report (reconciler.reports)
         assert ("planops.dev", "planreports", verb) in granted
 

@@ -87,3 +87,55 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   resources: ["events"]
   verbs: ["create", "list"]
 {{- end -}}
+
+{{/* Whether a write to a Plan or ScheduledPlan is an author's act: it changes what the object
+does, so its requester needs `use` on the Capsule (the capsule-use policy) and becomes its
+recorded author (the record-author policy). One definition for both policies, so they never
+disagree. planops.dev/ keys are compared as a set of "key=value" strings, but for three: cancel
+(stopping is no act), rerun (a re-run runs what the recorded author defined, and the operator
+asks first whether they still may) and the author record itself (the mutating policy writes
+it). Owner references: the garbage collector may remove them (orphan deletion) without being
+an author. */}}
+{{- define "planops.authorsActVariables" -}}
+- name: notActs
+  expression: "['planops.dev/cancel', 'planops.dev/rerun', 'planops.dev/author']"
+- name: newLabels
+  expression: "has(object.metadata.labels) ? object.metadata.labels : {}"
+- name: oldLabels
+  expression: "oldObject != null && has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}"
+- name: newAnnotations
+  expression: "has(object.metadata.annotations) ? object.metadata.annotations : {}"
+- name: oldAnnotations
+  expression: >-
+    oldObject != null && has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}
+- name: newMarks
+  expression: >-
+    variables.newLabels.map(k, (k.startsWith('planops.dev/') || k.contains('.planops.dev/')),
+      'label ' + k + '=' + variables.newLabels[k]) +
+    variables.newAnnotations.map(k, (k.startsWith('planops.dev/') || k.contains('.planops.dev/'))
+      && !(k in variables.notActs),
+      'annotation ' + k + '=' + variables.newAnnotations[k])
+- name: oldMarks
+  expression: >-
+    variables.oldLabels.map(k, (k.startsWith('planops.dev/') || k.contains('.planops.dev/')),
+      'label ' + k + '=' + variables.oldLabels[k]) +
+    variables.oldAnnotations.map(k, (k.startsWith('planops.dev/') || k.contains('.planops.dev/'))
+      && !(k in variables.notActs),
+      'annotation ' + k + '=' + variables.oldAnnotations[k])
+- name: newRefs
+  expression: "has(object.metadata.ownerReferences) ? object.metadata.ownerReferences : []"
+- name: oldRefs
+  expression: >-
+    oldObject != null && has(oldObject.metadata.ownerReferences) ? oldObject.metadata.ownerReferences : []
+- name: orphaning
+  expression: >-
+    request.userInfo.username in ['system:serviceaccount:kube-system:generic-garbage-collector',
+      'system:kube-controller-manager'] &&
+    variables.newRefs.all(r, r in variables.oldRefs)
+- name: act
+  expression: >-
+    request.operation == 'CREATE' || object.spec != oldObject.spec ||
+    (variables.newRefs != variables.oldRefs && !variables.orphaning) ||
+    !variables.newMarks.all(m, m in variables.oldMarks) ||
+    !variables.oldMarks.all(m, m in variables.newMarks)
+{{- end -}}

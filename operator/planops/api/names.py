@@ -61,6 +61,9 @@ ANNOTATION_DELEGATION = f"{GROUP}/delegation-id"
 ANNOTATION_OBJECTIVE = f"{GROUP}/objective"
 ANNOTATION_RERUN = f"{GROUP}/rerun"
 ANNOTATION_CANCEL = f"{GROUP}/cancel"
+#: who last changed what a Plan or ScheduledPlan does, written by the API server (the chart's
+#: record-author admission policy; reconciler.authors reads it)
+ANNOTATION_AUTHOR = f"{GROUP}/author"
 ANNOTATION_SCHEDULED_TIME = f"{GROUP}/scheduled-time"
 #: the answer to an ask step: answer.planops.dev/<step> (reconciler.asks has the format)
 ANNOTATION_ANSWER_PREFIX = f"answer.{GROUP}/"

@@ -405,6 +405,34 @@ class Kube:
     async def list_namespaces(self, selector: str) -> list[Obj]:
         return await self._list("/api/v1/namespaces", labelSelector=selector)
 
+    # -- access reviews (an author's grant, asked again before a run started on their behalf) -----
+
+    async def may_use_capsule(
+        self, namespace: str, capsule: str, username: str, groups: list[str]
+    ) -> tuple[bool, str]:
+        """Whether `username` (in `groups`) may `use` the Capsule, as the API server's authorizer
+        answers now (a SubjectAccessReview: nothing is created), and its reason."""
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {
+                "user": username,
+                "groups": groups,
+                "resourceAttributes": {
+                    "group": API_GROUP,
+                    "resource": "capsules",
+                    "verb": "use",
+                    "namespace": namespace,
+                    "name": capsule,
+                },
+            },
+        }
+        path = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+        status = (await self._create(path, review)).get("status") or {}
+        return bool(status.get("allowed")) and not status.get("denied"), str(
+            status.get("reason") or status.get("evaluationError") or ""
+        )
+
     # -- Jobs and pods --------------------------------------------------------------------------
 
     async def list_jobs(

@@ -27,6 +27,7 @@ from planops.engine import Dispatch, delegation, shell_words
 
 #: the keys (api.names), importable from here too, where the objects carrying them are made
 ANNOTATION_ANSWER_PREFIX = names.ANNOTATION_ANSWER_PREFIX
+ANNOTATION_AUTHOR = names.ANNOTATION_AUTHOR
 ANNOTATION_CANCEL = names.ANNOTATION_CANCEL
 ANNOTATION_DELEGATION = names.ANNOTATION_DELEGATION
 ANNOTATION_LINEAGE = names.ANNOTATION_LINEAGE
@@ -136,6 +137,8 @@ class PlanRef:
     run: str
     depth: int = 0
     lineage: tuple[str, ...] = ()
+    #: the Plan's recorded author (ANNOTATION_AUTHOR), handed to its child Plans
+    author: str | None = None
 
     def owner(self) -> dict[str, Any]:
         return {
@@ -389,6 +392,8 @@ def child_plan(ref: PlanRef, d: Dispatch, target: str, spec: dict[str, Any]) -> 
                     :16
                 ],
                 ANNOTATION_OBJECTIVE: str(objective)[:4096],
+                # a re-run of the child is started for the parent's author (reconciler.authors)
+                **({ANNOTATION_AUTHOR: ref.author} if ref.author else {}),
             },
             "ownerReferences": [ref.owner()],
         },

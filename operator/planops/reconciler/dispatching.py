@@ -9,6 +9,7 @@ No I/O: the reconciler's actuator (reconciler.reconcile) makes the requests.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Literal
 
 from planops.api import CapsuleSpec, PlanSpec
@@ -65,9 +66,7 @@ def child(
     plan_spec = ((target_capsule or {}).get("spec") or {}).get("plan")
     if plan_spec is None:
         return rules.no_plan(target)
-    parent = manifests.PlanRef(
-        ref.namespace, ref.name, ref.uid, ref.run, ref.depth, lineage(ref, spec)
-    )
+    parent = replace(ref, lineage=lineage(ref, spec))  # the child keeps its parent's author
     return manifests.child_plan(parent, d, target, plan_spec)
 
 

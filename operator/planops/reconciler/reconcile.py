@@ -37,12 +37,13 @@ from planops.engine import (
     finally_steps,
 )
 from planops.engine import dispatch as dispatch_
+from planops.engine.validation import DEFAULT_CAPSULE
 from planops.kube import manifests
 from planops.kube.api import KubeApi
 from planops.kube.cache import RunObjects, WatchCache
 from planops.kube.client import ApiError
 from planops.kube.events import Poster, Recorder
-from planops.reconciler import announcing, dispatching, reading, stopping
+from planops.reconciler import announcing, authors, dispatching, reading, stopping
 from planops.reconciler import asks as asks_
 from planops.reconciler import reports as reports_
 from planops.reconciler import runs as plan_runs
@@ -185,6 +186,17 @@ class Reconciler:
                 await plan_runs.stop_other_runs(self.kube, ref)
             previous = {"conditions": previous.get("conditions", [])}
             self._reader.trust((namespace, name))  # nothing yet; its creations are written back
+        if fresh and rerun:  # started for the Plan's recorded author: may they still? (authors)
+            cname = str((plan.get("spec") or {}).get("capsule") or DEFAULT_CAPSULE)
+            why = await authors.refusal(self.kube, plan, namespace, cname)
+            if why:
+                events(authors.REASON, f"re-run {rerun} not started: {why}", warning=True)
+                new = authors.refused_run_status(
+                    why, generation=generation, run=run_info, previous=previous, now=now
+                )
+                await self._write(plan, previous, new)
+                await events.flush()
+                return None
 
         spec, capsule, errors = await self.judge(plan, reuse=True)
         if errors:

@@ -21,7 +21,7 @@ from planops.reconciler.status import rfc3339
 
 def plan_ref(namespace: str, name: str, meta: dict[str, Any], run_id: str) -> manifests.PlanRef:
     """The run `run_id` of the Plan whose metadata is `meta`: its depth (its label, set on child
-    Plans) and the capsules above it (its lineage annotation)."""
+    Plans), the capsules above it (its lineage annotation) and its recorded author."""
     annotations = meta.get("annotations") or {}
     return manifests.PlanRef(
         namespace,
@@ -30,6 +30,7 @@ def plan_ref(namespace: str, name: str, meta: dict[str, Any], run_id: str) -> ma
         run_id,
         depth=depth((meta.get("labels") or {}).get(manifests.LABEL_DEPTH)),
         lineage=tuple(a for a in annotations.get(manifests.ANNOTATION_LINEAGE, "").split(",") if a),
+        author=annotations.get(manifests.ANNOTATION_AUTHOR),
     )
 
 

@@ -9,6 +9,11 @@ A ClusterScheduledPlan applies the same decision per matching namespace, with pe
 history: each run uses the Capsule of its own namespace. A namespace that starts matching is
 scheduled from the moment it is first seen (no backfill of older times); one that stops matching
 gets no new runs (its runs finish and stay until the history limits or the owner remove them).
+
+Each run of a ScheduledPlan is started for its recorded author (reconciler.authors): when that
+author may no longer `use` the Capsule, the run is not created, the scheduled time counts as
+passed, and the `Authorized` condition and a `UseRevoked` Event say why. A ClusterScheduledPlan
+is a cluster admin's and is not checked.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from planops.engine.report import parse_rfc3339, rfc3339
 from planops.kube.client import ApiError, Kube
 from planops.kube.events import Poster, Recorder
 from planops.kube.manifests import (
+    ANNOTATION_AUTHOR,
     ANNOTATION_SCHEDULED_TIME,
     LABEL_CLUSTER_SCHEDULED_BY,
     LABEL_SCHEDULED_BY,
@@ -42,6 +48,7 @@ from planops.kube.manifests import (
     RESERVED_LABELS,
     label_value,
 )
+from planops.reconciler import authors
 from planops.reconciler.observe import owned
 
 log = logging.getLogger("planops.scheduled")
@@ -55,6 +62,9 @@ class NamespaceResult:
     last_successful: datetime | None
     active: list[str]
     missed_key: str | None
+    #: why the due run was not started for its author ("" when it was checked and allowed;
+    #: None when nothing was checked)
+    refused: str | None = None
 
 
 @dataclass
@@ -107,6 +117,7 @@ class ScheduleReconciler:
         per_ns: dict[str, Any] = previous.get("namespaces") or {}
         new_ns: dict[str, Any] = {}
         invalid: list[str] = []
+        results: list[str | None] = []  # NamespaceResult.refused
         for ns in sorted(namespaces):
             before = per_ns.get(ns, {}) if cluster else previous
             errs = await self._template_errors(spec, ns)
@@ -124,6 +135,7 @@ class ScheduleReconciler:
             result = await self._namespace(
                 obj, ns, cluster, spec, sched, created, before, now, events
             )
+            results.append(result.refused)
             new_ns[ns] = {
                 "since": before.get("since") or rfc3339(now.timestamp()),
                 "lastScheduleTime": _iso(result.last_scheduled),
@@ -137,7 +149,8 @@ class ScheduleReconciler:
         next_at = rules.decide(
             sched, name=obj["metadata"]["name"], created=now, last_scheduled=now, now=now, active=0
         ).next_at
-        status = self._status(obj, cluster, new_ns, next_at, invalid)
+        checked = [r for r in results if r is not None]
+        status = self._status(obj, cluster, new_ns, next_at, invalid, checked[-1:], previous)
         await self._write(obj, plural, cluster, status)
         await events.flush()
         return min(MAX_WAKE, max(MIN_WAKE, (next_at - now).total_seconds() + 0.05))
@@ -233,20 +246,35 @@ class ScheduleReconciler:
                 await self.kube.delete_plan(ns, r["metadata"]["name"])
                 events("RunReplaced", f"run {r['metadata']['name']}{where} stopped: Replace policy")
             active = []
+        refused: str | None = None
         if decision.run_at is not None and decision.run_name is not None:
-            body = self._run(owner, ns, label, spec, decision.run_name, decision.run_at)
-            try:
-                await self.kube.create_plan(ns, body)
+            # a cluster admin's ClusterScheduledPlan is not checked; nor is an object written
+            # where the chart's policies are not installed (no record)
+            if not cluster and authors.has_record(owner):
+                cname = capsule_name(spec.plan_template.spec)
+                refused = await authors.refusal(self.kube, owner, ns, cname) or ""
+            if refused:
+                metrics.scheduled_runs.labels("refused").inc()
                 events(
-                    "RunStarted",
-                    f"run {decision.run_name}{where} for {rfc3339(decision.run_at.timestamp())}",
+                    authors.REASON,
+                    f"run {decision.run_name} not started: {refused}",
+                    warning=True,
                 )
-                metrics.scheduled_runs.labels("started").inc()
-            except ApiError as e:
-                if not e.already_exists:
-                    raise  # retried by the queue; the time stays due
+            else:
+                body = self._run(owner, ns, label, spec, decision.run_name, decision.run_at)
+                try:
+                    await self.kube.create_plan(ns, body)
+                    events(
+                        "RunStarted",
+                        f"run {decision.run_name}{where} for "
+                        f"{rfc3339(decision.run_at.timestamp())}",
+                    )
+                    metrics.scheduled_runs.labels("started").inc()
+                except ApiError as e:
+                    if not e.already_exists:
+                        raise  # retried by the queue; the time stays due
+                active.append(body)
             last = decision.run_at
-            active.append(body)
         missed_key = before.get("missedReported")
         if decision.missed:
             key = f"{_iso(last)}/{decision.missed}"
@@ -286,6 +314,7 @@ class ScheduleReconciler:
             datetime.fromtimestamp(best, UTC) if best else None,
             sorted(r["metadata"]["name"] for r in active),
             missed_key,
+            refused,
         )
 
     def _run(
@@ -310,6 +339,12 @@ class ScheduleReconciler:
                     **tmpl.metadata.annotations,
                     label: meta["name"],  # the label may be shortened (manifests.full_value)
                     ANNOTATION_SCHEDULED_TIME: rfc3339(at.timestamp()) or "",
+                    # a re-run of the run is started for the same author (reconciler.authors)
+                    **(
+                        {ANNOTATION_AUTHOR: meta["annotations"][ANNOTATION_AUTHOR]}
+                        if ANNOTATION_AUTHOR in (meta.get("annotations") or {})
+                        else {}
+                    ),
                 },
                 "ownerReferences": [
                     {
@@ -350,6 +385,8 @@ class ScheduleReconciler:
         per_ns: dict[str, Any],
         next_at: datetime,
         invalid: list[str],
+        checked: list[str],
+        previous: dict[str, Any],
     ) -> dict[str, Any]:
         lasts = [v["lastScheduleTime"] for v in per_ns.values() if v.get("lastScheduleTime")]
         oks = [v["lastSuccessfulTime"] for v in per_ns.values() if v.get("lastSuccessfulTime")]
@@ -369,7 +406,8 @@ class ScheduleReconciler:
                     "message": ""
                     if not invalid
                     else f"{len(invalid)} namespace(s) skipped: " + "; ".join(invalid[:3]),
-                }
+                },
+                *_authorized(checked, previous),
             ],
         }
         if cluster:
@@ -421,6 +459,22 @@ class ScheduleReconciler:
         await self.kube.patch_status(
             plural, None if cluster else meta["namespace"], meta["name"], status
         )
+
+
+def _authorized(checked: list[str], previous: dict[str, Any]) -> list[dict[str, Any]]:
+    """The `Authorized` condition: whether the last due run's author could still use the Capsule
+    (`checked`: the refusal, "" when allowed); kept from `previous` between runs."""
+    if not checked:
+        return [c for c in previous.get("conditions") or [] if c.get("type") == "Authorized"]
+    (why,) = checked
+    return [
+        {
+            "type": "Authorized",
+            "status": "False" if why else "True",
+            "reason": authors.REASON if why else "AuthorMayUse",
+            "message": why[:1000],
+        }
+    ]
 
 
 def _iso(t: datetime | None) -> str | None:

@@ -1,0 +1,123 @@
+"""Who a run is started for, and whether they still may: a revoked Capsule `use` stops runs.
+
+Creating or changing what a Plan or ScheduledPlan does needs `use` on its Capsule, checked by the
+API server when the write is made (the chart's capsule-use admission policy). The operator then
+starts runs later on that author's behalf, with its own rights: a ScheduledPlan's runs, for as
+long as it exists, and a Plan's re-runs. So a grant that was revoked since would never be noticed.
+
+The chart's record-author MutatingAdmissionPolicy writes who made the last author's act into the
+annotation `planops.dev/author` (JSON: `{"username": ..., "groups": [...]}`). The API server
+writes it from the request's authenticated user on every such act and keeps the old value on
+any other write, so nobody can forge or remove it. Before each of those runs the operator asks
+the API server (a SubjectAccessReview) whether that author may still `use` the Capsule; if not,
+no run is started and the object's status and an Event say why.
+
+An object with no record was written where the chart's policies are not installed (or before
+they were): it is not checked, as `use` itself is not enforced there. A record that cannot be
+read is refused: the check fails closed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from planops.kube.manifests import ANNOTATION_AUTHOR
+from planops.reconciler import status as status_
+
+#: the Event and condition reason when a run is refused for its author
+REASON = "UseRevoked"
+
+
+class AccessReviewer(Protocol):
+    """What this module needs of the API (planops.kube.client.Kube.may_use_capsule)."""
+
+    async def may_use_capsule(
+        self, namespace: str, capsule: str, username: str, groups: list[str]
+    ) -> tuple[bool, str]: ...
+
+
+@dataclass(frozen=True)
+class Author:
+    username: str
+    groups: tuple[str, ...]
+
+
+class UnreadableAuthorError(ValueError):
+    """The annotation is there but is not what the admission policy writes."""
+
+
+def has_record(obj: dict[str, Any]) -> bool:
+    """Whether an author is recorded on `obj` (readable or not)."""
+    return ANNOTATION_AUTHOR in (obj["metadata"].get("annotations") or {})
+
+
+def recorded_author(meta: dict[str, Any]) -> Author | None:
+    """The author recorded on an object's metadata; None when nothing is recorded."""
+    raw = (meta.get("annotations") or {}).get(ANNOTATION_AUTHOR)
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except (TypeError, ValueError):
+        raise UnreadableAuthorError(raw) from None
+    if not isinstance(value, dict):
+        raise UnreadableAuthorError(raw)
+    username, groups = value.get("username"), value.get("groups")
+    if not isinstance(username, str) or not username or not isinstance(groups, list):
+        raise UnreadableAuthorError(raw)
+    if not all(isinstance(g, str) for g in groups):
+        raise UnreadableAuthorError(raw)
+    return Author(username, tuple(groups))
+
+
+async def refusal(
+    kube: AccessReviewer, obj: dict[str, Any], namespace: str, capsule: str
+) -> str | None:
+    """Why no run may be started now for `obj`'s recorded author under `capsule` in `namespace`,
+    or None when one may (or nothing is recorded). An API error propagates: the caller retries,
+    and starts nothing meanwhile."""
+    kind = str(obj.get("kind") or "object")
+    try:
+        author = recorded_author(obj["metadata"])
+    except UnreadableAuthorError:
+        return (
+            f"the author record ({ANNOTATION_AUTHOR}) of this {kind} cannot be read, so "
+            f"whether its author may still use Capsule {capsule} cannot be checked: no run is "
+            "started until someone who may use it changes the " + kind
+        )
+    if author is None:
+        return None
+    allowed, why = await kube.may_use_capsule(
+        namespace, capsule, author.username, list(author.groups)
+    )
+    if allowed:
+        return None
+    return (
+        f"{author.username}, who last changed what this {kind} does, may no longer use Capsule "
+        f'{capsule} in namespace {namespace} (RBAC verb "use" on capsules.planops.dev'
+        + (f": {why}" if why else "")
+        + f"): no run is started for them; grant it again, or have someone who may use the "
+        f"Capsule apply the {kind}"
+    )
+
+
+def refused_run_status(
+    why: str, *, generation: int, run: dict[str, Any], previous: dict[str, Any], now: float
+) -> dict[str, Any]:
+    """A Plan's status when its re-run was refused for its author: the run ended (`Failed`,
+    so it is not looked at again) before any step, the `Succeeded` condition says why. Another
+    re-run, or a change of the Plan, starts a new run, checked again."""
+    new = status_.invalid([], generation=generation, run=run, previous=previous, now=now)
+    new.update(
+        phase="Failed",
+        errors=None,
+        errorCount=None,
+        startedAt=status_.rfc3339(now),
+        finishedAt=status_.rfc3339(now),
+        conditions=[
+            status_.condition("False", REASON, why, generation, previous.get("conditions", []), now)
+        ],
+    )
+    return new

@@ -1,0 +1,262 @@
+"""A revoked Capsule `use` stops the runs the operator starts on an author's behalf: the decision
+(planops.reconciler.authors) and its two callers, a ScheduledPlan's due run and a Plan's re-run,
+against an in-memory API whose access review answers as told. The admission policy that records
+the author, and the real SubjectAccessReview, are tested on the cluster
+(tests/e2e/test_tenancy.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from planops.kube.manifests import ANNOTATION_AUTHOR, ANNOTATION_RERUN
+from planops.reconciler import authors
+from planops.reconciler.reconcile import Reconciler
+from planops.reconciler.scheduled import ScheduleReconciler
+
+ALICE = json.dumps({"username": "alice", "groups": ["team-a", "system:authenticated"]})
+T0 = 1_800_000_000.0  # a whole minute (divisible by 60)
+
+
+class _Api:
+    """Just what a scheduled reconcile and a re-run's start ask of the API, recorded."""
+
+    def __init__(self, obj: dict[str, Any], allowed: bool) -> None:
+        self.obj, self.allowed = obj, allowed
+        self.reviews: list[tuple[str, str, str, list[str]]] = []
+        self.created: list[dict[str, Any]] = []
+        self.statuses: list[dict[str, Any]] = []
+        self.events: list[dict[str, Any]] = []
+
+    async def may_use_capsule(
+        self, namespace: str, capsule: str, username: str, groups: list[str]
+    ) -> tuple[bool, str]:
+        self.reviews.append((namespace, capsule, username, groups))
+        return self.allowed, "" if not self.allowed else "RBAC: allowed"
+
+    async def get_object(self, plural: str, namespace: str | None, name: str) -> Any:
+        return self.obj
+
+    async def get_plan(self, namespace: str, name: str) -> Any:
+        return self.obj
+
+    async def get_capsule(self, namespace: str, name: str) -> Any:
+        spec = {"image": "busybox:1", "shell": {"allow": ["echo"]}, "spawn": {"allow": ["worker"]}}
+        if name == "worker":
+            spec["plan"] = {"steps": [{"id": "w", "shell": "echo"}]}
+        return {"metadata": {"resourceVersion": "1"}, "spec": spec}
+
+    async def list_plans(self, namespace: str, selector: str) -> list[Any]:
+        return []
+
+    async def list_jobs(self, namespace: str, selector: str, keep: Any = None) -> list[Any]:
+        return []
+
+    list_pvcs = list_plan_reports = list_plans
+
+    async def create_plan(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.created.append(body)
+        return body
+
+    async def create_job(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.created.append(body)
+        return body
+
+    async def patch_status(self, plural: str, namespace: Any, name: str, status: Any) -> None:
+        self.statuses.append(status)
+
+    async def patch_plan_status(self, namespace: str, name: str, status: Any) -> Any:
+        self.statuses.append(status)
+        return {**self.obj, "status": status}
+
+    async def create_event(self, namespace: str, body: dict[str, Any]) -> None:
+        self.events.append(body)
+
+
+def _meta(author: str | None, **annotations: str) -> dict[str, Any]:
+    notes = {**annotations, **({ANNOTATION_AUTHOR: author} if author is not None else {})}
+    return {"name": "nightly", "namespace": "team-a", "uid": "u-1", "annotations": notes}
+
+
+# -- the record and the decision ------------------------------------------------------------------
+
+
+def test_the_recorded_author_is_read_with_their_groups():
+    got = authors.recorded_author(_meta(ALICE))
+    assert got == authors.Author("alice", ("team-a", "system:authenticated"))
+    assert authors.recorded_author(_meta(None)) is None
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "alice",  # not JSON
+        '{"username": "alice"}',  # no groups
+        '{"username": "", "groups": []}',
+        '{"username": "alice", "groups": "team-a"}',
+        '{"username": "alice", "groups": [1]}',
+        '["alice"]',
+        '{"username": "al\x01ice", "groups": []}',  # a control character (the policy's escape)
+    ],
+)
+def test_an_author_record_that_is_not_the_policys_is_refused_without_asking(raw: str):
+    api = _Api({"kind": "ScheduledPlan", "metadata": _meta(raw)}, allowed=True)
+    why = asyncio.run(authors.refusal(api, api.obj, "team-a", "safe"))
+    assert why is not None and "cannot be read" in why
+    assert api.reviews == []
+
+
+def test_an_author_who_may_still_use_the_capsule_is_not_refused():
+    api = _Api({"kind": "ScheduledPlan", "metadata": _meta(ALICE)}, allowed=True)
+    assert asyncio.run(authors.refusal(api, api.obj, "team-a", "safe")) is None
+    assert api.reviews == [("team-a", "safe", "alice", ["team-a", "system:authenticated"])]
+
+
+def test_an_author_who_lost_use_is_refused_with_the_reason():
+    api = _Api({"kind": "ScheduledPlan", "metadata": _meta(ALICE)}, allowed=False)
+    why = asyncio.run(authors.refusal(api, api.obj, "team-a", "safe"))
+    assert why is not None
+    assert "alice, who last changed what this ScheduledPlan does" in why
+    assert "may no longer use Capsule safe in namespace team-a" in why
+
+
+def test_nothing_recorded_means_nothing_checked():
+    """Where the chart's policies are not installed, `use` is not enforced at all."""
+    api = _Api({"kind": "ScheduledPlan", "metadata": _meta(None)}, allowed=False)
+    assert asyncio.run(authors.refusal(api, api.obj, "team-a", "safe")) is None
+    assert api.reviews == []
+
+
+# -- a ScheduledPlan's due run ----------------------------------------------------------------
+
+
+def _scheduled(author: str | None) -> dict[str, Any]:
+    meta = {**_meta(author), "creationTimestamp": "2027-01-15T07:59:30Z", "generation": 1}
+    return {
+        "apiVersion": "planops.dev/v1alpha1",
+        "kind": "ScheduledPlan",
+        "metadata": meta,
+        "spec": {
+            "schedule": "* * * * *",
+            "planTemplate": {"spec": {"capsule": "safe", "steps": [{"id": "a", "shell": "echo"}]}},
+        },
+    }
+
+
+def _schedule(author: str | None, allowed: bool) -> _Api:
+    api = _Api(_scheduled(author), allowed)
+    reconciler = ScheduleReconciler(api, clock=lambda: T0 + 1, budget=None)  # type: ignore[arg-type]
+    asyncio.run(reconciler.reconcile("scheduledplans", "team-a", "nightly"))
+    return api
+
+
+def _authorized(status: dict[str, Any]) -> list[dict[str, Any]]:
+    return [c for c in status["conditions"] if c["type"] == "Authorized"]
+
+
+def test_a_due_run_is_not_created_when_its_author_lost_use():
+    api = _schedule(ALICE, allowed=False)
+    assert api.created == []
+    assert api.reviews == [("team-a", "safe", "alice", ["team-a", "system:authenticated"])]
+    (status,) = api.statuses
+    (cond,) = _authorized(status)
+    assert (cond["status"], cond["reason"]) == ("False", "UseRevoked")
+    assert "alice" in cond["message"] and "Capsule safe" in cond["message"]
+    assert status["activeCount"] == 0 and status["lastScheduleTime"]  # the time is spent
+    (event,) = api.events
+    assert event["reason"] == "UseRevoked" and event["type"] == "Warning"
+    assert "not started" in event["message"]
+
+
+def test_a_due_run_is_created_when_its_author_still_may():
+    api = _schedule(ALICE, allowed=True)
+    (run,) = api.created
+    assert run["kind"] == "Plan" and run["spec"]["capsule"] == "safe"
+    (cond,) = _authorized(api.statuses[0])
+    assert (cond["status"], cond["reason"]) == ("True", "AuthorMayUse")
+    assert [e["reason"] for e in api.events] == ["RunStarted"]
+
+
+def test_a_scheduled_plan_with_no_author_record_runs_unchecked():
+    api = _schedule(None, allowed=False)
+    assert len(api.created) == 1 and api.reviews == []
+    assert _authorized(api.statuses[0]) == []
+
+
+# -- a Plan's re-run ------------------------------------------------------------------------------
+
+
+def _plan(author: str | None, rerun: str | None) -> dict[str, Any]:
+    notes = {ANNOTATION_RERUN: rerun} if rerun else {}
+    meta = {**_meta(author, **notes), "name": "p", "generation": 1}
+    return {
+        "apiVersion": "planops.dev/v1alpha1",
+        "kind": "Plan",
+        "metadata": meta,
+        "spec": {"capsule": "safe", "steps": [{"id": "a", "shell": "echo hi"}]},
+    }
+
+
+def _rerun(author: str | None, rerun: str | None, allowed: bool) -> _Api:
+    api = _Api(_plan(author, rerun), allowed)
+    reconciler = Reconciler(api, clock=lambda: T0)  # type: ignore[arg-type]
+    asyncio.run(reconciler.reconcile("team-a", "p"))
+    return api
+
+
+def test_a_rerun_is_not_started_when_the_plans_author_lost_use():
+    api = _rerun(ALICE, "again", allowed=False)
+    assert api.created == []  # no Job
+    assert api.reviews == [("team-a", "safe", "alice", ["team-a", "system:authenticated"])]
+    (status,) = api.statuses
+    assert status["phase"] == "Failed" and status["run"]["rerun"] == "again"
+    (cond,) = status["conditions"]
+    assert (cond["type"], cond["status"], cond["reason"]) == ("Succeeded", "False", "UseRevoked")
+    assert "alice" in cond["message"]
+    assert [e["reason"] for e in api.events] == ["UseRevoked"]
+
+
+def test_a_rerun_starts_when_the_author_still_may():
+    api = _rerun(ALICE, "again", allowed=True)
+    assert [b["kind"] for b in api.created] == ["Job"]
+    assert api.statuses[-1]["phase"] == "Running"
+
+
+def test_a_first_run_is_not_asked_about_again():
+    """Creating or changing the Plan was the author's act, checked by the API server then."""
+    api = _rerun(ALICE, None, allowed=False)
+    assert api.reviews == [] and [b["kind"] for b in api.created] == ["Job"]
+
+
+def test_between_due_runs_the_last_check_stays_in_the_status():
+    obj = _scheduled(ALICE)
+    refused = {"type": "Authorized", "status": "False", "reason": "UseRevoked", "message": "m"}
+    obj["status"] = {"lastScheduleTime": "2027-01-15T08:00:00Z", "conditions": [refused]}
+    api = _Api(obj, allowed=True)
+    reconciler = ScheduleReconciler(api, clock=lambda: T0 + 30, budget=None)  # type: ignore[arg-type]
+    asyncio.run(reconciler.reconcile("scheduledplans", "team-a", "nightly"))
+    assert api.reviews == [] and api.created == []  # nothing due: nothing asked
+    assert _authorized(api.statuses[0]) == [refused]
+
+
+# -- the Plans the operator creates carry their owner's author --------------------------------
+
+
+def test_a_scheduled_run_carries_its_schedules_author():
+    (run,) = _schedule(ALICE, allowed=True).created
+    assert run["metadata"]["annotations"][ANNOTATION_AUTHOR] == ALICE
+    (unrecorded,) = _schedule(None, allowed=True).created
+    assert ANNOTATION_AUTHOR not in unrecorded["metadata"]["annotations"]
+
+
+def test_a_child_plan_carries_its_parents_author():
+    obj = _plan(ALICE, None)
+    obj["spec"]["steps"] = [{"id": "delegate", "capsule": "worker", "input": "do it"}]
+    api = _Api(obj, allowed=True)
+    asyncio.run(Reconciler(api, clock=lambda: T0).reconcile("team-a", "p"))  # type: ignore[arg-type]
+    (child,) = api.created
+    assert child["kind"] == "Plan" and child["spec"]["capsule"] == "worker"
+    assert child["metadata"]["annotations"][ANNOTATION_AUTHOR] == ALICE
