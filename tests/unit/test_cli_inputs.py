@@ -220,3 +220,26 @@ def test_answer_is_judged_against_the_schema_by_the_engine():
     with pytest.raises(ValueError, match="'ok' is a required property"):
         checked_answer(ASK, ["replicas=1"])
     assert checked_answer(ASK, ["ok=yes", "replicas=2"]) == {"ok": True, "replicas": 2}
+
+
+# -- the documented example ----------------------------------------------------------------------
+
+DEPLOY = str(ROOT / "examples" / "deploy.yaml")
+VALUES = str(ROOT / "examples" / "deploy-values.yaml")
+
+
+def test_the_documented_deploy_example_runs_with_its_inputs(capsys):
+    rc, out, _ = run(capsys, "validate", DEPLOY, "--capsule", CAPSULE, "--input", "env=prod")
+    assert rc == 0 and "is valid" in out
+    rc, out, _ = run(capsys, "graph", DEPLOY, "--capsule", CAPSULE, "--input-file", VALUES)
+    assert rc == 0 and "deploy" in out
+    rc, out, _ = run(
+        capsys, "run", "--local", DEPLOY, "--capsule", CAPSULE, "--input", "env=dev", "-o", "json"
+    )
+    report = json.loads(out)
+    assert rc == 0 and report["steps"][0]["output"] == "deploying to dev\n"
+    rc, _, err = run(capsys, "validate", DEPLOY, "--capsule", CAPSULE, "--input", "evn=prod")
+    assert rc == 2
+    assert "--input evn: the plan's inputSchema has no such input (inputs: env, replicas)" in err
+    assert given_inputs(VALUES, []) == {"env": "prod", "replicas": 3}
+    assert input_refusals([parsed(yaml.safe_load(Path(DEPLOY).read_text()))], {"env": "x"}, {})
