@@ -139,6 +139,13 @@ def test_a_schema_that_names_no_keys_or_accepts_others_has_no_unknown_inputs():
     assert len(unknown_inputs(parsed(closed), {"anything": "x"})) == 1
 
 
+def test_an_input_the_plan_reads_is_not_unknown_though_the_schema_omits_it():
+    doc = manifest()
+    doc["spec"]["steps"][0]["shell"] = "echo {{input.env}} {{input.who}}"
+    assert unknown_inputs(parsed(doc), {"who": "me"}) == []
+    assert len(unknown_inputs(parsed(doc), {"whom": "me"})) == 1
+
+
 # -- submit: refusals before anything is created, and the manifest as given ----------------------
 
 

@@ -22,6 +22,7 @@ from planops.api.documents import parse_leniently
 from planops.cli import yamljson
 from planops.cli.positions import Positions
 from planops.cli.yamljson import InputError
+from planops.engine import templates
 
 __all__ = [
     "FileProblem",
@@ -281,21 +282,26 @@ def with_inputs(plan: PlanDocument, given: dict[str, Any]) -> PlanDocument:
 
 
 def unknown_inputs(plan: PlanDocument, given: dict[str, Any]) -> list[str]:
-    """The given keys the plan's inputSchema does not name, one line each. A schema with no
-    `properties` (or that accepts other keys by `patternProperties` or an explicit
-    `additionalProperties` schema) names no set of keys: nothing is unknown to it. A schema that
-    does name its keys takes a key outside them as a typo (`--input evn=prod`), even when
-    JSON Schema's default would let it through unseen."""
+    """The given keys that are typos, one line each: named neither by the inputSchema's
+    `properties` nor by any `{{input.KEY}}` the plan reads. A schema with no `properties` (or
+    that takes other keys by `patternProperties` or an `additionalProperties` schema) names no
+    set of keys: nothing is unknown to it. Otherwise a key outside both is refused
+    (`--input evn=prod`), even when JSON Schema's default would let it through unseen."""
     schema = plan.spec.input_schema
     if not isinstance(schema, dict) or not isinstance(schema.get("properties"), dict):
         return []
     if "patternProperties" in schema or schema.get("additionalProperties") not in (None, False):
         return []
-    known = schema["properties"]
+    known = list(schema["properties"])
+    read = {
+        t.path[0]
+        for _, t in templates.find(plan.spec.dump())
+        if isinstance(t, templates.Template) and t.root == "input" and t.path
+    }
     names = ", ".join(known) or "none"
     return [
         f"plan {plan.plan_id}: --input {key}: the plan's inputSchema has no such input "
         f"(inputs: {names})"
         for key in given
-        if key not in known
+        if key not in known and key not in read
     ]

@@ -32,7 +32,7 @@ async def cmd_submit(kube: Kube, args: argparse.Namespace, ns: str) -> int:
     the only Capsule given, as in `validate` and `run --local`."""
     try:
         loaded = load(args.files)
-        given = given_inputs(args.input_file, args.input)
+        given = given_inputs(getattr(args, "input_file", None), getattr(args, "input", None) or [])
     except InputError as e:
         for line in e.lines:
             sys.stderr.write(f"error: {line}\n")
@@ -47,7 +47,7 @@ async def cmd_submit(kube: Kube, args: argparse.Namespace, ns: str) -> int:
         return rc
     names = []
     for doc in plans:
-        body = plan_body(doc, ns, args.generate_name)
+        body = plan_body(doc, ns, getattr(args, "generate_name", False))
         try:
             created = await kube.create_plan(doc.namespace or ns, body)
         except ApiError as e:
