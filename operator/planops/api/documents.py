@@ -13,7 +13,7 @@ A document is first checked to be JSON values nested at most `values.MAX_DOCUMEN
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -50,6 +50,12 @@ class PlanDocument:
     spec: PlanSpec
     namespace: str | None = None
     schedule: ScheduledPlanSpec | None = None
+    #: the manifest's metadata.generateName: `plan_id` is then that prefix, and the API server
+    #: completes the name when the Plan is created
+    generate_name: bool = False
+    #: the manifest's metadata.labels and .annotations, kept so `submit` creates them too
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -143,19 +149,50 @@ def problems_of(
     return problems
 
 
-def _meta(doc: dict[str, Any]) -> tuple[str | None, str | None, list[Problem]]:
+@dataclass
+class _Meta:
+    name: str | None = None
+    namespace: str | None = None
+    generate_name: bool = False
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+
+
+def _strings(meta: dict[str, Any], key: str, problems: list[Problem]) -> dict[str, str]:
+    """metadata.labels / .annotations: a map of strings, as Kubernetes takes them."""
+    got = meta.get(key)
+    if got is None:
+        return {}
+    if not isinstance(got, dict) or not all(isinstance(v, str) for v in got.values()):
+        problems.append(Problem(f"metadata.{key}", "must be a map of strings"))
+        return {}
+    return dict(got)
+
+
+def _meta(doc: dict[str, Any], generate_name: bool) -> tuple[_Meta, list[Problem]]:
+    """metadata: a name (or, for a Plan, a generateName the API server completes), a
+    namespace, and the labels and annotations `submit` keeps."""
     meta = doc.get("metadata")
     if not isinstance(meta, dict):
-        return None, None, [Problem("metadata", "must be an object with a name")]
-    name, namespace = meta.get("name"), meta.get("namespace")
-    problems = []
-    if not isinstance(name, str) or not name:
+        return _Meta(), [Problem("metadata", "must be an object with a name")]
+    out = _Meta()
+    problems: list[Problem] = []
+    name, prefix, namespace = meta.get("name"), meta.get("generateName"), meta.get("namespace")
+    if isinstance(name, str) and name:
+        out.name = name
+    elif generate_name and name is None and isinstance(prefix, str) and prefix:
+        out.name, out.generate_name = prefix, True
+    elif generate_name and name is None and prefix is not None:
+        problems.append(Problem("metadata.generateName", "must be a non-empty string"))
+    else:
         problems.append(Problem("metadata.name", "required field is missing"))
-        name = None
     if namespace is not None and not isinstance(namespace, str):
         problems.append(Problem("metadata.namespace", "must be a string"))
-        namespace = None
-    return name, namespace, problems
+    elif namespace is not None:
+        out.namespace = namespace
+    out.labels = _strings(meta, "labels", problems)
+    out.annotations = _strings(meta, "annotations", problems)
+    return out, problems
 
 
 #: Keys whose value is one of a plan's values: the depth rule is the validator's from there.
@@ -225,7 +262,8 @@ def parse_leniently(doc: Any) -> tuple[Document | None, list[Problem]]:
     api_version = doc.get("apiVersion")
     if api_version != API_VERSION:
         problems.append(Problem("apiVersion", f"expected {API_VERSION}, got {api_version!r}"))
-    name, namespace, meta_problems = _meta(doc)
+    meta, meta_problems = _meta(doc, generate_name=kind == "Plan")
+    name, namespace = meta.name, meta.namespace
     problems += meta_problems
     top = ["apiVersion", "kind", "metadata", "spec", "status"]
     for k in sorted(set(doc) - set(top)):
@@ -251,6 +289,7 @@ def parse_leniently(doc: Any) -> tuple[Document | None, list[Problem]]:
     if isinstance(spec, ScheduledPlanSpec):
         return PlanDocument(name, spec.plan_template.spec, namespace, schedule=spec), problems
     if isinstance(spec, PlanSpec):
-        return PlanDocument(name, spec, namespace), problems
+        found = PlanDocument(name, spec, namespace, generate_name=meta.generate_name)
+        return replace(found, labels=meta.labels, annotations=meta.annotations), problems
     assert isinstance(spec, CapsuleSpec)
     return CapsuleDocument(name, spec, namespace), problems

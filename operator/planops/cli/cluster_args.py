@@ -16,6 +16,18 @@ def add_common(p: argparse.ArgumentParser, output: bool = True) -> None:
         p.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
 
 
+def add_inputs(p: argparse.ArgumentParser) -> None:
+    """`--input` and `--input-file`, the same on every verb that takes a plan file."""
+    p.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a value of {{input.KEY}} (JSON if it parses, else text); repeatable",
+    )
+    p.add_argument("--input-file", metavar="FILE", help="input values as a JSON/YAML object")
+
+
 def add_parsers(sub: Any) -> None:
     s = sub.add_parser("submit", help="create Plans in the cluster")
     s.add_argument("files", nargs="+", metavar="FILE")
@@ -23,6 +35,12 @@ def add_parsers(sub: Any) -> None:
         "--wait", action="store_true", help="wait for the plan to finish, showing progress"
     )
     s.add_argument("--timeout", type=float, default=0, help="seconds to wait (0: no limit)")
+    add_inputs(s)
+    s.add_argument(
+        "--generate-name",
+        action="store_true",
+        help="create each Plan under a fresh name: its name plus a suffix the cluster picks",
+    )
     add_common(s)
     g = sub.add_parser("get", help="list Plans, or show one")
     g.add_argument("name", nargs="?")

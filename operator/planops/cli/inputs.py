@@ -13,7 +13,7 @@ import json
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,16 +22,20 @@ from planops.api.documents import parse_leniently
 from planops.cli import yamljson
 from planops.cli.positions import Positions
 from planops.cli.yamljson import InputError
+from planops.engine import templates
 
 __all__ = [
     "FileProblem",
     "InputError",
     "Loaded",
+    "given_inputs",
     "input_value",
     "load",
     "load_values",
     "position",
+    "unknown_inputs",
     "with_default_capsule",
+    "with_inputs",
 ]
 
 
@@ -251,7 +255,53 @@ def with_default_capsule(plan: PlanDocument, capsules: dict[str, CapsuleSpec]) -
     """A plan that names no capsule runs under the only Capsule given, if exactly one was."""
     if plan.spec.capsule is None and len(capsules) == 1 and "default" not in capsules:
         (only,) = capsules
-        return PlanDocument(
-            plan.plan_id, plan.spec.model_copy(update={"capsule": only}), plan.namespace
-        )
+        return replace(plan, spec=plan.spec.model_copy(update={"capsule": only}))
     return plan
+
+
+def given_inputs(input_file: str | None, items: Iterable[str]) -> dict[str, Any]:
+    """`--input-file F`, then each `--input KEY=VALUE` over it; raises InputError."""
+    given: dict[str, Any] = {}
+    if input_file:
+        given.update(load_values(input_file))
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise InputError([f"--input {item!r}: expected KEY=VALUE"])
+        given[key] = input_value(key, raw)
+    return given
+
+
+def with_inputs(plan: PlanDocument, given: dict[str, Any]) -> PlanDocument:
+    """The plan with the given values over its `spec.input`: the validator then judges them
+    against `inputSchema` as it judges the file's own input (one code path)."""
+    if not given:
+        return plan
+    merged = {**(plan.spec.input or {}), **given}
+    return replace(plan, spec=plan.spec.model_copy(update={"input": merged}))
+
+
+def unknown_inputs(plan: PlanDocument, given: dict[str, Any]) -> list[str]:
+    """The given keys that are typos, one line each: named neither by the inputSchema's
+    `properties` nor by any `{{input.KEY}}` the plan reads. A schema with no `properties` (or
+    that takes other keys by `patternProperties` or an `additionalProperties` schema) names no
+    set of keys: nothing is unknown to it. Otherwise a key outside both is refused
+    (`--input evn=prod`), even when JSON Schema's default would let it through unseen."""
+    schema = plan.spec.input_schema
+    if not isinstance(schema, dict) or not isinstance(schema.get("properties"), dict):
+        return []
+    if "patternProperties" in schema or schema.get("additionalProperties") not in (None, False):
+        return []
+    known = list(schema["properties"])
+    read = {
+        t.path[0]
+        for _, t in templates.find(plan.spec.dump())
+        if isinstance(t, templates.Template) and t.root == "input" and t.path
+    }
+    names = ", ".join(known) or "none"
+    return [
+        f"plan {plan.plan_id}: --input {key}: the plan's inputSchema has no such input "
+        f"(inputs: {names})"
+        for key in given
+        if key not in known and key not in read
+    ]

@@ -17,10 +17,8 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from planops import __version__
-from planops.api import PlanDocument
 from planops.cli import cluster_args, history, render
 from planops.cli.exit_codes import (
     EXIT_BROKEN_PIPE,
@@ -34,11 +32,12 @@ from planops.cli.exit_codes import (
 from planops.cli.inputs import (
     InputError,
     Loaded,
-    input_value,
+    given_inputs,
     load,
-    load_values,
     position,
+    unknown_inputs,
     with_default_capsule,
+    with_inputs,
 )
 from planops.engine import PlanError, capsules, validate
 
@@ -59,6 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("files", nargs="+", metavar="FILE")
     v.add_argument("--capsule", action="append", default=[], metavar="FILE")
     v.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    cluster_args.add_inputs(v)
 
     r = sub.add_parser("run", help="run a plan")
     r.add_argument("files", nargs="+", metavar="FILE")
@@ -75,14 +75,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     r.add_argument("-o", "--output", choices=["text", "json"], default="text")
     r.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-    r.add_argument(
-        "--input",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a value of {{input.KEY}} (JSON if it parses, else text); repeatable",
-    )
-    r.add_argument("--input-file", metavar="FILE", help="input values as a JSON/YAML object")
+    cluster_args.add_inputs(r)
     r.add_argument(
         "--answer",
         action="append",
@@ -103,6 +96,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     g.add_argument("--capsule", action="append", default=[], metavar="FILE")
     g.add_argument("--plan", metavar="NAME", help="the plan to draw, of a file holding several")
+    cluster_args.add_inputs(g)
     g.add_argument("-o", "--output", choices=["text", "dot", "mermaid"], default="text")
     g.add_argument(
         "-w",
@@ -129,41 +123,19 @@ def _load(args: argparse.Namespace, lenient: bool = False) -> Loaded | None:
             sys.stderr.write(f"error: {line}\n")
         return None
     loaded.plans = [(f, with_default_capsule(p, loaded.capsules)) for f, p in loaded.plans]
-    given = _inputs(args)
-    if given is None:
-        return None
-    if given:
-        loaded.plans = [
-            (
-                f,
-                PlanDocument(
-                    p.plan_id,
-                    p.spec.model_copy(update={"input": {**(p.spec.input or {}), **given}}),
-                    p.namespace,
-                    p.schedule,
-                ),
-            )
-            for f, p in loaded.plans
-        ]
-    return loaded
-
-
-def _inputs(args: argparse.Namespace) -> dict[str, Any] | None:
-    """--input-file, then each --input KEY=VALUE over it; None after printing an error."""
-    values: dict[str, Any] = {}
     try:
-        if getattr(args, "input_file", None):
-            values.update(load_values(args.input_file))
-        for item in getattr(args, "input", None) or []:
-            key, sep, raw = item.partition("=")
-            if not sep or not key:
-                raise InputError([f"--input {item!r}: expected KEY=VALUE"])
-            values[key] = input_value(key, raw)
+        given = given_inputs(getattr(args, "input_file", None), getattr(args, "input", None) or [])
     except InputError as e:
         for line in e.lines:
             sys.stderr.write(f"error: {line}\n")
         return None
-    return values
+    unknown = [line for _, p in loaded.plans for line in unknown_inputs(p, given)]
+    for line in unknown:
+        sys.stderr.write(f"error: {line}\n")
+    if unknown:
+        return None
+    loaded.plans = [(f, with_inputs(p, given)) for f, p in loaded.plans]
+    return loaded
 
 
 def _answers(given: list[str]) -> dict[str, dict[str, str]] | None:

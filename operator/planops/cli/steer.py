@@ -44,6 +44,23 @@ async def cmd_cancel(kube: Kube, args: argparse.Namespace, ns: str) -> int:
     return rc
 
 
+def checked_answer(ask: dict[str, Any], items: list[str]) -> dict[str, Any]:
+    """`--set KEY=VALUE`s typed by the waiting ask's outputSchema and judged against it by the
+    engine's JSON Schema code, before anything is written: a field the schema does not name, a
+    value of the wrong type, or an answer the schema refuses raises ValueError (the reason)."""
+    schema = ask.get("outputSchema") or {}
+    answer: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep:
+            raise ValueError(f"--set {item!r}: expected KEY=VALUE")
+        answer[key] = control.coerce_answer(schema, key, text)
+    problem = control.answer_problem(schema, answer)
+    if problem:
+        raise ValueError(f"the answer does not fit the question: {problem}")
+    return answer
+
+
 async def cmd_answer(kube: Kube, args: argparse.Namespace, ns: str) -> int:
     """Check the answer against the waiting question's schema here (exit 2 with the reason),
     then write it as an annotation naming the run; the operator checks it again."""
@@ -65,20 +82,10 @@ async def cmd_answer(kube: Kube, args: argparse.Namespace, ns: str) -> int:
     if args.decline:
         value["declined"] = True
     else:
-        schema = ask.get("outputSchema") or {}
-        answer: dict[str, Any] = {}
-        for item in args.set:
-            key, sep, text = item.partition("=")
-            try:
-                if not sep:
-                    raise ValueError(f"--set {item!r}: expected KEY=VALUE")
-                answer[key] = control.coerce_answer(schema, key, text)
-            except ValueError as e:
-                sys.stderr.write(f"error: {e}\n")
-                return EXIT_INPUT
-        problem = control.answer_problem(schema, answer)
-        if problem:
-            sys.stderr.write(f"error: the answer does not fit the question: {problem}\n")
+        try:
+            answer = checked_answer(ask, args.set)
+        except ValueError as e:
+            sys.stderr.write(f"error: {e}\n")
             return EXIT_INPUT
         value["answer"] = answer
     await kube.patch_plan(

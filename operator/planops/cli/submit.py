@@ -9,11 +9,19 @@ import sys
 import time
 from typing import Any
 
-from planops.api import API_VERSION, CapsuleDocument, CapsuleSpec, names
+from planops.api import API_VERSION, CapsuleDocument, CapsuleSpec, PlanDocument, names
 from planops.cli import render
 from planops.cli.exit_codes import EXIT_FAILED, EXIT_INPUT, EXIT_OK
-from planops.cli.inputs import InputError, load, with_default_capsule
+from planops.cli.inputs import (
+    InputError,
+    given_inputs,
+    load,
+    unknown_inputs,
+    with_default_capsule,
+    with_inputs,
+)
 from planops.cli.plan_report import full_report
+from planops.engine import capsules, validate
 from planops.kube.client import ApiError, Kube
 
 FINISHED = names.FINISHED
@@ -24,23 +32,24 @@ async def cmd_submit(kube: Kube, args: argparse.Namespace, ns: str) -> int:
     the only Capsule given, as in `validate` and `run --local`."""
     try:
         loaded = load(args.files)
+        given = given_inputs(getattr(args, "input_file", None), getattr(args, "input", None) or [])
     except InputError as e:
         for line in e.lines:
             sys.stderr.write(f"error: {line}\n")
         return EXIT_INPUT
+    plans = [with_default_capsule(p, loaded.capsules) for _, p in loaded.plans]
+    if refused := input_refusals(plans, given, loaded.capsules):
+        for line in refused:
+            sys.stderr.write(f"error: {line}\n")
+        return EXIT_INPUT
+    plans = [with_inputs(p, given) for p in plans]
     if (rc := await _apply_capsules(kube, loaded.capsule_documents, ns)) != EXIT_OK:
         return rc
     names = []
-    for _, given in loaded.plans:
-        doc = with_default_capsule(given, loaded.capsules)
-        body = {
-            "apiVersion": API_VERSION,
-            "kind": "Plan",
-            "metadata": {"name": doc.plan_id, "namespace": doc.namespace or ns},
-            "spec": doc.spec.dump(),
-        }
+    for doc in plans:
+        body = plan_body(doc, ns, getattr(args, "generate_name", False))
         try:
-            await kube.create_plan(doc.namespace or ns, body)
+            created = await kube.create_plan(doc.namespace or ns, body)
         except ApiError as e:
             if e.already_exists:
                 sys.stderr.write(
@@ -52,12 +61,49 @@ async def cmd_submit(kube: Kube, args: argparse.Namespace, ns: str) -> int:
                 sys.stderr.write(f"error: the cluster refused plan {doc.plan_id!r}: {e.message}\n")
                 return EXIT_INPUT
             raise
-        names.append((doc.namespace or ns, doc.plan_id))
-        print(f"plan.planops.dev/{doc.plan_id} created")
+        name = (created.get("metadata") or {}).get("name") or doc.plan_id
+        names.append((doc.namespace or ns, name))
+        print(f"plan.planops.dev/{name} created")
     if not args.wait:
         return EXIT_OK
     results = [await wait(kube, pns, name, args.timeout) for pns, name in names]
     return max(results)
+
+
+def input_refusals(
+    plans: list[PlanDocument], given: dict[str, Any], caps: dict[str, CapsuleSpec]
+) -> list[str]:
+    """Why the given inputs cannot run these plans, before anything is created: a key the
+    inputSchema does not name, or the merged input refused by the validator (`input-schema`).
+    Without given inputs the operator judges the plan, as it always has."""
+    if not given:
+        return []
+    found = [line for p in plans for line in unknown_inputs(p, given)]
+    resolver = capsules(caps)
+    for p in plans:
+        found += [
+            f"plan {p.plan_id}: {e.path}: {e.message}"
+            for e in validate(with_inputs(p, given).spec, resolver)
+            if e.code == "input-schema"
+        ]
+    return found
+
+
+def plan_body(doc: PlanDocument, ns: str, generate_name: bool = False) -> dict[str, Any]:
+    """The Plan as the file gives it (labels and annotations kept); under a fresh name when the
+    file has metadata.generateName or `--generate-name` asks for one."""
+    meta: dict[str, Any] = {"namespace": doc.namespace or ns}
+    if doc.generate_name:
+        meta["generateName"] = doc.plan_id
+    elif generate_name:
+        meta["generateName"] = doc.plan_id.rstrip("-") + "-"
+    else:
+        meta["name"] = doc.plan_id
+    if doc.labels:
+        meta["labels"] = dict(doc.labels)
+    if doc.annotations:
+        meta["annotations"] = dict(doc.annotations)
+    return {"apiVersion": API_VERSION, "kind": "Plan", "metadata": meta, "spec": doc.spec.dump()}
 
 
 def capsule_body(doc: CapsuleDocument, ns: str) -> dict[str, Any]:
