@@ -87,22 +87,8 @@ class ScheduleReconciler:
         now = datetime.fromtimestamp(self.clock(), UTC)
         previous = obj.get("status") or {}
         events = Recorder(self.kube, obj, self.poster)
-        model = ClusterScheduledPlanSpec if cluster else ScheduledPlanSpec
-        try:
-            spec = model.model_validate(obj.get("spec") or {})
-        except ValidationError as e:
-            errors = [f"{p.path}: {p.message}" for p in problems_of(e, "spec")]
-            await self._invalid(obj, plural, cluster, previous, errors, events)
-            return None
-        sched = rules.ScheduleSpec(
-            spec.schedule,
-            spec.time_zone,
-            spec.starting_deadline_seconds,
-            spec.concurrency_policy,
-            spec.suspend,
-        )
-        errors = [f"spec.{field}: {message}" for field, message in rules.check(sched)]
-        if errors:
+        spec, sched, errors = _structure(plural, obj)
+        if spec is None or sched is None or errors:
             await self._invalid(obj, plural, cluster, previous, errors, events)
             return None
 
@@ -161,19 +147,9 @@ class ScheduleReconciler:
         its namespace's Capsule; a ClusterScheduledPlan's without one (each namespace it runs in
         has its own: those checks wait for the runs). A missing Capsule is admitted, as for a
         Plan (GitOps applies in any order)."""
-        model = ClusterScheduledPlanSpec if plural == "clusterscheduledplans" else ScheduledPlanSpec
-        try:
-            spec = model.model_validate(obj.get("spec") or {})
-        except ValidationError as e:
-            return [f"{p.path}: {p.message}" for p in problems_of(e, "spec", model)]
-        sched = rules.ScheduleSpec(
-            spec.schedule,
-            spec.time_zone,
-            spec.starting_deadline_seconds,
-            spec.concurrency_policy,
-            spec.suspend,
-        )
-        errors = [f"spec.{field}: {message}" for field, message in rules.check(sched)]
+        spec, _, errors = _structure(plural, obj)
+        if spec is None:
+            return errors
         namespace = (obj.get("metadata") or {}).get("namespace")
         errors += await self._template_errors(spec, namespace, admit_missing_capsule=True)
         return errors
@@ -479,3 +455,23 @@ def _authorized(checked: list[str], previous: dict[str, Any]) -> list[dict[str, 
 
 def _iso(t: datetime | None) -> str | None:
     return rfc3339(t.timestamp()) if t is not None else None
+
+
+def _structure(
+    plural: str, obj: dict[str, Any]
+) -> tuple[ScheduledPlanSpec | None, rules.ScheduleSpec | None, list[str]]:
+    """The spec read and its schedule judged, as both the reconcile and the webhook judge them
+    (None and the reasons when the spec cannot be read)."""
+    model = ClusterScheduledPlanSpec if plural == "clusterscheduledplans" else ScheduledPlanSpec
+    try:
+        spec = model.model_validate(obj.get("spec") or {})
+    except ValidationError as e:
+        return None, None, [f"{p.path}: {p.message}" for p in problems_of(e, "spec", model)]
+    sched = rules.ScheduleSpec(
+        spec.schedule,
+        spec.time_zone,
+        spec.starting_deadline_seconds,
+        spec.concurrency_policy,
+        spec.suspend,
+    )
+    return spec, sched, [f"spec.{field}: {message}" for field, message in rules.check(sched)]
