@@ -6,7 +6,8 @@ of a request (measured with py-spy in bench/vs_argo.py: pydantic argument valida
 call, a recursive copy of every body, a thread hop per request for proxy and netrc lookups, and
 seconds of pydantic schema building at the first use of each API class, ~0.3 ms of CPU per call
 and 15 MiB of memory in all). Credentials come from kube/credentials.py (the pod's own, or the
-kubeconfig's, as kubectl reads them), which `Transport` turns into a TLS context and headers.
+kubeconfig's, as kubectl reads them), which `Transport`
+(kube/transport.py) turns into a TLS context and headers.
 
 A non-2xx answer becomes one `ApiError` with the API's reason and message, which the reconciler
 turns into a defined outcome (AlreadyExists = adopt, Forbidden from an admission policy = the step
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import quote
@@ -28,6 +29,7 @@ from planops.api.documents import API_GROUP
 from planops.kube import credentials as credentials_
 from planops.kube import jsontext
 from planops.kube import kubeconfig as kubeconfig_
+from planops.kube.transport import Query, Transport
 
 VERSION = "v1alpha1"
 Obj = dict[str, Any]
@@ -67,15 +69,11 @@ class ConfigError(Exception):
 #: connections, names that do not resolve, TLS failures, no answer in time.
 UNREACHABLE: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError, asyncio.TimeoutError)
 
-#: Seconds a request may take (a watch: see Kube.watch_plan).
-REQUEST_TIMEOUT = 60
 #: Objects per page of a list (client-go's pager uses the same). A run of 20,000 steps has
 #: 40,000 Jobs and pods: one answer of that size is hundreds of MB decoded at once, and the
 #: allocator keeps that peak as the operator's RSS long after (docs/performance.md, "The 6-frame
 #: run"). In pages, only one page is ever whole at a time (see `keep`).
 LIST_PAGE = 500
-USER_AGENT = "planops"
-Query = Mapping[str, str | int | bool | None]
 
 
 async def _json(resp: aiohttp.ClientResponse) -> Any:
@@ -104,74 +102,6 @@ async def _text(resp: aiohttp.ClientResponse) -> str:
         return await resp.text(errors="replace")
     finally:
         resp.release()
-
-
-class Transport:
-    """One connection pool to the API server, with the TLS context and credentials of a
-    kubeconfig's context or of the pod's own ServiceAccount (kube/credentials.py)."""
-
-    def __init__(self, credentials: credentials_.Credentials) -> None:
-        self.credentials = credentials
-        self._session: aiohttp.ClientSession | None = None
-
-    def session(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            # no trust_env: the API server is reached as the kubeconfig says (its proxy-url is
-            # honoured below), and aiohttp would otherwise read the environment and ~/.netrc in a
-            # thread on every request
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(ssl=self.credentials.tls(), limit=100),
-                headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
-                read_bufsize=2**21,
-            )
-        return self._session
-
-    async def _headers(self) -> dict[str, str]:
-        c = self.credentials
-        headers: dict[str, str] = {}
-        token = await c.bearer()
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
-        elif c.username and c.password:
-            headers["Authorization"] = aiohttp.BasicAuth(c.username, c.password).encode()
-        return headers
-
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Query | None = None,
-        body: Any = None,
-        content_type: str = "application/json",
-        timeout: aiohttp.ClientTimeout | None = None,
-    ) -> aiohttp.ClientResponse:
-        c = self.credentials
-        headers = await self._headers()
-        data = None
-        if body is not None:
-            headers["Content-Type"] = content_type
-            data = json.dumps(body, separators=(",", ":"))
-        params = {
-            k: str(v).lower() if isinstance(v, bool) else str(v)
-            for k, v in (query or {}).items()
-            if v is not None
-        }
-        return await self.session().request(
-            method,
-            c.server.rstrip("/") + path,
-            params=params,
-            data=data,
-            headers=headers,
-            timeout=timeout or aiohttp.ClientTimeout(total=REQUEST_TIMEOUT),
-            proxy=c.proxy or None,
-            server_hostname=c.tls_server_name or None,
-        )
-
-    async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
 
 
 def _name(name: str) -> str:
