@@ -783,6 +783,19 @@ def test_revoking_use_stops_a_scheduled_plans_runs_and_a_plans_reruns(kube: Kube
         message = "alice, who last changed what this Plan does, may no longer use Capsule safe"
         assert message in cond["message"]
         assert "UseRevoked" in reasons(kube, tenant, name)
+        # taking the annotation away names the first run again: no way around the check either
+        kube.run("annotate", "plan", name, "-n", tenant, "planops.dev/rerun-")
+        obj = wait_plan(
+            kube,
+            tenant,
+            name,
+            until=lambda o: (
+                "rerun" in (o.get("status") or {}).get("run", {})
+                and not o["status"]["run"].get("rerun")
+            ),
+        )
+        (cond,) = obj["status"]["conditions"]
+        assert (obj["status"]["phase"], cond["reason"]) == ("Failed", "UseRevoked"), obj["status"]
 
     wait_for(
         "the next scheduled time refused",

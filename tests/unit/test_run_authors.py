@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from planops.kube.manifests import ANNOTATION_AUTHOR, ANNOTATION_RERUN
+from planops.kube.manifests import ANNOTATION_AUTHOR, ANNOTATION_RERUN, run_id
 from planops.reconciler import authors
 from planops.reconciler.reconcile import Reconciler
 from planops.reconciler.scheduled import ScheduleReconciler
@@ -228,6 +228,48 @@ def test_a_rerun_starts_when_the_author_still_may():
 def test_a_first_run_is_not_asked_about_again():
     """Creating or changing the Plan was the author's act, checked by the API server then."""
     api = _rerun(ALICE, None, allowed=False)
+    assert api.reviews == [] and [b["kind"] for b in api.created] == ["Job"]
+
+
+def _again(obj: dict[str, Any], allowed: bool) -> _Api:
+    api = _Api(obj, allowed)
+    asyncio.run(Reconciler(api, clock=lambda: T0 + 60).reconcile("team-a", "p"))  # type: ignore[arg-type]
+    return api
+
+
+@pytest.mark.parametrize("after", [None, ""], ids=["removed", "emptied"])
+def test_taking_the_rerun_annotation_away_starts_no_unchecked_run(after: str | None):
+    """After a refused re-run, removing (or emptying) the annotation names the first run's id
+    again: a run started later on the author's behalf all the same, so it is asked about."""
+    refused = _rerun(ALICE, "again", allowed=False).statuses[-1]
+    obj = _plan(ALICE, after)
+    obj["status"] = refused
+    api = _again(obj, allowed=False)
+    assert api.created == []  # no Job
+    assert [r[2] for r in api.reviews] == ["alice"]
+    assert api.statuses[-1]["phase"] == "Failed"
+    assert [e["reason"] for e in api.events] == ["UseRevoked"]
+    assert [b["kind"] for b in _again(obj, allowed=True).created] == ["Job"]
+
+
+def test_a_run_that_waited_as_invalid_is_asked_about_when_it_starts():
+    """A Plan that was Invalid (its Capsule missing) starts later, when the Capsule appears: on
+    its author's behalf, so their `use` is asked then."""
+    obj = _plan(ALICE, None)
+    rid = run_id("u-1", 1, "")
+    obj["status"] = {"phase": "Invalid", "run": {"id": rid, "generation": 1}, "conditions": []}
+    api = _again(obj, allowed=False)
+    assert api.created == [] and [r[2] for r in api.reviews] == ["alice"]
+    assert api.statuses[-1]["phase"] == "Failed"
+    assert [b["kind"] for b in _again(obj, allowed=True).created] == ["Job"]
+
+
+def test_a_new_generation_is_its_authors_act_and_not_asked_about():
+    refused = _rerun(ALICE, "again", allowed=False).statuses[-1]
+    obj = _plan(ALICE, None)
+    obj["metadata"]["generation"] = 2  # the author changed the spec: the API server checked them
+    obj["status"] = refused
+    api = _again(obj, allowed=False)
     assert api.reviews == [] and [b["kind"] for b in api.created] == ["Job"]
 
 

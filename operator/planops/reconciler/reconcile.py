@@ -34,10 +34,10 @@ from planops.engine import (
     Policy,
     Run,
     StepRecord,
+    capsule_name,
     finally_steps,
 )
 from planops.engine import dispatch as dispatch_
-from planops.engine.validation import DEFAULT_CAPSULE
 from planops.kube import manifests
 from planops.kube.api import KubeApi
 from planops.kube.cache import RunObjects, WatchCache
@@ -166,6 +166,12 @@ class Reconciler:
         rid = manifests.run_id(meta["uid"], generation, rerun)
         ref = plan_runs.plan_ref(namespace, name, meta, rid)
         fresh = (previous.get("run") or {}).get("id") != rid
+        # A run is its author's act only when it is the first run of what they just wrote (a new
+        # Plan, a new generation) and no re-run is asked for: the API server checked their `use`
+        # then. Any other start (a re-run set, changed or removed; a run that waited as Invalid
+        # for its Capsule) is made later on their behalf: their `use` is asked first (authors).
+        before = previous.get("run") or {}
+        written_now = fresh and not rerun and (not before or before.get("generation") != generation)
         if not fresh and names.ended(previous.get("phase")):
             self._set_running((namespace, name), 0)
             self._close(ref)
@@ -186,18 +192,6 @@ class Reconciler:
                 await plan_runs.stop_other_runs(self.kube, ref)
             previous = {"conditions": previous.get("conditions", [])}
             self._reader.trust((namespace, name))  # nothing yet; its creations are written back
-        if fresh and rerun:  # started for the Plan's recorded author: may they still? (authors)
-            cname = str((plan.get("spec") or {}).get("capsule") or DEFAULT_CAPSULE)
-            why = await authors.refusal(self.kube, plan, namespace, cname)
-            if why:
-                events(authors.REASON, f"re-run {rerun} not started: {why}", warning=True)
-                new = authors.refused_run_status(
-                    why, generation=generation, run=run_info, previous=previous, now=now
-                )
-                await self._write(plan, previous, new)
-                await events.flush()
-                return None
-
         spec, capsule, errors = await self.judge(plan, reuse=True)
         if errors:
             if previous.get("phase") != Phase.INVALID:
@@ -217,7 +211,19 @@ class Reconciler:
             await events.flush()
             return None
         assert spec is not None and capsule is not None
-        if fresh or previous.get("phase") == Phase.INVALID:
+        starts = fresh or previous.get("phase") == Phase.INVALID
+        if starts and not written_now:  # started for the recorded author: may they still?
+            why = await authors.refusal(self.kube, plan, namespace, capsule_name(spec))
+            if why:
+                what = f"re-run {rerun}" if rerun else f"run {rid}"
+                events(authors.REASON, f"{what} not started: {why}", warning=True)
+                new = authors.refused_run_status(
+                    why, generation=generation, run=run_info, previous=previous, now=now
+                )
+                await self._write(plan, previous, new)
+                await events.flush()
+                return None
+        if starts:
             # the run starts now: the time it waited as Invalid (for its Capsule) is not its own
             run_info["startedAt"] = status_.rfc3339(now)
             events(
