@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from planops.kube.client import ApiError
 from planops.kube.manifests import ANNOTATION_AUTHOR, ANNOTATION_RERUN, run_id
 from planops.reconciler import authors
 from planops.reconciler.reconcile import Reconciler
@@ -282,6 +283,45 @@ def test_between_due_runs_the_last_check_stays_in_the_status():
     asyncio.run(reconciler.reconcile("scheduledplans", "team-a", "nightly"))
     assert api.reviews == [] and api.created == []  # nothing due: nothing asked
     assert _authorized(api.statuses[0]) == [refused]
+
+
+# -- a scheduled run's name taken in advance -----------------------------------------------------
+
+
+class _Squatted(_Api):
+    """The due run's name is taken: by a Plan of another controller, or by our own run."""
+
+    def __init__(self, controller_uid: str) -> None:
+        super().__init__(_scheduled(None), allowed=True)
+        self.controller_uid = controller_uid
+
+    async def create_plan(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        raise ApiError(409, "AlreadyExists", "plans.planops.dev exists")
+
+    async def get_plan(self, namespace: str, name: str) -> Any:
+        ref = {"apiVersion": "planops.dev/v1alpha1", "kind": "ScheduledPlan", "name": "nightly"}
+        ref.update(uid=self.controller_uid, controller=True)  # type: ignore[arg-type]
+        return {"metadata": {"name": name, "ownerReferences": [ref]}, "status": {}}
+
+
+def _due(api: _Api) -> dict[str, Any]:
+    reconciler = ScheduleReconciler(api, clock=lambda: T0 + 1, budget=None)  # type: ignore[arg-type]
+    asyncio.run(reconciler.reconcile("scheduledplans", "team-a", "nightly"))
+    return api.statuses[-1]
+
+
+def test_a_scheduled_runs_name_taken_by_another_plan_is_no_run_of_ours():
+    api = _Squatted("u-squatter")
+    status = _due(api)
+    assert status["activeCount"] == 0 and status["lastScheduleTime"]  # the time is spent
+    (event,) = api.events
+    assert (event["reason"], event["type"]) == ("RunNameTaken", "Warning")
+    assert "is not this schedule's" in event["message"]
+
+
+def test_a_scheduled_run_made_before_a_restart_is_adopted():
+    api = _Squatted("u-1")  # the ScheduledPlan's own uid: our run, created before a restart
+    assert _due(api)["activeCount"] == 1 and api.events == []
 
 
 # -- the Plans the operator creates carry their owner's author --------------------------------

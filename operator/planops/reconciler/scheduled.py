@@ -49,7 +49,7 @@ from planops.kube.manifests import (
     label_value,
 )
 from planops.reconciler import authors
-from planops.reconciler.observe import owned
+from planops.reconciler.observe import controller_uid, owned
 
 log = logging.getLogger("planops.scheduled")
 FINISHED = names.FINISHED
@@ -249,7 +249,20 @@ class ScheduleReconciler:
                 except ApiError as e:
                     if not e.already_exists:
                         raise  # retried by the queue; the time stays due
-                active.append(body)
+                    taken = await self.kube.get_plan(ns, decision.run_name)
+                    if taken is not None and controller_uid(taken) != owner["metadata"]["uid"]:
+                        # run names are predictable: a Plan made in advance squats the name
+                        metrics.scheduled_runs.labels("refused").inc()
+                        events(
+                            "RunNameTaken",
+                            f"run {decision.run_name}{where} not started: a Plan of that name "
+                            "exists and is not this schedule's (its controller is another "
+                            "object); delete it",
+                            warning=True,
+                        )
+                        body = {}
+                if body:
+                    active.append(body)
             last = decision.run_at
         missed_key = before.get("missedReported")
         if decision.missed:
