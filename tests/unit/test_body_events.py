@@ -11,7 +11,12 @@ from typing import Any
 
 from planops.engine import StepRecord
 from planops.kube.events import Recorder
-from planops.reconciler.body_events import BODY_EVENTS, SUMMARY_EVERY, BodyEvents
+from planops.reconciler.body_events import (
+    BODY_EVENTS,
+    RUN_BODY_EVENTS,
+    SUMMARY_EVERY,
+    BodyEvents,
+)
 
 PLAN = {
     "apiVersion": "planops.dev/v1alpha1",
@@ -49,6 +54,22 @@ def test_a_200000_item_map_posts_a_bounded_number_of_events():
     assert starts <= BODY_EVENTS
     assert len(summaries) == 40  # at most one a pass (and one per SUMMARY_EVERY records)
     assert summaries[-1].startswith("step each: 200000 body steps settled (198000 success, ")
+
+
+def test_thousands_of_small_maps_in_one_plan_post_a_bounded_number_of_events():
+    """2,000 control steps of 40 body steps each: under BODY_EVENTS apiece, but the run as a
+    whole gets RUN_BODY_EVENTS Events of its own for settled body steps, and as many for
+    starts, whatever the passes."""
+    settled: list[StepRecord] = []
+    own = starts = 0
+    for first in range(0, 2000, 200):  # 200 control steps settle a pass
+        new = [rec(f"m{c}.{n}.call") for c in range(first, first + 200) for n in range(40)]
+        settled += new
+        body = BodyEvents(settled, new)
+        starts += sum(body.post_started(f"m{c + 200}.0.call") for c in range(first, first + 200))
+        own += sum(body.post_settled(r.step_id) for r in new)
+    assert own == RUN_BODY_EVENTS
+    assert starts <= RUN_BODY_EVENTS
 
 
 def test_a_2000_item_map_settling_100_a_pass_posts_one_summary_per_500_records():

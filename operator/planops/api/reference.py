@@ -253,7 +253,9 @@ def render() -> str:
         "operator for its whole length.",
         "- A control step's first 20 body steps get an Event each; past them one "
         "`BodyStepsSettled` Event per 500 body",
-        "  records sums them up (every step keeps its line in the operator's log).",
+        "  records sums them up, and a whole run's body steps get at most 200 Events of "
+        "their own (every step keeps",
+        "  its line in the operator's log).",
         "- `kubectl-plan validate` and `run --local` take plans of any size.",
         "",
     ]

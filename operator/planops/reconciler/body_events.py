@@ -5,7 +5,9 @@ Events go into one queue that every tenant shares (the Poster's, then the API se
 `map` over 200,000 items must not post an Event per body step. Each control step's body steps get
 Events of their own for their first BODY_EVENTS records (a small map's trace is complete); past
 those, one `BodyStepsSettled` Event per control step each time another SUMMARY_EVERY of its body
-records settled, with the counts by status. Every step still has its JSON log line (the trace in
+records settled, with the counts by status. The whole run's body steps get at most
+RUN_BODY_EVENTS Events of their own, all control steps together: thousands of small maps in one
+Plan would otherwise post BODY_EVENTS each. Every step still has its JSON log line (the trace in
 the operator's log is complete). Pure: decided from the run's records alone, so a restarted
 operator posts the same summaries, not new ones.
 """
@@ -21,6 +23,8 @@ from planops.engine import StepRecord
 BODY_EVENTS = 20
 #: past those, one summary Event per this many body records of a control step
 SUMMARY_EVERY = 500
+#: body records (and, apart, body starts) of the whole run that get an Event each
+RUN_BODY_EVENTS = 200
 
 
 def _control(step_id: str) -> str | None:
@@ -47,6 +51,9 @@ class BodyEvents:
                 self.before[ctl] -= 1
         self._seen: Counter[str] = Counter()
         self._started: Counter[str] = Counter()
+        # what earlier passes posted, at most (each control step's first BODY_EVENTS)
+        self._run_settled = sum(min(n, BODY_EVENTS) for n in self.before.values())
+        self._run_started = sum(min(n, BODY_EVENTS) for n in self.total.values())
 
     def post_settled(self, step_id: str) -> bool:
         """Whether this pass's next settled record (in order) gets an Event of its own."""
@@ -55,7 +62,10 @@ class BodyEvents:
             return True
         ordinal = self.before[ctl] + self._seen[ctl]
         self._seen[ctl] += 1
-        return ordinal < BODY_EVENTS
+        if ordinal >= BODY_EVENTS or self._run_settled >= RUN_BODY_EVENTS:
+            return False
+        self._run_settled += 1
+        return True
 
     def post_started(self, step_id: str) -> bool:
         """Whether a body step's start gets an Event: while its control step's records and the
@@ -64,7 +74,12 @@ class BodyEvents:
         if ctl is None:
             return True
         self._started[ctl] += 1
-        return self.total[ctl] + self._started[ctl] <= BODY_EVENTS
+        if self.total[ctl] + self._started[ctl] > BODY_EVENTS:
+            return False
+        if self._run_started >= RUN_BODY_EVENTS:
+            return False
+        self._run_started += 1
+        return True
 
     def summaries(self) -> list[tuple[str, str, bool]]:
         """(control step, message, warning) of each summary Event this pass owes: a control step
