@@ -142,6 +142,8 @@ def test_a_tools_credentials_reach_its_containers_only():
         ),
         ({"secretMounts": [{"secretName": "s", "mountPath": "/a/../workspace"}]}, "outside"),
         ({"secretMounts": [{"secretName": "s", "mountPath": "relative"}]}, "pattern"),
+        ({"secretMounts": [{"secretName": "s", "mountPath": "/planops/tool"}]}, "planops' own"),
+        ({"secretMounts": [{"secretName": "s", "mountPath": "//planops"}]}, "planops' own"),
         ({"secretMounts": [{"secretName": "S!", "mountPath": "/s"}]}, "pattern"),
     ],
 )
@@ -229,3 +231,10 @@ def test_the_kubelet_gets_every_dollar_doubled_so_it_expands_nothing():
     ]["spec"]["containers"][0]
     (value,) = [e["value"] for e in c["env"] if e["name"] == "PLANOPS_INPUT"]
     assert value == '{"v": "$$(X)"}'
+
+
+@pytest.mark.parametrize("path", ["../planops/tool", "a/../../planops", "/", ""])
+def test_a_read_only_path_may_not_leave_the_workspace_for_the_tools_directory(path: str):
+    with pytest.raises(ValidationError, match="readOnlyPaths"):
+        CapsuleSpec.model_validate({"readOnlyPaths": [path]})
+    assert CapsuleSpec.model_validate({"readOnlyPaths": ["config/"]}).read_only_paths

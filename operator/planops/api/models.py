@@ -272,6 +272,12 @@ class EnvVar(Model):
         return self
 
 
+#: the top directory of a step container that is planops' own: a tool's private working
+#: directory is /planops/tool (kube.manifests.TOOL_WORKDIR), so nothing a Capsule or a plan sets
+#: may mount there (a Secret there would be the tool's files; a mount over it, its workdir)
+RESERVED_DIR = "planops"
+
+
 class SecretMount(Model):
     """A Secret mounted read-only into a tool's container."""
 
@@ -285,6 +291,11 @@ class SecretMount(Model):
         if not parts or ".." in parts or parts[0] == "workspace":
             raise ValueError(
                 f"{value}: an absolute path outside /workspace (where every step could read it)"
+            )
+        if parts[0] == RESERVED_DIR:
+            raise ValueError(
+                f"{value}: /{RESERVED_DIR} is planops' own (a tool starts in the private empty "
+                f"directory /{RESERVED_DIR}/tool): mount the Secret elsewhere"
             )
         return value
 
@@ -411,6 +422,18 @@ class CapsuleSpec(Model):
     node_selector: dict[str, _LabelValue] = Field(default_factory=dict, max_length=64)
     tolerations: list[Toleration] = Field(default_factory=list, max_length=64)
     plan: PlanSpec | None = Field(default=None, description="What runs when a plan spawns it.")
+
+    @field_validator("read_only_paths")
+    @classmethod
+    def _inside_workspace(cls, value: list[str]) -> list[str]:
+        for path in value:
+            if not path.strip("/") or ".." in path.split("/"):
+                raise ValueError(
+                    f"readOnlyPaths {path!r}: a path inside the workspace (mounted at "
+                    f"/workspace/{path.strip('/')}), without '..': it may not reach /workspace "
+                    f"itself or outside it (/{RESERVED_DIR} is planops' own)"
+                )
+        return value
 
     @field_validator("node_selector")
     @classmethod
