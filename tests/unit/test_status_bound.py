@@ -130,7 +130,7 @@ def test_a_small_plan_keeps_its_outputs_up_to_the_capsule_limit():
     assert out == "x" * 60_000 and err is None
     out, _ = status.cap_step("x" * 100_000, None, 65536, 10)
     assert out.startswith("x" * 65536) and out.endswith(
-        "[planops: output truncated at 65536 bytes]"
+        "[planops: output truncated at 65536 of 100000 bytes]"
     )
 
 

@@ -245,7 +245,9 @@ def render() -> str:
         "budget]`. Once the",
         "  run's budget is spent a record keeps only that mark. `status.report.cut` (and "
         "`cut` in `run --local -o json`)",
-        "  counts the records cut and the bytes they had. Its PlanReports hold those "
+        "  counts every record whose text was cut (by this budget, the Capsule's "
+        "outputLimitBytes or its share of the report)",
+        "  and the bytes it had in full. Its PlanReports hold those "
         f"{budget.RUN_TEXT_BUDGET >> 20} MiB of text plus about 250 bytes a record.",
         f"- One decide starts at most {budget.ITEMS_PER_DECIDE} body items (more once a run "
         "was restored from many records: an eighth of them);",

@@ -11,7 +11,12 @@ a **budget of record text** (output + error, body steps included), spent as reco
   short mark saying what it had;
 - a record cut keeps a prefix and ends with CUT_MARK (how many bytes it had): what later steps see
   of it (`{{x.output}}`, a map's `results`) is that cut text, exactly as a restored run sees it;
-- the run counts what it cut (`cut`, `cut_bytes`); the report says so (Report.cut).
+- the run counts what it cut (`cut`, `cut_bytes`); the report says so (Report.cut). A record
+  counts as cut when its text ends with any of planops' cut marks (this budget's, the local
+  runner's outputLimitBytes mark, the operator's report and log marks: `marked`), and its bytes
+  are the size its text had in full, which every mark carries (a text cut twice keeps the first
+  mark's total). So a count is the same whoever cut, live or restored: the operator counts the
+  records as its PlanReports hold them (`tally`), exactly what a restarted operator restores.
 
 The cut happens as a record settles, never later, so nothing bigger than the budget is ever held,
 written to a report or restored. A restored record is counted, not cut again (it was cut when it
@@ -32,6 +37,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +55,12 @@ RUN_TEXT_BUDGET = 4 << 20
 #: body items one decide() starts at most (the rest in the next decide, at once)
 ITEMS_PER_DECIDE = 100
 CUT_MARK = "\n[planops: cut at {kept} of {total} bytes: the run's result budget]"
-_CUT = re.compile(r"\n\[planops: cut at (\d+) of (\d+) bytes: the run's result budget\]\Z")
+#: every cut mark planops writes, with the text's full size: this budget's, the local runner's
+#: (`output truncated: K of N bytes kept`) and the operator's (`output truncated at K of N bytes`)
+_CUT = re.compile(
+    r"\n\[planops: (?:cut at|output truncated at|output truncated:) (\d+) of (\d+) bytes"
+    r"(?:: the run's result budget| kept)?\]\Z"
+)
 #: the most bytes a mark takes (numbers up to 20 digits)
 MARK_ROOM = len(CUT_MARK.format(kept=10**19, total=10**19))
 
@@ -68,15 +79,39 @@ def cut(text: str | None, limit: int) -> str | None:
         return text
     room = max(0, limit - MARK_ROOM)
     kept = text.encode()[:room].decode(errors="ignore")
-    return kept + CUT_MARK.format(kept=len(kept.encode()), total=size)
+    return kept + CUT_MARK.format(kept=len(kept.encode()), total=full_size(text))
 
 
 def cut_size(text: str | None) -> int | None:
-    """The size `text` had before it was cut (its CUT_MARK), or None when it was not cut."""
-    if not text or not text.endswith("budget]"):
+    """The size `text` had before it was cut (its cut mark), or None when it was not cut."""
+    if not text or not text.endswith("]"):
         return None
-    m = _CUT.search(text)
+    m = _CUT.search(text[-160:])
     return int(m.group(2)) if m else None
+
+
+def full_size(text: str | None) -> int:
+    """The bytes `text` had in full: its mark's total when it was cut before, else its size."""
+    before = cut_size(text)
+    return before if before is not None else _size(text)
+
+
+def marked(output: str | None, error: str | None) -> int | None:
+    """The bytes a record's texts had in full when one of them was cut (carries a mark), else
+    None: what `cut`/`cut_bytes` count for it."""
+    if cut_size(output) is None and cut_size(error) is None:
+        return None
+    return full_size(output) + full_size(error)
+
+
+def tally(records: Iterable[StepRecord]) -> tuple[int, int]:
+    """(records cut, the bytes they had in full) of records as they are kept (Report.cut)."""
+    count = total = 0
+    for record in records:
+        before = marked(record.output, record.error)
+        if before is not None:
+            count, total = count + 1, total + before
+    return count, total
 
 
 @dataclass
@@ -106,23 +141,21 @@ class TextBudget:
         new_error = cut(error, max(MARK_ROOM, min(ERROR_TEXT_LIMIT, room)))
         room -= _size(new_error)
         new_output = cut(output, max(MARK_ROOM, room))
-        if new_output is not output or new_error is not error:
-            self.cut += 1
-            self.cut_bytes += _size(output) + _size(error)
+        self._tally(new_output, new_error)
         self.held += _size(new_output) + _size(new_error)
         return new_output, new_error
 
     def count(self, record: StepRecord) -> None:
-        """A restored record: held as it is, and counted if it was cut when it settled."""
+        """A restored record: held as it is, and counted if it was cut (by anyone) before."""
         self.restored += 1
         self.held += _size(record.output) + _size(record.error)
-        before = [cut_size(text) for text in (record.output, record.error)]
-        if before != [None, None]:
+        self._tally(record.output, record.error)
+
+    def _tally(self, output: str | None, error: str | None) -> None:
+        before = marked(output, error)
+        if before is not None:
             self.cut += 1
-            self.cut_bytes += sum(
-                b if b is not None else _size(t)
-                for b, t in zip(before, (record.output, record.error), strict=True)
-            )
+            self.cut_bytes += before
 
 
 def exit_result(status: str, message: Any, output: Any) -> dict[str, Any]:

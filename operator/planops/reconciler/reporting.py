@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from planops.api import CapsuleSpec
-from planops.engine import Report, StepRecord
+from planops.engine import Report, StepRecord, budget
 from planops.kube import manifests
 from planops.kube.api import KubeApi
 from planops.kube.client import ApiError
@@ -84,7 +84,8 @@ class ReportBook:
     ) -> Report:
         """Write the records the run's PlanReports do not hold yet (each cut to its share of
         the report first), before the status that counts them; returns the report with its
-        records as written (what the summary repeats, what a restart restores). A run whose
+        records as written (what the summary repeats, what a restart restores) and what of
+        them was cut (Report.cut, counted from them). A run whose
         status repeats all its records unshortened writes none (reports.hold_in_status)."""
         key = (ref.namespace, ref.name)
         if key not in self._held or self._held[key].run != ref.run:
@@ -126,4 +127,7 @@ class ReportBook:
                     raise
                 listed = await self.kube.list_plan_reports(ref.namespace, reports_.selector(ref))
                 self._held[key] = reports_.assemble(listed, ref.uid, ref.run)
-        return replace(report, steps=tuple(self._held[key].records))
+        # what was cut, counted from the records as written (cut when read, by the run's
+        # budget or to their share here): the same count a restarted operator restores
+        records_ = tuple(self._held[key].records)
+        return replace(report, steps=records_, cut=budget.tally(records_))

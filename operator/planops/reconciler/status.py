@@ -28,7 +28,7 @@ from typing import Any
 from planops.api.crd import MAX_STEPS, SPEC_BUDGET
 from planops.api.names import Phase
 from planops.engine import AttemptFact, PlanError, Report
-from planops.engine.budget import RUN_TEXT_BUDGET
+from planops.engine.budget import RUN_TEXT_BUDGET, full_size
 from planops.engine.report import parse_rfc3339, rfc3339
 
 #: the spec's room (SPEC_BUDGET) and its literal steps (MAX_STEPS, the CRD's maxItems) are the
@@ -61,8 +61,10 @@ REFUSED_LIMIT = 50
 ERROR_LIMIT = 2048
 MAX_ERRORS = 200
 MAX_ERROR_MESSAGE = 512
-TRUNCATED = "\n[planops: output truncated at {kept} bytes]"
-MARK_ROOM = 48  # the truncation mark's own bytes
+#: the mark of a text cut here: what it kept and the bytes it had in full (the count of cut
+#: records reads it back: engine.budget.tally)
+TRUNCATED = "\n[planops: output truncated at {kept} of {total} bytes]"
+MARK_ROOM = 72  # the truncation mark's own bytes (sizes of up to 16 digits)
 
 
 def text_share(steps: int) -> int:
@@ -108,7 +110,7 @@ def cap_text(text: str | None, limit: int) -> str | None:
         else:
             hi = mid - 1
     kept = text[:lo]
-    return kept + TRUNCATED.format(kept=len(kept.encode()))
+    return kept + TRUNCATED.format(kept=len(kept.encode()), total=full_size(text))
 
 
 def cap_step(
