@@ -2,22 +2,22 @@
 
 Settlements first (a step's start follows the settlements that made it ready), then the steps
 started, then the plan's own end, once: the Plan's previous phase says whether it was told.
+Pure: they are told to a `Told` (reconciler.intents), which the actuator posts and counts.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from planops import metrics
 from planops.api import PlanSpec, names
 from planops.engine import Dispatch, Report, Run, StepRecord, finally_steps
-from planops.kube.events import Recorder
 from planops.reconciler import status as status_
 from planops.reconciler.body_events import BodyEvents
+from planops.reconciler.intents import Told
 
 
 def announce(
-    events: Recorder,
+    events: Told,
     run: Run,
     spec: PlanSpec,
     previous: dict[str, Any],
@@ -44,9 +44,9 @@ def announce(
             attempts=rec.attempts,
         )
         kind = run.kind_of(rec.step_id)
-        metrics.steps.labels(kind, rec.status).inc()
+        events.inc("steps", kind, rec.status)
         if rec.duration is not None:
-            metrics.step_duration.labels(kind).observe(rec.duration)
+            events.observe("step_duration", rec.duration, kind)
         if kind == "capsule" and rec.attempts:
             events(
                 "DelegationFinished",
@@ -55,7 +55,7 @@ def announce(
             )
     for d in dispatched:
         if d.attempt > 1:
-            metrics.retries.inc()
+            events.inc("retries")
         events(
             "StepStarted",
             f"step {d.step.id} attempt {d.attempt} ({d.kind})",
@@ -63,13 +63,13 @@ def announce(
             step=d.step.id,
             attempt=d.attempt,
         )
-        metrics.dispatch_latency.observe(max(0.0, now - ready_at(settled_at, d, started_at)))
+        events.observe("dispatch_latency", max(0.0, now - ready_at(settled_at, d, started_at)))
     for ctl, message, warning in body.summaries():
         events("BodyStepsSettled", message, warning=warning, step=ctl)
     if finished and not names.ended(previous.get("phase")):
         result = "succeeded" if report.completed else "failed"
-        metrics.plans.labels(result).inc()
-        metrics.plan_duration.observe(max(0.0, now - started_at))
+        events.inc("plans", result)
+        events.observe("plan_duration", max(0.0, now - started_at))
         events(
             "PlanSucceeded" if report.completed else "PlanFailed",
             f"{status_.top_level(report)}/{finally_steps.step_count(spec)} steps settled"

@@ -26,8 +26,8 @@ from planops.engine import control, references
 from planops.engine.decider import Run
 from planops.engine.facts import AttemptFact, Dispatch
 from planops.engine.report import parse_rfc3339, rfc3339
-from planops.kube.events import Recorder
 from planops.kube.manifests import answer_annotation
+from planops.reconciler.intents import Tell
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,7 @@ def settle(
     previous: dict[str, Any],
     annotations: dict[str, str],
     run_id: str,
-    events: Recorder,
+    events: Tell,
     now: float,
 ) -> list[Waiting]:
     """Settle the questions of `run` that got an answer (or passed their deadline); the rest
@@ -146,7 +146,7 @@ def settle(
     return still
 
 
-def announce(d: Dispatch, timeout_seconds: int, plan: str, events: Recorder, now: float) -> Waiting:
+def announce(d: Dispatch, timeout_seconds: int, plan: str, events: Tell, now: float) -> Waiting:
     """A dispatched ask starts waiting: an AskWaiting Event says how to answer, and until when."""
     w = start(d, now, timeout_seconds)
     fields = ", ".join((w.spec.get("outputSchema") or {}).get("properties") or {})

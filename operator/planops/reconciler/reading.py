@@ -45,9 +45,8 @@ READ_CONCURRENCY = 16
 #: how long a finished Job's pod may be missing from a listing before it counts as gone
 POD_GRACE_SECONDS = 30.0
 #: how long after a step ended its log may stay unreadable (a node restarting) before the
-#: output counts as lost; looked at again every LATER_SECONDS meanwhile
+#: output counts as lost; looked at again every core.LATER_SECONDS meanwhile
 LOG_GRACE_SECONDS = 120.0
-LATER_SECONDS = 2.0
 #: how the kubelet answers a log request when the container's log file is gone
 LOG_LOST = "unable to retrieve container logs for "
 

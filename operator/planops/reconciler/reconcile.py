@@ -22,72 +22,31 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from planops import metrics
-from planops.api import CapsuleSpec, PlanSpec, names
+from planops.api import names
 from planops.api.names import Phase
 from planops.engine import (
     OPERATOR_BUDGET_SECONDS,
-    AttemptFact,
     Budget,
-    Decision,
-    Dispatch,
     Facts,
     Policy,
-    Run,
-    StepRecord,
     capsule_name,
     finally_steps,
 )
-from planops.engine import dispatch as dispatch_
 from planops.kube import manifests
 from planops.kube.api import KubeApi
 from planops.kube.cache import RunObjects, WatchCache
 from planops.kube.client import ApiError
 from planops.kube.events import Poster, Recorder
-from planops.reconciler import announcing, authors, dispatching, reading, stopping
-from planops.reconciler import asks as asks_
+from planops.reconciler import actuator, authors, core
 from planops.reconciler import reports as reports_
 from planops.reconciler import runs as plan_runs
 from planops.reconciler import status as status_
 from planops.reconciler.judging import Judge, Verdict
-from planops.reconciler.observe import (
-    Observed,
-)
-from planops.reconciler.reading import RunReader, bounded
+from planops.reconciler.reading import RunReader
 from planops.reconciler.reporting import ReportBook
 from planops.reconciler.writing import StatusWriter
 
 log = logging.getLogger("planops.reconciler")
-#: Jobs / child Plans created at once by one reconcile (a wide fan-out must not be created one by
-#: one: the last step's dispatch latency would grow with the width of the plan).
-CREATE_CONCURRENCY = 16
-
-
-@dataclass
-class _Pass:
-    """One reconcile of one Plan once it is judged valid: what it read, the run it restored, and
-    the Events it will tell. The steps of a reconcile (dispatch, cancel, announce, the status)
-    take it whole instead of a dozen arguments each."""
-
-    plan: dict[str, Any]
-    ref: manifests.PlanRef
-    spec: PlanSpec
-    capsule: CapsuleSpec
-    run: Run
-    observed: list[Observed]
-    #: the status this run builds on (a fresh run's: only the conditions)
-    previous: dict[str, Any]
-    run_info: dict[str, Any]
-    events: Recorder
-    now: float
-    started_at: float
-
-    @property
-    def generation(self) -> int:
-        return int(self.run_info["generation"])
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.ref.namespace, self.ref.name)
 
 
 @dataclass
@@ -244,76 +203,23 @@ class Reconciler:
                 ref, spec, capsule, previous, await self._reports.written(ref, previous)
             )
         )
-        run = Run.restore(name, spec, facts, retry_backoff=capsule.retry_backoff)
-        started_at = status_.parse_rfc3339(str(run_info["startedAt"])) or now
-        p = _Pass(
-            plan, ref, spec, capsule, run, observed, previous, run_info, events, now, started_at
-        )
-        cancel = (meta.get("annotations") or {}).get(manifests.ANNOTATION_CANCEL)
-        stopping_ = stopping.why_stop(cancel, spec, started_at, now, run.finished)
-        if stopping_ is not None:
-            await self._cancel(p, *stopping_)
-            return None
-        deadline = stopping.deadline(spec, started_at)
-        waiting = asks_.settle(run, previous, meta.get("annotations") or {}, rid, events, now)
-        with_object = {(o.step_id, o.attempt) for o in observed}
-        refused = [
-            f
-            for f in facts.attempts
-            if f.status == "failed" and (f.step_id, f.attempt) not in with_object
-        ]
-        decision, dispatched, new_settled = await self._advance(p, claim, refused)
-        waiting += [
-            asks_.announce(
-                d, dispatch_.timeout_seconds(d.step, capsule, self.policy), name, events, now
-            )
-            for d in dispatched
-            if d.kind == "ask"
-        ]
-        finished = decision.finished
-        report = await self._reports.record(
-            ref,
-            run.report(),
-            max(run.record_count(), finally_steps.step_count(spec)),
-            capsule,
-            previous,
-        )
-        self._set_running(p.key, len(run.in_flight_attempts()))
-        new = status_.running(
-            report,
-            total=finally_steps.step_count(spec),
-            finished=finished,
-            dispatched_any=bool(dispatched or run.in_flight_attempts()),
-            generation=generation,
-            run=run_info,
-            refused=refused,
+        situation = core.Situation(
+            ref=ref,
+            spec=spec,
+            capsule=capsule,
+            policy=self.policy,
+            facts=facts,
+            observed=observed,
             previous=previous,
-            started_at=started_at,
+            run_info=run_info,
+            annotations=meta.get("annotations") or {},
+            claim=claim,
             now=now,
-            reports=self._reports.chunks(p.key),
+            started_at=status_.parse_rfc3339(str(run_info["startedAt"])) or now,
+            later=later,
             status_records=self.status_records,
         )
-        flying = set(run.in_flight_attempts())
-        waiting = [w for w in waiting if (w.step_id, w.attempt) in flying]
-        new["asks"] = [w.to_json() for w in waiting] or None
-        new["inFlight"] = plan_runs.in_flight(run, previous, now)
-        announcing.announce(
-            events, run, spec, previous, now, started_at, dispatched, new_settled, report, finished
-        )
-        await self._write(plan, previous, new)
-        await events.flush()
-        if finished:
-            self._close(ref)
-        # wake up at the first question's deadline (whenUnanswered applies then), and at the
-        # plan's own deadline
-        wake = [w.deadline for w in waiting]
-        if deadline is not None and not finished:
-            wake.append(deadline)
-        if decision.wake_at is not None:  # a retry waiting out its backoff
-            wake.append(decision.wake_at)
-        if later:  # an output not readable yet (observe)
-            wake.append(now + reading.LATER_SECONDS)
-        return max(0.0, min(wake) - now) + 0.05 if wake else None
+        return await self._act(plan, core.plan_step(situation), events)
 
     # -- validation ---------------------------------------------------------------------------
 
@@ -339,141 +245,34 @@ class Reconciler:
         cache (the resync asks this: a deletion a watch did not deliver is found within it)."""
         self._reader.check((namespace, name))
 
-    # -- act ------------------------------------------------------------------------------------
+    # -- act: what reconciler.core decided, carried out by reconciler.actuator ------------------
 
-    async def _dispatch(
-        self,
-        ref: manifests.PlanRef,
-        d: Dispatch,
-        capsule: CapsuleSpec,
-        spec: PlanSpec,
-        events: Recorder,
-        claim: str | None,
-    ) -> str | None:
-        """Create the attempt's Job or child Plan; returns a refusal (nothing created) or None.
-        An ask creates nothing: it waits in status.asks (reconciler.asks)."""
-        if d.kind == "ask":
-            return None
-        body: dict[str, Any] | str
-        if d.kind == "capsule":
-            body = dispatching.admit(ref, d, capsule, spec, self.policy) or dispatching.child(
-                ref, d, spec, await self.kube.get_capsule(ref.namespace, d.step.capsule or "")
-            )
+    async def _act(
+        self, plan: dict[str, Any], step: core.PlanStep, events: Recorder
+    ) -> float | None:
+        s = step.s
+        ref, key = s.ref, (s.ref.namespace, s.ref.name)
+        if step.stop is not None:
+            stop = step.stopped()
+            await actuator.delete(self.kube, ref.namespace, core.deletes(stop))
+            report = await self._reports.record(ref, stop.report, step.records, None, s.previous)
+            intents = step.conclude_stopped(stop, report, self._reports.chunks(key))
         else:
-            body = dispatching.job(ref, d, capsule, spec, self.policy, claim)
-        if isinstance(body, str):
-            return body
-        try:
-            if d.kind == "capsule":
-                await self.kube.create_plan(ref.namespace, body)
-                events(
-                    "DelegationStarted",
-                    f"step {d.step.id} delegates to capsule {d.step.capsule} "
-                    f"as plan {body['metadata']['name']}",
-                    step=d.step.id,
-                    child=body["metadata"]["name"],
-                )
-            else:
-                job = await self.kube.create_job(ref.namespace, body)
-                if self.runs is not None:  # the next reconcile sees it even before the watch
-                    self.runs.seen("job", "ADDED", job)
-        except ApiError as e:
-            answer = dispatching.create_refused(
-                d.kind,
-                e.status,
-                already_exists=e.already_exists,
-                by_admission=e.refused_by_admission,
-                message=e.message,
+            creates = step.decide()
+            while step.answer(await actuator.create(self.kube, ref, creates, s.spec, self.runs)):
+                creates = step.decide()
+            report = await self._reports.record(
+                ref, step.run.report(), step.records, s.capsule, s.previous
             )
-            if answer == "retry":
-                raise
-            if answer != "adopt":
-                return answer
-            name = body["metadata"]["name"]
-            get = self.kube.get_plan if d.kind == "capsule" else self.kube.get_job
-            return dispatching.squatter(ref, d.kind, name, await get(ref.namespace, name))
-        return None
-
-    async def _advance(
-        self, p: _Pass, claim: str | None, refused: list[AttemptFact]
-    ) -> tuple[Decision, list[Dispatch], list[StepRecord]]:
-        """Decide and dispatch until nothing more is ready: a dispatch the cluster refuses (an
-        admission policy) fails its attempt at once, which may make other steps ready (its
-        retry, an onError). Refused attempts are added to `refused`."""
-        run, now = p.run, p.now
-        dispatched: list[Dispatch] = []
-        new_settled: list[StepRecord] = []
-        while True:
-            decision = run.decide(now)
-            new_settled += decision.settled
-            refusals = await bounded(
-                [
-                    self._dispatch(p.ref, d, p.capsule, p.spec, p.events, claim)
-                    for d in decision.dispatch
-                ],
-                CREATE_CONCURRENCY,
-            )
-            refusal_made = False
-            for d, refusal in zip(decision.dispatch, refusals, strict=True):
-                if refusal is None:
-                    dispatched.append(d)
-                    continue
-                refusal_made = True
-                metrics.calls_denied.inc()
-                p.events(
-                    "CallDenied",
-                    f"step {d.step.id} attempt {d.attempt}: {refusal}",
-                    warning=True,
-                    step=d.step.id,
-                    attempt=d.attempt,
-                )
-                run.finish_attempt(d.step.id, d.attempt, "failed", None, refusal, now)
-                refused.append(AttemptFact(d.step.id, d.attempt, now, "failed", now, None, refusal))
-            if not refusal_made:
-                return decision, dispatched, new_settled
-
-    async def _cancel(self, p: _Pass, why: str, reason: stopping.Reason) -> None:
-        """`kubectl plan cancel` (reason Cancelled) or the plan's activeDeadlineSeconds passed
-        (DeadlineExceeded): stop what runs, report it as failed, end the plan."""
-        ref, spec, run, previous, events, now = p.ref, p.spec, p.run, p.previous, p.events, p.now
-        stop = stopping.stop(run, p.observed, why, reason, now)
-        for kind, name in stop.deletes:
-            delete = self.kube.delete_job if kind == "job" else self.kube.delete_plan
-            await delete(ref.namespace, name)
-        self._set_running(p.key, 0)
-        report = await self._reports.record(
-            ref,
-            stop.report,
-            max(run.record_count(), finally_steps.step_count(spec)),
-            None,
-            previous,
-        )
-        new = status_.running(
-            report,
-            total=finally_steps.step_count(spec),
-            finished=True,
-            dispatched_any=True,
-            generation=p.generation,
-            run=p.run_info,
-            refused=[],
-            previous=previous,
-            started_at=p.started_at,
-            now=now,
-            cancelled=why,
-            stopped_reason=reason,
-            reports=self._reports.chunks(p.key),
-            status_records=self.status_records,
-        )
-        if not names.ended(previous.get("phase")):
-            metrics.plans.labels("cancelled" if reason == "Cancelled" else "failed").inc()
-            events(
-                "PlanFailed",
-                f"{stop.label} ({why}); {stop.stopped} running step(s) stopped",
-                warning=True,
-            )
-        await self._write(p.plan, previous, new)
+            intents = step.conclude(report, self._reports.chunks(key))
+        self._set_running(key, intents.running)
+        actuator.tell(events, intents.told)
+        assert intents.status is not None
+        await self._write(plan, s.previous, intents.status)
         await events.flush()
-        self._close(ref)
+        if intents.closes:
+            self._close(ref)
+        return intents.wake
 
     # -- report -----------------------------------------------------------------------------------
 

@@ -1,0 +1,304 @@
+"""Pure: the decisions of one reconcile of a valid Plan's run, as intents (no I/O, no await).
+
+Given what the reconcile read (a `Situation`: the Plan's run, its spec and Capsule, the facts
+of its attempts, the objects observed, the previous status, the clock), `plan_step` restores
+the engine's Run and answers what to do: stop the run (the objects to delete) or advance it
+(the Jobs and child Plans to create). The actuator (reconciler.actuator) makes the requests;
+the API server's answers come back as `Answer`s, and a refused create fails its attempt at
+once, which may make other steps ready (its retry, an onError): the step decides again, and
+the actuator creates again, a bounded number of rounds. Once the report is written (its
+records as the PlanReports hold them), `conclude` gives the status, the Events and metrics,
+the attempts in flight and the next wake-up.
+
+Everything here is decided from values, with the clock passed in, so the reconciler's rules
+(admission at dispatch, refusals remembered, cancel, asks, deadlines) are unit-tested by
+comparing intents, with no API to fake.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from planops.api import CapsuleSpec, PlanSpec, names
+from planops.engine import (
+    AttemptFact,
+    Dispatch,
+    Facts,
+    Policy,
+    Report,
+    Run,
+    StepRecord,
+    finally_steps,
+)
+from planops.engine import dispatch as dispatch_
+from planops.kube import manifests
+from planops.reconciler import announcing, dispatching, runs, stopping
+from planops.reconciler import asks as asks_
+from planops.reconciler import status as status_
+from planops.reconciler.intents import Answer, Create, Delete, Intents, Told
+from planops.reconciler.observe import Observed
+
+#: seconds until an output not readable yet is looked for again (reconciler.reading)
+LATER_SECONDS = 2.0
+#: rounds of decide -> create -> refused in one reconcile; past them the refusals are recorded
+#: and the Plan is looked at again at once (each round fails at least one attempt for good, so
+#: only a plan with very many refused attempts in a row gets there)
+MAX_ROUNDS = 64
+#: added to every wake-up (the deadline itself has passed when the Plan is looked at)
+WAKE_MARGIN = 0.05
+
+
+@dataclass(frozen=True)
+class Situation:
+    """What one reconcile read of a valid Plan's run, and the operator's settings."""
+
+    ref: manifests.PlanRef
+    spec: PlanSpec
+    capsule: CapsuleSpec
+    policy: Policy
+    facts: Facts
+    observed: list[Observed]
+    #: the status this run builds on (a fresh run's: only the conditions)
+    previous: dict[str, Any]
+    run_info: dict[str, Any]
+    annotations: dict[str, str]
+    claim: str | None
+    now: float
+    started_at: float
+    #: an output not readable yet (reconciler.observe): look again soon
+    later: bool = False
+    status_records: int = status_.STATUS_RECORDS
+
+    @property
+    def total(self) -> int:
+        return finally_steps.step_count(self.spec)
+
+
+@dataclass
+class PlanStep:
+    """The run restored from a Situation, and what was decided of it so far."""
+
+    s: Situation
+    run: Run
+    told: Told = field(default_factory=Told)
+    #: why the run stops now (and the reason's name), or None: it advances
+    stop: tuple[str, stopping.Reason] | None = None
+    #: the questions waiting (reconciler.asks)
+    waiting: list[asks_.Waiting] = field(default_factory=list)
+    #: attempts that failed without an object: refused by the cluster or at dispatch
+    refused: list[AttemptFact] = field(default_factory=list)
+    dispatched: list[Dispatch] = field(default_factory=list)
+    settled: list[StepRecord] = field(default_factory=list)
+    finished: bool = False
+    wake_at: float | None = None
+    rounds: int = 0
+    #: the dispatches of the last decision, by attempt (what `answer` reads answers of)
+    _round: list[Dispatch] = field(default_factory=list)
+    #: the attempts of the last decision the dispatch rules refused (no request made)
+    _answered: list[Answer] = field(default_factory=list)
+
+    # -- advance: decide, create, read the answers ------------------------------------------
+
+    def decide(self) -> list[Create]:
+        """Decide once more: the objects to create for the attempts it starts (an ask creates
+        nothing: it waits in status.asks). A step the dispatch rules refuse is answered at
+        once, as a create the cluster refused."""
+        s, run = self.s, self.run
+        decision = run.decide(s.now)
+        self.rounds += 1
+        self.settled += decision.settled
+        self.finished, self.wake_at = decision.finished, decision.wake_at
+        self._round = list(decision.dispatch)
+        return [c for d in decision.dispatch if (c := self._create(d)) is not None]
+
+    def _create(self, d: Dispatch) -> Create | None:
+        s = self.s
+        if d.kind == "ask":
+            return None
+        if d.kind == "capsule":
+            refusal = dispatching.admit(s.ref, d, s.capsule, s.spec, s.policy)
+            if refusal is None:
+                return Create(d, "plan")
+            self._answered.append(Answer(d, refusal=refusal))
+            return None
+        body = dispatching.job(s.ref, d, s.capsule, s.spec, s.policy, s.claim)
+        if isinstance(body, str):
+            self._answered.append(Answer(d, refusal=body))
+            return None
+        return Create(d, "job", body)
+
+    def answer(self, answers: list[Answer]) -> bool:
+        """Read the answers to the last decision's creates (and the refusals of the dispatch
+        rules, answered without a request); True: an attempt failed, decide again."""
+        now = self.s.now
+        by_attempt = {
+            (a.dispatch.step.id, a.dispatch.attempt): a for a in (*self._answered, *answers)
+        }
+        refused_any = False
+        for d in self._round:
+            got = by_attempt.get((d.step.id, d.attempt))
+            if got is None or got.refusal is None:
+                self.dispatched.append(d)
+                if d.kind == "capsule" and got is not None:
+                    self.told(
+                        "DelegationStarted",
+                        f"step {d.step.id} delegates to capsule {d.step.capsule} "
+                        f"as plan {got.name}",
+                        step=d.step.id,
+                        child=got.name,
+                    )
+                continue
+            refused_any = True
+            self.told.inc("calls_denied")
+            self.told(
+                "CallDenied",
+                f"step {d.step.id} attempt {d.attempt}: {got.refusal}",
+                warning=True,
+                step=d.step.id,
+                attempt=d.attempt,
+            )
+            self.run.finish_attempt(d.step.id, d.attempt, "failed", None, got.refusal, now)
+            fact = AttemptFact(d.step.id, d.attempt, now, "failed", now, None, got.refusal)
+            self.refused.append(fact)
+        self._round, self._answered = [], []
+        if refused_any and self.rounds >= MAX_ROUNDS:
+            self.wake_at = now  # the next reconcile goes on deciding
+            self.finished = False
+            return False
+        return refused_any
+
+    # -- conclude: the status, Events and metrics of an advanced run ---------------------------
+
+    def conclude(self, report: Report, chunks: int) -> Intents:
+        """What this reconcile ends with, given the report as its PlanReports hold it and their
+        count."""
+        s, run, now, told = self.s, self.run, self.s.now, self.told
+        self.waiting += [
+            asks_.announce(
+                d, dispatch_.timeout_seconds(d.step, s.capsule, s.policy), s.ref.name, told, now
+            )
+            for d in self.dispatched
+            if d.kind == "ask"
+        ]
+        flying = set(run.in_flight_attempts())
+        new = status_.running(
+            report,
+            total=s.total,
+            finished=self.finished,
+            dispatched_any=bool(self.dispatched or flying),
+            generation=int(s.run_info["generation"]),
+            run=s.run_info,
+            refused=self.refused,
+            previous=s.previous,
+            started_at=s.started_at,
+            now=now,
+            reports=chunks,
+            status_records=s.status_records,
+        )
+        waiting = [w for w in self.waiting if (w.step_id, w.attempt) in flying]
+        new["asks"] = [w.to_json() for w in waiting] or None
+        new["inFlight"] = runs.in_flight(run, s.previous, now)
+        announcing.announce(
+            told,
+            run,
+            s.spec,
+            s.previous,
+            now,
+            s.started_at,
+            self.dispatched,
+            self.settled,
+            report,
+            self.finished,
+        )
+        # wake up at the first question's deadline (whenUnanswered applies then), at the plan's
+        # own deadline, when a retry's backoff ends, and soon for an output not readable yet
+        wake = [w.deadline for w in waiting]
+        deadline = stopping.deadline(s.spec, s.started_at)
+        if deadline is not None and not self.finished:
+            wake.append(deadline)
+        if self.wake_at is not None:
+            wake.append(self.wake_at)
+        if s.later:
+            wake.append(now + LATER_SECONDS)
+        return Intents(
+            status=new,
+            told=told,
+            running=len(flying),
+            closes=self.finished,
+            wake=max(0.0, min(wake) - now) + WAKE_MARGIN if wake else None,
+        )
+
+    # -- stop: cancel, or the plan's deadline ----------------------------------------------------
+
+    def stopped(self) -> stopping.Stop:
+        """What stopping the run means (only when `stop` is set): the objects to delete and the
+        report with each attempt in flight failed."""
+        assert self.stop is not None
+        why, reason = self.stop
+        return stopping.stop(self.run, self.s.observed, why, reason, self.s.now)
+
+    def conclude_stopped(self, stop: stopping.Stop, report: Report, chunks: int) -> Intents:
+        """The intents of a stopped run: its objects deleted, the status Failed (told once)."""
+        assert self.stop is not None
+        s, told = self.s, self.told
+        why, reason = self.stop
+        new = status_.running(
+            report,
+            total=s.total,
+            finished=True,
+            dispatched_any=True,
+            generation=int(s.run_info["generation"]),
+            run=s.run_info,
+            refused=[],
+            previous=s.previous,
+            started_at=s.started_at,
+            now=s.now,
+            cancelled=why,
+            stopped_reason=reason,
+            reports=chunks,
+            status_records=s.status_records,
+        )
+        if not names.ended(s.previous.get("phase")):
+            told.inc("plans", "cancelled" if reason == "Cancelled" else "failed")
+            told(
+                "PlanFailed",
+                f"{stop.label} ({why}); {stop.stopped} running step(s) stopped",
+                warning=True,
+            )
+        return Intents(
+            status=new,
+            told=told,
+            running=0,
+            closes=True,
+            deletes=deletes(stop),
+        )
+
+    @property
+    def records(self) -> int:
+        """How many records the run's report will hold (what each record's text shares)."""
+        return max(self.run.record_count(), self.s.total)
+
+
+def deletes(stop: stopping.Stop) -> tuple[Delete, ...]:
+    """The objects a stopped run deletes: each attempt in flight's Job or child Plan."""
+    return tuple(Delete(kind, name) for kind, name in stop.deletes)
+
+
+def plan_step(s: Situation) -> PlanStep:
+    """The run of `s` restored: whether it stops now, and the answers to its asks settled."""
+    spec, ref = s.spec, s.ref
+    run = Run.restore(ref.name, spec, s.facts, retry_backoff=s.capsule.retry_backoff)
+    step = PlanStep(s, run)
+    cancel = s.annotations.get(manifests.ANNOTATION_CANCEL)
+    step.stop = stopping.why_stop(cancel, spec, s.started_at, s.now, run.finished)
+    if step.stop is not None:
+        return step
+    step.waiting = asks_.settle(run, s.previous, s.annotations, ref.run, step.told, s.now)
+    with_object = {(o.step_id, o.attempt) for o in s.observed}
+    step.refused = [
+        f
+        for f in s.facts.attempts
+        if f.status == "failed" and (f.step_id, f.attempt) not in with_object
+    ]
+    return step

@@ -1,0 +1,278 @@
+"""The reconciler's decisions as values: reconciler.core is given what a reconcile read (a
+Situation) and answers with intents (the objects to create or delete, the status, Events and
+metrics, the next wake-up). No API, fake or real: each test builds the facts, feeds the API
+server's answers by hand and compares what comes back."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from planops.api import CapsuleSpec, PlanSpec
+from planops.engine import AttemptFact, Facts, Policy, StepRecord
+from planops.engine import dispatch as rules
+from planops.kube import manifests
+from planops.reconciler import core
+from planops.reconciler.intents import Answer, Create, Intents
+from planops.reconciler.observe import Observed
+
+from .helpers import capsule, plan
+
+NOW = 1_800_000_000.0
+RUN = "r1"
+REF = manifests.PlanRef("ns", "p", "uid-p", RUN)
+NO_FACTS = Facts()
+
+
+def situation(
+    spec: PlanSpec,
+    cap: CapsuleSpec | None = None,
+    *,
+    ref: manifests.PlanRef = REF,
+    facts: Facts = NO_FACTS,
+    observed: tuple[Observed, ...] = (),
+    previous: dict[str, Any] | None = None,
+    annotations: dict[str, str] | None = None,
+    now: float = NOW,
+    started_at: float = NOW,
+    later: bool = False,
+) -> core.Situation:
+    return core.Situation(
+        ref=ref,
+        spec=spec,
+        capsule=cap or capsule(image="busybox:1"),
+        policy=Policy(),
+        facts=facts,
+        observed=list(observed),
+        previous=previous or {},
+        run_info={"id": RUN, "generation": 1, "startedAt": "2027-01-15T08:00:00Z"},
+        annotations=annotations or {},
+        claim=None,
+        now=now,
+        started_at=started_at,
+        later=later,
+    )
+
+
+def created(creates: list[Create]) -> list[Answer]:
+    """The API server creates every object."""
+    return [Answer(c.dispatch, name=f"obj-{c.dispatch.step.id}") for c in creates]
+
+
+def advance(step: core.PlanStep, answer: Any = created) -> Intents:
+    """What the reconciler's actuator does with a step that advances, with `answer` as the
+    API server; the report as written is the run's own."""
+    creates = step.decide()
+    while step.answer(answer(creates)):
+        creates = step.decide()
+    return step.conclude(step.run.report(), 0)
+
+
+def events(intents: Intents) -> list[str]:
+    return intents.told.reasons()
+
+
+def denied(intents: Intents) -> str:
+    """Why the one attempt refused was (its CallDenied Event's message, past the attempt)."""
+    (message,) = [e.message for e in intents.told.events if e.reason == "CallDenied"]
+    return message.split(": ", 1)[1]
+
+
+def test_a_step_creates_its_job_and_the_status_says_it_runs():
+    step = core.plan_step(situation(plan({"id": "a", "shell": "true"})))
+    creates = step.decide()
+    assert [(c.kind, c.dispatch.step.id) for c in creates] == [("job", "a")]
+    assert creates[0].body is not None
+    assert creates[0].body["metadata"]["labels"][manifests.LABEL_RUN] == RUN
+    assert not step.answer(created(creates))
+    intents = step.conclude(step.run.report(), 0)
+    assert intents.status is not None
+    assert intents.status["phase"] == "Running"
+    assert intents.status["inFlight"] == [
+        {"stepId": "a", "attempt": 1, "since": intents.status["inFlight"][0]["since"]}
+    ]
+    assert intents.running == 1 and not intents.closes and intents.wake is None
+    assert events(intents) == ["StepStarted"]
+
+
+def test_an_image_the_capsule_no_longer_allows_is_refused_at_dispatch_without_a_request():
+    spec = plan({"id": "a", "shell": "true", "image": "evil.example/x:1"})
+    cap = capsule(image="busybox:1", images=["busybox:*"])
+    step = core.plan_step(situation(spec, cap))
+    assert step.decide() == []  # nothing to create
+    assert step.answer([]) is True  # the attempt failed: decide again
+    assert step.decide() == []
+    assert step.answer([]) is False
+    intents = step.conclude(step.run.report(), 0)
+    assert intents.status is not None
+    assert intents.status["phase"] == "Failed"
+    assert [r.error for r in step.run.report().steps] == [denied(intents)]
+    assert "evil.example/x:1" in denied(intents)
+    assert ("calls_denied", (), 1.0, False) in intents.told.metrics
+
+
+def test_a_capsule_step_past_the_nesting_depth_is_refused():
+    spec = plan({"id": "c", "capsule": "other", "input": "go"})
+    cap = capsule(image="busybox:1", spawn={"allow": ["other"]})
+    deep = replace(REF, depth=rules.MAX_DEPTH)
+    step = core.plan_step(situation(spec, cap, ref=deep))
+    assert step.decide() == []
+    assert step.answer([]) is True
+    shallow = core.plan_step(situation(spec, cap))
+    assert [c.kind for c in shallow.decide()] == ["plan"]
+
+
+def test_a_capsule_step_back_into_a_capsule_above_it_is_refused_as_a_cycle():
+    spec = plan({"id": "c", "capsule": "other", "input": "go"})
+    cap = capsule(image="busybox:1", spawn={"allow": ["other"]})
+    step = core.plan_step(situation(spec, cap, ref=replace(REF, lineage=("other",))))
+    assert step.decide() == []
+    step.answer([])
+    assert "cycle" in denied(step.conclude(step.run.report(), 0))
+
+
+def test_a_jobs_deadline_is_clamped_to_the_capsules_maximum():
+    spec = plan({"id": "a", "shell": "true"})
+    step = core.plan_step(situation(spec, capsule(image="busybox:1", maxTimeoutSeconds=5)))
+    (create,) = step.decide()
+    assert create.body is not None
+    assert create.body["spec"]["template"]["spec"]["activeDeadlineSeconds"] == 5
+
+
+def test_a_refused_create_fails_the_attempt_and_the_next_step_starts_in_the_same_reconcile():
+    spec = plan(
+        {"id": "a", "shell": "true", "onError": "continue"},
+        {"id": "b", "shell": "true", "dependsOn": ["a"]},
+    )
+    step = core.plan_step(situation(spec))
+    first = step.decide()
+    assert [c.dispatch.step.id for c in first] == ["a"]
+    assert step.answer([Answer(first[0].dispatch, refusal="denied by policy")]) is True
+    second = step.decide()
+    assert [c.dispatch.step.id for c in second] == ["b"]
+    assert step.answer(created(second)) is False
+    intents = step.conclude(step.run.report(), 0)
+    assert [(r.step_id, r.error) for r in step.run.report().steps] == [("a", "denied by policy")]
+    assert denied(intents) == "denied by policy"
+    assert events(intents) == ["CallDenied", "StepFailed", "StepStarted"]
+
+
+def test_an_attempt_refused_before_is_remembered_and_its_retry_waits_out_the_backoff():
+    spec = plan({"id": "a", "shell": "true", "retries": 1, "retryBackoff": {"duration": "10s"}})
+    refused = AttemptFact("a", 1, NOW - 1, "failed", NOW - 1, None, "denied")
+    step = core.plan_step(situation(spec, facts=Facts((), (refused,))))
+    assert step.decide() == []  # the retry is not due yet
+    assert step.answer([]) is False
+    intents = step.conclude(step.run.report(), 0)
+    assert intents.status is not None
+    assert [r["attempt"] for r in intents.status["refusedAttempts"]] == [1]
+    assert intents.wake is not None and 8.9 < intents.wake < 9.2  # due 10 s after it failed
+
+
+def test_refusals_in_a_row_stop_after_the_rounds_bound_and_look_again_at_once():
+    spec = plan({"id": "a", "shell": "true", "retries": 100})
+    step = core.plan_step(situation(spec))
+    intents = advance(step, lambda creates: [Answer(c.dispatch, refusal="no") for c in creates])
+    assert step.rounds == core.MAX_ROUNDS
+    assert intents.status is not None
+    assert intents.status["phase"] != "Failed"  # not over: the next reconcile goes on
+    assert intents.wake == core.WAKE_MARGIN
+
+
+def test_cancel_deletes_each_attempt_in_flight_and_fails_the_plan():
+    spec = plan({"id": "a", "shell": "sleep 60"}, {"id": "c", "capsule": "x", "input": "go"})
+    facts = Facts((), (AttemptFact("a", 1, NOW - 5), AttemptFact("c", 1, NOW - 5)))
+    observed = (
+        Observed("a", 1, "job-a", "job", NOW - 5, None),
+        Observed("c", 1, "plan-c", "plan", NOW - 5, None),
+    )
+    s = situation(
+        spec,
+        capsule(image="busybox:1", spawn={"allow": ["x"]}),
+        facts=facts,
+        observed=observed,
+        annotations={manifests.ANNOTATION_CANCEL: "by alice"},
+        previous={"phase": "Running"},
+    )
+    step = core.plan_step(s)
+    assert step.stop == ("by alice", "Cancelled")
+    stop = step.stopped()
+    intents = step.conclude_stopped(stop, stop.report, 0)
+    assert [(d.kind, d.name) for d in intents.deletes] == [("job", "job-a"), ("plan", "plan-c")]
+    assert intents.status is not None and intents.status["phase"] == "Failed"
+    assert intents.closes and intents.running == 0
+    assert events(intents) == ["PlanFailed"]
+    assert ("plans", ("cancelled",), 1.0, False) in intents.told.metrics
+    told = core.plan_step(replace(s, previous={"phase": "Failed"}))  # its end told already
+    again = told.conclude_stopped(told.stopped(), stop.report, 0)
+    assert again.told.events == [] and again.told.metrics == []
+
+
+def test_a_plan_past_its_deadline_stops_and_one_before_it_wakes_at_it():
+    spec = plan({"id": "a", "shell": "sleep 60"}, activeDeadlineSeconds=30)
+    facts = Facts((), (AttemptFact("a", 1, NOW - 5),))
+    late = core.plan_step(situation(spec, facts=facts, started_at=NOW - 31))
+    assert late.stop is not None and late.stop[1] == "DeadlineExceeded"
+    early = core.plan_step(situation(spec, facts=facts, started_at=NOW - 10))
+    assert early.stop is None
+    assert advance(early).wake == 20 + core.WAKE_MARGIN
+
+
+def test_an_answer_annotation_for_this_run_settles_the_ask():
+    ask = {"id": "q", "ask": {"prompt": "go?", "outputSchema": {"type": "object"}}}
+    spec = plan(ask)
+    waiting = {
+        "stepId": "q",
+        "attempt": 1,
+        "prompt": "go?",
+        "outputSchema": {"type": "object"},
+        "since": "2027-01-15T08:00:00Z",
+        "deadline": "2027-01-15T09:00:00Z",
+    }
+    facts = Facts((), (AttemptFact("q", 1, NOW - 5),))
+    answer = {manifests.answer_annotation("q"): json.dumps({"run": RUN, "answer": {"ok": True}})}
+    s = situation(spec, facts=facts, previous={"asks": [waiting]}, annotations=answer)
+    intents = advance(core.plan_step(s))
+    assert intents.status is not None and intents.status["phase"] == "Succeeded"
+    other = {manifests.answer_annotation("q"): json.dumps({"run": "r0", "answer": {"ok": 1}})}
+    still = advance(core.plan_step(replace(s, annotations=other)))
+    assert still.status is not None and still.status["phase"] != "Succeeded"
+    assert [a["stepId"] for a in still.status["asks"]] == ["q"]
+
+
+def test_a_dispatched_ask_waits_in_the_status_and_wakes_the_plan_at_its_deadline():
+    spec = plan({"id": "q", "ask": {"prompt": "go?"}, "timeoutSeconds": 60})
+    step = core.plan_step(situation(spec))
+    assert step.decide() == []  # an ask creates nothing
+    assert step.answer([]) is False
+    intents = step.conclude(step.run.report(), 0)
+    assert intents.status is not None
+    assert [a["stepId"] for a in intents.status["asks"]] == ["q"]
+    assert intents.wake == 60 + core.WAKE_MARGIN
+    assert events(intents) == ["AskWaiting", "StepStarted"]
+
+
+def test_an_output_not_readable_yet_wakes_the_plan_soon():
+    step = core.plan_step(situation(plan({"id": "a", "shell": "true"}), later=True))
+    assert advance(step).wake == core.LATER_SECONDS + core.WAKE_MARGIN
+
+
+def test_a_child_plan_created_is_told_as_a_delegation():
+    spec = plan({"id": "c", "capsule": "x", "input": "go"})
+    step = core.plan_step(situation(spec, capsule(image="busybox:1", spawn={"allow": ["x"]})))
+    intents = advance(step)
+    assert events(intents) == ["DelegationStarted", "StepStarted"]
+    assert intents.told.events[0].fields["child"] == "obj-c"
+
+
+def test_a_finished_run_closes_and_counts_its_end_once():
+    spec = plan({"id": "a", "shell": "true"})
+    done = StepRecord("a", "success", "", None, 1, NOW - 2, NOW - 1)
+    s = situation(spec, facts=Facts((done,), ()))
+    intents = advance(core.plan_step(s))
+    assert intents.closes and intents.status is not None
+    assert intents.status["phase"] == "Succeeded"
+    assert ("plans", ("succeeded",), 1.0, False) in intents.told.metrics
+    again = advance(core.plan_step(replace(s, previous={"phase": "Succeeded"})))
+    assert not [m for m in again.told.metrics if m.name == "plans"]
