@@ -106,7 +106,7 @@ def plan_crd() -> dict[str, Any]:
         "Plan",
         ["pl"],
         plan_spec_schema("A set of steps and the order they may run in."),
-        plan_status_schema(),
+        plan_status_schema(history=True),
         [
             {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
             {

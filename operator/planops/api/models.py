@@ -183,6 +183,11 @@ class Workspace(Model):
     claim_name: str | None = Field(default=None, description="Use an existing claim instead.")
 
 
+#: earlier runs a Plan keeps in status.history by default (spec.historyLimit), and at most
+HISTORY_LIMIT = 10
+HISTORY_LIMIT_MAX = 50
+
+
 class PlanSpec(Model):
     """The spec of a Plan resource (and of a Capsule's plan template)."""
 
@@ -194,6 +199,13 @@ class PlanSpec(Model):
         le=30 * 24 * 3600,
         description="The longest a run may take: past it, what runs is stopped and the plan "
         "fails (reason DeadlineExceeded).",
+    )
+    history_limit: int | None = Field(
+        default=None,
+        ge=0,
+        le=HISTORY_LIMIT_MAX,
+        description="Earlier runs kept in status.history, each with its PlanReports "
+        f"(default {HISTORY_LIMIT}; 0 keeps none).",
     )
     workspace: Workspace | None = None
     input_schema: dict[str, Any] | None = Field(

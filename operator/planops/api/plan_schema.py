@@ -7,6 +7,8 @@ ScheduledPlan's template (api/crd.py).
 from __future__ import annotations
 
 from planops.api.models import (
+    HISTORY_LIMIT,
+    HISTORY_LIMIT_MAX,
     NEEDS_A_MODEL,
     STEP_KINDS,
     PlanSpec,
@@ -213,6 +215,14 @@ def plan_spec_schema(description: str) -> Schema:
                 "plan fails (condition reason DeadlineExceeded). Default: no deadline.",
                 **bounds(PlanSpec, "activeDeadlineSeconds"),
             ),
+            "historyLimit": integer(
+                "Earlier runs kept in status.history, newest first, each with its PlanReports "
+                "(kubectl plan get NAME --run ID shows one): a re-run or a new generation "
+                "makes the run it replaces the first entry, and an entry past the limit is "
+                "deleted with its PlanReports (while the archive is on, only once archived). "
+                f"Default {HISTORY_LIMIT}; 0 keeps none.",
+                **bounds(PlanSpec, "historyLimit"),
+            ),
             "steps": array(
                 "The steps. An empty list is a plan that completes having done nothing.",
                 step_schema(),
@@ -252,9 +262,55 @@ def retry_backoff(description: str) -> Schema:
     )
 
 
-def plan_status_schema() -> Schema:
+#: status.history's entries at most: historyLimit's bound twice (runs waiting for the archive)
+HISTORY_ENTRIES_MAX = 2 * HISTORY_LIMIT_MAX
+
+
+def plan_status_schema(*, history: bool = False) -> Schema:
+    """The status written by the operator; a Plan's with its `history` described."""
     return {
         "type": "object",
         "description": "The run's report, written by the operator.",
         "x-kubernetes-preserve-unknown-fields": True,
+        **({"properties": {"history": history_schema()}} if history else {}),
     }
+
+
+def history_schema() -> Schema:
+    """status.history, described for `kubectl explain plan.status.history`."""
+    return array(
+        "Earlier runs of this Plan, newest first (spec.historyLimit bounds them). A re-run or a "
+        "new generation adds the run it replaces; each run's records stay in its PlanReports "
+        "(label planops.dev/run=<id>): kubectl plan get NAME --run ID.",
+        obj(
+            "One earlier run as it ended.",
+            {
+                "id": text("The run id (its PlanReports' planops.dev/run label)."),
+                "generation": integer("The Plan generation the run ran."),
+                "rerun": text("The re-run annotation's value that started it, if any."),
+                "phase": text("Succeeded or Failed (a run replaced while running: Failed)."),
+                "reason": text(
+                    "Why it ended: the Succeeded condition's reason (Replaced: a new run "
+                    "stopped it before it ended)."
+                ),
+                "message": text("The Succeeded condition's message."),
+                "startedAt": text("When it started (RFC 3339)."),
+                "finishedAt": text("When it ended, or was stopped (RFC 3339)."),
+                "failedStep": text("The step that failed the run, if any."),
+                "completed": {"type": "boolean", "description": "Every step settled as it should."},
+                "counts": obj(
+                    "Settled records by outcome.",
+                    {k: integer(f"Records {k}.") for k in ("success", "failed", "skipped")},
+                ),
+                "records": integer("Records the run settled (all in its PlanReports)."),
+                "reportObjects": integer("Its PlanReport objects."),
+                "archived": {
+                    "type": "boolean",
+                    "description": "Written to the archive (PostgreSQL), when it is on.",
+                },
+            },
+            required=["id"],
+            **{"x-kubernetes-preserve-unknown-fields": True},
+        ),
+        maxItems=HISTORY_ENTRIES_MAX,
+    )

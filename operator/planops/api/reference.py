@@ -25,6 +25,7 @@ SEED: dict[str, str] = {
     "capsule": "planops",
     "parallelism": "planops",
     "activeDeadlineSeconds": "planops",
+    "historyLimit": "planops",
     "workspace": "1 (workdir)",
     "inputSchema": "2",
     "input": "2",
@@ -57,6 +58,7 @@ EXAMPLE: dict[str, Any] = {
     "capsule": "default",
     "parallelism": 10,
     "activeDeadlineSeconds": 3600,
+    "historyLimit": 10,
     "workspace": {"size": "1Gi"},
     "inputSchema": {
         "type": "object",

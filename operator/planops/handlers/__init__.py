@@ -121,6 +121,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
         chunk_records=CONFIG.chunk_records,
         status_records=CONFIG.status_records,
         poster=memo.poster,
+        archive=memo.archiver is not None,
     )
     memo.queue = Coalescer(memo.reconciler.reconcile, workers=CONFIG.workers, gate=gate)
     memo.queue.start()

@@ -37,7 +37,7 @@ from planops.kube.api import KubeApi
 from planops.kube.cache import RunObjects, WatchCache
 from planops.kube.client import ApiError
 from planops.kube.events import Poster, Recorder
-from planops.reconciler import actuator, authors, core
+from planops.reconciler import actuator, authors, core, earlier_runs
 from planops.reconciler import reports as reports_
 from planops.reconciler import runs as plan_runs
 from planops.reconciler import status as status_
@@ -67,6 +67,8 @@ class Reconciler:
     plans: WatchCache | None = None
     #: Jobs and pods of runs as the watches show them (handlers.job_event / pod_event)
     runs: RunObjects | None = None
+    #: the archive is on: runs not archived yet stay in status.history past historyLimit
+    archive: bool = False
     #: posts the Events in the background (None: each reconcile posts its own)
     poster: Poster | None = None
     #: the resourceVersion of each Plan's last status write (own_write)
@@ -147,9 +149,12 @@ class Reconciler:
         if fresh:
             # Run ids derive from (uid, generation, re-run): a first generation that never ran
             # and was never re-run has no other run to stop (three lists saved per new Plan).
+            history = previous.get("history")
             if previous.get("run") or generation > 1 or rerun:
-                await plan_runs.stop_other_runs(self.kube, ref)
-            previous = {"conditions": previous.get("conditions", [])}
+                history = await earlier_runs.start(
+                    self.kube, ref, plan, previous, now, archive=self.archive
+                )
+            previous = {"conditions": previous.get("conditions", []), "history": history or None}
             self._reader.trust((namespace, name))  # nothing yet; its creations are written back
         spec, capsule, errors = await self.judge(plan, reuse=True)
         if errors:
@@ -279,7 +284,9 @@ class Reconciler:
     async def _write(
         self, plan: dict[str, Any], previous: dict[str, Any], new: dict[str, Any]
     ) -> None:
-        await self._status.write(plan, new)
+        # the earlier runs (status.history) go from status to status; a new run's
+        # `previous` holds the history it starts with (earlier_runs.start)
+        await self._status.write(plan, {**new, "history": previous.get("history")})
 
     def own_write(self, namespace: str, name: str, version: str | None) -> bool:
         return self._status.own_write(namespace, name, version)

@@ -34,8 +34,11 @@ def plan_ref(namespace: str, name: str, meta: dict[str, Any], run_id: str) -> ma
     )
 
 
-async def stop_other_runs(kube: KubeApi, ref: manifests.PlanRef) -> None:
-    """A new run (new generation or re-run): stop the in-flight objects of earlier runs."""
+async def stop_other_runs(
+    kube: KubeApi, ref: manifests.PlanRef, keep: frozenset[str] = frozenset()
+) -> None:
+    """A new run (new generation or re-run): stop the in-flight objects of earlier runs, and
+    delete their PlanReports but those of the runs in `keep` (the history: run_history)."""
     other = ref.other_runs_selector()
     for job in owned(await kube.list_jobs(ref.namespace, other), ref.uid):
         await kube.delete_job(ref.namespace, job["metadata"]["name"])
@@ -45,6 +48,8 @@ async def stop_other_runs(kube: KubeApi, ref: manifests.PlanRef) -> None:
     for pvc in owned(await kube.list_pvcs(ref.namespace, other), ref.uid):
         await kube.delete_pvc(ref.namespace, pvc["metadata"]["name"])
     for chunk in owned(await kube.list_plan_reports(ref.namespace, other), ref.uid):
+        if chunk.get("run") in keep:
+            continue
         await kube.delete_plan_report(ref.namespace, chunk["metadata"]["name"])
 
 
