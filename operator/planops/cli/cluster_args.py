@@ -28,6 +28,15 @@ def add_inputs(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input-file", metavar="FILE", help="input values as a JSON/YAML object")
 
 
+def add_run(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--run",
+        metavar="ID",
+        help="an earlier run the Plan keeps (status.history; kubectl plan history NAME lists "
+        "them): its report instead of the current run's",
+    )
+
+
 def add_parsers(sub: Any) -> None:
     s = sub.add_parser("submit", help="create Plans in the cluster")
     s.add_argument("files", nargs="+", metavar="FILE")
@@ -44,9 +53,11 @@ def add_parsers(sub: Any) -> None:
     add_common(s)
     g = sub.add_parser("get", help="list Plans, or show one")
     g.add_argument("name", nargs="?")
+    add_run(g)
     add_common(g)
     d = sub.add_parser("describe", help="a Plan's report as a table, its errors and events")
     d.add_argument("name")
+    add_run(d)
     add_common(d, output=False)
     lg = sub.add_parser("logs", help="the log of a step's pod (its full output)")
     lg.add_argument("name")

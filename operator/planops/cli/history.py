@@ -3,8 +3,9 @@ the finished runs of a namespace's Plans.
 
 With a DSN (`--archive-dsn`, else env PLANOPS_ARCHIVE_DSN) it reads the archive (PostgreSQL,
 planops.archive), which keeps every run the operator archived, also of Plans deleted since.
-Without one it reads the cluster: each Plan of the namespace and its current run's status,
-the only history the cluster holds. Both answer with the same rows, newest first.
+Without one it reads the cluster: each Plan of the namespace, its current run and the earlier
+runs its status keeps (status.history, up to the Plan's spec.historyLimit). Both answer with
+the same rows, newest first.
 """
 
 from __future__ import annotations
@@ -100,6 +101,36 @@ def in_cluster_row(plan: dict[str, Any]) -> dict[str, Any]:
         if started is not None and finished is not None
         else None,
     }
+
+
+def in_cluster_rows(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    """A Plan's runs as history rows: its current run, then the earlier runs its status keeps
+    (status.history, newest first)."""
+    from planops.reconciler import history_entries  # noqa: PLC0415
+
+    current = in_cluster_row(plan)
+    generation = (plan.get("metadata") or {}).get("generation")
+    rows = [current]
+    for e in history_entries(plan.get("status") or {}):
+        started, finished = parse_rfc3339(e.get("startedAt")), parse_rfc3339(e.get("finishedAt"))
+        rows.append(
+            {
+                **current,
+                "runId": e["id"],
+                "generation": e.get("generation"),
+                "phase": e.get("phase"),
+                "completed": e.get("completed"),
+                # the spec it ran is the Plan's only while the generation is the same
+                "specDigest": current["specDigest"] if e.get("generation") == generation else None,
+                "failedStep": e.get("failedStep"),
+                "startedAt": e.get("startedAt"),
+                "finishedAt": e.get("finishedAt"),
+                "durationSeconds": finished - started
+                if started is not None and finished is not None
+                else None,
+            }
+        )
+    return rows
 
 
 def select(
@@ -201,7 +232,7 @@ def run(args: argparse.Namespace, now: float) -> int:
         async def from_cluster(kube: Any, a: argparse.Namespace, ns: str) -> int:
             plans = await kube.list_plans(ns, "")
             rows = select(
-                map(in_cluster_row, plans),
+                (row for plan in plans for row in in_cluster_rows(plan)),
                 name=a.name,
                 phase=a.phase,
                 capsule=a.capsule,

@@ -8,7 +8,7 @@ from typing import Any
 
 from planops.kube.client import Kube
 from planops.kube.manifests import PlanRef
-from planops.reconciler import records_json, reports_selector
+from planops.reconciler import earlier_run, records_json, reports_selector, run_ids
 
 
 async def full_report(kube: Kube, plan: dict[str, Any]) -> dict[str, Any]:
@@ -31,3 +31,22 @@ async def full_report(kube: Kube, plan: dict[str, Any]) -> dict[str, Any]:
         )
     whole = {**rep, "steps": steps, "stepsOmitted": 0}
     return {**plan, "status": {**st, "report": whole}}
+
+
+async def run_report(kube: Kube, plan: dict[str, Any], run: str) -> dict[str, Any] | str:
+    """The Plan as it was at the end of its run `run` (`get`/`describe --run ID`): its current
+    run with the whole report, or an earlier one from status.history and its PlanReports
+    (planops.reconciler.earlier_runs). A run the Plan does not keep: the error, naming those it
+    keeps."""
+    st = plan.get("status") or {}
+    if (st.get("run") or {}).get("id") == run:
+        return await full_report(kube, plan)
+    earlier = await earlier_run(kube, plan, run)
+    if earlier is not None:
+        return {**plan, "status": earlier}
+    name, known = plan["metadata"]["name"], run_ids(st)
+    return f"plan {name} keeps no run {run!r}; " + (
+        f"its runs, newest first: {', '.join(known)} (kubectl plan history {name})"
+        if known
+        else "it has not run yet"
+    )

@@ -13,10 +13,11 @@ import yaml
 from planops.api import PlanDocument, PlanSpec, parse_document
 from planops.cli import follow, render, steppods, timeline
 from planops.cli.exit_codes import EXIT_INPUT, EXIT_OK
-from planops.cli.plan_report import full_report
+from planops.cli.plan_report import full_report, run_report
 from planops.engine.report import parse_rfc3339
 from planops.kube.client import Kube
 from planops.kube.manifests import CONTAINER
+from planops.reconciler import history_entries
 
 
 def _emit(obj: Any, fmt: str, out: TextIO | None = None) -> None:
@@ -47,13 +48,26 @@ def _row(p: dict[str, Any]) -> list[str]:
     ]
 
 
+async def _of_run(kube: Kube, plan: dict[str, Any], run: str | None) -> dict[str, Any] | str:
+    """The Plan with the whole report of its run `run` (None: its current run)."""
+    return await (full_report(kube, plan) if run is None else run_report(kube, plan, run))
+
+
 async def cmd_get(kube: Kube, args: argparse.Namespace, ns: str) -> int:
+    run = getattr(args, "run", None)  # a Namespace made by hand has no --run
+    if run is not None and not args.name:
+        sys.stderr.write("error: --run ID shows one Plan's run: get NAME --run ID\n")
+        return EXIT_INPUT
     if args.name:
         plan = await kube.get_plan(ns, args.name)
         if plan is None:
             sys.stderr.write(f"error: plan {args.name!r} not found in namespace {ns}\n")
             return EXIT_INPUT
-        plans = [await full_report(kube, plan) if args.output != "table" else plan]
+        found = await _of_run(kube, plan, run) if args.output != "table" or run else plan
+        if isinstance(found, str):
+            sys.stderr.write(f"error: {found}\n")
+            return EXIT_INPUT
+        plans = [found]
     else:
         plans = await kube.list_plans(ns, "")
     if args.output != "table":
@@ -76,7 +90,11 @@ async def cmd_describe(kube: Kube, args: argparse.Namespace, ns: str) -> int:
     if plan is None:
         sys.stderr.write(f"error: plan {args.name!r} not found in namespace {ns}\n")
         return EXIT_INPUT
-    plan = await full_report(kube, plan)
+    found = await _of_run(kube, plan, getattr(args, "run", None))
+    if isinstance(found, str):
+        sys.stderr.write(f"error: {found}\n")
+        return EXIT_INPUT
+    plan = found
     st = plan.get("status") or {}
     cond = (st.get("conditions") or [{}])[0]
     print(
@@ -122,6 +140,7 @@ async def cmd_describe(kube: Kube, args: argparse.Namespace, ns: str) -> int:
                 ]
             )
         render.table(rows, sys.stdout)
+    _earlier_runs(args.name, st)
     events = timeline.order(await kube.list_events(ns, args.name), _spec(plan))[-10:]
     if events:
         print("\nRecent events:")
@@ -140,6 +159,27 @@ async def cmd_describe(kube: Kube, args: argparse.Namespace, ns: str) -> int:
             sys.stdout,
         )
     return EXIT_OK
+
+
+def _earlier_runs(name: str, st: dict[str, Any]) -> None:
+    """The runs before the current one (status.history; an earlier run's status has none)."""
+    history = history_entries(st)
+    if not history:
+        return
+    print(f"\nEarlier runs, newest first (kubectl plan describe {name} --run ID):")
+    rows = [["RUN", "GENERATION", "PHASE", "REASON", "FINISHED", "FAILED"]]
+    rows += [
+        [
+            e["id"],
+            str(e.get("generation", "-")),
+            str(e.get("phase", "")),
+            str(e.get("reason", "")),
+            str(e.get("finishedAt", "-")),
+            str(e.get("failedStep", "")),
+        ]
+        for e in history
+    ]
+    render.table(rows, sys.stdout)
 
 
 def _spec(plan: dict[str, Any] | None) -> PlanSpec | None:

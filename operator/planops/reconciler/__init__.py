@@ -11,6 +11,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from planops.reconciler.earlier_runs import earlier_run
     from planops.reconciler.observe import (
         controller_uid,
         job_event_matters,
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
     from planops.reconciler.reconcile import Reconciler
     from planops.reconciler.reports import CHUNK_RECORDS, records_json
     from planops.reconciler.reports import selector as reports_selector
+    from planops.reconciler.run_history import entries as history_entries
+    from planops.reconciler.run_history import run_ids
     from planops.reconciler.scheduled import ScheduleReconciler
     from planops.reconciler.status import STATUS_RECORDS, STATUS_RECORDS_MAX
 
@@ -32,6 +35,9 @@ _PUBLIC = {
     "controller_uid": ("observe", "controller_uid"),
     "owned": ("observe", "owned"),
     "CHUNK_RECORDS": ("reports", "CHUNK_RECORDS"),
+    "earlier_run": ("earlier_runs", "earlier_run"),
+    "history_entries": ("run_history", "entries"),
+    "run_ids": ("run_history", "run_ids"),
     "records_json": ("reports", "records_json"),
     "reports_selector": ("reports", "selector"),
     "STATUS_RECORDS": ("status", "STATUS_RECORDS"),
@@ -54,9 +60,12 @@ __all__ = [
     "Reconciler",
     "ScheduleReconciler",
     "controller_uid",
+    "earlier_run",
+    "history_entries",
     "job_event_matters",
     "owned",
     "pod_event_matters",
     "records_json",
     "reports_selector",
+    "run_ids",
 ]
