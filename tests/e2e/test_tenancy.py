@@ -560,6 +560,106 @@ def test_a_job_squatting_a_steps_name_is_not_adopted(kube: Kube, ns: str, busybo
     assert kube.get("job", name, "-n", ns)["metadata"]["name"] == name  # left alone
 
 
+EDITOR = "mallory"  # Kubernetes `edit` in the namespace: may create Jobs and pods, is no author
+
+
+def step_job(name: str, ns: str, busybox: str, labels: dict[str, str], owner: dict[str, Any]):
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": ns, "labels": labels, "ownerReferences": [owner]},
+        "spec": {
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "securityContext": {"runAsNonRoot": True, "runAsUser": 65534},
+                    "containers": [
+                        {
+                            "name": "step",
+                            "image": busybox,
+                            "command": ["echo", "FORGED"],
+                            "securityContext": {"allowPrivilegeEscalation": False},
+                        }
+                    ],
+                },
+            }
+        },
+    }
+
+
+def test_someone_with_edit_cannot_make_the_job_or_pod_the_operator_would_take_for_a_step(
+    kube: Kube, tenant: str, busybox: str
+):
+    """`edit` may create Jobs and pods, and read a Plan's UID: it writes the next attempt's Job
+    first, under its deterministic name, with the Plan as its controller (apiVersion, kind and
+    UID all right) and the step's labels, so that the operator would adopt it and read its log
+    as the step's output. The API server refuses it (only the operator makes a run's Jobs and,
+    through the Job controller, their pods); the step's output is its own."""
+    kube.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "mallory-edit", "namespace": tenant},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "edit",
+            },
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": EDITOR}],
+        }
+    )
+    kube.apply(
+        plan(
+            "target",
+            {"id": "first", "shell": "sleep 6"},
+            {"id": "next", "shell": "echo real", "dependsOn": ["first"]},
+            capsule="safe",
+        ),
+        "-n",
+        tenant,
+    )
+    obj = wait_plan(
+        kube,
+        tenant,
+        "target",
+        phases=("Running",),
+        until=lambda o: bool((o.get("status") or {}).get("run", {}).get("id")),
+    )
+    ref = manifests.PlanRef(tenant, "target", obj["metadata"]["uid"], obj["status"]["run"]["id"])
+    name = manifests.child_name("target", ref.run, "next", 1)
+    forged = step_job(name, tenant, busybox, ref.labels("next", 1), ref.owner())
+    forged["metadata"]["ownerReferences"][0].pop("blockOwnerDeletion")  # edit may not set it
+
+    def as_editor(*args: str, body: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+        return kube.run(f"--as={EDITOR}", *args, "-f", "-", input=json.dumps(body), check=False)
+
+    unowned = step_job(name, tenant, busybox, ref.labels("next", 1), ref.owner())
+    unowned["metadata"].pop("ownerReferences")  # the labels alone (candidates) are refused too
+    deadline = time.monotonic() + 30  # the policy loaded (the fixture waited for another one)
+    while as_editor("create", "--dry-run=server", body=unowned).returncode == 0:
+        assert time.monotonic() < deadline, "`edit` may create a Job with a step's labels"
+        time.sleep(0.5)
+    plain = step_job("plain", tenant, busybox, {"app": "mine"}, ref.owner())
+    plain["metadata"].pop("ownerReferences")
+    ok = as_editor("create", "--dry-run=server", body=plain)
+    assert ok.returncode == 0, ok.stderr  # edit may create Jobs: the refusal below is planops'
+    done = as_editor("create", body=forged)
+    assert done.returncode != 0, "a Job with the Plan as controller was created by `edit`"
+    assert "may not create a Job that carries planops marks" in done.stderr, done.stderr
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "target-pod", "namespace": tenant, "labels": ref.labels("next", 1)},
+        "spec": forged["spec"]["template"]["spec"],
+    }
+    refused_pod = as_editor("create", "--dry-run=server", body=pod)
+    assert "may not create a pod that carries planops marks" in refused_pod.stderr
+    result = wait_plan(kube, tenant, "target", timeout=120)
+    assert result["status"]["phase"] == "Succeeded", result["status"]
+    assert steps(result)["next"]["output"] == "real\n"
+
+
 # -- an edit is an author's act ----------------------------------------------------------------
 
 

@@ -240,8 +240,19 @@ def test_the_admission_policies_reserve_exactly_the_keys_the_operator_writes(hel
     assert (
         set(policies)
         == bindings
-        == {"po-planops-capsule-use", "po-planops-managed-plans", "po-planops-plan-reports"}
+        == {
+            "po-planops-capsule-use",
+            "po-planops-managed-plans",
+            "po-planops-plan-reports",
+            "po-planops-owned-objects",
+        }
     )
+    owned_objects = policies["po-planops-owned-objects"]["spec"]
+    assert [r["resources"] for r in owned_objects["matchConstraints"]["resourceRules"]] == [
+        ["jobs"],
+        ["pods"],
+    ]
+    assert "check('manage')" in owned_objects["validations"][0]["expression"]
     reports = policies["po-planops-plan-reports"]["spec"]
     assert reports["matchConstraints"]["resourceRules"][0]["resources"] == ["planreports"]
     assert "check('manage')" in reports["validations"][0]["expression"]
@@ -278,7 +289,7 @@ def test_the_admission_policies_reserve_exactly_the_keys_the_operator_writes(hel
     assert kinds(off, "ValidatingAdmissionPolicy") == kinds(off, "MutatingAdmissionPolicy") == []
     older = render(helm, "--set", "admissionPolicy.recordAuthor=false")  # Kubernetes < 1.36
     assert kinds(older, "MutatingAdmissionPolicy") == []
-    assert len(kinds(older, "ValidatingAdmissionPolicy")) == 3
+    assert len(kinds(older, "ValidatingAdmissionPolicy")) == 4
 
 
 def _granted(role: dict[str, Any]) -> set[tuple[str, str, str]]:

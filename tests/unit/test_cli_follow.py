@@ -102,13 +102,16 @@ class Lists:
         return self.pods
 
 
-def owner(uid: str) -> list[dict]:
-    return [{"uid": uid, "controller": True}]
+def owner(uid: str, kind: str = "Job") -> list[dict]:
+    api = "planops.dev/v1alpha1" if kind == "Plan" else "batch/v1"
+    return [{"apiVersion": api, "kind": kind, "uid": uid, "controller": True}]
 
 
 def test_a_pod_that_copies_a_steps_labels_is_never_followed_as_the_step():
     plan = {"metadata": {"name": "demo", "uid": "plan-uid"}, "status": {"run": {"id": "r1"}}}
-    job = {"metadata": {"name": "j", "uid": "job-uid", "ownerReferences": owner("plan-uid")}}
+    job = {
+        "metadata": {"name": "j", "uid": "job-uid", "ownerReferences": owner("plan-uid", "Plan")}
+    }
     real, forged = pod("real", "a"), pod("forged", "a", attempt=9)
     real["metadata"]["ownerReferences"] = owner("job-uid")
     forged["metadata"]["ownerReferences"] = owner("someone-elses-job")

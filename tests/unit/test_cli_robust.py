@@ -401,7 +401,7 @@ def test_logs_picks_the_newest_attempt_whatever_the_attempt_labels_say():
     from planops.cli.show import cmd_logs  # noqa: PLC0415
 
     def owner(uid: str) -> list[dict[str, object]]:
-        return [{"kind": "Job", "uid": uid, "controller": True}]
+        return [{"apiVersion": "batch/v1", "kind": "Job", "uid": uid, "controller": True}]
 
     class Kube:
         selector = ""
@@ -410,7 +410,9 @@ def test_logs_picks_the_newest_attempt_whatever_the_attempt_labels_say():
             return {"metadata": {"name": name, "uid": "plan"}}
 
         async def list_jobs(self, ns: str, selector: str) -> list[dict[str, object]]:
-            plan = [{"kind": "Plan", "uid": "plan", "controller": True}]
+            plan = [
+                {"apiVersion": "planops.dev/v1", "kind": "Plan", "uid": "plan", "controller": True}
+            ]
             return [{"metadata": {"uid": j, "ownerReferences": plan}} for j in ("j1", "j2", "jx")]
 
         async def list_pods(self, ns: str, selector: str) -> list[dict[str, object]]:

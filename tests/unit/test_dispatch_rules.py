@@ -300,7 +300,8 @@ def test_an_object_squatting_an_attempts_name_is_named_and_never_adopted():
     ref = PlanRef("ns", "p", "uid", "run")
 
     def owned_by(uid: str) -> dict[str, Any]:
-        return {"metadata": {"ownerReferences": [{"uid": uid, "controller": True}]}}
+        ref = {"apiVersion": "planops.dev/v1", "kind": "Plan", "uid": uid, "controller": True}
+        return {"metadata": {"ownerReferences": [ref]}}
 
     assert dispatching.squatter(ref, "shell", "n", owned_by("other")) == (
         "a Job named n already exists and is not this Plan's (its controller is another "

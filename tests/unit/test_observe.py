@@ -21,9 +21,12 @@ def job_attempt(job: dict[str, Any], pod: dict[str, Any] | None) -> Observed | N
     return whole
 
 
-def obj(name: str, owner: str | None, *, controller: bool = True, **meta: Any) -> dict[str, Any]:
-    refs = [{"kind": "X", "name": "o", "uid": owner, "controller": controller}] if owner else []
-    return {"metadata": {"name": name, "ownerReferences": refs, **meta}}
+def obj(
+    name: str, owner: str | None, *, controller: bool = True, kind: str = "Plan", **meta: Any
+) -> dict[str, Any]:
+    api = "batch/v1" if kind == "Job" else "planops.dev/v1alpha1"
+    ref = {"apiVersion": api, "kind": kind, "name": "o", "uid": owner, "controller": controller}
+    return {"metadata": {"name": name, "ownerReferences": [ref] if owner else [], **meta}}
 
 
 def job(name: str, uid: str, owner: str = PLAN_UID) -> dict[str, Any]:
@@ -36,6 +39,7 @@ def pod(name: str, owner: str | None, created: str, job_name: str = "j") -> dict
     return obj(
         name,
         owner,
+        kind="Job",
         creationTimestamp=created,
         labels={"batch.kubernetes.io/job-name": job_name, "job-name": job_name},
     )
@@ -46,6 +50,23 @@ def test_controller_uid_is_the_controller_references_only():
     assert controller_uid(obj("x", "u", controller=False)) is None
     assert controller_uid(obj("x", None)) is None
     assert controller_uid({"metadata": {}}) is None
+
+
+def test_a_controller_reference_to_our_uid_under_another_kind_or_group_is_not_ours():
+    as_job = obj("x", PLAN_UID, kind="Job")  # batch/v1 Job with the Plan's UID
+    other_group = obj("y", PLAN_UID)
+    other_group["metadata"]["ownerReferences"][0]["apiVersion"] = "evil.example/v1"
+    no_version = obj("z", PLAN_UID)
+    del no_version["metadata"]["ownerReferences"][0]["apiVersion"]
+    assert owned([as_job, other_group, no_version], PLAN_UID) == []
+    assert controller_uid(as_job) is None and controller_uid(as_job, "Job") == PLAN_UID
+    # a pod is its Job's only when its controller is a batch Job
+    jobs = [job("j", "job-uid")]
+    plan_kind = obj("j-p", "job-uid", creationTimestamp="2026-01-01T00:00:09Z")
+    assert pods_by_job([plan_kind], jobs) == {}
+    # a scheduled run is its ScheduledPlan's, not a Plan's of the same UID
+    run = obj("r", "sp-uid", kind="ScheduledPlan")
+    assert owned([run], "sp-uid", "ScheduledPlan") == [run] and owned([run], "sp-uid") == []
 
 
 def test_owned_keeps_only_objects_this_plan_controls():

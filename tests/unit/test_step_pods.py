@@ -27,7 +27,8 @@ LABELS = {"planops.dev/plan": "nightly", "planops.dev/step": "build"}
 
 
 def _ref(uid: str, kind: str, controller: bool = True) -> Obj:
-    return {"apiVersion": "v1", "kind": kind, "name": "x", "uid": uid, "controller": controller}
+    api = "batch/v1" if kind == "Job" else "planops.dev/v1alpha1"
+    return {"apiVersion": api, "kind": kind, "name": "x", "uid": uid, "controller": controller}
 
 
 def job(uid: str, owner: str, attempt: int = 1) -> Obj:

@@ -234,7 +234,15 @@ def test_run_objects_follow_the_watch_and_a_list_is_the_truth():
 def test_a_runs_cached_objects_keep_what_ownership_and_an_attempt_are_read_from():
     runs = RunObjects("planops.dev/plan", "planops.dev/run")
     labels = {"planops.dev/plan": "p", "planops.dev/run": "r1"}
-    owner = [{"uid": "plan-uid", "controller": True, "kind": "Plan", "name": "p"}]
+    owner = [
+        {
+            "apiVersion": "planops.dev/v1alpha1",
+            "uid": "plan-uid",
+            "controller": True,
+            "kind": "Plan",
+            "name": "p",
+        }
+    ]
     limits = {"limits": {"memory": "64Mi"}}
     job = {
         "metadata": {
@@ -264,7 +272,9 @@ def test_a_runs_cached_objects_keep_what_ownership_and_an_attempt_are_read_from(
             "namespace": "ns",
             "name": "j-x",
             "labels": labels,
-            "ownerReferences": [{"uid": "job-uid", "controller": True}],
+            "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "Job", "uid": "job-uid", "controller": True}
+            ],
         },
         "spec": {
             "nodeName": "n1",
@@ -402,7 +412,9 @@ def test_a_settled_steps_pod_gone_does_not_make_later_reconciles_list_the_run():
             "name": "a-pod",
             "resourceVersion": "201",
             "labels": job_a["metadata"]["labels"],
-            "ownerReferences": [{"uid": "job-a", "controller": True}],
+            "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "Job", "uid": "job-a", "controller": True}
+            ],
         },
         "status": {"phase": "Succeeded", "containerStatuses": [{"state": {"terminated": {}}}]},
     }

@@ -35,7 +35,7 @@ def owned_pods(plan: Obj, jobs: list[Obj], pods: list[Obj]) -> list[Obj]:
     if not isinstance(uid, str) or not uid:
         return []
     job_uids = {(j.get("metadata") or {}).get("uid") for j in owned(jobs, uid)} - {None, ""}
-    return sorted((p for p in pods if controller_uid(p) in job_uids), key=newest_attempt)
+    return sorted((p for p in pods if controller_uid(p, "Job") in job_uids), key=newest_attempt)
 
 
 async def step_pods(

@@ -347,19 +347,36 @@ def child_attempt(child: Obj) -> Observed | None:
     return Observed(step, attempt, name, "plan", started, None)
 
 
-def controller_uid(obj: Obj) -> str | None:
-    """The UID of the object's controller (its ownerReference with `controller: true`)."""
+#: the API group of each kind that controls what planops reads as its own
+_GROUPS = {
+    "Plan": "planops.dev",
+    "ScheduledPlan": "planops.dev",
+    "ClusterScheduledPlan": "planops.dev",
+    "Job": "batch",
+}
+
+
+def controller_uid(obj: Obj, kind: str = "Plan") -> str | None:
+    """The UID of the object's controller (its ownerReference with `controller: true`) when
+    that controller is a `kind` of its API group (a Plan of planops.dev, a Job of batch), else
+    None: a reference naming our UID under another kind or group is not ours."""
     for ref in _list(_obj(_obj(obj).get("metadata")).get("ownerReferences")):
         if isinstance(ref, dict) and ref.get("controller") is True:
+            group = (_text(ref.get("apiVersion")) or "").rpartition("/")[0]
+            if ref.get("kind") != kind or group != _GROUPS.get(kind):
+                return None
             return _text(ref.get("uid"))
     return None
 
 
-def owned(objs: list[Obj], uid: str) -> list[Obj]:
-    """The objects whose controller is the object with `uid`. Labels find candidates; only the
-    controller reference makes an object ours: anyone who may create a Job, a pod or a Plan can
-    copy labels, nobody can make the API server record our Plan as its controller."""
-    return [o for o in objs if controller_uid(o) == uid]
+def owned(objs: list[Obj], uid: str, kind: str = "Plan") -> list[Obj]:
+    """The objects whose controller is the `kind` (a Plan unless said) with `uid`. Labels find
+    candidates; only the controller reference makes an object ours: anyone who may create a
+    Job, a pod or a Plan can copy labels. A reference to our UID can be written too, by anyone
+    who may create the object and can read the UID: the chart's owned-objects admission policy
+    lets only the operator (and, for a Job's pods, the Job controller) create or change a Job or
+    pod that carries planops' labels or a planops owner (docs/security.md)."""
+    return [o for o in objs if controller_uid(o, kind) == uid]
 
 
 def pods_by_job(pods: list[Obj], jobs: list[Obj]) -> dict[str, Obj]:
@@ -372,7 +389,7 @@ def pods_by_job(pods: list[Obj], jobs: list[Obj]) -> dict[str, Obj]:
     out: dict[str, Obj] = {}
     metas = [(_obj(_obj(pod).get("metadata")), pod) for pod in pods]
     for _, pod in sorted(metas, key=lambda m: str(m[0].get("creationTimestamp") or "")):
-        job = names.get(controller_uid(pod))
+        job = names.get(controller_uid(pod, "Job"))
         if job:
             out[job] = pod
     return out

@@ -207,8 +207,11 @@ class ScheduleReconciler:
     ) -> NamespaceResult:
         name = owner["metadata"]["name"]
         label = LABEL_CLUSTER_SCHEDULED_BY if cluster else LABEL_SCHEDULED_BY
+        kind = "ClusterScheduledPlan" if cluster else "ScheduledPlan"
         runs = owned(
-            await self.kube.list_plans(ns, f"{label}={label_value(name)}"), owner["metadata"]["uid"]
+            await self.kube.list_plans(ns, f"{label}={label_value(name)}"),
+            owner["metadata"]["uid"],
+            kind,
         )
         active = [r for r in runs if (r.get("status") or {}).get("phase") not in FINISHED]
         last_ts = parse_rfc3339(before.get("lastScheduleTime"))
@@ -250,7 +253,10 @@ class ScheduleReconciler:
                     if not e.already_exists:
                         raise  # retried by the queue; the time stays due
                     taken = await self.kube.get_plan(ns, decision.run_name)
-                    if taken is not None and controller_uid(taken) != owner["metadata"]["uid"]:
+                    if (
+                        taken is not None
+                        and controller_uid(taken, kind) != owner["metadata"]["uid"]
+                    ):
                         # run names are predictable: a Plan made in advance squats the name
                         metrics.scheduled_runs.labels("refused").inc()
                         events(
