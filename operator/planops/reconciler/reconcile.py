@@ -268,7 +268,6 @@ class Reconciler:
             intents = step.conclude(report, self._reports.chunks(key))
         self._set_running(key, intents.running)
         actuator.tell(events, intents.told)
-        assert intents.status is not None
         await self._write(plan, s.previous, intents.status)
         await events.flush()
         if intents.closes:
