@@ -6,7 +6,9 @@ writes (`k=v`, `k!=v`, `k`, `!k`, comma-separated), and answers as the API serve
 reconcile depends on it: 409 AlreadyExists for a name taken, a JSON Patch's failed `test` as
 422, deletes of what is gone as no error. A test makes it answer otherwise with `refuse`
 (a 403 from an admission policy, a 409 Conflict, a 404, a 422, once or every time) and slows
-every call with `delay`. `calls` records what was asked, in order.
+every call with `delay` (or holds every call until its `gate` is set); `fail` raises any
+error, a connection's too. `calls` records what was asked, in order, `reviews` the access
+reviews and `statuses` every status written.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from planops.kube.api import Keep, KubeApi, Obj
+from planops.kube.api import Keep, Obj, ScheduleApi
 from planops.kube.client import ApiError
 
 
@@ -25,7 +27,7 @@ from planops.kube.client import ApiError
 class _Refusal:
     method: str
     name: str | None
-    error: ApiError
+    error: Exception
     times: int | None  # None: every time
 
 
@@ -55,8 +57,14 @@ class FakeKube:
     calls: list[tuple[str, str, str]] = field(default_factory=list)
     #: seconds every call takes (a slow API server)
     delay: float = 0.0
+    #: when set, every call waits until it is (an API server that answers only when told)
+    gate: asyncio.Event | None = None
     #: (namespace, capsule, username) the authorizer answers "no" for `use` (others: allowed)
     use_denied: set[tuple[str, str, str]] = field(default_factory=set)
+    #: the access reviews asked: (namespace, capsule, username, groups)
+    reviews: list[tuple[str, str, str, list[str]]] = field(default_factory=list)
+    #: every status written (Plans' and ScheduledPlans'), in order
+    statuses: list[Obj] = field(default_factory=list)
     _refusals: list[_Refusal] = field(default_factory=list)
     _versions: itertools.count[int] = field(default_factory=lambda: itertools.count(100))
     _uids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -81,12 +89,19 @@ class FakeKube:
             409: "Conflict",
             422: "Invalid",
         }.get(status, "")
-        self._refusals.append(_Refusal(method, name, ApiError(status, reason, message), times))
+        self.fail(method, ApiError(status, reason, message), name=name, times=times)
+
+    def fail(
+        self, method: str, error: Exception, *, name: str | None = None, times: int | None = 1
+    ) -> None:
+        """Make `method` (for `name`, or any) raise `error` (an ApiError, or a connection's
+        error such as ConnectionResetError), `times` times (None: always)."""
+        self._refusals.append(_Refusal(method, name, error, times))
 
     def put(self, kind: str, obj: Obj) -> Obj:
         """Store an object as if somebody else had created it (no refusal applies)."""
         meta = obj.setdefault("metadata", {})
-        meta.setdefault("namespace", "ns")
+        meta.setdefault("namespace", "" if kind in _CLUSTER_WIDE else "ns")
         meta.setdefault("uid", f"uid-{next(self._uids)}")
         meta["resourceVersion"] = str(next(self._versions))
         self.objects[(kind, meta["namespace"], meta["name"])] = obj
@@ -95,6 +110,10 @@ class FakeKube:
     def get(self, kind: str, namespace: str, name: str) -> Obj | None:
         return self.objects.get((kind, namespace, name))
 
+    def methods(self) -> list[str]:
+        """The methods called, in order (what `calls` records, without their arguments)."""
+        return [method for method, _, _ in self.calls]
+
     def of(self, kind: str, namespace: str = "ns") -> list[Obj]:
         return [o for (k, ns, _), o in self.objects.items() if k == kind and ns == namespace]
 
@@ -102,6 +121,8 @@ class FakeKube:
 
     async def _call(self, method: str, namespace: str, name: str = "") -> None:
         self.calls.append((method, namespace, name))
+        if self.gate is not None:
+            await self.gate.wait()
         if self.delay:
             await asyncio.sleep(self.delay)
         for r in self._refusals:
@@ -162,6 +183,7 @@ class FakeKube:
         if plan is None:
             raise ApiError(404, "NotFound", f'plans "{name}" not found')
         plan["status"] = copy.deepcopy(status)  # replaced whole, as kube.client writes it
+        self.statuses.append(copy.deepcopy(status))
         plan["metadata"]["resourceVersion"] = str(next(self._versions))
         return copy.deepcopy(plan)
 
@@ -173,6 +195,7 @@ class FakeKube:
         self, namespace: str, capsule: str, username: str, groups: list[str]
     ) -> tuple[bool, str]:
         await self._call("may_use_capsule", namespace, capsule)
+        self.reviews.append((namespace, capsule, username, groups))
         if (namespace, capsule, username) in self.use_denied:
             return False, f"{username} may not use capsule {capsule}"
         return True, ""
@@ -247,10 +270,42 @@ class FakeKube:
         await self._call("delete_pvc", namespace, name)
         self._delete("pvc", namespace, name)
 
+    # -- ScheduleApi: objects by plural ("" is the namespace of cluster-wide ones) ----------------
+
+    async def get_object(self, plural: str, namespace: str | None, name: str) -> Obj | None:
+        await self._call("get_object", namespace or "", name)
+        return self._read(_KINDS[plural], namespace or "", name)
+
+    async def patch_status(
+        self, plural: str, namespace: str | None, name: str, status: Obj
+    ) -> None:
+        await self._call("patch_status", namespace or "", name)
+        found = self.objects.get((_KINDS[plural], namespace or "", name))
+        if found is None:
+            raise ApiError(404, "NotFound", f'{plural} "{name}" not found')
+        found["status"] = copy.deepcopy(status)
+        found["metadata"]["resourceVersion"] = str(next(self._versions))
+        self.statuses.append(copy.deepcopy(status))
+
+    async def list_namespaces(self, selector: str) -> list[Obj]:
+        await self._call("list_namespaces", "")
+        return self._list("namespace", "", selector)
+
     async def create_event(self, namespace: str, body: Obj) -> None:
         await self._call("create_event", namespace, str(body.get("reason")))
         self.events.append(body)
 
 
-def _typed(kube: FakeKube) -> KubeApi:
-    return kube  # mypy checks the fake against the Protocol here
+#: kinds that live in no namespace (stored under "")
+_CLUSTER_WIDE = {"namespace", "clusterscheduledplan"}
+#: the kinds `put` stores objects under, by the plural ScheduleApi names them with
+_KINDS = {
+    "plans": "plan",
+    "scheduledplans": "scheduledplan",
+    "clusterscheduledplans": "clusterscheduledplan",
+    "capsules": "capsule",
+}
+
+
+def _typed(kube: FakeKube) -> ScheduleApi:
+    return kube  # mypy checks the fake against the Protocols here

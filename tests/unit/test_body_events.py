@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any
 
 from planops.engine import StepRecord
 from planops.kube.events import Recorder
@@ -17,6 +16,8 @@ from planops.reconciler.body_events import (
     SUMMARY_EVERY,
     BodyEvents,
 )
+
+from .fakekube import FakeKube
 
 PLAN = {
     "apiVersion": "planops.dev/v1alpha1",
@@ -93,22 +94,14 @@ def test_a_restarted_operator_owes_the_same_summaries():
     assert BodyEvents(settled, settled[-5:]).summaries() == []
 
 
-class _Kube:
-    def __init__(self) -> None:
-        self.posted: list[str] = []
-
-    async def create_event(self, namespace: str, body: dict[str, Any]) -> None:
-        self.posted.append(body["message"])
-
-
 def test_an_event_not_posted_still_has_its_log_line(caplog):
-    kube = _Kube()
-    events = Recorder(kube, PLAN)  # type: ignore[arg-type]
+    kube = FakeKube()
+    events = Recorder(kube, PLAN)
     events("StepSucceeded", "step each.30.call success", post=False, step="each.30.call")
     events("StepSucceeded", "step a success", step="a")
     with caplog.at_level(logging.INFO, logger="planops.trace"):
         asyncio.run(events.flush())
-    assert kube.posted == ["step a success"]
+    assert [e["message"] for e in kube.events] == ["step a success"]
     logged = [json.loads(r.getMessage()) for r in caplog.records]
     assert [line["step"] for line in logged] == ["each.30.call", "a"]
     assert all("__post" not in line for line in logged)

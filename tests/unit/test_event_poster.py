@@ -5,10 +5,11 @@ queued."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from planops.kube.client import ApiError
 from planops.kube.events import Poster, Recorder
+
+from .fakekube import FakeKube
 
 PLAN = {
     "apiVersion": "planops.dev/v1alpha1",
@@ -17,37 +18,36 @@ PLAN = {
 }
 
 
-class _Kube:
-    def __init__(self) -> None:
-        self.posted: list[str] = []
-        self.gate = asyncio.Event()
-        self.fail: dict[str, Exception] = {
-            "StepStarted": ApiError(500, "InternalError", "etcd is slow"),
-            "StepSucceeded": ConnectionResetError("the API server went away"),
-        }
+def _kube() -> FakeKube:
+    """An API server that answers only once its gate is set, and then refuses two Events: one
+    with a server error, one by a broken connection."""
+    kube = FakeKube(gate=asyncio.Event())
+    kube.fail("create_event", ApiError(500, "InternalError", "etcd is slow"), name="StepStarted")
+    kube.fail(
+        "create_event", ConnectionResetError("the API server went away"), name="StepSucceeded"
+    )
+    return kube
 
-    async def create_event(self, namespace: str, body: dict[str, Any]) -> None:
-        await self.gate.wait()
-        if body["reason"] in self.fail:
-            raise self.fail.pop(body["reason"])
-        self.posted.append(body["reason"])
+
+def _posted(kube: FakeKube) -> list[str]:
+    return [e["reason"] for e in kube.events]
 
 
 def test_a_reconcile_hands_its_events_over_and_goes_on_and_a_stop_posts_them_all():
     async def main() -> None:
-        kube = _Kube()
-        poster = Poster(kube, workers=1)  # type: ignore[arg-type]
+        kube = _kube()
+        poster = Poster(kube, workers=1)
         poster.start()
-        events = Recorder(kube, PLAN, poster)  # type: ignore[arg-type]
+        events = Recorder(kube, PLAN, poster)
         for reason in ("PlanStarted", "StepStarted", "StepSucceeded", "StepFailed", "PlanFailed"):
             events(reason, reason.lower())
         await asyncio.wait_for(events.flush(), 1)  # the API does not answer yet: no wait
-        assert kube.posted == []
+        assert _posted(kube) == []
         kube.gate.set()
         await poster.stop()
         # in order; those the API refused or that never reached it are logged, and the rest
         # still go out
-        assert kube.posted == ["PlanStarted", "StepFailed", "PlanFailed"]
+        assert _posted(kube) == ["PlanStarted", "StepFailed", "PlanFailed"]
         assert all(t.done() for t in poster.tasks)
 
     asyncio.run(main())
@@ -55,12 +55,12 @@ def test_a_reconcile_hands_its_events_over_and_goes_on_and_a_stop_posts_them_all
 
 def test_without_a_poster_a_recorder_posts_at_once():
     async def main() -> None:
-        kube = _Kube()
+        kube = _kube()
         kube.gate.set()
-        events = Recorder(kube, PLAN)  # type: ignore[arg-type]
+        events = Recorder(kube, PLAN)
         events("PlanStarted", "go")
         await events.flush()
-        assert kube.posted == ["PlanStarted"]
+        assert _posted(kube) == ["PlanStarted"]
 
     asyncio.run(main())
 
@@ -71,7 +71,7 @@ def test_a_full_queue_drops_and_counts_with_one_log_line_per_interval(monkeypatc
     monkeypatch.setattr(events_, "POSTER_QUEUE", 3)
 
     async def main() -> Poster:
-        poster = Poster(_Kube(), workers=1)  # type: ignore[arg-type]  # not started: nothing drains
+        poster = Poster(_kube(), workers=1)  # not started: nothing drains
         body = {"reason": "StepSucceeded"}
         for _ in range(1003):
             poster.put("ns", body)

@@ -6,6 +6,7 @@ report, and change `completed` only when one of them fails with onError: fail. A
 from __future__ import annotations
 
 import json
+from typing import Literal
 
 from planops.engine import Facts, Run, decide
 from planops.engine.facts import AttemptFact
@@ -34,7 +35,11 @@ def release(*main, **spec):
     )
 
 
-def drive(run: Run, results: dict[str, tuple[str, str | None]], now: float = 0.0):
+def drive(
+    run: Run,
+    results: dict[str, tuple[Literal["success", "failed"], str | None]],
+    now: float = 0.0,
+):
     """Decide and settle every dispatch with `results` (default success) until finished;
     returns the dispatched (step id, resolved input) in order."""
     seen = []
@@ -45,7 +50,7 @@ def drive(run: Run, results: dict[str, tuple[str, str | None]], now: float = 0.0
         for d in decision.dispatch:
             seen.append((d.step.id, d.input))
             status, error = results.get(d.step.id, ("success", None))
-            run.finish_attempt(d.step.id, d.attempt, status, f"{d.step.id} out", error, now)  # type: ignore[arg-type]
+            run.finish_attempt(d.step.id, d.attempt, status, f"{d.step.id} out", error, now)
         now += 1
     raise AssertionError("did not finish")
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from planops.api import Step
 from planops.engine import Dispatch
+from planops.engine.facts import Kind
 from planops.kube import manifests
 from planops.kube.manifests import (
     ANNOTATION_DELEGATION,
@@ -61,10 +62,10 @@ TOOL_CAPSULE = capsule(
 )
 
 
-def dispatch(kind: str, **step: Any) -> Dispatch:
+def dispatch(kind: Kind, **step: Any) -> Dispatch:
     s = Step.model_validate({"id": "deploy-it", **step})
     words = s.shell.split() if s.shell else None
-    return Dispatch(s, 3, kind, step.get("input"), words)  # type: ignore[arg-type]
+    return Dispatch(s, 3, kind, step.get("input"), words)
 
 
 def tool_job(**kw: Any) -> dict[str, Any]:

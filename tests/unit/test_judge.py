@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -105,19 +105,10 @@ def _logs(answer: str | ApiError, pod_exists: bool = True) -> FakeKube:
     return kube
 
 
-def _observed(status: str = "success") -> Any:
+def _observed(status: Literal["success", "failed"] = "success") -> Any:
     from planops.reconciler.observe import Observed  # noqa: PLC0415
 
-    return Observed(
-        "a",
-        1,
-        "job-a",
-        "job",
-        0.0,
-        status,  # type: ignore[arg-type]
-        finished_at=100.0,
-        pod="job-a-x",
-    )
+    return Observed("a", 1, "job-a", "job", 0.0, status, finished_at=100.0, pod="job-a-x")
 
 
 def test_an_output_is_read_never_made_up():
@@ -178,26 +169,26 @@ def test_a_spec_too_large_to_share_its_object_with_a_status_is_refused_with_what
 def test_a_capsule_step_is_judged_against_its_target_capsules_plan_and_again_when_it_changes():
     """The target Capsule (in spawn.allow) is read with the Plan's own; its version is part of
     the verdict's key, so a target Capsule whose plan stops taking the objective is judged anew."""
-    parent = {"metadata": {"resourceVersion": "1"}, "spec": {"spawn": {"allow": ["rel"]}}}
+    parent = {"spec": {"spawn": {"allow": ["rel"]}}}
     takes = {"type": "object", "properties": {"objective": {"type": "string"}}}
     closed = {"type": "object", "additionalProperties": False}
-    rel = {
-        "metadata": {"resourceVersion": "1"},
-        "spec": {"plan": {"inputSchema": takes, "steps": []}},
-    }
+    rel = {"spec": {"plan": {"inputSchema": takes, "steps": []}}}
 
-    class Kube:
-        async def get_capsule(self, namespace: str, name: str) -> dict[str, Any] | None:
-            return {"default": parent, "rel": rel}.get(name)
+    kube = FakeKube()
+    kube.put("capsule", {"metadata": {"name": "default"}, **parent})
+    kube.put("capsule", {"metadata": {"name": "rel"}, "spec": rel["spec"]})
 
     doc = plan()
     doc["spec"] = {"steps": [{"id": "go", "capsule": "rel", "input": "ship it"}]}
 
     async def scenario() -> list[list[str]]:
-        r = Reconciler(Kube())  # type: ignore[arg-type]
+        r = Reconciler(kube)
         first = [e.code for e in (await r.judge(doc, reuse=True))[2]]
-        rel["spec"] = {"plan": {"inputSchema": closed, "steps": []}}
-        rel["metadata"] = {"resourceVersion": "2"}
+        # a new resourceVersion (FakeKube.put gives each write one)
+        kube.put(
+            "capsule",
+            {"metadata": {"name": "rel"}, "spec": {"plan": {"inputSchema": closed, "steps": []}}},
+        )
         return [first, [e.code for e in (await r.judge(doc, reuse=True))[2]]]
 
     assert asyncio.run(scenario()) == [[], ["capsule-plan-input"]]

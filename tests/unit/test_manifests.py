@@ -27,6 +27,7 @@ from planops.kube.manifests import (
 from planops.reconciler import asks
 from planops.reconciler.scheduled import LABEL_SCHEDULED_BY, ScheduleReconciler
 
+from .fakekube import FakeKube
 from .helpers import capsule
 
 LABEL_SYNTAX = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
@@ -186,7 +187,7 @@ def test_a_scheduled_run_of_a_long_scheduled_plan_has_valid_labels_and_names():
         {"schedule": "* * * * *", "planTemplate": {"spec": {"steps": []}}}
     )
     at = datetime(2024, 1, 1, tzinfo=UTC)
-    run = ScheduleReconciler(None)._run(  # type: ignore[arg-type]
+    run = ScheduleReconciler(FakeKube())._run(
         owner, "ns", LABEL_SCHEDULED_BY, spec, run_name(long_name, at), at
     )
     labels = run["metadata"]["labels"]

@@ -57,7 +57,7 @@ def situation(
 
 def created(creates: list[Create]) -> list[Answer]:
     """The API server creates every object."""
-    return [Answer(c.dispatch, name=f"obj-{c.dispatch.step.id}") for c in creates]
+    return [Answer(c.dispatch, created=f"obj-{c.dispatch.step.id}") for c in creates]
 
 
 def advance(step: core.PlanStep, answer: Any = created) -> Intents:
@@ -87,7 +87,6 @@ def test_a_step_creates_its_job_and_the_status_says_it_runs():
     assert creates[0].body["metadata"]["labels"][manifests.LABEL_RUN] == RUN
     assert not step.answer(created(creates))
     intents = step.conclude(step.run.report(), 0)
-    assert intents.status is not None
     assert intents.status["phase"] == "Running"
     assert intents.status["inFlight"] == [
         {"stepId": "a", "attempt": 1, "since": intents.status["inFlight"][0]["since"]}
@@ -105,7 +104,6 @@ def test_an_image_the_capsule_no_longer_allows_is_refused_at_dispatch_without_a_
     assert step.decide() == []
     assert step.answer([]) is False
     intents = step.conclude(step.run.report(), 0)
-    assert intents.status is not None
     assert intents.status["phase"] == "Failed"
     assert [r.error for r in step.run.report().steps] == [denied(intents)]
     assert "evil.example/x:1" in denied(intents)
@@ -165,7 +163,6 @@ def test_an_attempt_refused_before_is_remembered_and_its_retry_waits_out_the_bac
     assert step.decide() == []  # the retry is not due yet
     assert step.answer([]) is False
     intents = step.conclude(step.run.report(), 0)
-    assert intents.status is not None
     assert [r["attempt"] for r in intents.status["refusedAttempts"]] == [1]
     assert intents.wake is not None and 8.9 < intents.wake < 9.2  # due 10 s after it failed
 
@@ -175,7 +172,6 @@ def test_refusals_in_a_row_stop_after_the_rounds_bound_and_look_again_at_once():
     step = core.plan_step(situation(spec))
     intents = advance(step, lambda creates: [Answer(c.dispatch, refusal="no") for c in creates])
     assert step.rounds == core.MAX_ROUNDS
-    assert intents.status is not None
     assert intents.status["phase"] != "Failed"  # not over: the next reconcile goes on
     assert intents.wake == core.WAKE_MARGIN
 
@@ -200,7 +196,7 @@ def test_cancel_deletes_each_attempt_in_flight_and_fails_the_plan():
     stop = step.stopped()
     intents = step.conclude_stopped(stop, stop.report, 0)
     assert [(d.kind, d.name) for d in intents.deletes] == [("job", "job-a"), ("plan", "plan-c")]
-    assert intents.status is not None and intents.status["phase"] == "Failed"
+    assert intents.status["phase"] == "Failed"
     assert intents.closes and intents.running == 0
     assert events(intents) == ["PlanFailed"]
     assert ("plans", ("cancelled",), 1.0, False) in intents.told.metrics
@@ -234,10 +230,10 @@ def test_an_answer_annotation_for_this_run_settles_the_ask():
     answer = {manifests.answer_annotation("q"): json.dumps({"run": RUN, "answer": {"ok": True}})}
     s = situation(spec, facts=facts, previous={"asks": [waiting]}, annotations=answer)
     intents = advance(core.plan_step(s))
-    assert intents.status is not None and intents.status["phase"] == "Succeeded"
+    assert intents.status["phase"] == "Succeeded"
     other = {manifests.answer_annotation("q"): json.dumps({"run": "r0", "answer": {"ok": 1}})}
     still = advance(core.plan_step(replace(s, annotations=other)))
-    assert still.status is not None and still.status["phase"] != "Succeeded"
+    assert still.status["phase"] != "Succeeded"
     assert [a["stepId"] for a in still.status["asks"]] == ["q"]
 
 
@@ -247,7 +243,6 @@ def test_a_dispatched_ask_waits_in_the_status_and_wakes_the_plan_at_its_deadline
     assert step.decide() == []  # an ask creates nothing
     assert step.answer([]) is False
     intents = step.conclude(step.run.report(), 0)
-    assert intents.status is not None
     assert [a["stepId"] for a in intents.status["asks"]] == ["q"]
     assert intents.wake == 60 + core.WAKE_MARGIN
     assert events(intents) == ["AskWaiting", "StepStarted"]
@@ -264,6 +259,10 @@ def test_a_child_plan_created_is_told_as_a_delegation():
     intents = advance(step)
     assert events(intents) == ["DelegationStarted", "StepStarted"]
     assert intents.told.events[0].fields["child"] == "obj-c"
+    adopted = core.plan_step(step.s)  # made before a restart: started already, told then
+    assert events(advance(adopted, lambda creates: [Answer(c.dispatch) for c in creates])) == [
+        "StepStarted"
+    ]
 
 
 def test_a_finished_run_closes_and_counts_its_end_once():
@@ -271,7 +270,7 @@ def test_a_finished_run_closes_and_counts_its_end_once():
     done = StepRecord("a", "success", "", None, 1, NOW - 2, NOW - 1)
     s = situation(spec, facts=Facts((done,), ()))
     intents = advance(core.plan_step(s))
-    assert intents.closes and intents.status is not None
+    assert intents.closes
     assert intents.status["phase"] == "Succeeded"
     assert ("plans", ("succeeded",), 1.0, False) in intents.told.metrics
     again = advance(core.plan_step(replace(s, previous={"phase": "Succeeded"})))

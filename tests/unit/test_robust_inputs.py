@@ -13,6 +13,7 @@ from planops.api import PlanSpec, parse_document, quantity, values
 from planops.engine import Run, control, validate
 from planops.reconciler.reconcile import Reconciler
 
+from .fakekube import FakeKube
 from .helpers import capsule, resolver
 
 DEEP = 1000  # past Python's recursion limit: any recursive walk of it raises RecursionError
@@ -211,17 +212,15 @@ def test_a_cyclic_value_is_refused_as_endless_nesting():
 def test_the_reconciler_judges_a_deep_plan_object_without_raising():
     """The operator's path (and the admission webhook's): the API object as parsed dicts."""
 
-    class Kube:
-        async def get_capsule(self, namespace: str, name: str) -> dict[str, Any]:
-            return {"spec": capsule().dump()}
-
+    kube = FakeKube()
+    kube.put("capsule", {"metadata": {"name": "default"}, "spec": capsule().dump()})
     plan = {
         "apiVersion": "planops.dev/v1alpha1",
         "kind": "Plan",
         "metadata": {"name": "deep", "namespace": "ns"},
         "spec": {"steps": [{"id": "a", "tool": "notes", "input": nested(900)}]},
     }
-    spec, _, errors = asyncio.run(Reconciler(Kube()).judge(plan))  # type: ignore[arg-type]
+    spec, _, errors = asyncio.run(Reconciler(kube).judge(plan))
     assert spec is None
     assert [(e.code, e.path) for e in errors] == [("limits", "spec.steps[0].input")]
     assert "nested deeper than 64 levels" in errors[0].message

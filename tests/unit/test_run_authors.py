@@ -7,74 +7,51 @@ the author, and the real SubjectAccessReview, are tested on the cluster
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from planops.kube.client import ApiError
+from planops.engine import schedule
 from planops.kube.manifests import ANNOTATION_AUTHOR, ANNOTATION_RERUN, run_id
 from planops.reconciler import authors
 from planops.reconciler.reconcile import Reconciler
 from planops.reconciler.scheduled import ScheduleReconciler
 
+from .fakekube import FakeKube
+
 ALICE = json.dumps({"username": "alice", "groups": ["team-a", "system:authenticated"]})
 T0 = 1_800_000_000.0  # a whole minute (divisible by 60)
 
 
-class _Api:
-    """Just what a scheduled reconcile and a re-run's start ask of the API, recorded."""
+SAFE = {"image": "busybox:1", "shell": {"allow": ["echo"]}, "spawn": {"allow": ["worker"]}}
+WORKER = {**SAFE, "plan": {"steps": [{"id": "w", "shell": "echo"}]}}
+
+
+class _Api(FakeKube):
+    """The API server holding `obj` (a Plan or a ScheduledPlan in team-a) and the Capsules it
+    names, whose access review answers `allowed` for alice."""
 
     def __init__(self, obj: dict[str, Any], allowed: bool) -> None:
-        self.obj, self.allowed = obj, allowed
-        self.reviews: list[tuple[str, str, str, list[str]]] = []
-        self.created: list[dict[str, Any]] = []
-        self.statuses: list[dict[str, Any]] = []
-        self.events: list[dict[str, Any]] = []
+        super().__init__()
+        self.obj = obj
+        kind = {"Plan": "plan", "ScheduledPlan": "scheduledplan"}[obj["kind"]]
+        self.put(kind, copy.deepcopy(obj))  # the test's own stays as it wrote it
+        for name, spec in (("safe", SAFE), ("worker", WORKER), ("default", SAFE)):
+            self.put("capsule", {"metadata": {"name": name, "namespace": "team-a"}, "spec": spec})
+        if not allowed:
+            self.use_denied |= {("team-a", c, "alice") for c in ("safe", "default", "worker")}
 
-    async def may_use_capsule(
-        self, namespace: str, capsule: str, username: str, groups: list[str]
-    ) -> tuple[bool, str]:
-        self.reviews.append((namespace, capsule, username, groups))
-        return self.allowed, "" if not self.allowed else "RBAC: allowed"
-
-    async def get_object(self, plural: str, namespace: str | None, name: str) -> Any:
-        return self.obj
-
-    async def get_plan(self, namespace: str, name: str) -> Any:
-        return self.obj
-
-    async def get_capsule(self, namespace: str, name: str) -> Any:
-        spec = {"image": "busybox:1", "shell": {"allow": ["echo"]}, "spawn": {"allow": ["worker"]}}
-        if name == "worker":
-            spec["plan"] = {"steps": [{"id": "w", "shell": "echo"}]}
-        return {"metadata": {"resourceVersion": "1"}, "spec": spec}
-
-    async def list_plans(self, namespace: str, selector: str) -> list[Any]:
-        return []
-
-    async def list_jobs(self, namespace: str, selector: str, keep: Any = None) -> list[Any]:
-        return []
-
-    list_pvcs = list_plan_reports = list_plans
-
-    async def create_plan(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        self.created.append(body)
-        return body
-
-    async def create_job(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        self.created.append(body)
-        return body
-
-    async def patch_status(self, plural: str, namespace: Any, name: str, status: Any) -> None:
-        self.statuses.append(status)
-
-    async def patch_plan_status(self, namespace: str, name: str, status: Any) -> Any:
-        self.statuses.append(status)
-        return {**self.obj, "status": status}
-
-    async def create_event(self, namespace: str, body: dict[str, Any]) -> None:
-        self.events.append(body)
+    @property
+    def created(self) -> list[dict[str, Any]]:
+        """The Jobs and Plans the operator created (not the Plan the test put there)."""
+        return [
+            o
+            for (kind, _, name), o in self.objects.items()
+            if kind == "job" or (kind == "plan" and name != self.obj["metadata"]["name"])
+        ]
 
 
 def _meta(author: str | None, **annotations: str) -> dict[str, Any]:
@@ -149,7 +126,7 @@ def _scheduled(author: str | None) -> dict[str, Any]:
 
 def _schedule(author: str | None, allowed: bool) -> _Api:
     api = _Api(_scheduled(author), allowed)
-    reconciler = ScheduleReconciler(api, clock=lambda: T0 + 1, budget=None)  # type: ignore[arg-type]
+    reconciler = ScheduleReconciler(api, clock=lambda: T0 + 1, budget=None)
     asyncio.run(reconciler.reconcile("scheduledplans", "team-a", "nightly"))
     return api
 
@@ -203,7 +180,7 @@ def _plan(author: str | None, rerun: str | None) -> dict[str, Any]:
 
 def _rerun(author: str | None, rerun: str | None, allowed: bool) -> _Api:
     api = _Api(_plan(author, rerun), allowed)
-    reconciler = Reconciler(api, clock=lambda: T0)  # type: ignore[arg-type]
+    reconciler = Reconciler(api, clock=lambda: T0)
     asyncio.run(reconciler.reconcile("team-a", "p"))
     return api
 
@@ -234,7 +211,7 @@ def test_a_first_run_is_not_asked_about_again():
 
 def _again(obj: dict[str, Any], allowed: bool) -> _Api:
     api = _Api(obj, allowed)
-    asyncio.run(Reconciler(api, clock=lambda: T0 + 60).reconcile("team-a", "p"))  # type: ignore[arg-type]
+    asyncio.run(Reconciler(api, clock=lambda: T0 + 60).reconcile("team-a", "p"))
     return api
 
 
@@ -279,7 +256,7 @@ def test_between_due_runs_the_last_check_stays_in_the_status():
     refused = {"type": "Authorized", "status": "False", "reason": "UseRevoked", "message": "m"}
     obj["status"] = {"lastScheduleTime": "2027-01-15T08:00:00Z", "conditions": [refused]}
     api = _Api(obj, allowed=True)
-    reconciler = ScheduleReconciler(api, clock=lambda: T0 + 30, budget=None)  # type: ignore[arg-type]
+    reconciler = ScheduleReconciler(api, clock=lambda: T0 + 30, budget=None)
     asyncio.run(reconciler.reconcile("scheduledplans", "team-a", "nightly"))
     assert api.reviews == [] and api.created == []  # nothing due: nothing asked
     assert _authorized(api.statuses[0]) == [refused]
@@ -288,30 +265,24 @@ def test_between_due_runs_the_last_check_stays_in_the_status():
 # -- a scheduled run's name taken in advance -----------------------------------------------------
 
 
-class _Squatted(_Api):
+def _squatted(controller_uid: str) -> _Api:
     """The due run's name is taken: by a Plan of another controller, or by our own run."""
-
-    def __init__(self, controller_uid: str) -> None:
-        super().__init__(_scheduled(None), allowed=True)
-        self.controller_uid = controller_uid
-
-    async def create_plan(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        raise ApiError(409, "AlreadyExists", "plans.planops.dev exists")
-
-    async def get_plan(self, namespace: str, name: str) -> Any:
-        ref = {"apiVersion": "planops.dev/v1alpha1", "kind": "ScheduledPlan", "name": "nightly"}
-        ref.update(uid=self.controller_uid, controller=True)  # type: ignore[arg-type]
-        return {"metadata": {"name": name, "ownerReferences": [ref]}, "status": {}}
+    api = _Api(_scheduled(None), allowed=True)
+    name = schedule.run_name("nightly", datetime.fromtimestamp(T0, UTC))
+    owner = {"apiVersion": "planops.dev/v1alpha1", "kind": "ScheduledPlan", "name": "nightly"}
+    owner |= {"uid": controller_uid, "controller": True}
+    api.put("plan", {"metadata": {"name": name, "namespace": "team-a", "ownerReferences": [owner]}})
+    return api
 
 
 def _due(api: _Api) -> dict[str, Any]:
-    reconciler = ScheduleReconciler(api, clock=lambda: T0 + 1, budget=None)  # type: ignore[arg-type]
+    reconciler = ScheduleReconciler(api, clock=lambda: T0 + 1, budget=None)
     asyncio.run(reconciler.reconcile("scheduledplans", "team-a", "nightly"))
     return api.statuses[-1]
 
 
 def test_a_scheduled_runs_name_taken_by_another_plan_is_no_run_of_ours():
-    api = _Squatted("u-squatter")
+    api = _squatted("u-squatter")
     status = _due(api)
     assert status["activeCount"] == 0 and status["lastScheduleTime"]  # the time is spent
     (event,) = api.events
@@ -320,7 +291,7 @@ def test_a_scheduled_runs_name_taken_by_another_plan_is_no_run_of_ours():
 
 
 def test_a_scheduled_run_made_before_a_restart_is_adopted():
-    api = _Squatted("u-1")  # the ScheduledPlan's own uid: our run, created before a restart
+    api = _squatted("u-1")  # the ScheduledPlan's own uid: our run, created before a restart
     assert _due(api)["activeCount"] == 1 and api.events == []
 
 
@@ -338,7 +309,7 @@ def test_a_child_plan_carries_its_parents_author():
     obj = _plan(ALICE, None)
     obj["spec"]["steps"] = [{"id": "delegate", "capsule": "worker", "input": "do it"}]
     api = _Api(obj, allowed=True)
-    asyncio.run(Reconciler(api, clock=lambda: T0).reconcile("team-a", "p"))  # type: ignore[arg-type]
+    asyncio.run(Reconciler(api, clock=lambda: T0).reconcile("team-a", "p"))
     (child,) = api.created
     assert child["kind"] == "Plan" and child["spec"]["capsule"] == "worker"
     assert child["metadata"]["annotations"][ANNOTATION_AUTHOR] == ALICE

@@ -13,14 +13,17 @@ import pytest
 from planops.handlers import webhook
 from planops.reconciler.scheduled import ScheduleReconciler
 
-CAPSULE = {"spec": {"shell": {"allow": ["echo"]}}, "metadata": {"resourceVersion": "1"}}
+from .fakekube import FakeKube
+
+CAPSULE = {"spec": {"shell": {"allow": ["echo"]}}}
 
 
-class Kube:
-    """What judging reads: the Capsule of the namespace (none in `empty`)."""
-
-    async def get_capsule(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return None if namespace == "empty" else CAPSULE
+def _api() -> FakeKube:
+    """What judging reads: each namespace's Capsule (none in `empty`)."""
+    kube = FakeKube()
+    for ns in ("team-a", "ns", "default", "team-b"):
+        kube.put("capsule", {"metadata": {"name": "default", "namespace": ns}, **CAPSULE})
+    return kube
 
 
 def scheduled(kind: str = "ScheduledPlan", schedule: str = "*/5 * * * *", **template: Any):
@@ -38,7 +41,7 @@ def judge(obj: dict[str, Any], namespace: str | None = None) -> list[str]:
     plural = obj["kind"].lower() + "s"
     if namespace is not None:
         obj["metadata"]["namespace"] = namespace
-    return asyncio.run(ScheduleReconciler(Kube()).judge(plural, obj))  # type: ignore[arg-type]
+    return asyncio.run(ScheduleReconciler(_api()).judge(plural, obj))
 
 
 CYCLE = [
@@ -94,7 +97,7 @@ def test_the_webhook_serves_each_kind_on_the_path_the_chart_names():
         "scheduledplans": "scheduledplans",
         "clusterscheduledplans": "clusterscheduledplans",
     }
-    memo = kopf.Memo(schedule_judge=ScheduleReconciler(Kube()))  # type: ignore[arg-type]
+    memo = kopf.Memo(schedule_judge=ScheduleReconciler(_api()))
     bad = scheduled("ClusterScheduledPlan", schedule="61 * * * *")
     with pytest.raises(kopf.AdmissionError, match="clusterscheduledplan refused, 1 error"):
         asyncio.run(handlers["clusterscheduledplans"].fn(body=bad, memo=memo, operation="CREATE"))

@@ -17,6 +17,8 @@ from planops.kube import manifests
 from planops.reconciler.scheduled import ScheduleReconciler
 from tests.unit.helpers import capsule, plan, resolver
 
+from .fakekube import FakeKube
+
 
 def codes(**workspace: Any) -> list[tuple[str, str]]:
     cap = capsule(
@@ -153,9 +155,10 @@ def test_bad_tool_credentials_are_refused_with_a_reason(change: dict[str, Any], 
         CapsuleSpec.model_validate({"tools": [tool]})
 
 
-class _Kube:
-    async def get_capsule(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return {"spec": {"shell": {"allow": ["echo"]}}}
+def _api() -> FakeKube:
+    kube = FakeKube()
+    kube.put("capsule", {"metadata": {"name": "default"}, "spec": {"shell": {"allow": ["echo"]}}})
+    return kube
 
 
 @pytest.mark.parametrize(
@@ -179,7 +182,7 @@ def test_a_scheduled_runs_template_cannot_carry_the_labels_of_managed_plans(
             },
         }
     )
-    errors = asyncio.run(ScheduleReconciler(_Kube())._template_errors(spec, "ns"))  # type: ignore[arg-type]
+    errors = asyncio.run(ScheduleReconciler(_api())._template_errors(spec, "ns"))
     assert len(errors) == 1 and "reserved for planops" in errors[0]
     fine = spec.model_copy(
         update={
@@ -192,7 +195,7 @@ def test_a_scheduled_runs_template_cannot_carry_the_labels_of_managed_plans(
             )
         }
     )
-    assert asyncio.run(ScheduleReconciler(_Kube())._template_errors(fine, "ns")) == []  # type: ignore[arg-type]
+    assert asyncio.run(ScheduleReconciler(_api())._template_errors(fine, "ns")) == []
 
 
 def test_a_capsule_can_shorten_how_long_a_step_stays_on_a_lost_node():

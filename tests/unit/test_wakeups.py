@@ -6,6 +6,7 @@ the reconciler's own status write is no news either."""
 from __future__ import annotations
 
 import asyncio
+import copy
 from typing import Any
 
 import kopf
@@ -128,32 +129,6 @@ def test_a_reconcile_reads_a_cached_capsule_without_a_request():
     assert errors == [] and len(kube.calls) == 1
 
 
-class _Recording:
-    """An API that records the calls a reconcile makes (reads answer: nothing there)."""
-
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-        self.version = 100
-
-    def __getattr__(self, name: str) -> Any:
-        async def call(*args: Any, **kwargs: Any) -> Any:
-            self.calls.append(name)
-            if name == "patch_plan_status":
-                self.version += 1
-                return {
-                    "apiVersion": "planops.dev/v1alpha1",
-                    "kind": "Plan",
-                    "metadata": {**NEW["metadata"], "resourceVersion": str(self.version)},
-                    "spec": NEW["spec"],
-                    "status": args[2],
-                }
-            if name.startswith("create_"):  # as the API answers: with its namespace
-                return {**args[-1], "metadata": {**args[-1]["metadata"], "namespace": args[0]}}
-            return [] if name.startswith("list_") else None
-
-        return call
-
-
 NEW = {
     "apiVersion": "planops.dev/v1alpha1",
     "kind": "Plan",
@@ -176,26 +151,35 @@ CAPSULE = {
 }
 
 
+def _api(plan: dict[str, Any]) -> FakeKube:
+    """The API server holding `plan` (what the watch cache shows too) and nothing else."""
+    kube = FakeKube()
+    kube.put("plan", copy.deepcopy(plan))
+    return kube
+
+
 def test_a_new_plans_first_reconcile_reads_nothing_and_the_next_starts_from_what_it_wrote():
-    kube, plans, capsules = _Recording(), WatchCache(), WatchCache()
+    kube, plans, capsules = _api(NEW), WatchCache(), WatchCache()
     plans.seen("ADDED", NEW)
     capsules.seen("ADDED", CAPSULE)
     runs = RunObjects("planops.dev/plan", "planops.dev/run")
-    r = Reconciler(kube, plans=plans, capsules=capsules, runs=runs)  # type: ignore[arg-type]
+    r = Reconciler(kube, plans=plans, capsules=capsules, runs=runs)
     asyncio.run(r.reconcile("ns", "p"))
     # no GET of the Plan or Capsule, no lists of earlier runs' objects or of this run's (it has
     # none yet): create the Job, write the status, tell the trace
-    assert [c for c in kube.calls if c != "create_event"] == ["create_job", "patch_plan_status"]
+    assert [c for c in kube.methods() if c != "create_event"] == ["create_job", "patch_plan_status"]
     written = plans.get("ns", "p")
     assert written is not None and written["status"]["phase"] == "Running"
     kube.calls.clear()
     # the run is known now: its Job comes from the cache (written back when it was created),
     # so nothing is listed and nothing is created twice
     asyncio.run(r.reconcile("ns", "p"))
-    assert [c for c in kube.calls if c != "create_event"] == []
+    assert [c for c in kube.methods() if c != "create_event"] == []
+    (created,) = kube.of("job")
+    kube.objects.pop(("job", "ns", created["metadata"]["name"]))  # deleted; no watch told
     r.check("ns", "p")  # the resync asks for a real look
     asyncio.run(r.reconcile("ns", "p"))
-    assert kube.calls[:1] == ["list_jobs"]  # and the list (empty: the Job is gone) is the truth
+    assert kube.methods()[:1] == ["list_jobs"]  # and the list (empty: the Job is gone) is the truth
     assert runs.of("job", ("ns", "p", written["status"]["run"]["id"])) == []
 
 
@@ -300,12 +284,13 @@ def test_a_runs_cached_objects_keep_what_ownership_and_an_attempt_are_read_from(
 
 
 def test_a_later_generation_stops_the_objects_of_earlier_runs():
-    kube, plans, capsules = _Recording(), WatchCache(), WatchCache()
-    plans.seen("ADDED", {**NEW, "metadata": {**NEW["metadata"], "generation": 2}})
+    second = {**NEW, "metadata": {**NEW["metadata"], "generation": 2}}
+    kube, plans, capsules = _api(second), WatchCache(), WatchCache()
+    plans.seen("ADDED", second)
     capsules.seen("ADDED", CAPSULE)
-    r = Reconciler(kube, plans=plans, capsules=capsules)  # type: ignore[arg-type]
+    r = Reconciler(kube, plans=plans, capsules=capsules)
     asyncio.run(r.reconcile("ns", "p"))
-    assert kube.calls[:3] == ["list_jobs", "list_plans", "list_pvcs"]
+    assert kube.methods()[:3] == ["list_jobs", "list_plans", "list_pvcs"]
 
 
 def test_the_operator_has_no_change_detecting_handlers_so_it_needs_no_diff_base():
@@ -364,11 +349,11 @@ def test_an_ended_runs_objects_leave_the_cache_and_do_not_come_back():
 
 
 def test_a_finished_plans_reconcile_drops_its_runs_objects():
-    kube, plans, capsules = _Recording(), WatchCache(), WatchCache()
+    kube, plans, capsules = _api(NEW), WatchCache(), WatchCache()
     plans.seen("ADDED", NEW)
     capsules.seen("ADDED", CAPSULE)
     runs = RunObjects("planops.dev/plan", "planops.dev/run")
-    r = Reconciler(kube, plans=plans, capsules=capsules, runs=runs)  # type: ignore[arg-type]
+    r = Reconciler(kube, plans=plans, capsules=capsules, runs=runs)
     asyncio.run(r.reconcile("ns", "p"))  # dispatches the Job (written back to the cache)
     written = plans.get("ns", "p")
     assert written is not None
@@ -384,17 +369,13 @@ def test_a_settled_steps_pod_gone_does_not_make_later_reconciles_list_the_run():
     # default): in a big run the pods of many settled steps are gone. Only an unsettled Job that
     # ended without its pod at hand makes the cache untrustworthy; a settled one must not, or
     # every later reconcile lists the whole run.
-    class Kube(_Recording):
-        async def read_log(self, *args: Any) -> str:
-            self.calls.append("read_log")
-            return ""
-
-    kube, plans, capsules = Kube(), WatchCache(), WatchCache()
     two = [{"id": "a", "shell": "echo a"}, {"id": "b", "shell": "echo b"}]
+    kube, plans, capsules = _api({**NEW, "spec": {"steps": two}}), WatchCache(), WatchCache()
+    kube.logs["a-pod"] = ""
     plans.seen("ADDED", {**NEW, "spec": {"steps": two}})
     capsules.seen("ADDED", CAPSULE)
     runs = RunObjects("planops.dev/plan", "planops.dev/run")
-    r = Reconciler(kube, plans=plans, capsules=capsules, runs=runs)  # type: ignore[arg-type]
+    r = Reconciler(kube, plans=plans, capsules=capsules, runs=runs)
     asyncio.run(r.reconcile("ns", "p"))  # both Jobs created, and cached
     written = plans.get("ns", "p")
     assert written is not None
@@ -422,10 +403,10 @@ def test_a_settled_steps_pod_gone_does_not_make_later_reconciles_list_the_run():
     runs.seen("pod", "ADDED", pod_a)
     kube.calls.clear()
     asyncio.run(r.reconcile("ns", "p"))  # a settles from the cache: its log read, its record
-    assert "list_jobs" not in kube.calls and "read_log" in kube.calls
+    assert "list_jobs" not in kube.methods() and "read_log" in kube.methods()
     written = plans.get("ns", "p")
     assert written is not None and written["status"]["counts"]["success"] == 1
     runs.seen("pod", "DELETED", pod_a)  # garbage-collected
     kube.calls.clear()
     asyncio.run(r.reconcile("ns", "p"))
-    assert "list_jobs" not in kube.calls and "list_pods" not in kube.calls
+    assert "list_jobs" not in kube.methods() and "list_pods" not in kube.methods()

@@ -91,8 +91,8 @@ async def _create(
             return Answer(d, refusal=answer)
         get = kube.get_plan if c.kind == "plan" else kube.get_job
         refusal = dispatching.squatter(ref, d.kind, name, await get(ref.namespace, name))
-        return Answer(d, name=name if refusal is None else None, refusal=refusal)
-    return Answer(d, name=name)
+        return Answer(d, refusal=refusal)  # ours (made before a restart): adopted, or squatted
+    return Answer(d, created=name)
 
 
 async def delete(kube: KubeApi, namespace: str, deletes: tuple[Delete, ...]) -> None:

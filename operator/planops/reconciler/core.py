@@ -140,13 +140,13 @@ class PlanStep:
             got = by_attempt.get((d.step.id, d.attempt))
             if got is None or got.refusal is None:
                 self.dispatched.append(d)
-                if d.kind == "capsule" and got is not None:
+                if d.kind == "capsule" and got is not None and got.created is not None:
                     self.told(
                         "DelegationStarted",
                         f"step {d.step.id} delegates to capsule {d.step.capsule} "
-                        f"as plan {got.name}",
+                        f"as plan {got.created}",
                         step=d.step.id,
-                        child=got.name,
+                        child=got.created,
                     )
                 continue
             refused_any = True

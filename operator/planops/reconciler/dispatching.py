@@ -4,7 +4,7 @@ The reconciler's side of engine.dispatch: the rules themselves (admit, the timeo
 live there, shared with the local runner; this module turns an admitted attempt into the object
 to create (a Job, or a child Plan from the target Capsule's `plan`), and reads the API server's
 answer to that create (adopt our own object, fail the attempt on a refusal, or retry later).
-No I/O: the reconciler's actuator (reconciler.reconcile) makes the requests.
+No I/O: the reconciler's actuator (reconciler.actuator) makes the requests.
 """
 
 from __future__ import annotations

@@ -86,11 +86,12 @@ class Create:
 
 @dataclass(frozen=True)
 class Answer:
-    """The API server's answer to a Create, as the decision reads it: the object's name when
-    it exists (created, or ours already), else why the attempt fails (`refusal`)."""
+    """The API server's answer to a Create, as the decision reads it: the attempt's object
+    exists, made now (`created`: its name) or before a restart (neither field set: adopted),
+    or the attempt fails and `refusal` says why."""
 
     dispatch: Dispatch
-    name: str | None = None
+    created: str | None = None
     refusal: str | None = None
 
 
@@ -102,12 +103,12 @@ class Delete:
 
 @dataclass
 class Intents:
-    """What a reconcile does once it has decided: the status to write (None: none), Events and
+    """What a reconcile does once it has decided: the status to write, Events and
     metrics, the attempts in flight (the steps-running gauge), whether the run ended (its
     objects are not read again) and the seconds until the Plan is looked at again (None: only
     on an event)."""
 
-    status: Obj | None
+    status: Obj
     told: Told
     running: int
     closes: bool

@@ -39,7 +39,7 @@ from planops.reconciler.status import parse_rfc3339
 
 log = logging.getLogger("planops.reconciler")
 T = TypeVar("T")
-#: logs read at once by one reconcile (as Jobs are created: reconcile.CREATE_CONCURRENCY)
+#: logs read at once by one reconcile (as Jobs are created: actuator.CREATE_CONCURRENCY)
 READ_CONCURRENCY = 16
 
 #: how long a finished Job's pod may be missing from a listing before it counts as gone

@@ -6,11 +6,12 @@ Capsule come from the watch's cache, the Plan as last written by this reconciler
 Nothing lives only in memory, so a restarted operator resumes exactly where it was: the same
 deterministic names make a repeated create an adoption, never a second Job.
 
-The scheduling rules are not here: `planops.engine.Run` decides; this module only executes,
-as a pipeline of the reconciler's other modules: judging (parse, validate, the verdicts),
-reading (the run's facts), the engine's decision, dispatching (what to create, what the API's
-answer means), asks, the report (reporting) and status, announcing (Events, metrics), runs (the
-run's identity and its objects besides attempts).
+The decisions are not here: `planops.engine.Run` holds the scheduling rules, and
+reconciler.core decides a reconcile as a pure function of what it read (intents: the objects
+to create or delete, the status, Events, metrics, the next wake-up), which reconciler.actuator
+carries out. This module is the pipeline around them: judging (parse, validate, the verdicts),
+reading (the run's facts), runs (the run's identity and its objects besides attempts), the
+core and the actuator, the report (reporting) and the status write (writing).
 """
 
 from __future__ import annotations
@@ -272,7 +273,6 @@ class Reconciler:
             intents = step.conclude(report, self._reports.chunks(key))
         self._set_running(key, intents.running)
         actuator.tell(events, intents.told)
-        assert intents.status is not None
         await self._write(plan, s.previous, intents.status)
         await events.flush()
         if intents.closes:

@@ -36,7 +36,8 @@ from planops.api.names import Phase
 from planops.engine import OPERATOR_BUDGET_SECONDS, Budget, Policy, capsule_name, validate
 from planops.engine import schedule as rules
 from planops.engine.report import parse_rfc3339, rfc3339
-from planops.kube.client import ApiError, Kube
+from planops.kube.api import ScheduleApi
+from planops.kube.client import ApiError
 from planops.kube.events import Poster, Recorder
 from planops.kube.manifests import (
     ANNOTATION_AUTHOR,
@@ -69,7 +70,7 @@ class NamespaceResult:
 
 @dataclass
 class ScheduleReconciler:
-    kube: Kube
+    kube: ScheduleApi
     policy: Policy = field(default_factory=Policy)
     clock: Callable[[], float] = time.time
     #: one validation's time budget, as the Plan reconciler's
