@@ -26,13 +26,19 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
 from planops import metrics
-from planops.archive.row import needs_report_objects, pending_run, row
+from planops.archive.row import (
+    Row,
+    needs_report_objects,
+    pending_earlier,
+    pending_run,
+    row,
+)
 from planops.archive.store import DatabaseError, RowRejected, Store
 from planops.kube.client import ApiError
 from planops.kube.events import event
 from planops.kube.leader import NotLeading
 from planops.kube.manifests import PlanRef
-from planops.reconciler import reports
+from planops.reconciler import earlier_status, reports
 
 log = logging.getLogger("planops.archive")
 
@@ -63,6 +69,10 @@ class Cluster(Protocol):
     async def list_plan_reports(self, namespace: str, selector: str) -> list[dict[str, Any]]: ...
 
     async def patch_plan_archived(self, namespace: str, name: str, run: str) -> None: ...
+
+    async def patch_plan_history_archived(
+        self, namespace: str, name: str, index: int, run: str
+    ) -> None: ...
 
 
 class EventSink(Protocol):
@@ -104,9 +114,9 @@ class Archiver:
     def offer(self, plan: dict[str, Any]) -> bool:
         """Queue the Plan's run if it is finished and not archived; True when queued (or already
         there)."""
-        run = pending_run(plan)
         meta = plan.get("metadata") or {}
-        if run is None or (str(meta.get("uid")), run) in self._done:
+        run = pending_run(plan)
+        if (run is None or (str(meta.get("uid")), run) in self._done) and not pending_earlier(plan):
             return False
         key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         if key not in self.queue:
@@ -230,6 +240,8 @@ class Archiver:
         if plan is None:  # deleted before its turn (its PlanReports went with it)
             log.warning("archive: plan %s/%s was deleted before its run was archived", ns, name)
             return
+        for index, entry in pending_earlier(plan):  # earlier runs first: the oldest waited most
+            await self._archive_earlier(store, plan, index, entry)
         run = pending_run(plan)
         if run is None:
             return
@@ -254,6 +266,34 @@ class Archiver:
             self._done.popitem(last=False)
         self._told.discard((uid, run))
 
+    async def _archive_earlier(
+        self, store: Store, plan: dict[str, Any], index: int, entry: dict[str, Any]
+    ) -> None:
+        """An earlier run the Plan keeps in status.history (a new run replaced it before it was
+        archived): its row from its entry and its PlanReports, then its entry marked. A mark a
+        status write of the Plan's current run overwrote is written again (the row: a no-op)."""
+        meta = plan["metadata"]
+        ns, name, uid, run = (
+            str(meta["namespace"]),
+            str(meta["name"]),
+            str(meta["uid"]),
+            entry["id"],
+        )
+        started = time.monotonic()
+        listed = await self.kube.list_plan_reports(
+            ns, reports.selector(PlanRef(ns, name, uid, run))
+        )
+        written = await store.write(
+            earlier_row(plan, entry, reports.records_json(listed, uid, run))
+        )
+        try:
+            await self.kube.patch_plan_history_archived(ns, name, index, run)
+        except ApiError as e:
+            if not (e.not_found or e.status in (409, 422)):  # gone, or the history moved on
+                raise
+        metrics.archive_write.observe(time.monotonic() - started)
+        metrics.archive_runs.labels("written" if written else "already").inc()
+
     def _tell(self, key: Key, error: Exception) -> None:
         """One Warning Event per waiting run: its Plan says why it is not archived yet."""
         plan = self.plans.get(*key)
@@ -272,6 +312,13 @@ class Archiver:
             "when the database is back"
         )
         self.events.put(key[0], event(plan, "ArchivePending", message, warning=True))
+
+
+def earlier_row(plan: dict[str, Any], entry: dict[str, Any], records: list[dict[str, Any]]) -> Row:
+    """The row of an earlier run the Plan keeps (its status.history entry and every record of
+    its PlanReports): the row its run had made, had it been archived while it was current."""
+    name = str((plan.get("metadata") or {}).get("name") or "")
+    return row({**plan, "status": earlier_status(name, entry, records)})
 
 
 async def _close_quietly(store: Store) -> None:

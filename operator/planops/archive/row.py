@@ -6,6 +6,12 @@ operator writes `status.archived: <run id>` on the Plan (the status: only the op
 it), so the run is not archived again, and a run whose Plan's status does not say so (a
 restart, a new leader, a database that was down) is found again from the cluster:
 `pending_run` is that question. A new run's status starts without the field.
+
+A run replaced by a new one (a re-run, a new generation) before it was archived is kept in the
+Plan's status.history with its PlanReports (reconciler.run_history) and archived from there:
+`pending_earlier` finds it, queue.earlier_row is its row, and its entry's `archived: true` the
+mark.
+While the archive is on, such an entry stays in the history past the Plan's historyLimit.
 """
 
 from __future__ import annotations
@@ -68,11 +74,35 @@ def pending_run(plan: dict[str, Any]) -> str | None:
     return None if status.get(ARCHIVED) == run else run
 
 
+def pending_earlier(plan: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
+    """The earlier runs the Plan keeps (status.history) that are finished and not archived yet,
+    with their index in the history (the mark's JSON Patch tests the entry there)."""
+    found = (plan.get("status") or {}).get("history")
+    return [
+        (i, e)
+        for i, e in enumerate(found if isinstance(found, list) else [])
+        if isinstance(e, dict) and isinstance(e.get("id"), str) and waits_for_archive(e)
+    ]
+
+
+def waits_for_archive(entry: dict[str, Any]) -> bool:
+    """Whether an earlier run's entry is finished and not archived yet (the reconciler keeps
+    such an entry past historyLimit by the same rule: reconciler.run_history)."""
+    return entry.get("phase") in FINISHED and entry.get("archived") is not True
+
+
+def pending_runs(plan: dict[str, Any]) -> list[str]:
+    """Every run of the Plan still to be archived: its current run, then its earlier runs."""
+    current = pending_run(plan)
+    return ([current] if current else []) + [e["id"] for _, e in pending_earlier(plan)]
+
+
 def archived(plan: dict[str, Any]) -> bool:
-    """Whether the Plan's current run, finished, is in the archive: what a clean-up of finished
-    Plans (a TTL) must ask before it deletes one while the archive is on."""
+    """Whether the Plan's current run, finished, is in the archive, and every earlier run it
+    keeps too: what a clean-up of finished Plans (a TTL) must ask before it deletes one while
+    the archive is on (its PlanReports go with it)."""
     status = plan.get("status") or {}
-    return status.get("phase") in FINISHED and pending_run(plan) is None
+    return status.get("phase") in FINISHED and not pending_runs(plan)
 
 
 def needs_report_objects(plan: dict[str, Any]) -> bool:

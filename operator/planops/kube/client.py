@@ -260,6 +260,18 @@ class Kube:
         path = _custom("plans", namespace, name, "status")
         await _json(await self.api.request("PATCH", path, body=body, content_type=JSON_PATCH))
 
+    async def patch_plan_history_archived(
+        self, namespace: str, name: str, index: int, run: str
+    ) -> None:
+        """Mark an earlier run archived (status.history[index].archived), only while that
+        entry is still the run's: a JSON Patch whose `test` fails otherwise (422)."""
+        body = [
+            {"op": "test", "path": f"/status/history/{index}/id", "value": run},
+            {"op": "add", "path": f"/status/history/{index}/archived", "value": True},
+        ]
+        path = _custom("plans", namespace, name, "status")
+        await _json(await self.api.request("PATCH", path, body=body, content_type=JSON_PATCH))
+
     async def watch_plan(
         self, namespace: str, name: str, resource_version: str | None, timeout_seconds: int = 240
     ) -> AsyncGenerator[tuple[str, Obj], None]:

@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from planops.reconciler.reconcile import Reconciler
     from planops.reconciler.reports import CHUNK_RECORDS, records_json
     from planops.reconciler.reports import selector as reports_selector
+    from planops.reconciler.run_history import earlier_status, run_ids, waits_for_archive
     from planops.reconciler.run_history import entries as history_entries
-    from planops.reconciler.run_history import run_ids
     from planops.reconciler.scheduled import ScheduleReconciler
     from planops.reconciler.status import STATUS_RECORDS, STATUS_RECORDS_MAX
 
@@ -38,6 +38,8 @@ _PUBLIC = {
     "earlier_run": ("earlier_runs", "earlier_run"),
     "history_entries": ("run_history", "entries"),
     "run_ids": ("run_history", "run_ids"),
+    "earlier_status": ("run_history", "earlier_status"),
+    "waits_for_archive": ("run_history", "waits_for_archive"),
     "records_json": ("reports", "records_json"),
     "reports_selector": ("reports", "selector"),
     "STATUS_RECORDS": ("status", "STATUS_RECORDS"),
@@ -61,6 +63,7 @@ __all__ = [
     "ScheduleReconciler",
     "controller_uid",
     "earlier_run",
+    "earlier_status",
     "history_entries",
     "job_event_matters",
     "owned",
@@ -68,4 +71,5 @@ __all__ = [
     "records_json",
     "reports_selector",
     "run_ids",
+    "waits_for_archive",
 ]
