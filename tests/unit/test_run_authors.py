@@ -189,28 +189,28 @@ def _cluster_scheduled(author: str | None) -> dict[str, Any]:
     return obj
 
 
-class _ClusterApi(_Api):
-    """Two tenant namespaces; the author may use the Capsule in `team-b` only."""
-
-    async def list_namespaces(self, selector: str) -> list[dict[str, Any]]:
-        return [{"metadata": {"name": n}} for n in ("team-a", "team-b")]
-
-    async def may_use_capsule(
-        self, namespace: str, capsule: str, username: str, groups: list[str]
-    ) -> tuple[bool, str]:
-        self.reviews.append((namespace, capsule, username, groups))
-        return namespace == "team-b", ""
+def _cluster_api() -> FakeKube:
+    """The API server with alice's ClusterScheduledPlan over two tenant namespaces, each with
+    Capsule `safe`; alice may use it in `team-b` only."""
+    api = FakeKube()
+    api.put("clusterscheduledplan", _cluster_scheduled(ALICE))
+    for ns in ("team-a", "team-b"):
+        api.put("namespace", {"metadata": {"name": ns, "labels": {"tenant": "yes"}}})
+        api.put("capsule", {"metadata": {"name": "safe", "namespace": ns}, "spec": SAFE})
+    api.use_denied.add(("team-a", "safe", "alice"))
+    return api
 
 
 def test_a_cluster_scheduled_plans_runs_are_checked_in_each_namespace_for_its_author():
-    api = _ClusterApi(_cluster_scheduled(ALICE), allowed=True)
-    reconciler = ScheduleReconciler(api, clock=lambda: T0 + 1, budget=None)  # type: ignore[arg-type]
+    api = _cluster_api()
+    reconciler = ScheduleReconciler(api, clock=lambda: T0 + 1, budget=None)
     asyncio.run(reconciler.reconcile("clusterscheduledplans", "", "nightly"))
+    created = [o for (kind, _, _), o in api.objects.items() if kind == "plan"]
     assert [(r[0], r[1], r[2]) for r in api.reviews] == [
         ("team-a", "safe", "alice"),
         ("team-b", "safe", "alice"),
     ]
-    assert [b["metadata"]["namespace"] for b in api.created] == ["team-b"]
+    assert [b["metadata"]["namespace"] for b in created] == ["team-b"]
     (cond,) = _authorized(api.statuses[0])
     assert (cond["status"], cond["reason"]) == ("False", "UseRevoked")
     assert "namespace team-a" in cond["message"]  # a refusal, though the last one was allowed
