@@ -90,6 +90,13 @@ def _parser() -> argparse.ArgumentParser:
         default=STATUS_RECORDS,
         help=f"most recent records repeated in a Plan's status (at most {STATUS_RECORDS_MAX})",
     )
+    p.add_argument(
+        "--require-author-record",
+        action="store_true",
+        help="the cluster records authors (the chart's record-author policy): a run started "
+        "later for its author (scheduled, re-run) needs the record, and an object written "
+        "before it gets no such run until touched (docs/security.md)",
+    )
     p.add_argument("--max-timeout-seconds", type=int, default=7 * 24 * 3600)
     p.add_argument(
         "--max-cpu",
@@ -286,6 +293,7 @@ def main(argv: list[str] | None = None, *, run: Callable[..., Any] | None = None
     CONFIG.resync_seconds = args.resync_seconds
     CONFIG.chunk_records = args.report_chunk_records
     CONFIG.status_records = args.status_records
+    CONFIG.require_author = args.require_author_record
     CONFIG.policy = Policy(
         images=tuple(p.strip() for p in args.allowed_images.split(",") if p.strip()),
         max_steps=args.max_steps,

@@ -612,7 +612,7 @@ def test_someone_with_edit_cannot_make_the_job_or_pod_the_operator_would_take_fo
     kube.apply(
         plan(
             "target",
-            {"id": "first", "shell": "sleep 6"},
+            {"id": "first", "shell": "sleep 15"},  # the forger is well ahead of the operator
             {"id": "next", "shell": "echo real", "dependsOn": ["first"]},
             capsule="safe",
         ),
@@ -634,7 +634,7 @@ def test_someone_with_edit_cannot_make_the_job_or_pod_the_operator_would_take_fo
     def as_editor(*args: str, body: dict[str, Any]) -> subprocess.CompletedProcess[str]:
         return kube.run(f"--as={EDITOR}", *args, "-f", "-", input=json.dumps(body), check=False)
 
-    unowned = step_job(name, tenant, busybox, ref.labels("next", 1), ref.owner())
+    unowned = step_job(f"{name}-x", tenant, busybox, ref.labels("next", 1), ref.owner())
     unowned["metadata"].pop("ownerReferences")  # the labels alone (candidates) are refused too
     deadline = time.monotonic() + 30  # the policy loaded (the fixture waited for another one)
     while as_editor("create", "--dry-run=server", body=unowned).returncode == 0:
@@ -907,3 +907,89 @@ def test_revoking_use_stops_a_scheduled_plans_runs_and_a_plans_reruns(kube: Kube
     assert (authorized["status"], authorized["reason"]) == ("False", "UseRevoked")
     assert "alice" in authorized["message"]
     assert runs() == started  # no run since the grant was revoked
+
+
+def test_revoking_use_stops_a_cluster_scheduled_plans_runs_in_that_namespace(
+    kube: Kube, tenant: str
+):
+    """Writing a ClusterScheduledPlan takes a cluster-wide right, but a run in a namespace runs
+    under that namespace's Capsule: carol, allowed to write ClusterScheduledPlans and to use
+    `safe` in the tenant namespace, schedules a run every minute there; once her `use` is
+    revoked, the next time starts no run there and the `Authorized` condition says why."""
+    tag = uuid.uuid4().hex[:8]
+    carol, name = f"carol-{tag}", f"every-minute-{tag}"
+    kube.run("label", "namespace", tenant, f"planops-csp={tag}")
+    role = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name}
+    subject = [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": carol}]
+    cluster_scoped = [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": name},
+            "rules": [
+                {
+                    "apiGroups": ["planops.dev"],
+                    "resources": ["clusterscheduledplans"],
+                    "verbs": ["create", "get", "list", "watch", "update", "patch", "delete"],
+                }
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": role,
+            "subjects": subject,
+        },
+    ]
+    csp = {
+        "apiVersion": "planops.dev/v1alpha1",
+        "kind": "ClusterScheduledPlan",
+        "metadata": {"name": name},
+        "spec": {
+            "schedule": "* * * * *",
+            "namespaceSelector": {"matchLabels": {"planops-csp": tag}},
+            "planTemplate": {"spec": {"capsule": "safe", "steps": [{"id": "a", "shell": "echo"}]}},
+        },
+    }
+    try:
+        for obj in cluster_scoped:
+            kube.apply(obj)
+        kube.apply(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": {"name": "carol-use-capsules", "namespace": tenant},
+                "roleRef": {**role, "kind": "Role", "name": "use-capsules"},
+                "subjects": subject,
+            }
+        )
+        done = kube.run(f"--as={carol}", "create", "-f", "-", input=json.dumps(csp), check=False)
+        assert done.returncode == 0, done.stderr
+        raw = (kube.get("clusterscheduledplan", name)["metadata"].get("annotations") or {}).get(
+            AUTHOR_KEY
+        )
+        assert raw and json.loads(raw)["username"] == carol  # recorded like a ScheduledPlan's
+
+        def runs() -> list[str]:
+            got = kube.get("plans", "-n", tenant, "-l", f"planops.dev/cluster-scheduled-by={name}")
+            return sorted(p["metadata"]["name"] for p in got["items"])
+
+        wait_for("a first run in the namespace", runs, 75)
+        started = runs()
+        kube.run("delete", "rolebinding", "carol-use-capsules", "-n", tenant)
+
+        def refused() -> dict[str, Any] | None:
+            status = kube.get("clusterscheduledplan", name).get("status") or {}
+            conds = [c for c in status.get("conditions") or [] if c["type"] == "Authorized"]
+            return conds[0] if conds and conds[0]["status"] == "False" else None
+
+        cond = wait_for("the next time refused for carol", refused, 75)
+        assert cond["reason"] == "UseRevoked"
+        assert f"{carol}, who last changed what this ClusterScheduledPlan does" in cond["message"]
+        assert f"namespace {tenant}" in cond["message"]
+        assert runs() == started  # no run since the grant was revoked
+    finally:
+        kube.run("delete", "clusterscheduledplan", name, "--ignore-not-found", check=False)
+        for obj in reversed(cluster_scoped):
+            kube.run("delete", obj["kind"].lower(), name, "--ignore-not-found", check=False)

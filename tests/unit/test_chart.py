@@ -271,7 +271,18 @@ def test_the_admission_policies_reserve_exactly_the_keys_the_operator_writes(hel
     (bound,) = kinds(docs, "MutatingAdmissionPolicyBinding")
     assert record["metadata"]["name"] == bound["spec"]["policyName"] == "po-planops-record-author"
     assert record["spec"]["failurePolicy"] == "Fail"
-    assert record["spec"]["matchConstraints"] == use["spec"]["matchConstraints"]
+    # the author of a ClusterScheduledPlan is recorded too (its runs are checked in each
+    # namespace), though no capsule-use policy applies to it (it has no namespace)
+    (recorded,) = record["spec"]["matchConstraints"]["resourceRules"]
+    (used,) = use["spec"]["matchConstraints"]["resourceRules"]
+    assert recorded == {**used, "resources": [*used["resources"], "clusterscheduledplans"]}
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert "--require-author-record" in container["args"]
+    unrecorded = render(helm, "--set", "admissionPolicy.recordAuthor=false")
+    deployment = next(d for d in unrecorded if d["kind"] == "Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert "--require-author-record" not in container["args"]
 
     # one definition of an author's act: the check of `use` and the record of the author agree
     def act(policy: dict[str, Any]) -> list[dict[str, Any]]:

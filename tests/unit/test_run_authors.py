@@ -164,6 +164,59 @@ def test_a_scheduled_plan_with_no_author_record_runs_unchecked():
     assert _authorized(api.statuses[0]) == []
 
 
+def test_where_authors_are_recorded_a_scheduled_plan_without_a_record_gets_no_run():
+    """Written before the chart recorded authors (an upgrade): nobody can say who may run it,
+    so it is refused until someone who may use the Capsule touches it, and told how."""
+    api = _Api(_scheduled(None), allowed=True)
+    reconciler = ScheduleReconciler(api, clock=lambda: T0 + 1, budget=None, require_author=True)  # type: ignore[arg-type]
+    asyncio.run(reconciler.reconcile("scheduledplans", "team-a", "nightly"))
+    assert api.created == [] and api.reviews == []
+    (cond,) = _authorized(api.statuses[0])
+    assert (cond["status"], cond["reason"]) == ("False", "AuthorUnknown")
+    assert "has no author record" in cond["message"]
+    assert "kubectl annotate scheduledplan nightly planops.dev/touched=" in cond["message"]
+    (event,) = api.events
+    assert (event["reason"], event["type"]) == ("AuthorUnknown", "Warning")
+
+
+def _cluster_scheduled(author: str | None) -> dict[str, Any]:
+    obj = _scheduled(author)
+    obj["kind"] = "ClusterScheduledPlan"
+    obj["metadata"].pop("namespace")
+    obj["spec"]["namespaceSelector"] = {"matchLabels": {"tenant": "yes"}}
+    since = {"since": "2027-01-15T07:59:30Z"}  # seen in both namespaces before the due time
+    obj["status"] = {"namespaces": {"team-a": since, "team-b": since}}
+    return obj
+
+
+def _cluster_api() -> FakeKube:
+    """The API server with alice's ClusterScheduledPlan over two tenant namespaces, each with
+    Capsule `safe`; alice may use it in `team-b` only."""
+    api = FakeKube()
+    api.put("clusterscheduledplan", _cluster_scheduled(ALICE))
+    for ns in ("team-a", "team-b"):
+        api.put("namespace", {"metadata": {"name": ns, "labels": {"tenant": "yes"}}})
+        api.put("capsule", {"metadata": {"name": "safe", "namespace": ns}, "spec": SAFE})
+    api.use_denied.add(("team-a", "safe", "alice"))
+    return api
+
+
+def test_a_cluster_scheduled_plans_runs_are_checked_in_each_namespace_for_its_author():
+    api = _cluster_api()
+    reconciler = ScheduleReconciler(api, clock=lambda: T0 + 1, budget=None)
+    asyncio.run(reconciler.reconcile("clusterscheduledplans", "", "nightly"))
+    created = [o for (kind, _, _), o in api.objects.items() if kind == "plan"]
+    assert [(r[0], r[1], r[2]) for r in api.reviews] == [
+        ("team-a", "safe", "alice"),
+        ("team-b", "safe", "alice"),
+    ]
+    assert [b["metadata"]["namespace"] for b in created] == ["team-b"]
+    (cond,) = _authorized(api.statuses[0])
+    assert (cond["status"], cond["reason"]) == ("False", "UseRevoked")
+    assert "namespace team-a" in cond["message"]  # a refusal, though the last one was allowed
+    assert "UseRevoked" in [e["reason"] for e in api.events]
+
+
 # -- a Plan's re-run ------------------------------------------------------------------------------
 
 
@@ -195,6 +248,18 @@ def test_a_rerun_is_not_started_when_the_plans_author_lost_use():
     assert (cond["type"], cond["status"], cond["reason"]) == ("Succeeded", "False", "UseRevoked")
     assert "alice" in cond["message"]
     assert [e["reason"] for e in api.events] == ["UseRevoked"]
+
+
+def test_where_authors_are_recorded_a_rerun_of_a_plan_without_a_record_is_refused():
+    api = _Api(_plan(None, "again"), allowed=True)
+    reconciler = Reconciler(api, clock=lambda: T0, require_author=True)  # type: ignore[arg-type]
+    asyncio.run(reconciler.reconcile("team-a", "p"))
+    assert api.created == [] and api.reviews == []
+    (status,) = api.statuses
+    (cond,) = status["conditions"]
+    assert (status["phase"], cond["reason"]) == ("Failed", "AuthorUnknown")
+    assert "kubectl annotate plan p planops.dev/touched=" in cond["message"]
+    assert [e["reason"] for e in api.events] == ["AuthorUnknown"]
 
 
 def test_a_rerun_starts_when_the_author_still_may():

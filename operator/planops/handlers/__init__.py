@@ -120,12 +120,15 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
         runs=memo.runs,
         chunk_records=CONFIG.chunk_records,
         status_records=CONFIG.status_records,
+        require_author=CONFIG.require_author,
         poster=memo.poster,
         archive=memo.archiver is not None,
     )
     memo.queue = Coalescer(memo.reconciler.reconcile, workers=CONFIG.workers, gate=gate)
     memo.queue.start()
-    memo.schedule_judge = ScheduleReconciler(kube, CONFIG.policy, poster=memo.poster)
+    memo.schedule_judge = ScheduleReconciler(
+        kube, CONFIG.policy, poster=memo.poster, require_author=CONFIG.require_author
+    )
     memo.schedules = Coalescer(memo.schedule_judge.reconcile, workers=2, gate=gate)
     memo.schedules.start()
     memo.scheduled = set()

@@ -18,6 +18,7 @@ class Config:
     resync_seconds: float = 60.0
     chunk_records: int = CHUNK_RECORDS  # records per PlanReport object
     status_records: int = STATUS_RECORDS  # most recent records repeated in a Plan's status
+    require_author: bool = False  # runs for an author need a recorded one (reconciler.authors)
     webhook_port: int = 0  # 0: no admission webhook (handlers.webhook)
     webhook_cert: str | None = None
     webhook_key: str | None = None

@@ -12,9 +12,13 @@ any other write, so nobody can forge or remove it. Before each of those runs the
 the API server (a SubjectAccessReview) whether that author may still `use` the Capsule; if not,
 no run is started and the object's status and an Event say why.
 
-An object with no record was written where the chart's policies are not installed (or before
-they were): it is not checked, as `use` itself is not enforced there. A record that cannot be
-read is refused: the check fails closed.
+An object with no record was written where the chart's policies are not installed, or before
+they were (an upgrade), or by a cluster without MutatingAdmissionPolicy. Where the chart records
+authors it tells the operator so (`--require-author-record`), and such an object gets no run
+that needs the check until someone who may use its Capsule touches it (any author's act: the API
+server then records them): the check fails closed, with an Event and status saying what to do
+(reason AuthorUnknown). Without that flag (no recording anywhere) it is not checked, as `use`
+itself is not enforced there. A record that cannot be read is refused.
 """
 
 from __future__ import annotations
@@ -28,6 +32,15 @@ from planops.reconciler import status as status_
 
 #: the Event and condition reason when a run is refused for its author
 REASON = "UseRevoked"
+#: ... and when no author is recorded where one must be (`required`)
+UNKNOWN = "AuthorUnknown"
+_UNKNOWN_TEXT = "has no author record"
+
+
+def reason(why: str) -> str:
+    """The reason of a refusal `refusal` gave: UNKNOWN for an object with no record, else
+    REASON."""
+    return UNKNOWN if _UNKNOWN_TEXT in why.partition(":")[0] else REASON
 
 
 class AccessReviewer(Protocol):
@@ -73,11 +86,15 @@ def recorded_author(meta: dict[str, Any]) -> Author | None:
 
 
 async def refusal(
-    kube: AccessReviewer, obj: dict[str, Any], namespace: str, capsule: str
+    kube: AccessReviewer,
+    obj: dict[str, Any],
+    namespace: str,
+    capsule: str,
+    required: bool = False,
 ) -> str | None:
     """Why no run may be started now for `obj`'s recorded author under `capsule` in `namespace`,
-    or None when one may (or nothing is recorded). An API error propagates: the caller retries,
-    and starts nothing meanwhile."""
+    or None when one may (or nothing is recorded and a record is not `required`). An API error
+    propagates: the caller retries, and starts nothing meanwhile."""
     kind = str(obj.get("kind") or "object")
     try:
         author = recorded_author(obj["metadata"])
@@ -88,7 +105,7 @@ async def refusal(
             "started until someone who may use it changes the " + kind
         )
     if author is None:
-        return None
+        return unknown(obj, capsule) if required else None
     allowed, why = await kube.may_use_capsule(
         namespace, capsule, author.username, list(author.groups)
     )
@@ -100,6 +117,20 @@ async def refusal(
         + (f": {why}" if why else "")
         + f"): no run is started for them; grant it again, or have someone who may use the "
         f"Capsule apply the {kind}"
+    )
+
+
+def unknown(obj: dict[str, Any], capsule: str) -> str:
+    """Why no run is started for an object with no author record (written before the cluster
+    recorded authors): what to do about it."""
+    kind = str(obj.get("kind") or "object")
+    name = str(obj["metadata"].get("name") or "")
+    return (
+        f"this {kind} {_UNKNOWN_TEXT} ({ANNOTATION_AUTHOR}): it was written before the cluster "
+        f"recorded who changes what it does, so whether its author may use Capsule {capsule} "
+        "cannot be checked, and no run is started for it. Someone who may use the Capsule "
+        f"touches it to be recorded as its author: kubectl annotate {kind.lower()} {name} "
+        "planops.dev/touched=$(date +%s) --overwrite (or applies it again with a change)"
     )
 
 
@@ -117,7 +148,9 @@ def refused_run_status(
         startedAt=status_.rfc3339(now),
         finishedAt=status_.rfc3339(now),
         conditions=[
-            status_.condition("False", REASON, why, generation, previous.get("conditions", []), now)
+            status_.condition(
+                "False", reason(why), why, generation, previous.get("conditions", []), now
+            )
         ],
     )
     return new

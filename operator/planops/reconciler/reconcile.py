@@ -76,6 +76,8 @@ class Reconciler:
     #: records per PlanReport chunk, and records repeated in the status (operator flags)
     chunk_records: int = reports_.CHUNK_RECORDS
     status_records: int = status_.STATUS_RECORDS
+    #: runs checked for their author need a recorded one (the chart records authors)
+    require_author: bool = False
     #: what each running Plan's PlanReports hold, and the one writer of them
     _reports: ReportBook = field(init=False)
     #: what a reconcile reads of its run (Jobs, pods, child Plans, outputs), and when the
@@ -178,10 +180,12 @@ class Reconciler:
         assert spec is not None and capsule is not None
         starts = fresh or previous.get("phase") == Phase.INVALID
         if starts and not written_now:  # started for the recorded author: may they still?
-            why = await authors.refusal(self.kube, plan, namespace, capsule_name(spec))
+            why = await authors.refusal(
+                self.kube, plan, namespace, capsule_name(spec), self.require_author
+            )
             if why:
                 what = f"re-run {rerun}" if rerun else f"run {rid}"
-                events(authors.REASON, f"{what} not started: {why}", warning=True)
+                events(authors.reason(why), f"{what} not started: {why}", warning=True)
                 new = authors.refused_run_status(
                     why, generation=generation, run=run_info, previous=previous, now=now
                 )

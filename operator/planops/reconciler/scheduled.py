@@ -12,8 +12,10 @@ gets no new runs (its runs finish and stay until the history limits or the owner
 
 Each run of a ScheduledPlan is started for its recorded author (reconciler.authors): when that
 author may no longer `use` the Capsule, the run is not created, the scheduled time counts as
-passed, and the `Authorized` condition and a `UseRevoked` Event say why. A ClusterScheduledPlan
-is a cluster admin's and is not checked.
+passed, and the `Authorized` condition and a `UseRevoked` Event say why. A ClusterScheduledPlan's
+runs too, in each namespace they are stamped in, for its recorded author under that namespace's
+Capsule: writing one takes a cluster-wide right, but running in a namespace takes `use` there,
+like anyone's (its `Authorized` condition names the first namespace refused).
 """
 
 from __future__ import annotations
@@ -79,6 +81,8 @@ class ScheduleReconciler:
     )
     #: posts the Events in the background (None: each reconcile posts its own)
     poster: Poster | None = None
+    #: runs need a recorded author (the chart records authors: reconciler.authors)
+    require_author: bool = False
 
     async def reconcile(self, plural: str, namespace: str, name: str) -> float | None:
         cluster = plural == "clusterscheduledplans"
@@ -137,7 +141,8 @@ class ScheduleReconciler:
             sched, name=obj["metadata"]["name"], created=now, last_scheduled=now, now=now, active=0
         ).next_at
         checked = [r for r in results if r is not None]
-        status = self._status(obj, cluster, new_ns, next_at, invalid, checked[-1:], previous)
+        verdict = [next((r for r in checked if r), "")] if checked else []  # a refusal first
+        status = self._status(obj, cluster, new_ns, next_at, invalid, verdict, previous)
         await self._write(obj, plural, cluster, status)
         await events.flush()
         return min(MAX_WAKE, max(MIN_WAKE, (next_at - now).total_seconds() + 0.05))
@@ -228,15 +233,18 @@ class ScheduleReconciler:
             active = []
         refused: str | None = None
         if decision.run_at is not None and decision.run_name is not None:
-            # a cluster admin's ClusterScheduledPlan is not checked; nor is an object written
-            # where the chart's policies are not installed (no record)
-            if not cluster and authors.has_record(owner):
+            # each run is checked for the recorded author, under the Capsule of the namespace it
+            # is stamped in (a ClusterScheduledPlan's too); an object with no record only where
+            # the chart records authors (require_author)
+            if self.require_author or authors.has_record(owner):
                 cname = capsule_name(spec.plan_template.spec)
-                refused = await authors.refusal(self.kube, owner, ns, cname) or ""
+                refused = (
+                    await authors.refusal(self.kube, owner, ns, cname, self.require_author) or ""
+                )
             if refused:
                 metrics.scheduled_runs.labels("refused").inc()
                 events(
-                    authors.REASON,
+                    authors.reason(refused),
                     f"run {decision.run_name} not started: {refused}",
                     warning=True,
                 )
@@ -467,7 +475,7 @@ def _authorized(checked: list[str], previous: dict[str, Any]) -> list[dict[str, 
         {
             "type": "Authorized",
             "status": "False" if why else "True",
-            "reason": authors.REASON if why else "AuthorMayUse",
+            "reason": authors.reason(why) if why else "AuthorMayUse",
             "message": why[:1000],
         }
     ]
