@@ -18,9 +18,13 @@ import copy
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from planops.kube.api import Keep, Obj, ScheduleApi
 from planops.kube.client import ApiError
+
+if TYPE_CHECKING:  # not the archive's database driver for every test
+    from planops.archive.queue import Cluster
 
 
 @dataclass
@@ -270,6 +274,15 @@ class FakeKube:
         await self._call("delete_pvc", namespace, name)
         self._delete("pvc", namespace, name)
 
+    async def patch_plan_archived(self, namespace: str, name: str, run: str) -> None:
+        """The archive's mark (archive.queue.Cluster): status.archived is the run's id."""
+        await self._call("patch_plan_archived", namespace, name)
+        plan = self.objects.get(("plan", namespace, name))
+        if plan is None:
+            raise ApiError(404, "NotFound", f'plans "{name}" not found')
+        plan.setdefault("status", {})["archived"] = run
+        plan["metadata"]["resourceVersion"] = str(next(self._versions))
+
     # -- ScheduleApi: objects by plural ("" is the namespace of cluster-wide ones) ----------------
 
     async def get_object(self, plural: str, namespace: str | None, name: str) -> Obj | None:
@@ -307,5 +320,5 @@ _KINDS = {
 }
 
 
-def _typed(kube: FakeKube) -> ScheduleApi:
-    return kube  # mypy checks the fake against the Protocols here
+def _typed(kube: FakeKube) -> tuple[ScheduleApi, Cluster]:
+    return kube, kube  # mypy checks the fake against the Protocols here

@@ -15,6 +15,8 @@ from planops.archive.row import archived, pending_run, row, spec_digest
 from planops.kube.cache import WatchCache
 from planops.kube.manifests import LABEL_SCHEDULED_BY
 
+from .fakekube import FakeKube
+
 
 def plan(
     name: str = "p",
@@ -135,7 +137,7 @@ def _archiver(capacity: int = 10) -> tuple[Archiver, WatchCache]:
     async def no_database() -> Any:
         raise AssertionError("offer and sweep never touch the database")
 
-    return Archiver(no_database, None, cache, capacity=capacity), cache  # type: ignore[arg-type]
+    return Archiver(no_database, FakeKube(), cache, capacity=capacity), cache
 
 
 def test_offer_queues_each_finished_run_once_and_nothing_else():

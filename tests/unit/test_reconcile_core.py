@@ -14,7 +14,7 @@ from planops.engine import AttemptFact, Facts, Policy, StepRecord
 from planops.engine import dispatch as rules
 from planops.kube import manifests
 from planops.reconciler import core
-from planops.reconciler.intents import Answer, Create, Intents
+from planops.reconciler.intents import Answer, Create, Event, Intents, Metric, Told
 from planops.reconciler.observe import Observed
 
 from .helpers import capsule, plan
@@ -37,21 +37,26 @@ def situation(
     now: float = NOW,
     started_at: float = NOW,
     later: bool = False,
+    policy: Policy | None = None,
+    claim: str | None = None,
+    generation: int = 1,
+    status_records: int = 50,
 ) -> core.Situation:
     return core.Situation(
         ref=ref,
         spec=spec,
         capsule=cap or capsule(image="busybox:1"),
-        policy=Policy(),
+        policy=policy or Policy(),
         facts=facts,
         observed=list(observed),
         previous=previous or {},
-        run_info={"id": RUN, "generation": 1, "startedAt": "2027-01-15T08:00:00Z"},
+        run_info={"id": RUN, "generation": generation, "startedAt": "2027-01-15T08:00:00Z"},
         annotations=annotations or {},
-        claim=None,
+        claim=claim,
         now=now,
         started_at=started_at,
         later=later,
+        status_records=status_records,
     )
 
 
@@ -275,3 +280,142 @@ def test_a_finished_run_closes_and_counts_its_end_once():
     assert ("plans", ("succeeded",), 1.0, False) in intents.told.metrics
     again = advance(core.plan_step(replace(s, previous={"phase": "Succeeded"})))
     assert not [m for m in again.told.metrics if m.name == "plans"]
+
+
+def test_a_jobs_deadline_and_workspace_follow_the_operators_policy_and_the_runs_claim():
+    spec = plan({"id": "a", "shell": "true"})
+    s = situation(spec, policy=Policy(max_timeout_seconds=7), claim="ws-claim")
+    (create,) = core.plan_step(s).decide()
+    assert create.body is not None
+    pod = create.body["spec"]["template"]["spec"]
+    assert pod["activeDeadlineSeconds"] == 7
+    assert {"name": "workspace", "persistentVolumeClaim": {"claimName": "ws-claim"}} in pod[
+        "volumes"
+    ]
+
+
+def test_a_running_runs_status_counts_its_steps_report_objects_and_generation():
+    spec = plan(
+        {"id": "a", "shell": "true"}, {"id": "b", "shell": "true"}, {"id": "c", "shell": "sleep 9"}
+    )
+    done = [StepRecord(i, "success", "", None, 1, NOW - 2, NOW - 1) for i in ("a", "b")]
+    s = situation(spec, facts=Facts(tuple(done), ()), generation=2, status_records=1)
+    step = core.plan_step(s)
+    intents = advance(step)
+    st = intents.status
+    assert (st["observedGeneration"], st["phase"], st["progress"]) == (2, "Running", "2/3")
+    assert st["run"] == s.run_info
+    step = core.plan_step(s)
+    step.decide()
+    step.answer([])
+    report = step.run.report()
+    st = step.conclude(report, 4).status
+    assert st["report"]["reportObjects"] == 4
+    assert len(st["report"]["steps"]) == 1  # the status repeats status_records of them
+    assert st["inFlight"] == [{"stepId": "c", "attempt": 1, "since": "2027-01-15T08:00:00.000Z"}]
+
+
+def test_an_asks_event_says_how_to_answer_it():
+    spec = plan({"id": "q", "ask": {"prompt": "go?"}, "timeoutSeconds": 60})
+    intents = advance(core.plan_step(situation(spec)))
+    (message,) = [e.message for e in intents.told.events if e.reason == "AskWaiting"]
+    assert "kubectl plan answer p q --set KEY=VALUE" in message
+
+
+def test_a_stopped_runs_status_says_who_stopped_it_and_what_it_holds():
+    spec = plan({"id": "a", "shell": "sleep 60"}, {"id": "b", "shell": "sleep 60"})
+    facts = Facts((), (AttemptFact("a", 1, NOW - 5), AttemptFact("b", 1, NOW - 5)))
+    s = situation(
+        spec,
+        facts=facts,
+        annotations={manifests.ANNOTATION_CANCEL: "by alice"},
+        previous={"phase": "Running"},
+        generation=2,
+        status_records=1,
+    )
+    step = core.plan_step(s)
+    stop = step.stopped()
+    assert [r.finished_at for r in stop.report.steps] == [NOW, NOW]
+    intents = step.conclude_stopped(stop, stop.report, 3)
+    st = intents.status
+    assert (st["observedGeneration"], st["phase"], st["progress"]) == (2, "Failed", "2/2")
+    assert st["run"] == s.run_info and st["finishedAt"] == "2027-01-15T08:00:00.000Z"
+    (cond,) = st["conditions"]
+    assert (cond["reason"], cond["message"]) == ("Cancelled", "cancelled: by alice")
+    assert st["report"]["reportObjects"] == 3 and len(st["report"]["steps"]) == 1
+    assert intents.told.events == [
+        Event("PlanFailed", "cancelled (by alice); 2 running step(s) stopped", True, True, {})
+    ]
+    timed = plan(*spec.model_dump(by_alias=True)["steps"], activeDeadlineSeconds=5)
+    late = core.plan_step(replace(s, spec=timed, annotations={}, started_at=NOW - 100))
+    ended = late.conclude_stopped(late.stopped(), late.stopped().report, 0)
+    assert ended.status["conditions"][0]["reason"] == "DeadlineExceeded"
+    assert ended.told.metrics == [Metric("plans", ("failed",), 1.0, False)]
+
+
+def test_told_events_are_no_warnings_and_posted_unless_said():
+    told = Told()
+    told("StepStarted", "step a attempt 1 (shell)", step="a")
+    told("StepFailed", "step a failed", warning=True, post=False)
+    assert told.events == [
+        Event("StepStarted", "step a attempt 1 (shell)", False, True, {"step": "a"}),
+        Event("StepFailed", "step a failed", True, False, {}),
+    ]
+
+
+def test_what_settled_and_what_started_is_told_in_order_with_its_metrics():
+    spec = plan(
+        {"id": "a", "shell": "true"},
+        {"id": "b", "shell": "true", "dependsOn": ["a"]},
+        {"id": "c", "shell": "false", "retries": 1},
+        {"id": "d", "capsule": "x", "input": "go"},
+    )
+    facts = Facts(
+        (),
+        (
+            AttemptFact("a", 1, NOW - 5, "success", NOW - 1, "out"),
+            AttemptFact("c", 1, NOW - 5, "failed", NOW - 2, None, "exit 1"),
+            AttemptFact("d", 1, NOW - 5, "success", NOW - 3, '{"x":1}'),
+        ),
+    )
+    cap = capsule(image="busybox:1", spawn={"allow": ["x"]})
+    told = advance(core.plan_step(situation(spec, cap, facts=facts, started_at=NOW - 10))).told
+    settled = {"status": "success", "attempts": 1}
+    assert told.events == [
+        Event("StepSucceeded", "step d success", False, True, {"step": "d", **settled}),
+        Event("DelegationFinished", "step d: child plan success", False, True, {"step": "d"}),
+        Event("StepSucceeded", "step a success", False, True, {"step": "a", **settled}),
+        Event("StepStarted", "step b attempt 1 (shell)", False, True, {"step": "b", "attempt": 1}),
+        Event("StepStarted", "step c attempt 2 (shell)", False, True, {"step": "c", "attempt": 2}),
+    ]
+    assert told.metrics == [
+        Metric("steps", ("capsule", "success"), 1.0, False),
+        Metric("step_duration", ("capsule",), 2.0, True),
+        Metric("steps", ("shell", "success"), 1.0, False),
+        Metric("step_duration", ("shell",), 4.0, True),
+        Metric("dispatch_latency", (), 1.0, True),  # b was ready when a ended
+        Metric("retries", (), 1.0, False),
+        Metric("dispatch_latency", (), 10.0, True),  # c's retry: ready since the run started
+    ]
+
+
+def test_a_failed_plan_is_told_with_the_step_that_stopped_it():
+    facts = Facts((), (AttemptFact("a", 1, NOW - 5, "failed", NOW - 1, None, "exit 1"),))
+    s = situation(plan({"id": "a", "shell": "false"}), facts=facts, started_at=NOW - 10)
+    told = advance(core.plan_step(s)).told
+    assert told.events == [
+        Event(
+            "StepFailed",
+            "step a failed: exit 1",
+            True,
+            True,
+            {"step": "a", "status": "failed", "attempts": 1},
+        ),
+        Event("PlanFailed", "1/1 steps settled; step a stopped the plan", True, True, {}),
+    ]
+    assert told.metrics == [
+        Metric("steps", ("shell", "failed"), 1.0, False),
+        Metric("step_duration", ("shell",), 4.0, True),
+        Metric("plans", ("failed",), 1.0, False),
+        Metric("plan_duration", (), 10.0, True),
+    ]
