@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from planops.reconciler.run_history import entries as history_entries
     from planops.reconciler.run_history import run_ids
     from planops.reconciler.scheduled import ScheduleReconciler
+    from planops.reconciler.slots import to_wake as slot_waiters
     from planops.reconciler.status import STATUS_RECORDS, STATUS_RECORDS_MAX
 
 #: public name -> (module, its name there)
@@ -42,6 +43,7 @@ _PUBLIC = {
     "reports_selector": ("reports", "selector"),
     "STATUS_RECORDS": ("status", "STATUS_RECORDS"),
     "STATUS_RECORDS_MAX": ("status", "STATUS_RECORDS_MAX"),
+    "slot_waiters": ("slots", "to_wake"),
 }
 
 
@@ -68,4 +70,5 @@ __all__ = [
     "records_json",
     "reports_selector",
     "run_ids",
+    "slot_waiters",
 ]
