@@ -76,6 +76,8 @@ def test_three_plans_on_a_one_slot_capsule_run_one_after_another_across_a_failov
         assert queue["capsule"] == "prod" and queue["maxRunningPlans"] == 1
         assert queue["running"] + queue["ahead"] == ["deploy-1", "deploy-2"], queue
         assert waiting["status"]["conditions"][0]["reason"] == "WaitingForSlot"
+        wide = kube.run("get", "plan", "deploy-3", "-n", ns, "-o", "wide").stdout
+        assert "waiting for one of the 1 slot(s) of Capsule prod" in wide, wide
         wait_plan(kube, ns, "deploy-2", phases=("Running",), timeout=120)
         pair.kill(leader)  # in the middle: deploy-2 runs, deploy-3 waits
         ended = [wait_plan(kube, ns, name, timeout=180) for name in PLANS]
