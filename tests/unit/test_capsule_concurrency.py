@@ -434,3 +434,33 @@ def test_a_scheduled_run_waiting_for_a_slot_is_active_for_concurrency_policy_for
     asyncio.run(schedules.reconcile("scheduledplans", "ns", "nightly"))
     assert api.created == []
     assert [e["reason"] for e in api.events] == ["RunSkipped"]
+
+
+def test_a_rerun_waiting_for_a_slot_keeps_the_earlier_runs_in_its_history():
+    c = Cluster(limit=1)
+    c.plan("holder", 1)
+    c.plan("again", 2)
+    c.reconcile("again")  # alone: it runs first
+    c.finish("again")
+    c.reconcile("holder")
+    plan = c.kube.get("plan", "ns", "again")
+    assert plan is not None
+    earlier = plan["status"]["run"]["id"]
+    plan["metadata"]["annotations"] = {manifests.ANNOTATION_RERUN: "r2"}
+    c.reconcile("again")
+    status = c.status("again")
+    assert status["queue"]["running"] == ["holder"]
+    assert [h["id"] for h in status["history"]] == [earlier]
+    written: list[dict[str, Any]] = []
+    patch = c.kube.patch_plan_status
+
+    async def recorded(namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
+        written.append(status)
+        return await patch(namespace, name, status)
+
+    c.kube.patch_plan_status = recorded  # type: ignore[method-assign]
+    c.finish("holder")
+    c.reconcile("again")
+    assert c.jobs("again") and c.status("again")["phase"] == "Running"
+    assert len(written) == 2  # the slot taken, then the run's own status: both keep it
+    assert all([h["id"] for h in w["history"]] == [earlier] for w in written), written
