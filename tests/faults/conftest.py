@@ -123,8 +123,9 @@ class Replica:
 class Pair:
     """Two operator replicas electing a leader with a Lease, each behind its own relay."""
 
-    def __init__(self, kube: Kube, kubeconfig: str, tmp: Path, lease_ns: str) -> None:
+    def __init__(self, kube: Kube, kubeconfig: str, tmp: Path, lease_ns: str, *extra: str) -> None:
         self.kube, self.kubeconfig, self.tmp, self.lease_ns = kube, kubeconfig, tmp, lease_ns
+        self.extra = extra  # more operator flags, for both replicas
         self.lease = f"planops-{uuid.uuid4().hex[:6]}"
         server = yaml.safe_load(Path(kubeconfig).read_text())["clusters"][0]["cluster"]["server"]
         host, port = server.removeprefix("https://").rsplit(":", 1)
@@ -145,6 +146,7 @@ class Pair:
                 "--leader-elect",
                 f"--leader-election-id={self.lease}",
                 f"--leader-election-namespace={self.lease_ns}",
+                *self.extra,
             )
         finally:
             del os.environ["POD_NAME"]

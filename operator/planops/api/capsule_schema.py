@@ -8,6 +8,7 @@ from planops.api.models import (
     LABEL_KEY_PATTERN,
     LABEL_VALUE_PATTERN,
     CapsuleSpec,
+    Concurrency,
     KeyRef,
     SecretMount,
     Tool,
@@ -265,6 +266,21 @@ def capsule_spec_schema() -> Schema:
             ),
             "plan": plan_spec_schema(
                 "What runs when another plan's capsule step spawns this Capsule."
+            ),
+            "concurrency": obj(
+                "How many Plans may run on this Capsule at once, across the cluster. Plans "
+                "beyond it wait in phase Pending (their status names the Plans ahead) and start "
+                "in creation order as running ones finish. Omitted: no limit.",
+                {
+                    "maxRunningPlans": integer(
+                        "The most Plans that run at once on this Capsule (1: one at a time, a "
+                        "mutex). Counted from the cluster: a Plan holds its place from the moment "
+                        "the operator starts it until it succeeds or fails. A capsule step's "
+                        "child Plan runs within its parent's place and is not counted.",
+                        **bounds(Concurrency, "maxRunningPlans"),
+                    )
+                },
+                required=["maxRunningPlans"],
             ),
         },
     )

@@ -123,6 +123,13 @@ def plan_crd() -> dict[str, Any]:
             },
             {"name": "Duration", "type": "string", "jsonPath": ".status.duration"},
             {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+            {
+                "name": "Waiting",
+                "type": "string",
+                "jsonPath": ".status.queue.message",
+                "description": "What a Plan waiting for a slot of its Capsule waits for",
+                "priority": 1,
+            },
         ],
         "A Plan: one run of a set of steps. planops validates it, runs each ready step as a Job, "
         "and writes the report to status.",

@@ -405,6 +405,13 @@ class WorkspacePolicy(Model):
     storage_class_names: list[str] = Field(default_factory=list)
 
 
+class Concurrency(Model):
+    """How many Plans may run on a Capsule at once, across the cluster (1: a mutex). Plans beyond
+    it wait in phase Pending, in creation order (reconciler.slots has the rule)."""
+
+    max_running_plans: int = Field(ge=1, le=10_000)
+
+
 class CapsuleSpec(Model):
     """Policy and inventory a Plan runs under. Deny by default: empty lists allow nothing."""
 
@@ -434,6 +441,8 @@ class CapsuleSpec(Model):
     node_selector: dict[str, _LabelValue] = Field(default_factory=dict, max_length=64)
     tolerations: list[Toleration] = Field(default_factory=list, max_length=64)
     plan: PlanSpec | None = Field(default=None, description="What runs when a plan spawns it.")
+    #: at most this many of the Plans on this Capsule run at once; None: no limit
+    concurrency: Concurrency | None = None
 
     @field_validator("read_only_paths")
     @classmethod

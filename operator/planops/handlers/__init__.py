@@ -35,6 +35,7 @@ from planops.reconciler import (
     ScheduleReconciler,
     job_event_matters,
     pod_event_matters,
+    slot_waiters,
 )
 
 log = logging.getLogger("planops.handlers")
@@ -217,6 +218,11 @@ async def plan_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_
     else:
         memo.active.add((ns, name))
     memo.plans.seen(event["type"], dict(event["object"]))
+    if event["type"] == "DELETED" or finished:  # a slot of its Capsule may be free: the Plans
+        # waiting for one look again now (reconciler.admission), one of them starts
+        same = [memo.plans.get(*key) for key in list(memo.active) if key[0] == ns]
+        for key in slot_waiters(dict(event["object"]), same):
+            memo.queue.put(key)
     if finished and memo.archiver is not None and event["type"] != "DELETED":
         memo.archiver.offer(dict(event["object"]))  # never waits: the archive's own writers
     if event["type"] == "DELETED":

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from planops.reconciler.run_history import earlier_status, run_ids, waits_for_archive
     from planops.reconciler.run_history import entries as history_entries
     from planops.reconciler.scheduled import ScheduleReconciler
+    from planops.reconciler.slots import to_wake as slot_waiters
     from planops.reconciler.status import STATUS_RECORDS, STATUS_RECORDS_MAX
 
 #: public name -> (module, its name there)
@@ -44,6 +45,7 @@ _PUBLIC = {
     "reports_selector": ("reports", "selector"),
     "STATUS_RECORDS": ("status", "STATUS_RECORDS"),
     "STATUS_RECORDS_MAX": ("status", "STATUS_RECORDS_MAX"),
+    "slot_waiters": ("slots", "to_wake"),
 }
 
 
@@ -71,5 +73,6 @@ __all__ = [
     "records_json",
     "reports_selector",
     "run_ids",
+    "slot_waiters",
     "waits_for_archive",
 ]

@@ -38,7 +38,7 @@ from planops.kube.api import KubeApi
 from planops.kube.cache import RunObjects, WatchCache
 from planops.kube.client import ApiError
 from planops.kube.events import Poster, Recorder
-from planops.reconciler import actuator, authors, core, earlier_runs
+from planops.reconciler import actuator, admission, authors, core, earlier_runs
 from planops.reconciler import reports as reports_
 from planops.reconciler import runs as plan_runs
 from planops.reconciler import status as status_
@@ -88,10 +88,13 @@ class Reconciler:
     _judge: Judge = field(init=False)
     #: the one status write per reconcile, and the echo of it on the watch
     _status: StatusWriter = field(init=False)
+    #: who may run on a Capsule with a concurrency limit (reconciler.admission)
+    _gate: admission.Gate = field(init=False)
 
     def __post_init__(self) -> None:
         self._judge = Judge(self.kube, self.policy, self.budget, self.capsules)
         self._status = StatusWriter(self.kube, self.plans)
+        self._gate = admission.Gate(self.kube, self._status, self.plans)
         self._reports = ReportBook(self.kube, self.chunk_records, self.status_records)
         self._reader = RunReader(self.kube, self.clock, self.runs)
 
@@ -192,7 +195,11 @@ class Reconciler:
                 await self._write(plan, previous, new)
                 await events.flush()
                 return None
-        if starts:
+        gate = await self._gate.admit(plan, previous, spec, capsule, run_info, events, now)
+        if gate == "waits":  # for a slot of its Capsule (reconciler.admission)
+            await events.flush()
+            return None
+        if starts or gate == "admitted":
             # the run starts now: the time it waited as Invalid (for its Capsule) is not its own
             run_info["startedAt"] = status_.rfc3339(now)
             events(

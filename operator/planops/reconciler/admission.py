@@ -1,0 +1,198 @@
+"""Admission of a run on a Capsule with `concurrency.maxRunningPlans`: the decision made one at a
+time per Capsule, from what the cluster holds, and recorded before the run creates anything.
+
+Why it is atomic. Only the leader reconciles (every write goes through the Lease check), and it
+reconciles one Plan at a time per Plan but many Plans at once. Two Plans judged in the same
+instant could both see a free slot; so the decisions for one Capsule are serialized here (a lock
+per Capsule), and an admitted run's status (phase Pending, its run and start time, no `queue`)
+is written while the lock is held, before the run creates any Job or child Plan. The next
+decision for that Capsule reads it (slots.holds) whichever Plan it is about.
+
+What a decision reads. The watch's cache first: if it says the Plan must wait, it waits (a
+stale cache can only show a slot still held that has been freed, and the event that freed it
+wakes the waiting Plans again). If it says a slot is free, the Plans of the namespace are listed
+from the API server (a quorum read, which sees every status written before it) and the decision
+is made on that list. So a new leader, or a restarted operator, admits nothing the cluster does
+not allow, whatever its cache holds.
+
+The bound of this guarantee is the Lease's: a leader stops writing when it cannot renew within
+its renew deadline, before another replica may take the Lease (the lease duration); a status
+write held up in the network for longer than that difference could reach the API server after a
+new leader decided without it, as could any other write of a deposed leader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from planops.api import CapsuleSpec, PlanSpec
+from planops.api.names import ANNOTATION_CANCEL, Phase
+from planops.engine import capsule_name, finally_steps
+from planops.kube.api import KubeApi
+from planops.kube.cache import WatchCache
+from planops.kube.events import Recorder
+from planops.reconciler import slots
+from planops.reconciler import status as status_
+from planops.reconciler.writing import StatusWriter
+
+#: the Event a Plan gets when it starts waiting for a slot
+REASON_QUEUED = "Queued"
+#: what the gate answers: go on holding a slot (`held`), go on as the run's start (`admitted`),
+#: go on without a slot to be cancelled (`cancelled`: the run creates nothing), or wait
+Answer = Literal["held", "admitted", "cancelled", "waits"]
+
+
+def waiting_status(
+    previous: dict[str, Any],
+    *,
+    generation: int,
+    run: dict[str, Any],
+    total: int,
+    capsule: str,
+    verdict: slots.Verdict,
+    now: float,
+) -> dict[str, Any]:
+    """The status of a run waiting for a slot: Pending, not started, the queue it waits in."""
+    return {
+        "observedGeneration": generation,
+        "run": {k: v for k, v in run.items() if k != "startedAt"},
+        "phase": Phase.PENDING.value,
+        "progress": f"0/{total}",
+        "conditions": [
+            status_.condition(
+                "Unknown",
+                slots.REASON_WAITING,
+                slots.message(capsule, verdict),
+                generation,
+                previous.get("conditions", []),
+                now,
+            )
+        ],
+        "queue": slots.queue(capsule, verdict),
+    }
+
+
+def admitted_status(
+    previous: dict[str, Any],
+    *,
+    generation: int,
+    run: dict[str, Any],
+    total: int,
+    capsule: str,
+    verdict: slots.Verdict,
+    now: float,
+) -> dict[str, Any]:
+    """The status that takes a slot for the run, written before it creates anything (the
+    reconcile's own status replaces it once it has dispatched)."""
+    started = status_.rfc3339(now)
+    return {
+        "observedGeneration": generation,
+        "run": {**run, "startedAt": started},
+        "phase": Phase.PENDING.value,
+        "progress": f"0/{total}",
+        "conditions": [
+            status_.condition(
+                "Unknown",
+                Phase.PENDING.value,
+                f"started on Capsule {capsule}: slot {len(verdict.running) + 1} of {verdict.limit}",
+                generation,
+                previous.get("conditions", []),
+                now,
+            )
+        ],
+        "startedAt": started,
+    }
+
+
+@dataclass
+class Gate:
+    """The admission decisions of one operator process (the leader's)."""
+
+    kube: KubeApi
+    writer: StatusWriter
+    #: Plans as the watch shows them (None: always list)
+    plans: WatchCache | None = None
+    _locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict)
+
+    async def admit(
+        self,
+        plan: dict[str, Any],
+        previous: dict[str, Any],
+        spec: PlanSpec,
+        capsule: CapsuleSpec,
+        run: dict[str, Any],
+        events: Recorder,
+        now: float,
+    ) -> Answer:
+        """Whether the Plan's current run (`run`, the status' run record) may go on under
+        `capsule`, the run's status building on `previous` (its earlier runs, `history`, are
+        kept). When it waits, its status says why (written here); when it is admitted, the slot
+        is recorded here, before the caller creates anything."""
+        if capsule.concurrency is None or slots.is_child(plan):
+            return "held"
+        if slots.holds_run(plan, str(run["id"])):
+            return "held"
+        annotations = plan["metadata"].get("annotations") or {}
+        if annotations.get(ANNOTATION_CANCEL):  # stopped before it started: reconcile cancels
+            return "cancelled"  # (a cancelled run creates nothing)
+        return await self._decide(
+            plan,
+            previous,
+            capsule_name(spec),
+            capsule.concurrency.max_running_plans,
+            run,
+            finally_steps.step_count(spec),
+            events,
+            now,
+        )
+
+    async def _decide(
+        self,
+        plan: dict[str, Any],
+        previous: dict[str, Any],
+        capsule: str,
+        limit: int,
+        run: dict[str, Any],
+        total: int,
+        events: Recorder,
+        now: float,
+    ) -> Answer:
+        meta = plan["metadata"]
+        namespace = str(meta["namespace"])
+        generation = int(run["generation"])
+        lock = self._locks.setdefault((namespace, capsule), asyncio.Lock())
+        async with lock:
+            verdict = None
+            if self.plans is not None:
+                verdict = slots.judge(plan, capsule, limit, self.plans.values())
+            if verdict is None or verdict.admitted:  # the truth before a slot is taken
+                verdict = slots.judge(
+                    plan, capsule, limit, await self.kube.list_plans(namespace, "")
+                )
+            if verdict.admitted:
+                new = admitted_status(
+                    previous,
+                    generation=generation,
+                    run=run,
+                    total=total,
+                    capsule=capsule,
+                    verdict=verdict,
+                    now=now,
+                )
+                await self.writer.write(plan, {**new, "history": previous.get("history")})
+                return "admitted"
+        new = waiting_status(
+            previous,
+            generation=generation,
+            run=run,
+            total=total,
+            capsule=capsule,
+            verdict=verdict,
+            now=now,
+        )
+        if not slots.waiting(plan, capsule) or (previous.get("run") or {}).get("id") != run["id"]:
+            events(REASON_QUEUED, slots.message(capsule, verdict))
+        await self.writer.write(plan, {**new, "history": previous.get("history")})
+        return "waits"

@@ -1,0 +1,466 @@
+"""A Capsule's `concurrency.maxRunningPlans`, checked without a cluster: several Plans on one
+Capsule reconciled against the in-memory API (fakekube.FakeKube), in whatever order, by one
+Reconciler or by a new one (a restarted operator, a new leader). The rule is reconciler.slots';
+the e2e test (tests/faults/test_capsule_concurrency.py) runs it on the real cluster."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from planops.api.documents import parse_document
+from planops.kube import manifests
+from planops.kube.cache import WatchCache
+from planops.reconciler import slot_waiters, slots
+from planops.reconciler.reconcile import Reconciler
+from planops.reconciler.slots import NAMES_LISTED
+from planops.reconciler.status import rfc3339
+
+from .fakekube import FakeKube
+
+NOW = 1_800_000_000.0
+SLEEP = [{"id": "a", "shell": "sleep 100"}]
+
+
+def capsule_spec(limit: int | None = 1, **more: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {"image": "busybox:1", "shell": {"allow": ["sleep", "true"]}, **more}
+    if limit is not None:
+        spec["concurrency"] = {"maxRunningPlans": limit}
+    return spec
+
+
+class Cluster:
+    """One namespace `ns`, Capsules, Plans created at chosen seconds, and a reconciler."""
+
+    def __init__(self, limit: int | None = 1, kube: FakeKube | None = None) -> None:
+        self.kube = kube or FakeKube()
+        self.now = NOW
+        self.capsule("default", capsule_spec(limit))
+        self.reconciler = self.new_reconciler()
+
+    def new_reconciler(self, plans: WatchCache | None = None) -> Reconciler:
+        return Reconciler(self.kube, clock=lambda: self.now, plans=plans)
+
+    def capsule(self, name: str, spec: dict[str, Any], namespace: str = "ns") -> None:
+        self.kube.put("capsule", {"metadata": {"name": name, "namespace": namespace}, "spec": spec})
+
+    def plan(
+        self,
+        name: str,
+        second: int,
+        steps: list[dict[str, Any]] = SLEEP,
+        namespace: str = "ns",
+        **spec: Any,
+    ) -> dict[str, Any]:
+        return self.kube.put(
+            "plan",
+            {
+                "apiVersion": "planops.dev/v1alpha1",
+                "kind": "Plan",
+                "metadata": {
+                    "name": name,
+                    "namespace": namespace,
+                    "uid": f"uid-{name}",
+                    "generation": 1,
+                    "creationTimestamp": f"2027-01-15T08:00:{second:02d}Z",
+                },
+                "spec": {"steps": steps, **spec},
+            },
+        )
+
+    def reconcile(self, *names: str, namespace: str = "ns") -> None:
+        for name in names:
+            asyncio.run(self.reconciler.reconcile(namespace, name))
+
+    def status(self, name: str, namespace: str = "ns") -> dict[str, Any]:
+        found = self.kube.get("plan", namespace, name)
+        assert found is not None
+        return found.get("status") or {}
+
+    def jobs(self, name: str) -> list[str]:
+        return [
+            j["metadata"]["name"]
+            for j in self.kube.of("job")
+            if j["metadata"]["labels"].get(manifests.LABEL_PLAN) == name
+        ]
+
+    def running(self) -> set[str]:
+        """Plans that created a Job."""
+        return {
+            j["metadata"]["labels"][manifests.LABEL_PLAN]
+            for (kind, _, _), j in self.kube.objects.items()
+            if kind == "job"
+        }
+
+    def finish(self, name: str, phase: str = "Succeeded") -> None:
+        plan = self.kube.get("plan", "ns", name)
+        assert plan is not None
+        plan["status"] = {**plan["status"], "phase": phase}
+        plan["metadata"]["resourceVersion"] += "1"
+
+
+def test_plans_beyond_the_limit_wait_pending_naming_the_plans_ahead_in_creation_order():
+    c = Cluster(limit=1)
+    c.plan("c-first", 1)
+    c.plan("b-second", 2)
+    c.plan("a-third", 3)
+    c.reconcile("a-third", "b-second", "c-first")  # reconciled in the opposite order of creation
+    assert c.running() == {"c-first"}
+    third = c.status("a-third")
+    assert third["phase"] == "Pending"
+    assert third["queue"]["ahead"] == ["c-first", "b-second"]  # first was still waiting then
+    (cond,) = third["conditions"]
+    assert cond["reason"] == "WaitingForSlot" and cond["status"] == "Unknown"
+    assert "ahead in the queue: c-first, b-second" in cond["message"]
+    c.reconcile("a-third")
+    third = c.status("a-third")
+    assert third["queue"]["running"] == ["c-first"] and third["queue"]["ahead"] == ["b-second"]
+    assert third["queue"]["position"] == 2
+    assert "running: c-first; ahead in the queue: b-second" in third["conditions"][0]["message"]
+    assert "startedAt" not in third and "startedAt" not in third["run"]
+    assert [e["reason"] for e in c.kube.events if e["involvedObject"]["name"] == "a-third"] == [
+        "Queued"
+    ]  # once, when it started waiting
+
+
+def test_a_later_plan_never_overtakes_an_earlier_waiting_one():
+    c = Cluster(limit=1)
+    c.plan("first", 1)
+    c.plan("second", 2)
+    c.plan("third", 3)
+    c.reconcile("first", "second", "third")
+    c.finish("first")
+    c.reconcile("third")  # reconciled before second, which is ahead of it
+    assert c.status("third")["phase"] == "Pending" and c.jobs("third") == []
+    c.reconcile("second")
+    assert c.jobs("second") and c.status("second")["phase"] == "Running"
+    assert "queue" not in c.status("second")
+
+
+def test_the_creation_order_ties_on_the_same_second_by_name():
+    c = Cluster(limit=1)
+    c.plan("zulu", 5)
+    c.plan("alpha", 5)
+    c.reconcile("zulu", "alpha")
+    assert c.running() == {"alpha"}
+    assert c.status("zulu")["queue"]["ahead"] == ["alpha"]
+
+
+def test_a_finished_or_failed_plan_frees_its_slot_and_the_next_starts_with_its_own_start_time():
+    c = Cluster(limit=1)
+    c.plan("first", 1)
+    c.plan("second", 2)
+    c.reconcile("first", "second")
+    c.now += 120  # second waited two minutes
+    c.finish("first", "Failed")
+    c.reconcile("second")
+    second = c.status("second")
+    assert c.jobs("second") and second["phase"] == "Running"
+    assert second["startedAt"] == second["run"]["startedAt"] == rfc3339(NOW + 120)
+    assert second["conditions"][0]["reason"] == "Running"
+    reasons = [e["reason"] for e in c.kube.events if e["involvedObject"]["name"] == "second"]
+    assert reasons[:2] == ["Queued", "PlanStarted"]
+
+
+@pytest.mark.parametrize("how", ["deleted", "being deleted"])
+def test_a_deleted_plan_frees_its_slot(how: str):
+    c = Cluster(limit=1)
+    c.plan("first", 1)
+    c.plan("second", 2)
+    c.reconcile("first", "second")
+    if how == "deleted":
+        c.kube.objects.pop(("plan", "ns", "first"))
+    else:  # a finalizer of someone else's keeps it a while
+        c.kube.objects[("plan", "ns", "first")]["metadata"]["deletionTimestamp"] = (
+            "2027-01-15T08:01:00Z"
+        )
+    c.reconcile("second")
+    assert c.jobs("second")
+
+
+def test_max_running_plans_two_runs_two_at_once():
+    c = Cluster(limit=2)
+    for k, name in enumerate(("a", "b", "c", "d"), start=1):
+        c.plan(name, k)
+    c.reconcile("d", "c", "b", "a", "d", "c")
+    assert c.running() == {"a", "b"}
+    assert c.status("c")["queue"]["running"] == ["a", "b"]
+    assert c.status("d")["queue"]["ahead"] == ["c"]
+
+
+def test_the_count_is_read_from_the_cluster_so_a_new_leader_admits_nothing_more():
+    c = Cluster(limit=1)
+    c.plan("first", 1)
+    c.plan("second", 2)
+    c.reconcile("first", "second")
+    c.reconciler = c.new_reconciler()  # a restarted operator, or the other replica leading
+    c.reconcile("second", "first", "second")
+    assert c.running() == {"first"}
+    assert [n for m, _, n in c.kube.calls if m == "create_job"] == c.jobs("first")  # once
+
+
+def test_the_slot_is_recorded_in_the_status_before_anything_is_created():
+    c = Cluster(limit=1)
+    c.plan("first", 1)
+    c.reconcile("first")
+    calls = [m for m, _, n in c.kube.calls if n == "first" or m == "create_job"]
+    assert calls.index("patch_plan_status") < calls.index("create_job")
+
+
+def test_two_plans_decided_in_the_same_instant_do_not_both_take_the_one_slot():
+    """`late` is created (with the same second, sorting first) while `early`'s decision is under
+    way, and reconciled at once: without one decision at a time per Capsule, each would have
+    seen a free slot (early's list does not hold late; late's list shows early not started)."""
+    c = Cluster(limit=1)
+    c.plan("early", 7)
+    late: list[asyncio.Task[Any]] = []
+
+    class Racing(FakeKube):
+        async def list_plans(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+            got = await super().list_plans(namespace, selector)
+            if not late:
+                c.plan("a-late", 7)
+                late.append(asyncio.ensure_future(c.reconciler.reconcile("ns", "a-late")))
+                await asyncio.sleep(0.3)  # the other decision would fit in here
+            return got
+
+    racing = Racing(objects=c.kube.objects)
+    c.kube = racing
+    c.reconciler = c.new_reconciler()
+
+    async def both() -> None:
+        await c.reconciler.reconcile("ns", "early")
+        await late[0]
+
+    asyncio.run(both())
+    assert c.running() == {"early"}
+    assert c.status("a-late")["queue"]["running"] == ["early"]
+
+
+def test_a_waiting_plan_is_decided_from_the_watch_cache_without_a_list():
+    plans = WatchCache()
+    c = Cluster(limit=1)
+    c.reconciler = c.new_reconciler(plans)
+    for name, second in (("first", 1), ("second", 2)):
+        plans.seen("ADDED", c.plan(name, second))
+    c.reconcile("first")
+    c.kube.calls.clear()
+    c.reconcile("second")
+    assert c.status("second")["phase"] == "Pending"
+    assert "list_plans" not in [m for m, _, _ in c.kube.calls]
+
+
+def test_a_stale_cache_showing_a_free_slot_is_checked_against_a_list():
+    plans = WatchCache()
+    c = Cluster(limit=1)
+    c.plan("first", 1)
+    c.reconcile("first")  # by another replica: this one's cache never saw first
+    c.reconciler = c.new_reconciler(plans)
+    plans.seen("ADDED", c.plan("second", 2))
+    c.reconcile("second")
+    assert c.running() == {"first"}
+    assert c.status("second")["queue"]["running"] == ["first"]
+
+
+def test_plans_of_other_capsules_and_namespaces_do_not_count():
+    c = Cluster(limit=1)
+    c.capsule("other", capsule_spec(None))
+    c.capsule("default", capsule_spec(1), namespace="elsewhere")
+    c.plan("mine", 2)
+    c.plan("other", 1, capsule="other")
+    c.plan("far", 1, namespace="elsewhere")
+    c.reconcile("other", "mine")
+    c.reconcile("far", namespace="elsewhere")
+    assert c.running() == {"other", "mine", "far"}
+
+
+def test_a_plan_already_running_when_the_limit_was_set_holds_a_slot():
+    c = Cluster(limit=None)
+    c.plan("before", 1)
+    c.reconcile("before")
+    c.capsule("default", capsule_spec(1))
+    c.plan("after", 2)
+    c.reconcile("after", "before")
+    assert c.running() == {"before"}
+    assert c.status("after")["queue"]["running"] == ["before"]
+    assert c.status("before")["phase"] == "Running"
+
+
+def test_capsule_steps_into_each_others_capsules_run_inside_their_parents_slots():
+    """Two one-slot Capsules, each plan delegating to the other's: counted like other Plans,
+    each child would wait for the slot the other parent holds while it waits for its child, a
+    deadlock. A child runs within its parent's slot and takes none. (A child on its parent's
+    own Capsule cannot happen: the cycle rule refuses it.)"""
+    c = Cluster(limit=1)
+    for mine, other in (("default", "deploy"), ("deploy", "default")):
+        c.capsule(mine, capsule_spec(1, spawn={"allow": [other]}, plan={"steps": SLEEP}))
+    c.plan("build", 1, steps=[{"id": "ship", "capsule": "deploy", "input": "go"}])
+    c.plan("deployer", 2, capsule="deploy", steps=[{"id": "b", "capsule": "default", "input": "x"}])
+    c.plan("waiter", 3)
+    c.reconcile("build", "deployer", "waiter")
+    children = [p["metadata"]["name"] for p in c.kube.of("plan") if slots.is_child(p)]
+    assert len(children) == 2
+    c.reconcile(*children)
+    for name in children:
+        assert c.jobs(name), c.status(name)
+        assert "queue" not in c.status(name)
+    c.reconcile("waiter")
+    assert c.status("waiter")["queue"]["running"] == ["build"]  # the children are not counted
+    assert c.jobs("waiter") == []
+
+
+def test_a_plan_posing_as_a_child_by_its_label_alone_still_waits():
+    c = Cluster(limit=1)
+    c.plan("first", 1)
+    forged = c.plan("forged", 2)
+    forged["metadata"]["labels"] = {manifests.LABEL_PARENT: "first"}
+    c.reconcile("first", "forged")
+    assert c.running() == {"first"}
+    assert c.status("forged")["phase"] == "Pending"
+
+
+def test_a_waiting_plan_cancelled_fails_without_running_anything():
+    c = Cluster(limit=1)
+    c.plan("first", 1)
+    c.plan("second", 2)
+    c.reconcile("first", "second")
+    waiting = c.kube.get("plan", "ns", "second")
+    assert waiting is not None
+    waiting["metadata"]["annotations"] = {manifests.ANNOTATION_CANCEL: "not today"}
+    c.reconcile("second")
+    status = c.status("second")
+    assert status["phase"] == "Failed"
+    assert status["conditions"][0]["reason"] == "Cancelled"
+    assert c.running() == {"first"}
+
+
+def test_the_names_a_waiting_plan_lists_are_bounded():
+    c = Cluster(limit=1)
+    for k in range(NAMES_LISTED + 5):
+        c.plan(f"p{k:02d}", k)
+    last = f"p{NAMES_LISTED + 4:02d}"
+    c.reconcile(last)
+    queue = c.status(last)["queue"]
+    assert len(queue["ahead"]) == NAMES_LISTED and queue["position"] == NAMES_LISTED + 5
+    assert queue["message"].endswith("and 4 more")
+
+
+def test_a_finished_plan_wakes_the_plans_waiting_on_its_capsule_only():
+    c = Cluster(limit=1)
+    first = c.plan("first", 1)
+    waiting = [c.plan("second", 2), c.plan("third", 3), c.plan("elsewhere", 4, capsule="x")]
+    c.reconcile("first", "second", "third")
+    waiting = [c.kube.get("plan", "ns", p["metadata"]["name"]) for p in waiting]
+    waiting[2]["status"] = {"queue": {"capsule": "x"}}  # type: ignore[index]
+    first = {**first, "status": {"phase": "Succeeded"}}
+    assert slot_waiters(first, [*waiting, None]) == [("ns", "second"), ("ns", "third")]
+    child = {**first, "metadata": {**first["metadata"], "labels": {manifests.LABEL_PARENT: "x"}}}
+    child["metadata"]["ownerReferences"] = [
+        {"apiVersion": "planops.dev/v1alpha1", "kind": "Plan", "controller": True, "uid": "u"}
+    ]
+    assert slot_waiters(child, waiting) == []  # a child held no slot
+
+
+@pytest.mark.parametrize("limit", [0, -1, "1"])
+def test_max_running_plans_below_one_or_not_a_number_is_refused(limit: Any):
+    doc = {
+        "apiVersion": "planops.dev/v1alpha1",
+        "kind": "Capsule",
+        "metadata": {"name": "c"},
+        "spec": {"concurrency": {"maxRunningPlans": limit}},
+    }
+    _, problems = parse_document(doc)
+    assert any("maxRunningPlans" in str(p) for p in problems), problems
+
+
+class _ScheduleApi:
+    """What a ScheduledPlan's reconcile asks of the API: a Forbid schedule, due now, whose last
+    run waits for a slot of its Capsule."""
+
+    def __init__(self, run_status: dict[str, Any]) -> None:
+        self.run_status = run_status
+        self.created: list[dict[str, Any]] = []
+        self.events: list[dict[str, Any]] = []
+
+    async def get_object(self, plural: str, namespace: str | None, name: str) -> Any:
+        meta = {"name": "nightly", "namespace": "ns", "uid": "u-sched", "generation": 1}
+        return {
+            "apiVersion": "planops.dev/v1alpha1",
+            "kind": "ScheduledPlan",
+            "metadata": {**meta, "creationTimestamp": "2027-01-15T07:50:00Z"},
+            "spec": {
+                "schedule": "* * * * *",
+                "concurrencyPolicy": "Forbid",
+                "planTemplate": {"spec": {"steps": SLEEP}},
+            },
+            "status": {"lastScheduleTime": "2027-01-15T07:59:00Z"},
+        }
+
+    async def get_capsule(self, namespace: str, name: str) -> Any:
+        return {"metadata": {"resourceVersion": "1"}, "spec": capsule_spec(1)}
+
+    async def list_plans(self, namespace: str, selector: str) -> list[Any]:
+        owner = {"apiVersion": "planops.dev/v1alpha1", "kind": "ScheduledPlan", "uid": "u-sched"}
+        meta = {"name": "nightly-29", "namespace": "ns", "uid": "u-run"}
+        meta["ownerReferences"] = [{**owner, "name": "nightly", "controller": True}]
+        return [{"metadata": meta, "status": self.run_status}]
+
+    async def create_plan(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.created.append(body)
+        return body
+
+    async def delete_plan(self, namespace: str, name: str) -> None:
+        pass
+
+    async def patch_status(self, plural: str, namespace: Any, name: str, status: Any) -> None:
+        pass
+
+    async def create_event(self, namespace: str, body: dict[str, Any]) -> None:
+        self.events.append(body)
+
+
+def test_a_scheduled_run_waiting_for_a_slot_is_active_for_concurrency_policy_forbid():
+    from planops.reconciler import ScheduleReconciler  # noqa: PLC0415
+
+    c = Cluster(limit=1)
+    c.plan("holder", 1)
+    c.plan("nightly-29", 2)
+    c.reconcile("holder", "nightly-29")
+    api = _ScheduleApi(c.status("nightly-29"))
+    assert api.run_status["phase"] == "Pending" and api.run_status["queue"]
+    schedules = ScheduleReconciler(api, clock=lambda: NOW + 1, budget=None)  # type: ignore[arg-type]
+    asyncio.run(schedules.reconcile("scheduledplans", "ns", "nightly"))
+    assert api.created == []
+    assert [e["reason"] for e in api.events] == ["RunSkipped"]
+
+
+def test_a_rerun_waiting_for_a_slot_keeps_the_earlier_runs_in_its_history():
+    c = Cluster(limit=1)
+    c.plan("holder", 1)
+    c.plan("again", 2)
+    c.reconcile("again")  # alone: it runs first
+    c.finish("again")
+    c.reconcile("holder")
+    plan = c.kube.get("plan", "ns", "again")
+    assert plan is not None
+    earlier = plan["status"]["run"]["id"]
+    plan["metadata"]["annotations"] = {manifests.ANNOTATION_RERUN: "r2"}
+    c.reconcile("again")
+    status = c.status("again")
+    assert status["queue"]["running"] == ["holder"]
+    assert [h["id"] for h in status["history"]] == [earlier]
+    written: list[dict[str, Any]] = []
+    patch = c.kube.patch_plan_status
+
+    async def recorded(namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
+        written.append(status)
+        return await patch(namespace, name, status)
+
+    c.kube.patch_plan_status = recorded  # type: ignore[method-assign]
+    c.finish("holder")
+    c.reconcile("again")
+    assert c.jobs("again") and c.status("again")["phase"] == "Running"
+    assert len(written) == 2  # the slot taken, then the run's own status: both keep it
+    assert all([h["id"] for h in w["history"]] == [earlier] for w in written), written
