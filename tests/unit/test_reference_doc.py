@@ -37,4 +37,7 @@ def test_every_plan_field_has_a_row_with_seed_and_example():
     known.add("planTemplate.metadata` / `planTemplate.spec")
     report = crd.plan_report_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     known |= {p for p, _ in reference.fields(report)}
+    status = crd.plan_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+    history = status["status"]["properties"]["history"]["items"]
+    known |= {p for p, _ in reference.fields(history)}
     assert rows <= known, rows - known  # no row for a field that does not exist

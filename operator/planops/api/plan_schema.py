@@ -300,7 +300,11 @@ def history_schema() -> Schema:
                 "completed": {"type": "boolean", "description": "Every step settled as it should."},
                 "counts": obj(
                     "Settled records by outcome.",
-                    {k: integer(f"Records {k}.") for k in ("success", "failed", "skipped")},
+                    {
+                        "success": integer("Records of steps that succeeded."),
+                        "failed": integer("Records of steps that failed."),
+                        "skipped": integer("Records of steps skipped."),
+                    },
                 ),
                 "records": integer("Records the run settled (all in its PlanReports)."),
                 "reportObjects": integer("Its PlanReport objects."),

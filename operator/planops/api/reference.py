@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from planops.api import crd
+from planops.api.plan_schema import HISTORY_ENTRIES_MAX
 from planops.engine import budget
 from planops.engine.bodies import MAX_RECORDS
 
@@ -173,6 +174,8 @@ def render() -> str:
     csched = crd._scheduled_crd(True)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     cap = {**cap, "properties": {k: v for k, v in cap["properties"].items() if k != "plan"}}
     report = crd.plan_report_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    status = crd.plan_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+    history = status["status"]["properties"]["history"]["items"]
 
     def spec_of(s: Schema) -> Schema:
         sp = s["properties"]["spec"]
@@ -227,9 +230,20 @@ def render() -> str:
         "counts, the failed step's record), every record is in its PlanReports, in the order they",
         "settled; a run whose status repeats every record unshortened has none",
         '(`status.report.reportObjects: 0`; docs/operator.md, "Reports"). No spec: these are its',
-        "fields.",
+        "fields. A re-run or a new generation keeps the run it replaces in the Plan's",
+        "`status.history` (below), and that run's PlanReports with it; they are deleted when its",
+        "entry falls off `spec.historyLimit`.",
         "",
         *table(report, seeds=False),
+        "",
+        "## Plan `status.history`: written by the operator",
+        "",
+        "The runs before the Plan's current one (`status.run`), newest first, at most",
+        "`spec.historyLimit` (while the archive is on, runs not archived yet stay past it, up to",
+        f"{HISTORY_ENTRIES_MAX}). `kubectl plan get|describe NAME --run ID` shows one whole; "
+        "`kubectl plan history NAME` lists them.",
+        "",
+        *table(history, seeds=False),
         "",
         "## Limits",
         "",
