@@ -4,6 +4,7 @@ planops-operator [--namespace NS ...|--all-namespaces] [--metrics-port 9090]
                  [--health-port 8080] [--json-logs] [--peering NAME] [--kubeconfig FILE]
                  [--leader-elect [--leader-election-id ID] [--leader-election-namespace NS]]
                  [--archive [--archive-queue N]]   (DSN in env PLANOPS_ARCHIVE_DSN)
+                 [--ttl-seconds-after-finished SECONDS]
 """
 
 from __future__ import annotations
@@ -148,6 +149,15 @@ def _parser() -> argparse.ArgumentParser:
         default=10_000,
         help="finished runs queued at most while the database is slow or down (more are found "
         "again from the cluster at the next resync)",
+    )
+    p.add_argument(
+        "--ttl-seconds-after-finished",
+        type=_bounded(0, 2**31 - 1),
+        default=None,
+        metavar="SECONDS",
+        help="delete a finished Plan (Succeeded or Failed) this long after its run finished, "
+        "unless its spec.ttlSecondsAfterFinished says otherwise (not a capsule step's child, not "
+        "a scheduled run: their parent or schedule keeps them); default: kept (docs/runs.md)",
     )
     p.add_argument("-v", "--verbose", action="store_true")
     return p
@@ -315,6 +325,7 @@ def main(argv: list[str] | None = None, *, run: Callable[..., Any] | None = None
     CONFIG.retry_period = args.leader_elect_retry_period
     CONFIG.archive_dsn = os.environ[ARCHIVE_DSN_ENV] if args.archive else None
     CONFIG.archive_queue = args.archive_queue
+    CONFIG.ttl_seconds_after_finished = args.ttl_seconds_after_finished
     import planops.handlers  # noqa: F401, PLC0415 - registers the handlers
     from planops.handlers import kopf_fixes  # noqa: PLC0415
 

@@ -117,6 +117,18 @@ archive_write = Histogram(
     registry=REGISTRY,
 )
 
+plans_deleted_by_ttl = Counter(
+    "planops_plans_deleted_by_ttl_total",
+    "Finished Plans deleted because their ttlSecondsAfterFinished (or the operator's) passed.",
+    registry=REGISTRY,
+)
+jobs_collected = Counter(
+    "planops_jobs_collected_total",
+    "Step Jobs (and so their pods) deleted by a Plan's podGC, by policy.",
+    ["policy"],
+    registry=REGISTRY,
+)
+
 
 def serve(port: int, address: str = "0.0.0.0") -> None:
     start_http_server(port, addr=address, registry=REGISTRY)

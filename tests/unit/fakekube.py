@@ -191,6 +191,30 @@ class FakeKube:
         plan["metadata"]["resourceVersion"] = str(next(self._versions))
         return copy.deepcopy(plan)
 
+    async def patch_plan_collected(self, namespace: str, name: str, run: str) -> Obj:
+        await self._call("patch_plan_collected", namespace, name)
+        plan = self.objects.get(("plan", namespace, name))
+        if plan is None:
+            raise ApiError(404, "NotFound", f'plans "{name}" not found')
+        if ((plan.get("status") or {}).get("run") or {}).get("id") != run:
+            raise ApiError(422, "Invalid", "the test of /status/run/id failed")
+        plan["status"]["jobsCollected"] = run
+        plan["metadata"]["resourceVersion"] = str(next(self._versions))
+        return copy.deepcopy(plan)
+
+    async def delete_plan_as_seen(
+        self, namespace: str, name: str, uid: str, resource_version: str
+    ) -> None:
+        """The API server's preconditions: 409 unless the Plan still has that uid and version."""
+        await self._call("delete_plan_as_seen", namespace, name)
+        plan = self.objects.get(("plan", namespace, name))
+        if plan is None:
+            return
+        meta = plan["metadata"]
+        if meta.get("uid") != uid or meta.get("resourceVersion") != resource_version:
+            raise ApiError(409, "Conflict", "Precondition failed: UID or ResourceVersion")
+        self._delete("plan", namespace, name)
+
     async def get_capsule(self, namespace: str, name: str) -> Obj | None:
         await self._call("get_capsule", namespace, name)
         return self._read("capsule", namespace, name)

@@ -187,6 +187,11 @@ class Workspace(Model):
 HISTORY_LIMIT = 10
 HISTORY_LIMIT_MAX = 50
 
+#: When a Plan's step Jobs are deleted (planops.reconciler.retention): as each step settles, once
+#: the run finished, once it succeeded, or never (the default).
+PodGC = Literal["OnStepCompletion", "OnPlanCompletion", "OnPlanSuccess", "Never"]
+POD_GC_POLICIES: tuple[str, ...] = typing.get_args(PodGC)
+
 
 class PlanSpec(Model):
     """The spec of a Plan resource (and of a Capsule's plan template)."""
@@ -206,6 +211,19 @@ class PlanSpec(Model):
         le=HISTORY_LIMIT_MAX,
         description="Earlier runs kept in status.history, each with its PlanReports "
         f"(default {HISTORY_LIMIT}; 0 keeps none).",
+    )
+    ttl_seconds_after_finished: int | None = Field(
+        default=None,
+        ge=0,
+        le=2**31 - 1,
+        description="Delete the Plan this many seconds after its run finished (Succeeded or "
+        "Failed); with the archive on, not before the run is archived. Default: the operator's.",
+    )
+    pod_gc: PodGC | None = Field(
+        default=None,
+        alias="podGC",
+        description="When the steps' Jobs (and their pods) are deleted; the report and every "
+        "step's recorded output stay. Default: Never.",
     )
     workspace: Workspace | None = None
     input_schema: dict[str, Any] | None = Field(

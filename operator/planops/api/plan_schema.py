@@ -10,6 +10,7 @@ from planops.api.models import (
     HISTORY_LIMIT,
     HISTORY_LIMIT_MAX,
     NEEDS_A_MODEL,
+    POD_GC_POLICIES,
     STEP_KINDS,
     PlanSpec,
     RetryBackoff,
@@ -222,6 +223,20 @@ def plan_spec_schema(description: str) -> Schema:
                 "deleted with its PlanReports (while the archive is on, only once archived). "
                 f"Default {HISTORY_LIMIT}; 0 keeps none.",
                 **bounds(PlanSpec, "historyLimit"),
+            ),
+            "ttlSecondsAfterFinished": integer(
+                "Delete the Plan (with its Jobs, pods and PlanReports) this many seconds after "
+                "its run finished, Succeeded or Failed (not Invalid). With the archive on, not "
+                "before the run is archived. Ignored on a capsule step's child Plan (it goes with "
+                "its parent). Default: the operator's --ttl-seconds-after-finished (none).",
+                **bounds(PlanSpec, "ttlSecondsAfterFinished"),
+            ),
+            "podGC": text(
+                "When the steps' Jobs and their pods are deleted: OnStepCompletion (as each "
+                "step settles), OnPlanCompletion (once the run finished), OnPlanSuccess (once it "
+                "succeeded; a failed run keeps them), Never (the default). The report and each "
+                "step's recorded output stay (kubectl plan get / logs).",
+                enum=list(POD_GC_POLICIES),
             ),
             "steps": array(
                 "The steps. An empty list is a plan that completes having done nothing.",

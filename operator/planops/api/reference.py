@@ -27,6 +27,8 @@ SEED: dict[str, str] = {
     "parallelism": "planops",
     "activeDeadlineSeconds": "planops",
     "historyLimit": "planops",
+    "ttlSecondsAfterFinished": "planops",
+    "podGC": "planops",
     "workspace": "1 (workdir)",
     "inputSchema": "2",
     "input": "2",
@@ -60,6 +62,8 @@ EXAMPLE: dict[str, Any] = {
     "parallelism": 10,
     "activeDeadlineSeconds": 3600,
     "historyLimit": 10,
+    "ttlSecondsAfterFinished": 86400,
+    "podGC": "OnPlanSuccess",
     "workspace": {"size": "1Gi"},
     "inputSchema": {
         "type": "object",

@@ -15,6 +15,7 @@ import kopf
 
 from planops import metrics
 from planops.api import names
+from planops.archive.row import archived
 from planops.handlers.config import CONFIG
 from planops.handlers.queue import Coalescer
 from planops.kube import credentials
@@ -124,6 +125,8 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
         require_author=CONFIG.require_author,
         poster=memo.poster,
         archive=memo.archiver is not None,
+        default_ttl=CONFIG.ttl_seconds_after_finished,
+        archived=archived if memo.archiver is not None else None,  # a TTL waits for it
     )
     memo.queue = Coalescer(memo.reconciler.reconcile, workers=CONFIG.workers, gate=gate)
     memo.queue.start()

@@ -31,6 +31,8 @@ class Config:
     retry_period: float = 2.0
     archive_dsn: str | None = None  # planops.archive: PostgreSQL's DSN (None: no archive)
     archive_queue: int = 10_000  # finished runs queued at most for the archive
+    # a finished Plan's TTL when its spec sets none (reconciler.retention; None: kept)
+    ttl_seconds_after_finished: int | None = None
 
 
 CONFIG = Config()

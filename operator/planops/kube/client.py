@@ -272,6 +272,35 @@ class Kube:
         path = _custom("plans", namespace, name, "status")
         await _json(await self.api.request("PATCH", path, body=body, content_type=JSON_PATCH))
 
+    async def patch_plan_collected(self, namespace: str, name: str, run: str) -> Obj:
+        """Mark the run's Jobs collected (status.jobsCollected = run; reconciler.retention), only
+        while it is still the Plan's current run (a failed `test`: 422)."""
+        body = [
+            {"op": "test", "path": "/status/run/id", "value": run},
+            {"op": "add", "path": "/status/jobsCollected", "value": run},
+        ]
+        path = _custom("plans", namespace, name, "status")
+        return await _obj(await self.api.request("PATCH", path, body=body, content_type=JSON_PATCH))
+
+    async def delete_plan_as_seen(
+        self, namespace: str, name: str, uid: str, resource_version: str
+    ) -> None:
+        """Delete the Plan only if it is still the object that was judged: the same uid (not a
+        Plan created again under its name) and resourceVersion (not re-run or changed since);
+        otherwise 409 Conflict. Its Jobs, pods, PlanReports and child Plans go with it (owned)."""
+        body = {
+            "kind": "DeleteOptions",
+            "apiVersion": "v1",
+            "propagationPolicy": "Background",
+            "preconditions": {"uid": uid, "resourceVersion": resource_version},
+        }
+        path = _custom("plans", namespace, name)
+        try:
+            await _json(await self.api.request("DELETE", path, body=body))
+        except ApiError as e:
+            if not e.not_found:
+                raise
+
     async def watch_plan(
         self, namespace: str, name: str, resource_version: str | None, timeout_seconds: int = 240
     ) -> AsyncGenerator[tuple[str, Obj], None]:

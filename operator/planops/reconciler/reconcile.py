@@ -42,6 +42,7 @@ from planops.reconciler import actuator, admission, authors, core, earlier_runs
 from planops.reconciler import reports as reports_
 from planops.reconciler import runs as plan_runs
 from planops.reconciler import status as status_
+from planops.reconciler.collecting import Archived, Retainer
 from planops.reconciler.judging import Judge, Verdict
 from planops.reconciler.reading import RunReader
 from planops.reconciler.reporting import ReportBook
@@ -78,6 +79,9 @@ class Reconciler:
     status_records: int = status_.STATUS_RECORDS
     #: runs checked for their author need a recorded one (the chart records authors)
     require_author: bool = False
+    #: retention (reconciler.collecting): the operator's TTL; the archive's question, when on
+    default_ttl: int | None = None
+    archived: Archived = None
     #: what each running Plan's PlanReports hold, and the one writer of them
     _reports: ReportBook = field(init=False)
     #: what a reconcile reads of its run (Jobs, pods, child Plans, outputs), and when the
@@ -90,6 +94,8 @@ class Reconciler:
     _status: StatusWriter = field(init=False)
     #: who may run on a Capsule with a concurrency limit (reconciler.admission)
     _gate: admission.Gate = field(init=False)
+    #: a finished run's TTL and its Jobs' collection (podGC)
+    _retain: Retainer = field(init=False)
 
     def __post_init__(self) -> None:
         self._judge = Judge(self.kube, self.policy, self.budget, self.capsules)
@@ -97,6 +103,7 @@ class Reconciler:
         self._gate = admission.Gate(self.kube, self._status, self.plans)
         self._reports = ReportBook(self.kube, self.chunk_records, self.status_records)
         self._reader = RunReader(self.kube, self.clock, self.runs)
+        self._retain = Retainer(self.kube, self.clock, self.default_ttl, self.archived, self.plans)
 
     def _set_running(self, key: tuple[str, str], n: int) -> None:
         if n:
@@ -142,7 +149,7 @@ class Reconciler:
         if not fresh and names.ended(previous.get("phase")):
             self._set_running((namespace, name), 0)
             self._close(ref)
-            return None
+            return await self._retain.finished(plan, ref)  # its TTL, its Jobs (podGC)
         events = Recorder(self.kube, plan, self.poster)
         now = self.clock()
         run_info = {
@@ -288,6 +295,10 @@ class Reconciler:
         await events.flush()
         if intents.closes:
             self._close(ref)
+        # podGC: the Jobs of steps settled, now that the status records them (collecting)
+        await self._retain.after_steps(plan, s.observed, {r.step_id for r in report.steps})
+        if intents.closes and self._retain.look_again(plan):  # the run's end: its retention
+            return 0.0
         return intents.wake
 
     # -- report -----------------------------------------------------------------------------------

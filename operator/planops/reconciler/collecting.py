@@ -1,0 +1,126 @@
+"""Retention, acted on: deletes what reconciler.retention decides, and says when to look again.
+
+No timer of its own: a finished Plan's TTL is a wake-up the reconcile returns (the work queue
+looks at the Plan again then), computed from the status's `finishedAt` each time the Plan is
+reconciled, so an operator restarted (whose watch lists every Plan again) or a new leader
+times it exactly as before. A Plan held for the archive needs no wake-up: the archive's mark
+(`status.archived`) is a change of the Plan, whose event brings the reconcile that deletes it.
+
+A run's Jobs are deleted with propagation Background, so their pods go too (the garbage
+collector's work), only after the status write that records their steps settled; the finished
+run's collection is marked in the status (`jobsCollected: <run id>`) so that it is done once per
+run, not listed again at every later look.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from planops import metrics
+from planops.kube import manifests
+from planops.kube.api import KubeApi
+from planops.kube.cache import WatchCache
+from planops.kube.client import ApiError
+from planops.reconciler import retention
+from planops.reconciler.observe import Observed, owned
+from planops.reconciler.reading import bounded
+from planops.reconciler.retention import Archived
+
+__all__ = ["Archived", "Retainer"]
+log = logging.getLogger("planops.retention")
+#: Jobs deleted at once
+DELETE_CONCURRENCY = 16
+#: a deletion refused because the Plan changed since it was read: looked at again this soon
+#: (its watch event normally comes first)
+CHANGED_SECONDS = 1.0
+
+
+@dataclass
+class Retainer:
+    kube: KubeApi
+    clock: Callable[[], float]
+    #: seconds after a run finished that its Plan is deleted when its spec says nothing
+    default_ttl: int | None = None
+    #: whether a finished run is archived (planops.archive.row.archived); None: no archive
+    archived: Archived = None
+    #: Plans as the watch shows them: the mark written goes there too
+    plans: WatchCache | None = None
+
+    def look_again(self, plan: dict[str, Any]) -> bool:
+        """Whether a run that just finished has retention work (for the finishing reconcile,
+        which then looks at the Plan again at once: its own status write wakes nothing)."""
+        return retention.wants_a_look(plan, self.default_ttl)
+
+    async def after_steps(
+        self, plan: dict[str, Any], observed: list[Observed], settled: set[str]
+    ) -> None:
+        """OnStepCompletion: delete the Jobs of the steps whose records are settled, once the
+        status that records them is written (never a Job of an attempt in flight)."""
+        if retention.pod_gc(plan) != retention.ON_STEP:
+            return
+        jobs = retention.settled_jobs(observed, settled)
+        if jobs:
+            await self._delete_jobs(plan["metadata"]["namespace"], jobs, retention.ON_STEP)
+
+    async def finished(self, plan: dict[str, Any], ref: manifests.PlanRef) -> float | None:
+        """A finished run's retention: delete the Plan when its TTL has passed (and its run is
+        archived, while the archive is on), else collect its Jobs if its podGC says so; returns
+        seconds until the Plan is to be looked at again, or None."""
+        now = self.clock()
+        verdict = retention.ttl_verdict(plan, now, self.default_ttl, self.archived)
+        if verdict.action == "delete":
+            return await self._delete_plan(plan)
+        if verdict.action == "hold":
+            log.info("%s/%s: its TTL passed; kept until its run is archived", *_key(plan))
+        if retention.collects_at_end(plan):
+            await self._collect(plan, ref)
+        if verdict.action == "wait" and verdict.at is not None:
+            return max(0.0, verdict.at - now) + 0.05
+        return None
+
+    async def _delete_plan(self, plan: dict[str, Any]) -> float | None:
+        meta = plan["metadata"]
+        try:
+            await self.kube.delete_plan_as_seen(
+                meta["namespace"], meta["name"], str(meta["uid"]), str(meta["resourceVersion"])
+            )
+        except ApiError as e:
+            if e.status != 409:
+                raise
+            # changed since it was read (a re-run, a mark): judged again on what it is now
+            return CHANGED_SECONDS
+        metrics.plans_deleted_by_ttl.inc()
+        log.info("%s/%s: deleted, %ss after its run finished (TTL)", *_key(plan), _ttl(plan))
+        return None
+
+    async def _collect(self, plan: dict[str, Any], ref: manifests.PlanRef) -> None:
+        """Delete every Job of the finished run (this Plan's own, by UID), then mark it done."""
+        policy = retention.pod_gc(plan)
+        jobs = owned(await self.kube.list_jobs(ref.namespace, ref.selector()), ref.uid)
+        names = sorted(j["metadata"]["name"] for j in jobs)
+        if names:
+            await self._delete_jobs(ref.namespace, names, policy)
+        try:
+            written = await self.kube.patch_plan_collected(ref.namespace, ref.name, ref.run)
+        except ApiError as e:
+            if e.status not in (404, 422):  # gone, or a new run started: nothing to mark
+                raise
+            return
+        if self.plans is not None:
+            self.plans.seen("MODIFIED", written)
+
+    async def _delete_jobs(self, namespace: str, names: list[str], policy: str) -> None:
+        await bounded([self.kube.delete_job(namespace, n) for n in names], DELETE_CONCURRENCY)
+        metrics.jobs_collected.labels(policy).inc(len(names))
+
+
+def _key(plan: dict[str, Any]) -> tuple[str, str]:
+    meta = plan.get("metadata") or {}
+    return str(meta.get("namespace")), str(meta.get("name"))
+
+
+def _ttl(plan: dict[str, Any]) -> object:
+    return (plan.get("spec") or {}).get("ttlSecondsAfterFinished", "the operator's default")

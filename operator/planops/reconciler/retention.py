@@ -1,0 +1,133 @@
+"""Retention, as pure decisions: when a finished Plan is deleted (its TTL) and which of a run's
+Jobs are collected (its podGC). No API calls here: reconciler.collecting acts on these answers.
+
+Everything is derived from the Plan object (its spec, its status's `finishedAt`, `archived` and
+`jobsCollected`) and the clock, never from memory: a restarted operator, or a new leader, reads
+the same Plan and reaches the same answer (the deletion time is `finishedAt + TTL`, however
+late it is asked).
+
+The rules:
+- A TTL applies to a finished run, Succeeded or Failed. Not to Invalid: an Invalid Plan waits
+  for its Capsule (created later, it starts the run), so it has not finished for good.
+- The Plan's own `spec.ttlSecondsAfterFinished`, else the operator's default, except:
+  a capsule step's child Plan (its controller is a Plan) has no TTL: it is collected with its
+  parent, which reads it until its step settles; a scheduled run (its controller is a
+  ScheduledPlan or a ClusterScheduledPlan) takes no operator default: its schedule's history
+  limits keep it (an explicit TTL in the schedule's template applies as well, and whichever
+  deletes the run first wins).
+- While the archive is on, a due Plan is held until its run is archived: deleting it earlier
+  would lose the run (its PlanReports go with it). The question is the archive's
+  (planops.archive.row.archived), handed in by the operator when the archive is on: the
+  archive is a layer above the reconciler.
+- podGC collects only the Jobs of settled steps (their records, outputs included, are in the
+  status or the PlanReports before any Job is deleted): the Job of an attempt in flight is never
+  deleted, so a collected Job is never taken for one that vanished (reading.vanished reads only
+  the attempts the status has in flight).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from planops.api import names
+from planops.api.names import Phase
+from planops.engine.report import parse_rfc3339
+from planops.reconciler.observe import Observed
+
+NEVER = "Never"
+ON_STEP = "OnStepCompletion"
+ON_PLAN = "OnPlanCompletion"
+ON_SUCCESS = "OnPlanSuccess"
+#: the status field naming the run whose Jobs were collected once it finished
+COLLECTED = "jobsCollected"
+#: the kinds whose runs have their own retention (their history limits)
+SCHEDULES = ("ScheduledPlan", "ClusterScheduledPlan")
+
+
+def _controller_kind(meta: dict[str, Any]) -> str | None:
+    """The kind of the object's controller, when it is one of planops' kinds."""
+    for ref in meta.get("ownerReferences") or []:
+        if (
+            isinstance(ref, dict)
+            and ref.get("controller")
+            and str(ref.get("apiVersion", "")).startswith(f"{names.GROUP}/")
+        ):
+            return str(ref.get("kind"))
+    return None
+
+
+def pod_gc(plan: dict[str, Any]) -> str:
+    """The Plan's podGC policy (Never when unset, or not one the schema allows)."""
+    policy = (plan.get("spec") or {}).get("podGC")
+    return policy if policy in (ON_STEP, ON_PLAN, ON_SUCCESS) else NEVER
+
+
+def ttl(plan: dict[str, Any], default: int | None) -> int | None:
+    """Seconds after its run finished that the Plan is deleted, or None (kept)."""
+    meta = plan.get("metadata") or {}
+    owner = _controller_kind(meta)
+    if owner == "Plan":  # a capsule step's child: goes with its parent
+        return None
+    own = (plan.get("spec") or {}).get("ttlSecondsAfterFinished")
+    if isinstance(own, int) and not isinstance(own, bool) and own >= 0:
+        return own
+    return None if owner in SCHEDULES else default
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What to do with a finished Plan now: keep it (no TTL, or not finished), wait until `at`,
+    hold it for the archive, or delete it."""
+
+    action: Literal["keep", "wait", "hold", "delete"]
+    at: float | None = None
+
+
+#: whether a Plan's finished run is in the archive (None: the archive is off)
+Archived = Callable[[dict[str, Any]], bool] | None
+
+
+def ttl_verdict(
+    plan: dict[str, Any], now: float, default: int | None, archived: Archived
+) -> Verdict:
+    """The TTL's answer for this Plan at `now` (see the module's rules)."""
+    status = plan.get("status") or {}
+    if status.get("phase") not in (Phase.SUCCEEDED, Phase.FAILED):
+        return Verdict("keep")
+    seconds = ttl(plan, default)
+    at = status.get("finishedAt")
+    finished = parse_rfc3339(at) if isinstance(at, str) else None
+    if seconds is None or finished is None:
+        return Verdict("keep")
+    due = finished + seconds
+    if now < due:
+        return Verdict("wait", due)
+    if archived is not None and not archived(plan):
+        return Verdict("hold")
+    return Verdict("delete")
+
+
+def collects_at_end(plan: dict[str, Any]) -> bool:
+    """Whether the finished run's Jobs are to be collected now (and were not yet)."""
+    status = plan.get("status") or {}
+    run = (status.get("run") or {}).get("id")
+    if not run or status.get(COLLECTED) == run:
+        return False
+    policy, phase = pod_gc(plan), status.get("phase")
+    if phase not in (Phase.SUCCEEDED, Phase.FAILED):
+        return False
+    return policy in (ON_STEP, ON_PLAN) or (policy == ON_SUCCESS and phase == Phase.SUCCEEDED)
+
+
+def settled_jobs(observed: Iterable[Observed], settled: set[str]) -> list[str]:
+    """The Jobs (names) of steps whose records are settled: what OnStepCompletion collects after
+    the status that records them is written. Child Plans stay (they are their own runs)."""
+    return sorted({o.object_name for o in observed if o.kind == "job" and o.step_id in settled})
+
+
+def wants_a_look(plan: dict[str, Any], default: int | None) -> bool:
+    """Whether a run that just finished has retention work (Jobs to collect, a TTL to time):
+    the reconcile that finishes it then looks at it again at once."""
+    return pod_gc(plan) != NEVER or ttl(plan, default) is not None
