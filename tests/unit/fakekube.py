@@ -297,6 +297,21 @@ class FakeKube:
         plan.setdefault("status", {})["archived"] = run
         plan["metadata"]["resourceVersion"] = str(next(self._versions))
 
+    async def patch_plan_history_archived(
+        self, namespace: str, name: str, index: int, run: str
+    ) -> None:
+        """An earlier run's mark (status.history[index].archived), only while that entry is
+        still the run's: 422, as the JSON Patch's failed `test`, otherwise."""
+        await self._call("patch_plan_history_archived", namespace, name)
+        plan = self.objects.get(("plan", namespace, name))
+        if plan is None:
+            raise ApiError(404, "NotFound", f'plans "{name}" not found')
+        history = (plan.get("status") or {}).get("history") or []
+        if index >= len(history) or history[index].get("id") != run:
+            raise ApiError(422, "Invalid", f"the test of /status/history/{index}/id failed")
+        history[index]["archived"] = True
+        plan["metadata"]["resourceVersion"] = str(next(self._versions))
+
     # -- CliApi: what kubectl-plan asks besides -----------------------------------------------
 
     async def patch_plan(self, namespace: str, name: str, patch: Obj) -> Obj:
