@@ -16,11 +16,11 @@ from __future__ import annotations
 import asyncio
 import copy
 import itertools
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from planops.kube.api import Keep, Obj, ScheduleApi
+from planops.kube.api import CliApi, Keep, Obj, ScheduleApi
 from planops.kube.client import ApiError
 
 if TYPE_CHECKING:  # not the archive's database driver for every test
@@ -69,6 +69,19 @@ class FakeKube:
     reviews: list[tuple[str, str, str, list[str]]] = field(default_factory=list)
     #: every status written (Plans' and ScheduledPlans'), in order
     statuses: list[Obj] = field(default_factory=list)
+    #: what each watch_plan yields, one list per watch in turn: (type, object) pairs, or an
+    #: exception raised at that point, or a function called then (a change no event shows): a
+    #: watch is a script here, not derived from writes; what it shows is stored, so a read
+    #: after it answers the same
+    watches: list[list[tuple[str, Obj] | Exception | Callable[[], object]]] = field(
+        default_factory=list
+    )
+    #: the resourceVersion each watch started from, and the watches and clients closed
+    watched_from: list[str | None] = field(default_factory=list)
+    watches_closed: int = 0
+    closed: int = 0
+    #: the label selectors lists were asked with, in order
+    selectors: list[str] = field(default_factory=list)
     _refusals: list[_Refusal] = field(default_factory=list)
     _versions: itertools.count[int] = field(default_factory=lambda: itertools.count(100))
     _uids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -143,6 +156,7 @@ class FakeKube:
         self, kind: str, namespace: str, selector: str, keep: Keep | None = None
     ) -> list[Obj]:
         hold: Callable[[Obj], Obj] = keep or (lambda o: o)
+        self.selectors.append(selector)
         return [
             hold(copy.deepcopy(o))
             for (k, ns, _), o in sorted(self.objects.items())
@@ -307,6 +321,81 @@ class FakeKube:
         plan.setdefault("status", {})["archived"] = run
         plan["metadata"]["resourceVersion"] = str(next(self._versions))
 
+    async def patch_plan_history_archived(
+        self, namespace: str, name: str, index: int, run: str
+    ) -> None:
+        """An earlier run's mark (status.history[index].archived), only while that entry is
+        still the run's: 422, as the JSON Patch's failed `test`, otherwise."""
+        await self._call("patch_plan_history_archived", namespace, name)
+        plan = self.objects.get(("plan", namespace, name))
+        if plan is None:
+            raise ApiError(404, "NotFound", f'plans "{name}" not found')
+        history = (plan.get("status") or {}).get("history") or []
+        if index >= len(history) or history[index].get("id") != run:
+            raise ApiError(422, "Invalid", f"the test of /status/history/{index}/id failed")
+        history[index]["archived"] = True
+        plan["metadata"]["resourceVersion"] = str(next(self._versions))
+
+    # -- CliApi: what kubectl-plan asks besides -----------------------------------------------
+
+    async def patch_plan(self, namespace: str, name: str, patch: Obj) -> Obj:
+        """A JSON merge patch (RFC 7386) of the Plan: None removes a key."""
+        await self._call("patch_plan", namespace, name)
+        plan = self.objects.get(("plan", namespace, name))
+        if plan is None:
+            raise ApiError(404, "NotFound", f'plans "{name}" not found')
+        _merge(plan, copy.deepcopy(patch))
+        plan["metadata"]["resourceVersion"] = str(next(self._versions))
+        return copy.deepcopy(plan)
+
+    async def create_capsule(self, namespace: str, body: Obj) -> Obj:
+        await self._call("create_capsule", namespace, body["metadata"]["name"])
+        return self._create("capsule", namespace, body)
+
+    async def list_events(self, namespace: str, name: str) -> list[Obj]:
+        """The Events about the Plan `name` (those posted and those a test appended)."""
+        await self._call("list_events", namespace, name)
+        return [
+            copy.deepcopy(e)
+            for e in self.events
+            if (e.get("involvedObject") or {}).get("name") == name
+            and (e.get("involvedObject") or {}).get("kind", "Plan") == "Plan"
+        ]
+
+    async def watch_plan(
+        self, namespace: str, name: str, resource_version: str | None, timeout_seconds: int = 240
+    ) -> AsyncGenerator[tuple[str, Obj], None]:
+        await self._call("watch_plan", namespace, name)
+        self.watched_from.append(resource_version)
+        try:
+            for item in self.watches.pop(0) if self.watches else []:
+                if isinstance(item, Exception):
+                    raise item
+                if callable(item):  # something happens meanwhile, which no event shows
+                    item()
+                    continue
+                kind, obj = item
+                key = ("plan", namespace, (obj.get("metadata") or {}).get("name", name))
+                if kind in ("ADDED", "MODIFIED"):  # what the watch shows is the API's truth
+                    self.objects[key] = copy.deepcopy(obj)
+                elif kind == "DELETED":
+                    self.objects.pop(key, None)
+                yield item
+        finally:
+            self.watches_closed += 1  # the real one releases its connection here
+
+    async def follow_log(
+        self, namespace: str, pod: str, container: str
+    ) -> AsyncGenerator[str, None]:
+        await self._call("follow_log", namespace, pod)
+        if pod not in self.logs:
+            raise ApiError(404, "NotFound", f'pods "{pod}" not found')
+        for line in self.logs[pod].splitlines(keepends=True):
+            yield line
+
+    async def close(self) -> None:
+        self.closed += 1
+
     # -- ScheduleApi: objects by plural ("" is the namespace of cluster-wide ones) ----------------
 
     async def get_object(self, plural: str, namespace: str | None, name: str) -> Obj | None:
@@ -344,5 +433,15 @@ _KINDS = {
 }
 
 
-def _typed(kube: FakeKube) -> tuple[ScheduleApi, Cluster]:
-    return kube, kube  # mypy checks the fake against the Protocols here
+def _merge(target: Obj, patch: Obj) -> None:
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            _merge(target[key], value)
+        else:
+            target[key] = value
+
+
+def _typed(kube: FakeKube) -> tuple[ScheduleApi, CliApi, Cluster]:
+    return kube, kube, kube  # mypy checks the fake against the Protocols here

@@ -12,7 +12,9 @@ import pytest
 from planops.cli import follow, show
 from planops.cli.cluster_args import add_parsers
 from planops.cli.exit_codes import EXIT_FAILED, EXIT_INPUT, EXIT_OK
-from planops.kube.manifests import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_STEP
+from planops.kube.manifests import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_STEP, PlanRef
+
+from .fakekube import FakeKube
 
 
 def pod(name: str, step: str, phase: str = "Running", attempt: int = 1, **meta: Any) -> dict:
@@ -89,19 +91,6 @@ def test_logs_takes_follow_and_a_step_only_when_asked():
     assert not args.follow and args.step == "build"
 
 
-class Lists:
-    """A client that answers only the two lists step_pods makes (no server, no follow)."""
-
-    def __init__(self, jobs: list[dict], pods: list[dict]) -> None:
-        self.jobs, self.pods = jobs, pods
-
-    async def list_jobs(self, namespace: str, selector: str) -> list[dict]:
-        return self.jobs
-
-    async def list_pods(self, namespace: str, selector: str) -> list[dict]:
-        return self.pods
-
-
 def owner(uid: str, kind: str = "Job") -> list[dict]:
     api = "planops.dev/v1alpha1" if kind == "Plan" else "batch/v1"
     return [{"apiVersion": api, "kind": kind, "uid": uid, "controller": True}]
@@ -115,14 +104,20 @@ def test_a_pod_that_copies_a_steps_labels_is_never_followed_as_the_step():
     real, forged = pod("real", "a"), pod("forged", "a", attempt=9)
     real["metadata"]["ownerReferences"] = owner("job-uid")
     forged["metadata"]["ownerReferences"] = owner("someone-elses-job")
-    kube = Lists([job], [real, forged])
-    found = asyncio.run(follow.step_pods(kube, "ns", plan))  # type: ignore[arg-type]
+    kube = FakeKube()
+    run = PlanRef("ns", "demo", "plan-uid", "r1")
+    for kind, obj in (("job", job), ("pod", real), ("pod", forged)):  # the run's labels, all
+        obj["metadata"]["labels"] = {**run.labels("a", 1), **obj["metadata"].get("labels", {})}
+        kube.put(kind, obj)
+    found = asyncio.run(follow.step_pods(kube, "ns", plan))
     assert [p["metadata"]["name"] for p in found] == ["real"]
     unstarted = {"metadata": {"name": "demo", "uid": "plan-uid"}}
-    assert asyncio.run(follow.step_pods(kube, "ns", unstarted)) == []  # type: ignore[arg-type]
+    assert asyncio.run(follow.step_pods(kube, "ns", unstarted)) == []
 
 
 def test_logs_without_follow_still_needs_a_step(capsys: pytest.CaptureFixture[str]):
     args = argparse.Namespace(name="demo", step=None, follow=False, attempt=None)
-    assert asyncio.run(show.cmd_logs(None, args, "ns")) == EXIT_INPUT  # type: ignore[arg-type]
+    kube = FakeKube()
+    assert asyncio.run(show.cmd_logs(kube, args, "ns")) == EXIT_INPUT
+    assert kube.calls == []  # refused before anything is asked
     assert "logs -f NAME [STEP]" in capsys.readouterr().err

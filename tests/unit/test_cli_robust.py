@@ -403,44 +403,31 @@ def test_logs_picks_the_newest_attempt_whatever_the_attempt_labels_say():
     def owner(uid: str) -> list[dict[str, object]]:
         return [{"apiVersion": "batch/v1", "kind": "Job", "uid": uid, "controller": True}]
 
-    class Kube:
-        selector = ""
+    from planops.cli.steppods import step_selector  # noqa: PLC0415
 
-        async def get_plan(self, ns: str, name: str) -> dict[str, object]:
-            return {"metadata": {"name": name, "uid": "plan"}}
+    from .fakekube import FakeKube  # noqa: PLC0415
 
-        async def list_jobs(self, ns: str, selector: str) -> list[dict[str, object]]:
-            plan = [
-                {"apiVersion": "planops.dev/v1", "kind": "Plan", "uid": "plan", "controller": True}
-            ]
-            return [{"metadata": {"uid": j, "ownerReferences": plan}} for j in ("j1", "j2", "jx")]
-
-        async def list_pods(self, ns: str, selector: str) -> list[dict[str, object]]:
-            Kube.selector = selector
-            return [
-                {
-                    "metadata": {
-                        "name": "p2",
-                        "labels": {"planops.dev/attempt": "2"},
-                        "ownerReferences": owner("j2"),
-                    }
-                },
-                {
-                    "metadata": {
-                        "name": "px",
-                        "labels": {"planops.dev/attempt": "one"},
-                        "ownerReferences": owner("jx"),
-                    }
-                },
-                {"metadata": {"name": "p1", "labels": None, "ownerReferences": owner("j1")}},
-            ]
-
-        async def read_log(self, ns: str, pod: str, container: str, limit: int) -> str:
-            return f"log of {pod}\n"
+    # what the API server answers for the step's selector: its labels, the attempt's anything
+    step = dict(term.split("=") for term in step_selector("n" * 100, "s.0.t", None).split(","))
+    plan_owner = [
+        {"apiVersion": "planops.dev/v1", "kind": "Plan", "uid": "plan", "controller": True}
+    ]
+    kube = FakeKube()
+    kube.put("plan", {"metadata": {"name": "n" * 100, "uid": "plan"}})
+    for j in ("j1", "j2", "jx"):
+        kube.put(
+            "job",
+            {"metadata": {"name": j, "uid": j, "labels": step, "ownerReferences": plan_owner}},
+        )
+    for name, attempt, job in (("p2", "2", "j2"), ("px", "one", "jx"), ("p1", None, "j1")):
+        labels = {**step, **({"planops.dev/attempt": attempt} if attempt else {})}
+        meta = {"name": name, "labels": labels, "ownerReferences": owner(job)}
+        kube.put("pod", {"metadata": meta})
+        kube.logs[name] = f"log of {name}\n"
 
     out = io.StringIO()
     args = Namespace(name="n" * 100, step="s.0.t", attempt=None)
     with redirect_stdout(out):
-        assert asyncio.run(cmd_logs(Kube(), args, "ns")) == 0  # type: ignore[arg-type]
+        assert asyncio.run(cmd_logs(kube, args, "ns")) == 0
     assert out.getvalue() == "log of p2\n"
-    assert "planops.dev/plan=" + "n" * 100 not in Kube.selector  # the shortened label
+    assert kube.selectors and not any("n" * 100 in s for s in kube.selectors)  # shortened

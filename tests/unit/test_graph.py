@@ -20,6 +20,8 @@ from planops.api import PlanSpec
 from planops.cli import graph
 from planops.cli.inputs import load
 
+from .fakekube import FakeKube
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 CAPSULE = str(EXAMPLES / "capsule.yaml")
@@ -379,27 +381,14 @@ def plan_obj(version: str, status: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
-class FakeKube:
-    """get_plan and watch_plan as planops.kube.client.Kube has them: get_plan answers `reads`
-    in turn (the last one again), each watch yields one list of `watches` (an exception in it
-    is raised at that point)."""
-
-    def __init__(self, reads: list[dict[str, Any] | None], watches: list[list[Any]]) -> None:
-        self.reads, self.watches, self.calls = reads, watches, []  # type: ignore[var-annotated]
-        self.closed = 0
-
-    async def get_plan(self, ns: str, name: str) -> dict[str, Any] | None:
-        return self.reads.pop(0) if len(self.reads) > 1 else self.reads[0]
-
-    async def watch_plan(self, ns: str, name: str, version: str | None) -> Any:
-        self.calls.append(version)
-        try:
-            for item in self.watches.pop(0):
-                if isinstance(item, Exception):
-                    raise item
-                yield item
-        finally:
-            self.closed += 1  # the real one releases its connection here
+def api(plan: dict[str, Any] | None, *watches: list[Any]) -> FakeKube:
+    """The API server holding `plan` (None: no Plan), whose watches of it yield `watches` in
+    turn (an exception in one is raised at that point)."""
+    kube = FakeKube(watches=list(watches))
+    if plan is not None:
+        plan["metadata"]["namespace"] = "ns"
+        kube.objects[("plan", "ns", "hello")] = plan  # its resourceVersion as written
+    return kube
 
 
 def run_graph(kube: FakeKube, watch: bool = True, output: str = "text") -> tuple[int, str, str]:
@@ -408,7 +397,7 @@ def run_graph(kube: FakeKube, watch: bool = True, output: str = "text") -> tuple
     out, err = io.StringIO(), io.StringIO()
     args = Namespace(target="hello", watch=watch, output=output)
     with redirect_stdout(out), redirect_stderr(err):
-        rc = asyncio.run(cmd_graph(kube, args, "ns"))  # type: ignore[arg-type]
+        rc = asyncio.run(cmd_graph(kube, args, "ns"))
     return rc, out.getvalue(), err.getvalue()
 
 
@@ -422,16 +411,21 @@ def test_watch_redraws_on_each_change_until_the_plan_finishes():
         "duration": "2s",
         "report": {"steps": [{"stepId": "greet", "status": "success", "attempts": 1}]},
     }
-    kube = FakeKube(
-        [plan_obj("1", None), plan_obj("6", running)],
-        [
-            [("BOOKMARK", {"metadata": {}}), ("MODIFIED", plan_obj("2", running))],
-            [("BOOKMARK", {"metadata": {"resourceVersion": "5"}})],  # the server ends the watch
-            [ApiError(410, "Expired", "too old")],  # then a fresh read: version 6
-            [("MODIFIED", plan_obj("7", running))],  # the same picture: not drawn again
-            [("MODIFIED", plan_obj("8", done))],
-        ],
+    kube = api(
+        plan_obj("1", None),
+        [("BOOKMARK", {"metadata": {}}), ("MODIFIED", plan_obj("2", running))],
+        [("BOOKMARK", {"metadata": {"resourceVersion": "5"}})],  # the server ends the watch
     )
+
+    def changed_unseen() -> None:  # the Plan moves on while no watch shows it
+        kube.objects[("plan", "ns", "hello")] = {**plan_obj("6", running), "metadata": meta6}
+
+    meta6 = {**plan_obj("6", running)["metadata"], "namespace": "ns"}
+    kube.watches += [
+        [changed_unseen, ApiError(410, "Expired", "too old")],  # then a fresh read: version 6
+        [("MODIFIED", plan_obj("7", running))],  # the same picture: not drawn again
+        [("MODIFIED", plan_obj("8", done))],
+    ]
     rc, out, err = run_graph(kube)
     assert (rc, err) == (0, "")
     frames = out.split("\n\n")  # not a terminal: each changed frame after a blank line
@@ -441,22 +435,22 @@ def test_watch_redraws_on_each_change_until_the_plan_finishes():
         "plan hello: Succeeded, 1/1 steps, 2s",
     ]
     # resumed from the last version seen; after 410 Gone, from a fresh read
-    assert kube.calls == ["1", "2", "5", "6", "7"]
-    assert kube.closed == 5  # each watch closed, also those left at their first change
+    assert kube.watched_from == ["1", "2", "5", "6", "7"]
+    assert kube.watches_closed == 5  # each watch closed, also those left at their first change
 
 
 def test_watch_ends_with_the_plans_verdict_or_its_deletion():
     failed = {"phase": "Failed", "report": {"steps": [{"stepId": "greet", "status": "failed"}]}}
-    assert run_graph(FakeKube([plan_obj("1", failed)], []))[0] == 1
-    assert run_graph(FakeKube([plan_obj("1", {"phase": "Invalid"})], []))[0] == 2
-    gone = FakeKube([plan_obj("1", {"phase": "Running"})], [[("DELETED", plan_obj("2", None))]])
+    assert run_graph(api(plan_obj("1", failed)))[0] == 1
+    assert run_graph(api(plan_obj("1", {"phase": "Invalid"})))[0] == 2
+    gone = api(plan_obj("1", {"phase": "Running"}), [("DELETED", plan_obj("2", None))])
     rc, _, err = run_graph(gone)
     assert rc == 1 and err == "plan hello: deleted\n"
-    rc, _, err = run_graph(FakeKube([None], []))
+    rc, _, err = run_graph(api(None))
     assert rc == 2 and "not found" in err
-    once = FakeKube([plan_obj("1", {"phase": "Running"})], [])
+    once = api(plan_obj("1", {"phase": "Running"}))
     rc, out, _ = run_graph(once, watch=False, output="mermaid")
-    assert rc == 0 and out.startswith("flowchart TD") and once.calls == []
+    assert rc == 0 and out.startswith("flowchart TD") and once.watched_from == []
 
 
 def test_watch_on_a_terminal_replaces_the_frame(monkeypatch):

@@ -168,7 +168,7 @@ def test_where_authors_are_recorded_a_scheduled_plan_without_a_record_gets_no_ru
     """Written before the chart recorded authors (an upgrade): nobody can say who may run it,
     so it is refused until someone who may use the Capsule touches it, and told how."""
     api = _Api(_scheduled(None), allowed=True)
-    reconciler = ScheduleReconciler(api, clock=lambda: T0 + 1, budget=None, require_author=True)  # type: ignore[arg-type]
+    reconciler = ScheduleReconciler(api, clock=lambda: T0 + 1, budget=None, require_author=True)
     asyncio.run(reconciler.reconcile("scheduledplans", "team-a", "nightly"))
     assert api.created == [] and api.reviews == []
     (cond,) = _authorized(api.statuses[0])
@@ -252,7 +252,7 @@ def test_a_rerun_is_not_started_when_the_plans_author_lost_use():
 
 def test_where_authors_are_recorded_a_rerun_of_a_plan_without_a_record_is_refused():
     api = _Api(_plan(None, "again"), allowed=True)
-    reconciler = Reconciler(api, clock=lambda: T0, require_author=True)  # type: ignore[arg-type]
+    reconciler = Reconciler(api, clock=lambda: T0, require_author=True)
     asyncio.run(reconciler.reconcile("team-a", "p"))
     assert api.created == [] and api.reviews == []
     (status,) = api.statuses

@@ -12,7 +12,7 @@ import asyncio
 import io
 from argparse import Namespace
 from contextlib import redirect_stdout
-from typing import Any, cast
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -20,7 +20,8 @@ from aiohttp import web
 from planops.cli import steppods
 from planops.cli.show import cmd_logs
 from planops.cli.ui import server
-from planops.kube.client import Kube
+
+from .fakekube import FakeKube
 
 Obj = dict[str, Any]
 LABELS = {"planops.dev/plan": "nightly", "planops.dev/step": "build"}
@@ -85,33 +86,22 @@ def test_a_plan_or_job_without_a_uid_owns_no_pod():
     assert steppods.owned_pods(PLAN, [nameless], [no_uid]) == []
 
 
-class FakeKube:
-    """What the log readers ask of the client; every pod's log names its pod."""
-
-    def __init__(self, pods: list[Obj]) -> None:
-        self.pods = pods
-        self.selectors: list[str] = []
-
-    async def get_plan(self, ns: str, name: str) -> Obj | None:
-        return PLAN if name == "nightly" else None
-
-    async def list_jobs(self, ns: str, selector: str) -> list[Obj]:
-        self.selectors.append(selector)
-        return JOBS
-
-    async def list_pods(self, ns: str, selector: str) -> list[Obj]:
-        self.selectors.append(selector)
-        return self.pods
-
-    async def read_log(self, ns: str, pod: str, container: str, limit: int) -> str:
-        return f"log of {pod}\n"
+def api(pods: list[Obj]) -> FakeKube:
+    """The API server holding the Plan, its Jobs (and a squatter's) and `pods` in namespace
+    team; every pod's log names its pod."""
+    kube = FakeKube()
+    for kind, objs in (("plan", [PLAN]), ("job", JOBS), ("pod", pods)):
+        for o in objs:
+            kube.put(kind, {**o, "metadata": {**o["metadata"], "namespace": "team"}})
+    kube.logs.update({p["metadata"]["name"]: f"log of {p['metadata']['name']}\n" for p in pods})
+    return kube
 
 
 def logs(pods: list[Obj], attempt: int | None = None) -> tuple[int, str]:
     out = io.StringIO()
     args = Namespace(name="nightly", step="build", attempt=attempt)
     with redirect_stdout(out):
-        code = asyncio.run(cmd_logs(cast(Kube, FakeKube(pods)), args, "team"))
+        code = asyncio.run(cmd_logs(api(pods), args, "team"))
     return code, out.getvalue()
 
 
@@ -120,10 +110,10 @@ def test_kubectl_plan_logs_shows_the_steps_own_pod_not_a_newer_forged_one():
 
 
 def test_kubectl_plan_logs_of_an_attempt_selects_it_and_still_checks_the_owner():
-    kube = FakeKube([REAL_1])
+    kube = api([REAL_1])
     args = Namespace(name="nightly", step="build", attempt=1)
     with redirect_stdout(io.StringIO()):
-        asyncio.run(cmd_logs(cast(Kube, kube), args, "team"))
+        asyncio.run(cmd_logs(kube, args, "team"))
     assert kube.selectors and all(s.endswith(",planops.dev/attempt=1") for s in kube.selectors)
 
 
@@ -137,7 +127,7 @@ def test_kubectl_plan_logs_never_reads_a_forged_pod_even_when_it_is_the_only_one
 async def _ui_log(kube: FakeKube) -> Any:
     sock = server.listen(0)
     port = int(sock.getsockname()[1])
-    runner = web.AppRunner(server.make_app(cast(Kube, kube), "team", port), access_log=None)
+    runner = web.AppRunner(server.make_app(kube, "team", port), access_log=None)
     await runner.setup()
     await web.SockSite(runner, sock).start()
     try:
@@ -149,5 +139,5 @@ async def _ui_log(kube: FakeKube) -> Any:
 
 
 def test_the_uis_log_endpoint_shows_the_steps_own_pod_not_a_forged_one():
-    got = asyncio.run(_ui_log(FakeKube([REAL_1, *FORGED])))
+    got = asyncio.run(_ui_log(api([REAL_1, *FORGED])))
     assert (got["source"], got["pod"], got["text"]) == ("pod", "real-1", "log of real-1\n")

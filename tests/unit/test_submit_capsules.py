@@ -13,30 +13,27 @@ from typing import Any
 
 import yaml
 
-from planops.kube.client import ApiError
+from .fakekube import FakeKube
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 FILES = [str(EXAMPLES / "capsule.yaml"), str(EXAMPLES / "fan-out-fan-in.yaml")]
 
 
-class FakeKube:
-    def __init__(self, capsules: dict[str, Any] | None = None, refuse: ApiError | None = None):
-        self.capsules = capsules or {}
-        self.refuse = refuse
-        self.calls: list[tuple[str, str, dict[str, Any]]] = []
+def api(*capsules: dict[str, Any]) -> FakeKube:
+    """The API server holding `capsules` in team-a."""
+    kube = FakeKube()
+    for c in capsules:
+        kube.put("capsule", {**c, "metadata": {**c["metadata"], "namespace": "team-a"}})
+    return kube
 
-    async def get_capsule(self, ns: str, name: str) -> dict[str, Any] | None:
-        return self.capsules.get(name)
 
-    async def create_capsule(self, ns: str, body: dict[str, Any]) -> dict[str, Any]:
-        if self.refuse is not None:
-            raise self.refuse
-        self.calls.append(("capsule", ns, body))
-        return body
-
-    async def create_plan(self, ns: str, body: dict[str, Any]) -> dict[str, Any]:
-        self.calls.append(("plan", ns, body))
-        return body
+def created(kube: FakeKube) -> list[tuple[str, str, dict[str, Any]]]:
+    """What submit created, in order: (kind, namespace, the object)."""
+    return [
+        (method.removeprefix("create_"), ns, kube.objects[(method[7:], ns, name)])
+        for method, ns, name in kube.calls
+        if method in ("create_capsule", "create_plan") and (method[7:], ns, name) in kube.objects
+    ]
 
 
 def submit(kube: FakeKube, files: list[str] = FILES) -> tuple[int, str, str]:
@@ -44,7 +41,7 @@ def submit(kube: FakeKube, files: list[str] = FILES) -> tuple[int, str, str]:
 
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):
-        rc = asyncio.run(cmd_submit(kube, Namespace(files=files, wait=False, timeout=0), "team-a"))  # type: ignore[arg-type]
+        rc = asyncio.run(cmd_submit(kube, Namespace(files=files, wait=False, timeout=0), "team-a"))
     return rc, out.getvalue(), err.getvalue()
 
 
@@ -53,42 +50,43 @@ def given_capsule() -> dict[str, Any]:
 
 
 def test_a_missing_capsule_is_created_before_the_plan():
-    kube = FakeKube()
+    kube = api()
     rc, out, err = submit(kube)
     assert (rc, err) == (0, "")
     assert out == "capsule.planops.dev/default created\nplan.planops.dev/fan-out-fan-in created\n"
-    (what, ns, capsule), (then, _, plan) = kube.calls
+    (what, ns, capsule), (then, _, plan) = created(kube)
     assert (what, then, ns) == ("capsule", "plan", "team-a")
-    assert capsule["kind"] == "Capsule" and capsule["metadata"] == {
-        "name": "default",
-        "namespace": "team-a",
-    }
+    meta = capsule["metadata"]
+    assert capsule["kind"] == "Capsule" and (meta["name"], meta["namespace"]) == (
+        "default",
+        "team-a",
+    )
+    assert set(meta) == {"name", "namespace", "uid", "resourceVersion"}  # the server's own
     assert capsule["spec"]["shell"]["allow"] == given_capsule()["spec"]["shell"]["allow"]
     assert plan["spec"]["capsule"] == "default"
 
 
 def test_a_capsule_that_is_there_unchanged_is_left_alone():
-    kube = FakeKube({"default": given_capsule()})
+    kube = api(given_capsule())
     rc, out, _ = submit(kube)
     assert rc == 0 and out.startswith("capsule.planops.dev/default unchanged\n")
-    assert [c[0] for c in kube.calls] == ["plan"]
+    assert [c[0] for c in created(kube)] == ["plan"]
 
 
 def test_a_capsule_that_is_there_with_another_spec_is_refused_and_nothing_is_created():
     other = given_capsule()
     other["spec"]["shell"]["allow"] = ["echo"]
-    kube = FakeKube({"default": other})
+    kube = api(other)
     rc, out, err = submit(kube)
-    assert rc == 2 and out == "" and kube.calls == []
+    assert rc == 2 and out == "" and created(kube) == []
     assert "already exists in team-a with another spec" in err and "kubectl apply -f" in err
 
 
 def test_a_user_who_may_not_create_capsules_is_told_how_and_no_plan_is_created():
-    kube = FakeKube(
-        refuse=ApiError(403, "Forbidden", 'capsules.planops.dev is forbidden: User "u"')
-    )
+    kube = api()
+    kube.refuse("create_capsule", 403, 'capsules.planops.dev is forbidden: User "u"')
     rc, out, err = submit(kube)
-    assert rc == 2 and kube.calls == [] and out == ""
+    assert rc == 2 and created(kube) == [] and out == ""
     assert "refused capsule 'default' in team-a (403 Forbidden" in err
     assert "no plan was submitted" in err and "admin applies them" in err
 
@@ -98,6 +96,6 @@ def test_a_plan_naming_no_capsule_runs_under_the_only_capsule_given(tmp_path):
     cap["metadata"]["name"] = "tools"
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(cap))
     (tmp_path / "p.yaml").write_text("id: solo\nsteps: [{id: a, shell: echo}]\n")
-    kube = FakeKube()
+    kube = api()
     rc, _, _ = submit(kube, [str(tmp_path / "c.yaml"), str(tmp_path / "p.yaml")])
-    assert rc == 0 and kube.calls[1][2]["spec"]["capsule"] == "tools"
+    assert rc == 0 and created(kube)[1][2]["spec"]["capsule"] == "tools"

@@ -13,6 +13,8 @@ from typing import Any
 from planops.api import PlanSpec
 from planops.cli import timeline
 
+from .fakekube import FakeKube
+
 SPEC = {
     "steps": [
         {"id": "a", "shell": "echo a"},
@@ -94,15 +96,12 @@ def test_times_compare_as_instants_not_as_text():
     assert [e["reason"] for e in timeline.order([micro, whole, early], None)] == ["Z", "X", "Y"]
 
 
-class FakeKube:
-    def __init__(self, plan: dict[str, Any] | None) -> None:
-        self.plan = plan
-
-    async def get_plan(self, ns: str, name: str) -> dict[str, Any] | None:
-        return self.plan
-
-    async def list_events(self, ns: str, name: str) -> list[dict[str, Any]]:
-        return list(reversed(RECORDED))
+def _api(plan: dict[str, Any]) -> FakeKube:
+    """The Plan and its Events, listed newest first (the API server keeps no order)."""
+    kube = FakeKube()
+    kube.put("plan", plan)
+    kube.events += [{**e, "involvedObject": {"kind": "Plan", "name": "p"}} for e in RECORDED[::-1]]
+    return kube
 
 
 def test_describe_and_trace_list_the_events_in_the_same_order():
@@ -116,12 +115,12 @@ def test_describe_and_trace_list_the_events_in_the_same_order():
     }
     out = io.StringIO()
     with redirect_stdout(out):
-        asyncio.run(cmd_trace(FakeKube(plan), Namespace(name="p", output="table"), "ns"))  # type: ignore[arg-type]
+        asyncio.run(cmd_trace(_api(plan), Namespace(name="p", output="table"), "ns"))
     rows = [line.split(maxsplit=3) for line in out.getvalue().splitlines()[1:]]
     traced = [name(reason, message) for _, _, reason, message in rows]
     out = io.StringIO()
     with redirect_stdout(out):
-        asyncio.run(cmd_describe(FakeKube(plan), Namespace(name="p"), "ns"))  # type: ignore[arg-type]
+        asyncio.run(cmd_describe(_api(plan), Namespace(name="p"), "ns"))
     recent = out.getvalue().split("Recent events:\n")[1].splitlines()[1:]
     described = [name(*line.split(maxsplit=2)[1:]) for line in recent]
     assert described == traced[-10:] == CAUSAL[-10:]

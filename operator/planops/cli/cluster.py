@@ -21,9 +21,10 @@ from pathlib import Path
 from planops.cli import live_graph, show, steer, submit
 from planops.cli.exit_codes import EXIT_CLUSTER
 from planops.kube import kubeconfig
+from planops.kube.api import CliApi
 from planops.kube.client import UNREACHABLE, ApiError, ConfigError, Kube
 
-Verb = Callable[[Kube, argparse.Namespace, str], Awaitable[int]]
+Verb = Callable[[CliApi, argparse.Namespace, str], Awaitable[int]]
 
 
 def namespace_of(args: argparse.Namespace) -> str:

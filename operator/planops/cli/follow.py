@@ -24,7 +24,8 @@ from typing import Any
 from planops.cli import steppods
 from planops.cli.exit_codes import EXIT_FAILED, EXIT_INPUT, EXIT_OK
 from planops.cli.plan_report import full_report
-from planops.kube.client import ApiError, Kube
+from planops.kube.api import CliApi
+from planops.kube.client import ApiError
 from planops.kube.manifests import CONTAINER, LABEL_ATTEMPT, LABEL_STEP, PlanRef, full_value
 
 FINISHED = ("Succeeded", "Failed", "Invalid")
@@ -102,7 +103,7 @@ def exit_code(phase: str | None) -> int:
     return {"Succeeded": EXIT_OK, "Invalid": EXIT_INPUT}.get(phase or "", EXIT_FAILED)
 
 
-async def step_pods(kube: Kube, ns: str, plan: Obj) -> list[Obj]:
+async def step_pods(kube: CliApi, ns: str, plan: Obj) -> list[Obj]:
     """The pods of the Plan's current run, as `logs` finds a step's (cli/steppods.py): labels
     find candidates, only a pod whose controller is a Job whose controller is the Plan (by UID)
     is shown, so a pod that copies a step's labels never speaks under the step's name."""
@@ -114,7 +115,7 @@ async def step_pods(kube: Kube, ns: str, plan: Obj) -> list[Obj]:
     return steppods.owned_pods(plan, jobs, await kube.list_pods(ns, selector))
 
 
-async def _stream(kube: Kube, ns: str, pod: str, head: str) -> None:
+async def _stream(kube: CliApi, ns: str, pod: str, head: str) -> None:
     try:
         async with contextlib.aclosing(kube.follow_log(ns, pod, CONTAINER)) as lines:
             async for line in lines:
@@ -124,7 +125,7 @@ async def _stream(kube: Kube, ns: str, pod: str, head: str) -> None:
         sys.stderr.write(f"note: {head.strip()} pod {pod}: {e.status} {e.message}\n")
 
 
-async def cmd_follow(kube: Kube, args: argparse.Namespace, ns: str) -> int:
+async def cmd_follow(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
     seen, tasks = Followed(), set[asyncio.Task[None]]()
     try:
         while True:

@@ -13,7 +13,8 @@ from planops.api import PlanDocument, parse_document
 from planops.cli import graph
 from planops.cli.exit_codes import EXIT_FAILED, EXIT_INPUT, EXIT_OK
 from planops.cli.plan_report import full_report
-from planops.kube.client import ApiError, Kube
+from planops.kube.api import CliApi
+from planops.kube.client import ApiError
 
 
 def _plan_graph(plan: dict[str, Any], name: str) -> graph.PlanGraph | str:
@@ -54,7 +55,7 @@ def _phase_exit(plan: dict[str, Any]) -> int | None:
     return {"Succeeded": EXIT_OK, "Failed": EXIT_FAILED, "Invalid": EXIT_INPUT}.get(phase or "")
 
 
-async def cmd_graph(kube: Kube, args: argparse.Namespace, ns: str) -> int:
+async def cmd_graph(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
     """The Plan's DAG with its status; --watch redraws on each change the API server sends
     (a watch on this one Plan, resumed from the last resourceVersion when the server ends it)."""
     name = args.target
@@ -83,7 +84,7 @@ async def cmd_graph(kube: Kube, args: argparse.Namespace, ns: str) -> int:
 
 
 async def next_version(
-    kube: Kube, ns: str, name: str, plan: dict[str, Any]
+    kube: CliApi, ns: str, name: str, plan: dict[str, Any]
 ) -> dict[str, Any] | None:
     """The Plan's next version (None: it was deleted): the watch's next ADDED or MODIFIED
     event; a watch the server ended is started again from the last version seen, and one

@@ -6,12 +6,12 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from planops.kube.client import Kube
+from planops.kube.api import CliApi
 from planops.kube.manifests import PlanRef
 from planops.reconciler import earlier_run, records_json, reports_selector, run_ids
 
 
-async def full_report(kube: Kube, plan: dict[str, Any]) -> dict[str, Any]:
+async def full_report(kube: CliApi, plan: dict[str, Any]) -> dict[str, Any]:
     """The Plan with its whole report in status.report.steps: the status holds a summary (the
     last records, their texts shortened), the run's PlanReport objects every record
     (planops.reconciler.reports). A status without report objects is returned as it is."""
@@ -33,7 +33,7 @@ async def full_report(kube: Kube, plan: dict[str, Any]) -> dict[str, Any]:
     return {**plan, "status": {**st, "report": whole}}
 
 
-async def run_report(kube: Kube, plan: dict[str, Any], run: str) -> dict[str, Any] | str:
+async def run_report(kube: CliApi, plan: dict[str, Any], run: str) -> dict[str, Any] | str:
     """The Plan as it was at the end of its run `run` (`get`/`describe --run ID`): its current
     run with the whole report, or an earlier one from status.history and its PlanReports
     (planops.reconciler.earlier_runs). A run the Plan does not keep: the error, naming those it

@@ -15,7 +15,7 @@ from planops.cli import follow, render, steppods, timeline
 from planops.cli.exit_codes import EXIT_INPUT, EXIT_OK
 from planops.cli.plan_report import full_report, run_report
 from planops.engine.report import parse_rfc3339
-from planops.kube.client import Kube
+from planops.kube.api import CliApi
 from planops.kube.manifests import CONTAINER
 from planops.reconciler import history_entries
 
@@ -48,12 +48,12 @@ def _row(p: dict[str, Any]) -> list[str]:
     ]
 
 
-async def _of_run(kube: Kube, plan: dict[str, Any], run: str | None) -> dict[str, Any] | str:
+async def _of_run(kube: CliApi, plan: dict[str, Any], run: str | None) -> dict[str, Any] | str:
     """The Plan with the whole report of its run `run` (None: its current run)."""
     return await (full_report(kube, plan) if run is None else run_report(kube, plan, run))
 
 
-async def cmd_get(kube: Kube, args: argparse.Namespace, ns: str) -> int:
+async def cmd_get(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
     run = getattr(args, "run", None)  # a Namespace made by hand has no --run
     if run is not None and not args.name:
         sys.stderr.write("error: --run ID shows one Plan's run: get NAME --run ID\n")
@@ -85,7 +85,7 @@ async def cmd_get(kube: Kube, args: argparse.Namespace, ns: str) -> int:
     return EXIT_OK
 
 
-async def cmd_describe(kube: Kube, args: argparse.Namespace, ns: str) -> int:
+async def cmd_describe(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
     plan = await kube.get_plan(ns, args.name)
     if plan is None:
         sys.stderr.write(f"error: plan {args.name!r} not found in namespace {ns}\n")
@@ -188,7 +188,7 @@ def _spec(plan: dict[str, Any] | None) -> PlanSpec | None:
     return doc.spec if isinstance(doc, PlanDocument) else None
 
 
-async def cmd_trace(kube: Kube, args: argparse.Namespace, ns: str) -> int:
+async def cmd_trace(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
     plan = await kube.get_plan(ns, args.name)  # None: the Plan is gone, its events remain
     events = timeline.order(await kube.list_events(ns, args.name), _spec(plan))
     if args.output != "table":
@@ -206,7 +206,7 @@ async def cmd_trace(kube: Kube, args: argparse.Namespace, ns: str) -> int:
     return EXIT_OK
 
 
-async def cmd_logs(kube: Kube, args: argparse.Namespace, ns: str) -> int:
+async def cmd_logs(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
     if getattr(args, "follow", False):  # a Namespace made by hand has no -f
         return await follow.cmd_follow(kube, args, ns)
     if args.step is None:

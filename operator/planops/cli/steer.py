@@ -11,11 +11,11 @@ from typing import Any
 
 from planops.cli.exit_codes import EXIT_INPUT, EXIT_OK
 from planops.engine import control
-from planops.kube.client import Kube
+from planops.kube.api import CliApi
 from planops.kube.manifests import ANNOTATION_CANCEL, ANNOTATION_RERUN, answer_annotation
 
 
-async def _annotate(kube: Kube, ns: str, name: str, key: str, value: str) -> int:
+async def _annotate(kube: CliApi, ns: str, name: str, key: str, value: str) -> int:
     if await kube.get_plan(ns, name) is None:
         sys.stderr.write(f"error: plan {name!r} not found in namespace {ns}\n")
         return EXIT_INPUT
@@ -23,7 +23,7 @@ async def _annotate(kube: Kube, ns: str, name: str, key: str, value: str) -> int
     return EXIT_OK
 
 
-async def cmd_rerun(kube: Kube, args: argparse.Namespace, ns: str) -> int:
+async def cmd_rerun(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
     token = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     rc = await _annotate(kube, ns, args.name, ANNOTATION_RERUN, token)
     if rc == EXIT_OK:
@@ -31,7 +31,7 @@ async def cmd_rerun(kube: Kube, args: argparse.Namespace, ns: str) -> int:
     return rc
 
 
-async def cmd_cancel(kube: Kube, args: argparse.Namespace, ns: str) -> int:
+async def cmd_cancel(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
     rc = await _annotate(
         kube,
         ns,
@@ -61,7 +61,7 @@ def checked_answer(ask: dict[str, Any], items: list[str]) -> dict[str, Any]:
     return answer
 
 
-async def cmd_answer(kube: Kube, args: argparse.Namespace, ns: str) -> int:
+async def cmd_answer(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
     """Check the answer against the waiting question's schema here (exit 2 with the reason),
     then write it as an annotation naming the run; the operator checks it again."""
     plan = await kube.get_plan(ns, args.name)

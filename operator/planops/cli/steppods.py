@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from planops.kube.client import Kube
+from planops.kube.api import CliApi
 from planops.kube.manifests import LABEL_ATTEMPT, step_selector
 from planops.reconciler import controller_uid, owned
 
@@ -39,7 +39,7 @@ def owned_pods(plan: Obj, jobs: list[Obj], pods: list[Obj]) -> list[Obj]:
 
 
 async def step_pods(
-    kube: Kube, namespace: str, plan: str, step: str, attempt: int | None = None
+    kube: CliApi, namespace: str, plan: str, step: str, attempt: int | None = None
 ) -> list[Obj]:
     """The pods of one step (of one attempt when given) of the Plan named `plan`, any run,
     newest last; none when the Plan does not exist."""

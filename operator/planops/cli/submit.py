@@ -22,12 +22,13 @@ from planops.cli.inputs import (
 )
 from planops.cli.plan_report import full_report
 from planops.engine import capsules, validate
-from planops.kube.client import ApiError, Kube
+from planops.kube.api import CliApi
+from planops.kube.client import ApiError
 
 FINISHED = names.FINISHED
 
 
-async def cmd_submit(kube: Kube, args: argparse.Namespace, ns: str) -> int:
+async def cmd_submit(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
     """Capsules first (`_apply_capsules`), then the Plans; a plan naming no Capsule runs under
     the only Capsule given, as in `validate` and `run --local`."""
     try:
@@ -122,7 +123,7 @@ def _same_capsule(existing: dict[str, Any], doc: CapsuleDocument) -> bool:
         return False
 
 
-async def _apply_capsules(kube: Kube, docs: list[tuple[str, CapsuleDocument]], ns: str) -> int:
+async def _apply_capsules(kube: CliApi, docs: list[tuple[str, CapsuleDocument]], ns: str) -> int:
     """The Capsules given with the plans, before any Plan: one that is there with the same spec
     is left as it is; one that is there with another spec is refused (a Capsule is policy that
     other Plans run under: `submit` never changes one; `kubectl apply` does, for who may); a
@@ -165,7 +166,7 @@ async def _apply_capsules(kube: Kube, docs: list[tuple[str, CapsuleDocument]], n
     return EXIT_OK
 
 
-async def wait(kube: Kube, ns: str, name: str, timeout: float) -> int:
+async def wait(kube: CliApi, ns: str, name: str, timeout: float) -> int:
     """Progress lines while the plan runs (one per settled step), then the verdict."""
     deadline = time.monotonic() + timeout if timeout else None
     shown = 0

@@ -9,7 +9,7 @@ Errors are kube.client.ApiError, whatever the implementation.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any, Protocol
 
 Obj = dict[str, Any]
@@ -62,3 +62,18 @@ class ScheduleApi(KubeApi, Protocol):
         self, plural: str, namespace: str | None, name: str, status: Obj
     ) -> None: ...
     async def list_namespaces(self, selector: str) -> list[Obj]: ...
+
+
+class CliApi(KubeApi, Protocol):
+    """What kubectl-plan's cluster verbs ask besides (planops.cli): a Plan's annotations patched
+    (re-run, cancel, answer), Capsules created, a Plan's watch and Events, a log followed, and
+    the connection closed at the end."""
+
+    async def patch_plan(self, namespace: str, name: str, patch: Obj) -> Obj: ...
+    async def create_capsule(self, namespace: str, body: Obj) -> Obj: ...
+    async def list_events(self, namespace: str, name: str) -> list[Obj]: ...
+    def watch_plan(
+        self, namespace: str, name: str, resource_version: str | None, timeout_seconds: int = 240
+    ) -> AsyncGenerator[tuple[str, Obj], None]: ...
+    def follow_log(self, namespace: str, pod: str, container: str) -> AsyncGenerator[str, None]: ...
+    async def close(self) -> None: ...

@@ -39,7 +39,8 @@ from planops.cli import cluster, live_graph, steppods
 from planops.cli.exit_codes import EXIT_INPUT, EXIT_OK
 from planops.cli.plan_report import full_report
 from planops.cli.ui import view
-from planops.kube.client import UNREACHABLE, ApiError, Kube
+from planops.kube.api import CliApi
+from planops.kube.client import UNREACHABLE, ApiError
 from planops.kube.manifests import CONTAINER, LABEL_PARENT, label_value
 
 STATIC = Path(__file__).parent / "static"
@@ -64,7 +65,7 @@ HEADERS = {
 WATCH_FAILED: tuple[type[BaseException], ...] = (ApiError, *UNREACHABLE)
 #: a stream that ended: the page went away, or the cluster did (the browser reconnects)
 STREAM_ENDED: tuple[type[BaseException], ...] = (ConnectionError, *WATCH_FAILED)
-KUBE = web.AppKey("kube", Kube)
+KUBE = web.AppKey("kube", CliApi)
 NAMESPACE = web.AppKey("namespace", str)
 PORT = web.AppKey("port", int)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -115,7 +116,7 @@ async def plans(request: web.Request) -> web.StreamResponse:
     return _json(view.plan_list(ns, await request.app[KUBE].list_plans(ns, "")))
 
 
-async def _children(kube: Kube, ns: str, name: str) -> list[dict[str, Any]]:
+async def _children(kube: CliApi, ns: str, name: str) -> list[dict[str, Any]]:
     return await kube.list_plans(ns, f"{LABEL_PARENT}={label_value(name)}")
 
 
@@ -211,7 +212,7 @@ async def log(request: web.Request) -> web.StreamResponse:
     return _json({"error": f"no pod and no recorded output for step {step!r} of {name!r}"}, 404)
 
 
-def make_app(kube: Kube, namespace: str, port: int) -> web.Application:
+def make_app(kube: CliApi, namespace: str, port: int) -> web.Application:
     app = web.Application(middlewares=[guard])
     app[KUBE], app[NAMESPACE], app[PORT] = kube, namespace, port
     app.on_response_prepare.append(_headers)
@@ -247,7 +248,7 @@ def browser_here() -> bool:
     return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
-async def serve(kube: Kube, args: argparse.Namespace, ns: str) -> int:
+async def serve(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
     """Check what the page needs (the Plan, the right to list Plans), listen, print the
     address, open it in a browser when there is one, and serve until interrupted."""
     if args.name and await kube.get_plan(ns, args.name) is None:
