@@ -294,10 +294,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("interrupted: every step process was stopped\n")
         return EXIT_INTERRUPTED
-    if args.output == "json":  # with the spec's digest: --retry checks it is this plan's
-        from planops.engine.retry import spec_digest  # noqa: PLC0415
-
-        print(json.dumps({**report.to_json(), "specDigest": spec_digest(plan.spec)}, indent=2))
+    if args.output == "json":
+        print(json.dumps(report.to_json(), indent=2))
     else:
         render.summary(report, sys.stdout)
     if report.exit is not None and report.exit.status == "error":

@@ -2,11 +2,13 @@
 be a report of this very plan, and made into the records the retried run keeps (engine.retry
 decides which; the local runner starts from them).
 
-REPORT (JSON or YAML) is what planops printed: `run --local -o json` (the report, with the plan's
-`specDigest`) or `kubectl plan get NAME -o json` (the Plan object: its spec, and its whole
-report in status.report). A report is refused when it is not of this plan: another plan id,
-another spec (the digests differ: a retry runs the plan that failed, not an edited one), or
-steps the plan does not have; and when it is a summary that lacks records.
+REPORT (JSON or YAML) is what planops printed: `run --local -o json` (the report, in the seed's
+shape) or `kubectl plan get NAME -o json` (the Plan object: its spec, and its whole report in
+status.report). A report is refused when it is not of this plan: another plan id, steps the
+plan does not have, or, for a Plan object, another spec (the spec digests differ: a retry runs
+the plan that failed, not an edited one); and when it is a summary that lacks records. The
+seed's report names no spec, so a local report of an edited plan whose step ids are unchanged
+is taken as this plan's.
 """
 
 from __future__ import annotations
@@ -81,5 +83,4 @@ def _report_of(doc: Any) -> tuple[dict[str, Any], str | None]:
         return report, spec_digest(ran)
     if "steps" not in doc or "planId" not in doc:
         raise RetryRefused("not a planops report (no planId and steps)")
-    digest = doc.get("specDigest")
-    return doc, digest if isinstance(digest, str) else None
+    return doc, None
