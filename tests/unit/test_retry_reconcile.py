@@ -252,3 +252,15 @@ def test_kubectl_plan_retry_refuses_before_writing_anything():
     assert retry_refusal(plan("Succeeded"), "b") is None
     assert retry_refusal(plan("Failed"), None) is None
     assert "no such main step" in str(retry_refusal(plan("Failed"), "zz"))
+
+
+def test_a_huge_retry_annotation_is_recorded_and_told_bounded():
+    w = failed_at_b()
+    value = "x" * 200_000 + ":from=" + "y" * 50_000
+    w.retry(value)
+    status = w.reconcile()
+    assert len(status["run"]["retry"]) < 200 and status["phase"] == "Failed"
+    (message,) = w.events("RetryRefused")  # --from names no step
+    assert len(message) < 500
+    run = status["run"]["id"]
+    assert w.reconcile()["run"]["id"] == run and len(w.events("RetryRefused")) == 1

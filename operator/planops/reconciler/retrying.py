@@ -21,6 +21,7 @@ Why these rules:
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,11 +60,22 @@ class Choice:
     request: Request | None = None
 
 
+#: the longest token the status and Events repeat as it was written (an annotation may be 256 KiB)
+MAX_TOKEN = 128
+
+
 def parse(value: str) -> tuple[str, str | None]:
     """`<token>[:from=STEP]` -> (token, STEP or None). The whole value is the token's identity:
-    the same token with another --from is another request."""
+    the same token with another --from is another request. A value longer than MAX_TOKEN is
+    known by its beginning and its digest."""
     _, sep, rest = value.partition(":from=")
-    return value, (rest or None) if sep else None
+    return token_of(value), (rest or None) if sep else None
+
+
+def token_of(value: str) -> str:
+    if len(value) <= MAX_TOKEN:
+        return value
+    return value[:64] + "...sha256:" + hashlib.sha256(value.encode()).hexdigest()[:32]
 
 
 def choose(meta: dict[str, Any], previous: dict[str, Any], generation: int, rerun: str) -> Choice:
@@ -77,9 +89,9 @@ def choose(meta: dict[str, Any], previous: dict[str, Any], generation: int, reru
         and (before.get("rerun") or "") == rerun
     )
     if not same:  # a new generation or re-run: a full run; the annotation is no request
-        return Choice(rid, {"retry": value or None})
+        return Choice(rid, {"retry": token_of(value) or None})
     kept = {k: before[k] for k in ("retry", "retryOf", "retryFrom") if before.get(k)}
-    if value in ("", before.get("retry") or "") or not names.ended(previous.get("phase")):
+    if token_of(value) in ("", before.get("retry") or "") or not names.ended(previous.get("phase")):
         # nothing new asked (or taken away: nothing to undo), or the run is under way
         return Choice(str(before["id"]), kept)
     token, from_step = parse(value)
