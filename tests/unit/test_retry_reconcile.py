@@ -264,3 +264,18 @@ def test_a_huge_retry_annotation_is_recorded_and_told_bounded():
     assert len(message) < 500
     run = status["run"]["id"]
     assert w.reconcile()["run"]["id"] == run and len(w.events("RetryRefused")) == 1
+
+
+def test_a_retry_of_a_plan_refused_now_starts_nothing_and_keeps_the_ended_run():
+    w = failed_at_b()
+    before = w.status
+    capsule = w.kube.get("capsule", "ns", "default")
+    assert capsule is not None
+    capsule["spec"]["shell"]["allow"] = ["echo"]  # `true` no longer allowed
+    capsule["metadata"]["resourceVersion"] = "999"
+    w.retry("t1")
+    status = w.reconcile()
+    assert status["run"]["id"] == before["run"]["id"] and status["phase"] == "Failed"
+    assert status["report"] == before["report"]
+    (message,) = w.events("RetryRefused")
+    assert "the plan is refused now" in message and "shell-not-allowed" in message

@@ -132,11 +132,13 @@ async def seed(
         return Facts()
     meta, previous = plan["metadata"], plan.get("status") or {}
     spec, _, errors = await judge(plan, reuse=True)
-    if spec is None or errors:
-        return Facts()
-    ref = manifests.PlanRef(meta["namespace"], meta["name"], meta["uid"], choice.rid)
-    records, completed, exited = await earlier_records(kube, ref, previous)
     try:
+        if spec is None or errors:  # refused before anything runs; the ended run stays
+            raise RetryRefused(
+                f"the plan is refused now, nothing runs: {'; '.join(str(e) for e in errors[:3])}"
+            )
+        ref = manifests.PlanRef(meta["namespace"], meta["name"], meta["uid"], choice.rid)
+        records, completed, exited = await earlier_records(kube, ref, previous)
         retry = plan_retry(
             spec, records, completed=completed, exited=exited, from_step=request.from_step
         )
