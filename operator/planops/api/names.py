@@ -60,6 +60,8 @@ ANNOTATION_SPAWNED_BY = f"{GROUP}/spawned-by"
 ANNOTATION_DELEGATION = f"{GROUP}/delegation-id"
 ANNOTATION_OBJECTIVE = f"{GROUP}/objective"
 ANNOTATION_RERUN = f"{GROUP}/rerun"
+#: retry from the failure: `<token>[:from=STEP]` (reconciler.retrying has the rules)
+ANNOTATION_RETRY = f"{GROUP}/retry"
 ANNOTATION_CANCEL = f"{GROUP}/cancel"
 #: who last changed what a Plan or ScheduledPlan does, written by the API server (the chart's
 #: record-author admission policy; reconciler.authors reads it)

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from planops.api import crd
+from planops.api import crd, names
 from planops.api.plan_schema import HISTORY_ENTRIES_MAX
 from planops.engine import budget
 from planops.engine.bodies import MAX_RECORDS
@@ -248,6 +248,28 @@ def render() -> str:
         "`kubectl plan history NAME` lists them.",
         "",
         *table(history, seeds=False),
+        "",
+        "## Annotations that steer a Plan",
+        "",
+        "Written by `kubectl plan rerun|retry|cancel|answer`, or by any tool that may update "
+        "the Plan. A re-run, a retry",
+        "and a cancel change nothing the Plan does: they need no `use` on its Capsule (before "
+        "a run starts on the recorded",
+        "author's behalf, the operator asks whether they still may). An answer is an "
+        "author's act, like a spec change.",
+        "",
+        f"- `{names.ANNOTATION_RERUN}: TOKEN`: a fresh run of the same spec, once per token.",
+        f'- `{names.ANNOTATION_RETRY}: "TOKEN[:from=STEP]"`: a new run that keeps what '
+        "the last run's succeeded steps recorded",
+        "  and runs again what failed, what that stopped and what never ran (with `from`, STEP "
+        "and what depends on it",
+        "  too); once per token, after the run under way ended. `status.run.retry`, "
+        "`retryOf` and `retryFrom` say",
+        '  which retry a run is (docs/runs.md, "Retry from the failure").',
+        f"- `{names.ANNOTATION_CANCEL}: REASON`: stop the run; what runs is stopped, the plan "
+        "ends Failed (Cancelled).",
+        f"- `{names.ANNOTATION_ANSWER_PREFIX}STEP: JSON`: the answer to a waiting ask step "
+        "(docs/cli.md, `answer`).",
         "",
         "## Limits",
         "",

@@ -1,6 +1,6 @@
 """The cluster verbs of `kubectl-plan`: how each one is run (a connected client, the namespace,
 the cluster's refusals said plainly) and which module holds it: submit (submit.py), get,
-describe, logs, trace (show.py; logs -f: follow.py), rerun, cancel, answer (steer.py), graph
+describe, logs, trace (show.py; logs -f: follow.py), rerun, retry, cancel, answer (steer.py), graph
 NAME (live_graph.py).
 
 kubectl habits: -n/--namespace (default: the kubeconfig context's namespace, else `default`),
@@ -89,6 +89,7 @@ VERBS: dict[str, Verb] = {
     "logs": show.cmd_logs,
     "trace": show.cmd_trace,
     "rerun": steer.cmd_rerun,
+    "retry": steer.cmd_retry,
     "cancel": steer.cmd_cancel,
     "answer": steer.cmd_answer,
     "graph": live_graph.cmd_graph,

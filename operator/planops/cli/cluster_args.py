@@ -76,6 +76,19 @@ def add_parsers(sub: Any) -> None:
     r = sub.add_parser("rerun", help="start a fresh run of a Plan (same spec)")
     r.add_argument("name")
     add_common(r, output=False)
+    rt = sub.add_parser(
+        "retry",
+        help="a new run of a Plan that ended, keeping what succeeded: its failed steps, what "
+        "they stopped and what never ran run again",
+    )
+    rt.add_argument("name")
+    rt.add_argument(
+        "--from",
+        dest="from_step",
+        metavar="STEP",
+        help="also run again STEP (though it succeeded) and every step that depends on it",
+    )
+    add_common(rt, output=False)
     c = sub.add_parser("cancel", help="stop a running Plan")
     c.add_argument("name")
     add_common(c, output=False)

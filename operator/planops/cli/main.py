@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from planops import __version__
+from planops.api import PlanSpec
 from planops.cli import cluster_args, history, render
 from planops.cli.exit_codes import (
     EXIT_BROKEN_PIPE,
@@ -39,7 +40,7 @@ from planops.cli.inputs import (
     with_default_capsule,
     with_inputs,
 )
-from planops.engine import PlanError, capsules, validate
+from planops.engine import Facts, PlanError, capsules, validate
 
 # Imported where a verb needs them, so `validate` starts fast (docs/performance.md): the local
 # runner and asyncio (run), croniter (a ScheduledPlan's schedule), the graph drawing (graph),
@@ -83,6 +84,19 @@ def _parser() -> argparse.ArgumentParser:
         metavar="STEP.KEY=VALUE",
         help="answer an ask step in advance (typed by its outputSchema); repeatable. Without "
         "one, a terminal gets a prompt; otherwise whenUnanswered applies",
+    )
+    r.add_argument(
+        "--retry",
+        type=Path,
+        metavar="REPORT.json",
+        help="retry that earlier run of this plan (what `run --local -o json` or `get -o json` "
+        "printed): keep what succeeded, run again what failed, what it stopped and what never ran",
+    )
+    r.add_argument(
+        "--from",
+        dest="from_step",
+        metavar="STEP",
+        help="with --retry: also run again STEP (though it succeeded) and every step after it",
     )
     cluster_args.add_parsers(sub)
     history.add_parser(sub)
@@ -254,6 +268,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_NO_CAPSULE if _verdict(found) == EXIT_NO_CAPSULE else EXIT_INPUT
     _warn(_warnings(loaded))
     ((_, plan),) = loaded.plans
+    ok, seed = _retry_seed(args, plan.plan_id, plan.spec)
+    if not ok:
+        return EXIT_INPUT
     answers = _answers(args.answer)
     if answers is None:
         return EXIT_INPUT
@@ -273,7 +290,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         asker=render.ask if sys.stdin.isatty() else None,
     )
     try:
-        report = asyncio.run(runner.run(plan.plan_id, plan.spec))
+        report = asyncio.run(runner.run(plan.plan_id, plan.spec, seed=seed))
     except KeyboardInterrupt:
         sys.stderr.write("interrupted: every step process was stopped\n")
         return EXIT_INTERRUPTED
@@ -284,6 +301,30 @@ def cmd_run(args: argparse.Namespace) -> int:
     if report.exit is not None and report.exit.status == "error":
         return EXIT_ERROR_EXIT  # seed 2: an exit step with status error
     return EXIT_OK if report.completed else EXIT_FAILED
+
+
+def _retry_seed(
+    args: argparse.Namespace, plan_id: str, spec: PlanSpec
+) -> tuple[bool, Facts | None]:
+    """--retry REPORT [--from STEP]: (usable, the records the retried run keeps: None, no
+    retry). Not usable: refused, the reason written."""
+    if args.retry is None:
+        if args.from_step is not None:
+            sys.stderr.write("error: --from STEP goes with --retry REPORT.json\n")
+            return False, None
+        return True, None
+    from planops.cli import retry_report  # noqa: PLC0415 - run --retry only
+    from planops.engine.retry import RetryRefused  # noqa: PLC0415
+
+    try:
+        retry = retry_report.read(args.retry, plan_id, spec, args.from_step)
+    except RetryRefused as e:
+        sys.stderr.write(f"error: --retry {args.retry}: {e}\n")
+        return False, None
+    if args.output != "json" and not args.quiet:
+        again = ", ".join(retry.rerun) or "none of the main steps"
+        sys.stderr.write(f"retry: {len(retry.kept)} steps kept; running again: {again}\n")
+    return True, retry.facts
 
 
 def is_file(target: str) -> bool:

@@ -66,7 +66,8 @@ class Progress:
         indent = "  " * (int(rec.get("depth", 0)) + 1)
         key = (str(rec.get("planId")), str(rec.get("stepId")))
         if event == "plan_start":
-            self.out.write(f"{indent[2:]}plan {rec['planId']}: {rec['steps']} steps\n")
+            kept = f" ({rec['kept']} records kept from the earlier run)" if "kept" in rec else ""
+            self.out.write(f"{indent[2:]}plan {rec['planId']}: {rec['steps']} steps{kept}\n")
         elif event == "plan_step_start":
             self.started.setdefault(key, rec["time"])
             attempt = f" (attempt {rec['attempt']})" if rec["attempt"] > 1 else ""

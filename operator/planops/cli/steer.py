@@ -1,10 +1,11 @@
-"""The cluster verbs that steer a running Plan: rerun, cancel, answer. Each writes one annotation
-on the Plan, which the operator acts on (it checks an answer again)."""
+"""The cluster verbs that steer a Plan: rerun, retry, cancel, answer. Each writes one annotation
+on the Plan, which the operator acts on (it checks an answer and a retry again)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import secrets
 import sys
 import time
 from typing import Any
@@ -12,7 +13,12 @@ from typing import Any
 from planops.cli.exit_codes import EXIT_INPUT, EXIT_OK
 from planops.engine import control
 from planops.kube.api import CliApi
-from planops.kube.manifests import ANNOTATION_CANCEL, ANNOTATION_RERUN, answer_annotation
+from planops.kube.manifests import (
+    ANNOTATION_CANCEL,
+    ANNOTATION_RERUN,
+    ANNOTATION_RETRY,
+    answer_annotation,
+)
 
 
 async def _annotate(kube: CliApi, ns: str, name: str, key: str, value: str) -> int:
@@ -29,6 +35,45 @@ async def cmd_rerun(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
     if rc == EXIT_OK:
         print(f"plan {args.name}: re-run {token} requested")
     return rc
+
+
+def retry_refusal(plan: dict[str, Any], from_step: str | None) -> str | None:
+    """Why `retry` is refused before anything is written (the operator judges it again), or
+    None: the Plan must have ended, a Succeeded one needs --from, and --from names a main step."""
+    st = plan.get("status") or {}
+    phase, name = st.get("phase"), plan["metadata"]["name"]
+    if phase not in ("Failed", "Succeeded"):
+        return (
+            f"plan {name} is {phase or 'not started'}: a retry starts once a run has ended "
+            f"(kubectl plan cancel {name}, or wait)"
+        )
+    if phase == "Succeeded" and from_step is None:
+        return (
+            f"plan {name} succeeded: nothing failed to retry (--from STEP runs a step again, "
+            "and what depends on it)"
+        )
+    steps = [s.get("id") for s in (plan.get("spec") or {}).get("steps") or []]
+    if from_step is not None and from_step not in steps:
+        return (
+            f"--from {from_step}: plan {name} has no such main step (its steps: {', '.join(steps)})"
+        )
+    return None
+
+
+async def cmd_retry(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
+    plan = await kube.get_plan(ns, args.name)
+    if plan is None:
+        sys.stderr.write(f"error: plan {args.name!r} not found in namespace {ns}\n")
+        return EXIT_INPUT
+    why = retry_refusal(plan, args.from_step)
+    if why is not None:
+        sys.stderr.write(f"error: {why}\n")
+        return EXIT_INPUT
+    token = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(2)
+    value = token + (f":from={args.from_step}" if args.from_step else "")
+    await kube.patch_plan(ns, args.name, {"metadata": {"annotations": {ANNOTATION_RETRY: value}}})
+    print(f"plan {args.name}: retry {value} requested")
+    return EXIT_OK
 
 
 async def cmd_cancel(kube: CliApi, args: argparse.Namespace, ns: str) -> int:

@@ -91,7 +91,7 @@ def plan_retry(
         where = "a finally step (they always run again)" if from_step in finals else "no step"
         if "." in from_step:
             where = "a body step (name its control step)"
-        raise RetryRefused(f"--from {from_step}: {where} of this plan's main steps")
+        raise RetryRefused(f"--from {from_step[:64]}: {where} of this plan's main steps")
     if from_step is None and completed:
         raise RetryRefused(
             "the run succeeded: nothing failed to retry (--from STEP runs a step again, and "

@@ -28,7 +28,6 @@ from planops.api.names import Phase
 from planops.engine import (
     OPERATOR_BUDGET_SECONDS,
     Budget,
-    Facts,
     Policy,
     capsule_name,
     finally_steps,
@@ -38,7 +37,7 @@ from planops.kube.api import KubeApi
 from planops.kube.cache import RunObjects, WatchCache
 from planops.kube.client import ApiError
 from planops.kube.events import Poster, Recorder
-from planops.reconciler import actuator, admission, authors, core, earlier_runs
+from planops.reconciler import actuator, admission, authors, core, earlier_runs, retrying
 from planops.reconciler import reports as reports_
 from planops.reconciler import runs as plan_runs
 from planops.reconciler import status as status_
@@ -137,7 +136,8 @@ class Reconciler:
         meta, previous = plan["metadata"], plan.get("status") or {}
         generation = int(meta.get("generation", 1))
         rerun = (meta.get("annotations") or {}).get(manifests.ANNOTATION_RERUN, "")
-        rid = manifests.run_id(meta["uid"], generation, rerun)
+        choice = retrying.choose(meta, previous, generation, rerun)
+        rid = choice.rid
         ref = plan_runs.plan_ref(namespace, name, meta, rid)
         fresh = (previous.get("run") or {}).get("id") != rid
         # A run is its author's act only when it is the first run of what they just wrote (a new
@@ -159,6 +159,10 @@ class Reconciler:
             "startedAt": (previous.get("run") or {}).get("startedAt") if not fresh else None,
         }
         run_info["startedAt"] = run_info["startedAt"] or status_.rfc3339(now)
+        run_info.update(choice.info)
+        seed = await retrying.seed(self.kube, self.judge, self._status, plan, choice, events)
+        if seed is None:  # a retry refused (an Event and the status say why)
+            return None
         if fresh:
             # Run ids derive from (uid, generation, re-run): a first generation that never ran
             # and was never re-run has no other run to stop (three lists saved per new Plan).
@@ -218,7 +222,7 @@ class Reconciler:
 
         claim = await plan_runs.workspace(self.kube, ref, spec)
         facts, observed, later = (
-            (Facts((), ()), [], False)
+            (seed, [], False)
             if fresh
             # A run the status does not know has dispatched nothing that needs observing: an
             # object a crashed reconcile created before its status write has the name the next

@@ -40,6 +40,7 @@ from typing import Any, Literal
 from planops.api import CapsuleSpec, PlanSpec
 from planops.engine import (
     Dispatch,
+    Facts,
     Policy,
     Report,
     Run,
@@ -84,10 +85,17 @@ class LocalRunner:
     asker: Asker | None = None
     _noticed_images: bool = field(default=False, init=False)
 
-    async def run(self, plan_id: str, spec: PlanSpec, lineage: tuple[str, ...] = ()) -> Report:
+    async def run(
+        self,
+        plan_id: str,
+        spec: PlanSpec,
+        lineage: tuple[str, ...] = (),
+        seed: Facts | None = None,
+    ) -> Report:
         """Run a *validated* plan to the end and return its report.
 
         `lineage` names the capsules of the plans above this one (empty for a top-level plan).
+        `seed`: the records an earlier run keeps (engine.retry): a retry starts from them.
         """
         top = not lineage
         lineage = (*lineage, capsule_name(spec))
@@ -95,9 +103,9 @@ class LocalRunner:
         self._notice_images(spec, capsule)
         if self.workdir is not None and top:
             self.workdir.mkdir(parents=True, exist_ok=True)
-            return await self._run_in(plan_id, spec, capsule, lineage, self.workdir)
+            return await self._run_in(plan_id, spec, capsule, lineage, self.workdir, seed)
         with tempfile.TemporaryDirectory(prefix=f"planops-{plan_id}-") as tmp:
-            return await self._run_in(plan_id, spec, capsule, lineage, Path(tmp))
+            return await self._run_in(plan_id, spec, capsule, lineage, Path(tmp), seed)
 
     async def _run_in(
         self,
@@ -106,10 +114,19 @@ class LocalRunner:
         capsule: CapsuleSpec,
         lineage: tuple[str, ...],
         workdir: Path,
+        seed: Facts | None = None,
     ) -> Report:
-        run = Run(plan_id, spec, retry_backoff=capsule.retry_backoff)
+        backoff = capsule.retry_backoff
+        run = (
+            Run(plan_id, spec, retry_backoff=backoff)
+            if seed is None
+            else Run.restore(plan_id, spec, seed, retry_backoff=backoff)
+        )
         emit = self._emitter(plan_id, lineage)
-        emit({"event": "plan_start", "steps": len(spec.steps), "workdir": str(workdir)})
+        start: Record = {"event": "plan_start", "steps": len(spec.steps), "workdir": str(workdir)}
+        if seed is not None:
+            start["kept"] = len(seed.settled)  # a retry: records of the earlier run kept
+        emit(start)
         tasks: dict[asyncio.Task[Result], Dispatch] = {}
         try:
             while True:

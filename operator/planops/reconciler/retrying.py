@@ -1,0 +1,157 @@
+"""A retry asked for by annotation (`planops.dev/retry: "<token>[:from=STEP]"`, what `kubectl plan
+retry NAME [--from STEP]` writes): a new run of the Plan, seeded with the records of its last run
+that it keeps (engine.retry decides which), so only what failed, what that stopped and what never
+ran is run again.
+
+Why these rules:
+- A retry is asked for once per token: the status records the token each run started with
+  (`run.retry`), so the same annotation never starts a second retry, and one that was present
+  when a run started for another reason (a new generation, a re-run) is no request.
+- Its run id is derived from (uid, generation, re-run, token), like every run's, and a run that
+  is under way keeps its id (`run.id`), so a restarted operator continues the same run.
+- It waits for the run it retries to end: a token written while a run is under way is taken up
+  when that run ends.
+- The earlier run's records are read before anything of it is stopped (its PlanReports go when
+  the new run starts): the status, and its PlanReport objects when the status holds a summary.
+- A retry the engine refuses (nothing failed and no --from, a --from naming no main step) starts
+  nothing: a RetryRefused Warning Event says why, and the status records the token as seen.
+- Whether the Plan's recorded author may still use its Capsule is asked before a retried run
+  starts, as before a re-run (the reconcile's author check: a retry is no new spec).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from planops.api import names
+from planops.engine import Facts, StepRecord
+from planops.engine.retry import RetryRefused, plan_retry
+from planops.kube import manifests
+from planops.kube.api import KubeApi
+from planops.kube.events import Recorder
+from planops.reconciler import reports as reports_
+from planops.reconciler.judging import Verdict
+from planops.reconciler.writing import StatusWriter
+
+ANNOTATION = names.ANNOTATION_RETRY
+REASON_STARTED = "RetryStarted"
+REASON_REFUSED = "RetryRefused"
+
+
+@dataclass(frozen=True)
+class Request:
+    """A retry to start now: the annotation's token, its --from step, and the run it retries."""
+
+    token: str
+    from_step: str | None
+    of_run: str
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The run a reconcile is about: its id, what its status records of the retry annotation,
+    and the retry to start (None: no new retry)."""
+
+    rid: str
+    info: dict[str, Any] = field(default_factory=dict)
+    request: Request | None = None
+
+
+#: the longest token the status and Events repeat as it was written (an annotation may be 256 KiB)
+MAX_TOKEN = 128
+
+
+def parse(value: str) -> tuple[str, str | None]:
+    """`<token>[:from=STEP]` -> (token, STEP or None). The whole value is the token's identity:
+    the same token with another --from is another request. A value longer than MAX_TOKEN is
+    known by its beginning and its digest."""
+    _, sep, rest = value.partition(":from=")
+    return token_of(value), (rest or None) if sep else None
+
+
+def token_of(value: str) -> str:
+    if len(value) <= MAX_TOKEN:
+        return value
+    return value[:64] + "...sha256:" + hashlib.sha256(value.encode()).hexdigest()[:32]
+
+
+def choose(meta: dict[str, Any], previous: dict[str, Any], generation: int, rerun: str) -> Choice:
+    """The run for this Plan now, given its annotations and its status. Pure."""
+    rid = manifests.run_id(meta["uid"], generation, rerun)  # its generation's and re-run's
+    value = (meta.get("annotations") or {}).get(ANNOTATION, "")
+    before = previous.get("run") or {}
+    same = (
+        bool(before.get("id"))
+        and before.get("generation") == generation
+        and (before.get("rerun") or "") == rerun
+    )
+    if not same:  # a new generation or re-run: a full run; the annotation is no request
+        return Choice(rid, {"retry": token_of(value) or None})
+    kept = {k: before[k] for k in ("retry", "retryOf", "retryFrom") if before.get(k)}
+    if token_of(value) in ("", before.get("retry") or "") or not names.ended(previous.get("phase")):
+        # nothing new asked (or taken away: nothing to undo), or the run is under way
+        return Choice(str(before["id"]), kept)
+    token, from_step = parse(value)
+    new_rid = manifests.run_id(meta["uid"], generation, f"{rerun}/retry/{token}")
+    info = {"retry": token, "retryOf": before["id"], "retryFrom": from_step}
+    return Choice(new_rid, info, Request(token, from_step, str(before["id"])))
+
+
+async def earlier_records(
+    kube: KubeApi, ref: manifests.PlanRef, previous: dict[str, Any]
+) -> tuple[list[StepRecord], bool, bool]:
+    """The records of the run `previous` (the status) describes, whole: its PlanReport objects
+    when the status holds a summary. Also whether it completed, and whether an exit ended it."""
+    report = previous.get("report") or {}
+    steps = report.get("steps") or []
+    if report.get("reportObjects"):
+        earlier = manifests.PlanRef(ref.namespace, ref.name, ref.uid, str(previous["run"]["id"]))
+        listed = await kube.list_plan_reports(ref.namespace, reports_.selector(earlier))
+        steps = reports_.records_json(listed, earlier.uid, earlier.run)
+    records = [StepRecord.from_json(s) for s in steps]
+    return records, bool(report.get("completed")), report.get("exit") is not None
+
+
+async def seed(
+    kube: KubeApi,
+    judge: Callable[..., Awaitable[Verdict]],
+    status: StatusWriter,
+    plan: dict[str, Any],
+    choice: Choice,
+    events: Recorder,
+) -> Facts | None:
+    """What the reconcile's run starts from: nothing for a run that is no new retry, else the
+    records the retried run keeps, read before the earlier run is stopped. None: the retry is
+    refused (the Event and the status are written here). A Plan invalid now starts from nothing
+    (the reconcile reports it, as for any run)."""
+    request = choice.request
+    if request is None:
+        return Facts()
+    meta, previous = plan["metadata"], plan.get("status") or {}
+    spec, _, errors = await judge(plan, reuse=True)
+    try:
+        if spec is None or errors:  # refused before anything runs; the ended run stays
+            raise RetryRefused(
+                f"the plan is refused now, nothing runs: {'; '.join(str(e) for e in errors[:3])}"
+            )
+        ref = manifests.PlanRef(meta["namespace"], meta["name"], meta["uid"], choice.rid)
+        records, completed, exited = await earlier_records(kube, ref, previous)
+        retry = plan_retry(
+            spec, records, completed=completed, exited=exited, from_step=request.from_step
+        )
+    except RetryRefused as e:
+        events(REASON_REFUSED, f"retry {request.token} of run {request.of_run}: {e}", warning=True)
+        await status.write(plan, {**previous, "run": {**previous["run"], "retry": request.token}})
+        await events.flush()
+        return None
+    again = ", ".join(retry.rerun) or "none of the main steps"
+    events(
+        REASON_STARTED,
+        f"run {choice.rid} retries run {request.of_run}: {len(retry.kept)} steps kept, "
+        f"running again: {again}",
+        run=choice.rid,
+    )
+    return retry.facts

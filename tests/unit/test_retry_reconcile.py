@@ -1,0 +1,281 @@
+"""The retry annotation in the reconciler (reconciler.retrying), against the in-memory API: a new
+run (new run id) that creates Jobs only for what runs again, its report starting with the kept
+records; one retry per token; refusals as a Warning Event with no run started; a retry asked for
+while a run is under way waits for it; the recorded author is asked first, as for a re-run."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from planops.cli.steer import retry_refusal
+from planops.kube import manifests
+from planops.reconciler import retrying
+from planops.reconciler.reconcile import Reconciler
+
+from .fakekube import FakeKube
+
+NOW = 1_800_000_000.0
+UID = "uid-plan"
+ALICE = json.dumps({"username": "alice", "groups": ["team-a"]})
+STEPS = [
+    {"id": "a", "shell": "true"},
+    {"id": "b", "shell": "true", "dependsOn": ["a"]},
+    {"id": "c", "shell": "true"},
+]
+
+
+class World:
+    def __init__(self, steps: list[dict[str, Any]] = STEPS, status_records: int = 20) -> None:
+        self.kube = FakeKube()
+        self.kube.put(
+            "capsule",
+            {
+                "metadata": {"name": "default", "namespace": "ns"},
+                "spec": {"image": "busybox:1", "shell": {"allow": ["true"]}},
+            },
+        )
+        self.kube.put(
+            "plan",
+            {
+                "apiVersion": "planops.dev/v1alpha1",
+                "kind": "Plan",
+                "metadata": {
+                    "name": "p",
+                    "namespace": "ns",
+                    "uid": UID,
+                    "generation": 1,
+                    "annotations": {manifests.ANNOTATION_AUTHOR: ALICE},
+                },
+                "spec": {"steps": steps},
+            },
+        )
+        self.now = NOW
+        self.reconciler = Reconciler(
+            self.kube, clock=lambda: self.now, status_records=status_records
+        )
+
+    def reconcile(self) -> dict[str, Any]:
+        self.now += 1
+        asyncio.run(self.reconciler.reconcile("ns", "p"))
+        return self.status
+
+    @property
+    def plan(self) -> dict[str, Any]:
+        found = self.kube.get("plan", "ns", "p")
+        assert found is not None
+        return found
+
+    @property
+    def status(self) -> dict[str, Any]:
+        return self.plan.get("status") or {}
+
+    def retry(self, value: str) -> None:
+        self.plan["metadata"]["annotations"][manifests.ANNOTATION_RETRY] = value
+
+    def jobs(self) -> dict[str, dict[str, Any]]:
+        """The current run's Jobs by step."""
+        run = self.status["run"]["id"]
+        return {
+            j["metadata"]["labels"][manifests.LABEL_STEP]: j
+            for j in self.kube.of("job")
+            if j["metadata"]["labels"][manifests.LABEL_RUN] == run
+        }
+
+    def finish(self, step: str, ok: bool) -> None:
+        job = self.jobs()[step]
+        kind = "Complete" if ok else "Failed"
+        job["status"] = {
+            "succeeded" if ok else "failed": 1,
+            "conditions": [
+                {"type": kind, "status": "True", "lastTransitionTime": "2027-01-15T08:00:00Z"}
+            ],
+        }
+        pod = f"{job['metadata']['name']}-pod"
+        self.kube.put(
+            "pod",
+            {
+                "metadata": {
+                    "name": pod,
+                    "labels": job["metadata"]["labels"],
+                    "ownerReferences": [{"uid": job["metadata"]["uid"], "controller": True}],
+                },
+                "status": {
+                    "phase": "Succeeded" if ok else "Failed",
+                    "containerStatuses": [{"state": {"terminated": {"exitCode": 0 if ok else 1}}}],
+                },
+            },
+        )
+        self.kube.logs[pod] = f"{step} said hi\n"
+
+    def events(self, reason: str) -> list[str]:
+        return [e["message"] for e in self.kube.events if e.get("reason") == reason]
+
+
+def failed_at_b(status_records: int = 20) -> World:
+    w = World(status_records=status_records)
+    w.reconcile()
+    w.finish("a", True)
+    w.finish("c", True)
+    w.reconcile()
+    w.finish("b", False)
+    assert w.reconcile()["phase"] == "Failed"
+    return w
+
+
+def steps_of(status: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(s["stepId"], s["status"]) for s in status["report"]["steps"]]
+
+
+def test_a_retry_is_a_new_run_that_creates_jobs_only_for_what_runs_again():
+    w = failed_at_b()
+    first = w.status
+    w.retry("t1")
+    status = w.reconcile()
+    assert status["run"]["id"] != first["run"]["id"]
+    assert status["run"]["retryOf"] == first["run"]["id"] and status["run"]["retry"] == "t1"
+    assert status["phase"] == "Running"
+    assert sorted(w.jobs()) == ["b"]  # a and c are not run again
+    kept = [s for s in first["report"]["steps"] if s["status"] == "success"]
+    assert status["report"]["steps"][: len(kept)] == kept
+    assert w.events("RetryStarted") and "running again: b" in w.events("RetryStarted")[0]
+    w.finish("b", True)
+    done = w.reconcile()
+    assert done["phase"] == "Succeeded"
+    assert steps_of(done) == [(s["stepId"], "success") for s in kept] + [("b", "success")]
+
+
+def test_one_retry_per_token():
+    w = failed_at_b()
+    w.retry("t1")
+    w.reconcile()
+    w.finish("b", False)
+    assert w.reconcile()["phase"] == "Failed"
+    run = w.status["run"]["id"]
+    assert w.reconcile()["run"]["id"] == run  # the same token again: nothing new
+    w.retry("t2")  # a new token: a retry of the retry
+    assert w.reconcile()["run"]["retryOf"] == run
+
+
+def test_a_succeeded_plan_is_not_retried_without_from_and_nothing_starts():
+    w = World()
+    w.reconcile()
+    for s in ("a", "c"):
+        w.finish(s, True)
+    w.reconcile()
+    w.finish("b", True)
+    before = w.reconcile()
+    assert before["phase"] == "Succeeded"
+    jobs = len(w.kube.of("job"))
+    w.retry("t1")
+    after = w.reconcile()
+    assert after["run"]["id"] == before["run"]["id"] and after["phase"] == "Succeeded"
+    assert len(w.kube.of("job")) == jobs
+    assert after["run"]["retry"] == "t1"  # seen: not judged again
+    (message,) = w.events("RetryRefused")
+    assert "succeeded: nothing failed to retry" in message
+    w.reconcile()
+    assert len(w.events("RetryRefused")) == 1
+
+
+def test_from_reruns_a_succeeded_step_and_what_depends_on_it():
+    w = failed_at_b()
+    w.retry("t1:from=a")
+    status = w.reconcile()
+    assert status["run"]["retryFrom"] == "a"
+    assert sorted(w.jobs()) == ["a"]  # b waits for a; c is kept
+    assert steps_of(status) == [("c", "success")]
+
+
+def test_a_retry_asked_for_while_the_run_is_under_way_waits_for_it_to_end():
+    w = World()
+    w.reconcile()
+    run = w.status["run"]["id"]
+    w.retry("t1")
+    assert w.reconcile()["run"]["id"] == run  # a and c still run: same run
+    w.finish("a", True)
+    w.finish("c", True)
+    w.reconcile()
+    w.finish("b", False)
+    assert w.reconcile()["phase"] == "Failed"
+    assert w.reconcile()["run"]["retryOf"] == run  # taken up once it ended
+
+
+def test_a_retry_is_not_started_when_the_plans_author_lost_use():
+    w = failed_at_b()
+    w.kube.use_denied.add(("ns", "default", "alice"))
+    w.retry("t1")
+    status = w.reconcile()
+    assert status["phase"] == "Failed" and w.jobs() == {}
+    assert status["conditions"][0]["reason"] == "UseRevoked"
+    assert ("may_use_capsule", "ns", "default") in w.kube.calls
+
+
+def test_a_new_generation_with_a_stale_retry_annotation_is_a_full_run():
+    w = failed_at_b()
+    w.retry("t1")
+    w.reconcile()
+    w.plan["metadata"]["generation"] = 2
+    status = w.reconcile()
+    assert "retryOf" not in status["run"] and status["run"]["retry"] == "t1"
+    assert sorted(w.jobs()) == ["a", "c"]
+
+
+def test_the_annotation_reads_as_token_and_from():
+    assert retrying.parse("20270115T080000Z") == ("20270115T080000Z", None)
+    assert retrying.parse("t:from=build") == ("t:from=build", "build")
+
+
+def test_the_earlier_runs_records_are_read_from_its_report_objects_before_they_go():
+    w = failed_at_b(status_records=1)  # the status repeats one record: the rest are in chunks
+    first = w.status
+    assert first["report"]["reportObjects"] and first["report"]["stepsOmitted"] == 2
+    w.retry("t1")
+    status = w.reconcile()
+    assert sorted(w.jobs()) == ["b"]
+    reports = [r for r in w.kube.of("planreport") if r["run"] == status["run"]["id"]]
+    kept = [r["stepId"] for chunk in reports for r in chunk["records"]]
+    assert sorted(kept) == ["a", "c"]
+    assert all(r["run"] == status["run"]["id"] for r in w.kube.of("planreport"))  # old: gone
+
+
+def test_kubectl_plan_retry_refuses_before_writing_anything():
+    def plan(phase: str | None) -> dict[str, Any]:
+        status = {"phase": phase} if phase else {}
+        return {"metadata": {"name": "p"}, "spec": {"steps": STEPS}, "status": status}
+
+    assert "is Running: a retry starts once a run has ended" in str(
+        retry_refusal(plan("Running"), None)
+    )
+    assert "succeeded: nothing failed" in str(retry_refusal(plan("Succeeded"), None))
+    assert retry_refusal(plan("Succeeded"), "b") is None
+    assert retry_refusal(plan("Failed"), None) is None
+    assert "no such main step" in str(retry_refusal(plan("Failed"), "zz"))
+
+
+def test_a_huge_retry_annotation_is_recorded_and_told_bounded():
+    w = failed_at_b()
+    value = "x" * 200_000 + ":from=" + "y" * 50_000
+    w.retry(value)
+    status = w.reconcile()
+    assert len(status["run"]["retry"]) < 200 and status["phase"] == "Failed"
+    (message,) = w.events("RetryRefused")  # --from names no step
+    assert len(message) < 500
+    run = status["run"]["id"]
+    assert w.reconcile()["run"]["id"] == run and len(w.events("RetryRefused")) == 1
+
+
+def test_a_retry_of_a_plan_refused_now_starts_nothing_and_keeps_the_ended_run():
+    w = failed_at_b()
+    before = w.status
+    capsule = w.kube.get("capsule", "ns", "default")
+    assert capsule is not None
+    capsule["spec"]["shell"]["allow"] = ["echo"]  # `true` no longer allowed
+    capsule["metadata"]["resourceVersion"] = "999"
+    w.retry("t1")
+    status = w.reconcile()
+    assert status["run"]["id"] == before["run"]["id"] and status["phase"] == "Failed"
+    assert status["report"] == before["report"]
+    (message,) = w.events("RetryRefused")
+    assert "the plan is refused now" in message and "shell-not-allowed" in message
