@@ -13,7 +13,7 @@ from planops.api import CapsuleSpec, PlanSpec
 from planops.engine import AttemptFact, Facts, Policy, StepRecord
 from planops.engine import dispatch as rules
 from planops.kube import manifests
-from planops.reconciler import core
+from planops.reconciler import body_events, core
 from planops.reconciler.intents import Answer, Create, Event, Intents, Metric, Told
 from planops.reconciler.observe import Observed
 
@@ -156,8 +156,16 @@ def test_a_refused_create_fails_the_attempt_and_the_next_step_starts_in_the_same
     assert [c.dispatch.step.id for c in second] == ["b"]
     assert step.answer(created(second)) is False
     intents = step.conclude(step.run.report(), 0)
-    assert [(r.step_id, r.error) for r in step.run.report().steps] == [("a", "denied by policy")]
-    assert denied(intents) == "denied by policy"
+    assert [(r.step_id, r.status, r.error) for r in step.run.report().steps] == [
+        ("a", "failed", "denied by policy")
+    ]
+    assert intents.told.events[0] == Event(
+        "CallDenied",
+        "step a attempt 1: denied by policy",
+        True,
+        True,
+        {"step": "a", "attempt": 1},
+    )
     assert events(intents) == ["CallDenied", "StepFailed", "StepStarted"]
 
 
@@ -263,7 +271,13 @@ def test_a_child_plan_created_is_told_as_a_delegation():
     step = core.plan_step(situation(spec, capsule(image="busybox:1", spawn={"allow": ["x"]})))
     intents = advance(step)
     assert events(intents) == ["DelegationStarted", "StepStarted"]
-    assert intents.told.events[0].fields["child"] == "obj-c"
+    assert intents.told.events[0] == Event(
+        "DelegationStarted",
+        "step c delegates to capsule x as plan obj-c",
+        False,
+        True,
+        {"step": "c", "child": "obj-c"},
+    )
     adopted = core.plan_step(step.s)  # made before a restart: started already, told then
     assert events(advance(adopted, lambda creates: [Answer(c.dispatch) for c in creates])) == [
         "StepStarted"
@@ -278,6 +292,7 @@ def test_a_finished_run_closes_and_counts_its_end_once():
     assert intents.closes
     assert intents.status["phase"] == "Succeeded"
     assert ("plans", ("succeeded",), 1.0, False) in intents.told.metrics
+    assert intents.told.events[-1] == Event("PlanSucceeded", "1/1 steps settled", False, True, {})
     again = advance(core.plan_step(replace(s, previous={"phase": "Succeeded"})))
     assert not [m for m in again.told.metrics if m.name == "plans"]
 
@@ -373,7 +388,7 @@ def test_what_settled_and_what_started_is_told_in_order_with_its_metrics():
     facts = Facts(
         (),
         (
-            AttemptFact("a", 1, NOW - 5, "success", NOW - 1, "out"),
+            AttemptFact("a", 1, NOW - 5, "success", NOW - 0.5, "out"),
             AttemptFact("c", 1, NOW - 5, "failed", NOW - 2, None, "exit 1"),
             AttemptFact("d", 1, NOW - 5, "success", NOW - 3, '{"x":1}'),
         ),
@@ -392,8 +407,8 @@ def test_what_settled_and_what_started_is_told_in_order_with_its_metrics():
         Metric("steps", ("capsule", "success"), 1.0, False),
         Metric("step_duration", ("capsule",), 2.0, True),
         Metric("steps", ("shell", "success"), 1.0, False),
-        Metric("step_duration", ("shell",), 4.0, True),
-        Metric("dispatch_latency", (), 1.0, True),  # b was ready when a ended
+        Metric("step_duration", ("shell",), 4.5, True),
+        Metric("dispatch_latency", (), 0.5, True),  # b was ready when a ended
         Metric("retries", (), 1.0, False),
         Metric("dispatch_latency", (), 10.0, True),  # c's retry: ready since the run started
     ]
@@ -419,3 +434,35 @@ def test_a_failed_plan_is_told_with_the_step_that_stopped_it():
         Metric("plans", ("failed",), 1.0, False),
         Metric("plan_duration", (), 10.0, True),
     ]
+
+
+def test_a_skipped_step_is_told_as_skipped():
+    spec = plan({"id": "a", "shell": "true", "if": "'x' == 'y'"})
+    first = advance(core.plan_step(situation(spec))).told.events[0]
+    assert (first.reason, first.message) == ("StepSkipped", "step a skipped")
+
+
+def test_a_big_bodys_steps_are_logged_not_posted_and_summed_up(monkeypatch):
+    monkeypatch.setattr(body_events, "BODY_EVENTS", 1)  # the first body step of each: posted
+    monkeypatch.setattr(body_events, "SUMMARY_EVERY", 2)  # a summary every 2 body steps
+    spec = plan({"id": "m", "map": {"over": [1, 2, 3], "concurrency": 3, "do": {"shell": "true"}}})
+    facts = Facts(
+        (),
+        tuple(
+            AttemptFact(f"m.{n}.call", 1, NOW - 3, status, NOW - 1, "o", error)
+            for n, status, error in ((0, "success", None), (1, "success", None), (2, "failed", "x"))
+        ),
+    )
+    told = advance(core.plan_step(situation(spec, facts=facts, started_at=NOW - 0.5))).told
+    assert [(e.reason, e.post) for e in told.events] == [
+        ("StepSucceeded", True),
+        ("StepSucceeded", False),
+        ("StepFailed", False),
+        ("StepFailed", True),  # the map itself
+        ("BodyStepsSettled", True),
+        ("PlanFailed", True),
+    ]
+    summary = told.events[4]
+    assert summary.warning and summary.fields == {"step": "m"}
+    assert summary.message.startswith("step m: 3 body steps settled (2 success, 1 failed")
+    assert told.metrics[-1] == Metric("plan_duration", (), 0.5, True)
