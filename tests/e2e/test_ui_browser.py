@@ -284,3 +284,37 @@ def test_what_the_server_refuses_on_the_real_cluster(kubeconfig: str, ui_ns: str
     assert r.returncode == 2 and "cannot listen on 127.0.0.1" in r.stderr
     missing = cli(kubeconfig, "ui", "nope", "-n", ui_ns, "--no-open", timeout=60)
     assert missing.returncode == 2 and "plan 'nope' not found" in missing.stderr
+
+
+def test_a_plans_runs_are_listed_and_an_earlier_failed_run_opens_with_its_records(
+    kube: Kube,
+    kubeconfig: str,
+    ui_ns: str,
+    ui: str,
+    browser: Any,
+    capsys: pytest.CaptureFixture[str],
+):
+    failing = {"id": "deploy", "shell": "sh -c 'echo disk full; exit 3'"}
+    kube.apply(plan("again", failing), "-n", ui_ns)
+    first = wait_plan(kube, ui_ns, "again", ("Failed",), WAIT)["status"]["run"]["id"]
+    done = cli(kubeconfig, "rerun", "again", "-n", ui_ns)
+    assert done.returncode == 0, done.stderr
+    wait_plan(
+        kube, ui_ns, "again", ("Failed",), WAIT, until=lambda o: o["status"]["run"]["id"] != first
+    )
+    browser.get(f"{ui}/plans/again")
+    until(browser, "document.querySelector(\"#runs a[data-run='" + first + "']\")")
+    assert browser.execute_script("return document.querySelectorAll('#runs a.run').length") == 2
+    click(browser, f"#runs a[data-run='{first}']")
+    until(browser, "document.getElementById('live')?.textContent === 'an earlier run'")
+    assert browser.execute_script("return location.search") == f"?run={first}"
+    assert browser.execute_script("return document.body.dataset.phase") == "Failed"
+    assert (
+        browser.execute_script("return document.querySelector('#runs a.shown').dataset.run")
+        == first
+    )
+    click_step(browser, "deploy")
+    assert "disk full" in until(browser, "document.querySelector('#output')?.textContent")
+    assert "3" in browser.execute_script("return document.querySelector('#error').textContent")
+    assert browser.execute_script("return document.querySelector('button.log')") is None
+    shot(browser, "earlier-run.png", capsys)

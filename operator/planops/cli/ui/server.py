@@ -37,7 +37,7 @@ from aiohttp import web
 
 from planops.cli import cluster, live_graph, steppods
 from planops.cli.exit_codes import EXIT_INPUT, EXIT_OK
-from planops.cli.plan_report import full_report
+from planops.cli.plan_report import full_report, run_report
 from planops.cli.ui import view
 from planops.kube.api import CliApi
 from planops.kube.client import UNREACHABLE, ApiError
@@ -125,6 +125,12 @@ async def plan(request: web.Request) -> web.StreamResponse:
     found = await kube.get_plan(ns, name)
     if found is None:
         return _not_found(ns, name)
+    run = request.query.get("run")
+    if run and run != ((found.get("status") or {}).get("run") or {}).get("id"):
+        earlier = await run_report(kube, found, run)  # an earlier run: status.history
+        if isinstance(earlier, str):
+            return _json({"error": earlier}, 404)
+        return _json(view.plan_view(ns, found, [], earlier))  # its child Plans are gone
     found = await full_report(kube, found)  # every record, from its PlanReports
     return _json(view.plan_view(ns, found, await _children(kube, ns, name)))
 

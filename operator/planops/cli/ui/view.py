@@ -143,11 +143,37 @@ def _record(rec: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def run_list(plan: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The Plan's runs, newest first: its current run, then the earlier runs its status keeps
+    (status.history), each with its phase, finish and failed step."""
+    st = _status(plan)
+    run = st.get("run") if isinstance(st.get("run"), Mapping) else {}
+    history = st.get("history") if isinstance(st.get("history"), list) else []
+    entries: list[tuple[Mapping[str, Any], bool]] = (
+        [({**st, **(run or {})}, True)] if text((run or {}).get("id")) else []
+    )
+    entries += [(e, False) for e in history or [] if isinstance(e, Mapping) and text(e.get("id"))]
+    return [
+        {
+            **{k: text(e.get(k)) for k in ("id", "phase", "finishedAt", "failedStep")},
+            "current": current,
+        }
+        for e, current in entries
+    ]
+
+
 def plan_view(
-    namespace: str, plan: Mapping[str, Any], children: Sequence[Mapping[str, Any]]
+    namespace: str,
+    plan: Mapping[str, Any],
+    children: Sequence[Mapping[str, Any]],
+    earlier: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One Plan for the page: its DAG with the status over it, every step record, the
-    attempts in flight or refused, the waiting questions, and its child Plans."""
+    attempts in flight or refused, the waiting questions, its child Plans and its runs. With
+    `earlier` (the Plan with an earlier run's status: cli.plan_report.run_report), that run
+    is shown instead of the current one, and `runs` still lists them all."""
+    runs = run_list(plan)
+    plan = earlier if earlier is not None else plan
     meta, st = _meta(plan), _status(plan)
     name = str(meta.get("name") or "")
     doc, problems = parse_document(dict(plan))
@@ -205,4 +231,6 @@ def plan_view(
             for c in children
             if (parent_of(c) or {}).get("name") == name
         ],
+        "runs": runs,
+        "earlier": earlier is not None,
     }

@@ -34,6 +34,17 @@
   const cut = (text, n) => (text.length > n ? text.slice(0, n - 1) + "…" : text);
   const badge = (phase) => h("span", { class: "phase phase-" + String(phase).replace(/[^A-Za-z]/g, "") }, phase);
   const td = (text) => h("td", {}, text === null || text === undefined ? "" : text);
+  const runHref = (name, run) => planHref(name) + (run.current ? "" : "?run=" + encodeURIComponent(run.id));
+
+  // The Plan's runs, newest first (its current run, then status.history): each opens its report.
+  function runLinks(v) {
+    if (v.runs.length < 2) return null;
+    return h("p", { class: "runs", id: "runs" }, "Runs: ", v.runs.flatMap((r, i) => [
+      i ? " · " : "",
+      h("a", { href: runHref(v.name, r), "data-run": r.id, class: r.id === v.run ? "run shown" : "run" }, r.id),
+      " ", badge(r.phase || "?"), r.current ? " (current)" : "",
+    ]));
+  }
 
   async function getJSON(url) {
     const r = await fetch(url, { headers: { Accept: "application/json" } });
@@ -188,9 +199,9 @@
       out.push(h("h2", {}, "Body steps"), h("table", {},
         h("tr", {}, ["Step", "Status", "Attempts", "Output or error", ""].map((t) => h("th", {}, t))),
         inner.map((r) => h("tr", {}, td(r.stepId), td(r.status), td(r.attempts),
-          td(cut(String(r.error || r.output || ""), 80)), h("td", {}, logButtons(state, r.stepId, 1, load))))));
+          td(cut(String(r.error || r.output || ""), 80)), h("td", {}, view.earlier ? "" : logButtons(state, r.stepId, 1, load))))));
     }
-    if (["shell", "tool", "capsule"].includes(n.kind)) {
+    if (!view.earlier && ["shell", "tool", "capsule"].includes(n.kind)) {
       out.push(h("h2", {}, "Log"), logButtons(state, n.id, attempts, load));
     }
     if (state.log && (state.log.step === n.id || state.log.step.startsWith(n.id + "."))) {
@@ -203,8 +214,8 @@
     return out;
   }
 
-  async function showPlan(name) {
-    document.title = `planops: ${name}`;
+  async function showPlan(name, run) {
+    document.title = run ? `planops: ${name}, run ${run}` : `planops: ${name}`;
     const state = { view: null, selected: null, log: null, updates: 0 };
     const parts = {
       head: h("div", {}), asks: h("div", {}), graph: h("div", { class: "graph", id: "graph" }),
@@ -222,6 +233,7 @@
           v.parent ? [" · child of ", h("a", { href: planHref(v.parent.name), id: "parent" }, v.parent.name), ` (step ${v.parent.step || "?"})`] : null),
         h("h1", {}, `Plan ${v.name} `, badge(v.phase), parts.live),
         h("p", { class: "muted" }, facts, v.reason ? ` · ${v.reason}: ${v.message || ""}` : ""),
+        runLinks(v),
         v.unreadable ? h("p", { class: "error" }, `its spec cannot be read: ${v.unreadable}`) : null,
         v.errors.length ? h("ul", { class: "error" }, v.errors.map((e) =>
           h("li", {}, `[${e.code}] ${e.step ? `step ${e.step}, ` : ""}${e.path}: ${e.message}`))) : null,
@@ -244,12 +256,16 @@
     };
 
     try {
-      state.view = await getJSON(`/api/plans/${encodeURIComponent(name)}`);
+      state.view = await getJSON(`/api/plans/${encodeURIComponent(name)}` + (run ? `?run=${encodeURIComponent(run)}` : ""));
     } catch (e) {
       app.replaceChildren(h("p", {}, h("a", { href: "/" }, "← all plans")), h("p", { class: "error" }, e.message));
       return;
     }
     render();
+    if (state.view.earlier) {  // an earlier run has ended: nothing of it changes, nothing to follow
+      parts.live.textContent = "an earlier run";
+      return;
+    }
     const events = new EventSource(`/api/plans/${encodeURIComponent(name)}/watch`);
     events.addEventListener("plan", (ev) => {
       const view = JSON.parse(ev.data);
@@ -274,6 +290,6 @@
   }
 
   const m = location.pathname.match(/^\/plans\/([^/]+)$/);
-  if (m) showPlan(decodeURIComponent(m[1]));
+  if (m) showPlan(decodeURIComponent(m[1]), new URLSearchParams(location.search).get("run"));
   else showList();
 })();
