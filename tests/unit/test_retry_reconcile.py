@@ -13,6 +13,7 @@ from planops.cli.steer import retry_refusal
 from planops.kube import manifests
 from planops.reconciler import retrying
 from planops.reconciler.reconcile import Reconciler
+from planops.reconciler.status import rfc3339
 
 from .fakekube import FakeKube
 
@@ -27,13 +28,15 @@ STEPS = [
 
 
 class World:
-    def __init__(self, steps: list[dict[str, Any]] = STEPS, status_records: int = 20) -> None:
+    def __init__(
+        self, steps: list[dict[str, Any]] = STEPS, status_records: int = 20, **capsule: Any
+    ) -> None:
         self.kube = FakeKube()
         self.kube.put(
             "capsule",
             {
                 "metadata": {"name": "default", "namespace": "ns"},
-                "spec": {"image": "busybox:1", "shell": {"allow": ["true"]}},
+                "spec": {"image": "busybox:1", "shell": {"allow": ["true"]}, **capsule},
             },
         )
         self.kube.put(
@@ -89,7 +92,7 @@ class World:
         job["status"] = {
             "succeeded" if ok else "failed": 1,
             "conditions": [
-                {"type": kind, "status": "True", "lastTransitionTime": "2027-01-15T08:00:00Z"}
+                {"type": kind, "status": "True", "lastTransitionTime": rfc3339(self.now)}
             ],
         }
         pod = f"{job['metadata']['name']}-pod"
@@ -99,7 +102,15 @@ class World:
                 "metadata": {
                     "name": pod,
                     "labels": job["metadata"]["labels"],
-                    "ownerReferences": [{"uid": job["metadata"]["uid"], "controller": True}],
+                    "ownerReferences": [
+                        {
+                            "apiVersion": "batch/v1",
+                            "kind": "Job",
+                            "name": job["metadata"]["name"],
+                            "uid": job["metadata"]["uid"],
+                            "controller": True,
+                        }
+                    ],
                 },
                 "status": {
                     "phase": "Succeeded" if ok else "Failed",
@@ -113,8 +124,8 @@ class World:
         return [e["message"] for e in self.kube.events if e.get("reason") == reason]
 
 
-def failed_at_b(status_records: int = 20) -> World:
-    w = World(status_records=status_records)
+def failed_at_b(status_records: int = 20, **capsule: Any) -> World:
+    w = World(status_records=status_records, **capsule)
     w.reconcile()
     w.finish("a", True)
     w.finish("c", True)
@@ -237,7 +248,8 @@ def test_the_earlier_runs_records_are_read_from_its_report_objects_before_they_g
     reports = [r for r in w.kube.of("planreport") if r["run"] == status["run"]["id"]]
     kept = [r["stepId"] for chunk in reports for r in chunk["records"]]
     assert sorted(kept) == ["a", "c"]
-    assert all(r["run"] == status["run"]["id"] for r in w.kube.of("planreport"))  # old: gone
+    runs = {r["run"] for r in w.kube.of("planreport")}
+    assert runs == {status["run"]["id"], first["run"]["id"]}  # the earlier run's: in its history
 
 
 def test_kubectl_plan_retry_refuses_before_writing_anything():
@@ -279,3 +291,28 @@ def test_a_retry_of_a_plan_refused_now_starts_nothing_and_keeps_the_ended_run():
     assert status["report"] == before["report"]
     (message,) = w.events("RetryRefused")
     assert "the plan is refused now" in message and "shell-not-allowed" in message
+
+
+def test_a_retried_run_that_waits_for_a_capsule_slot_still_keeps_what_succeeded():
+    w = failed_at_b(concurrency={"maxRunningPlans": 1})
+    w.kube.put(
+        "plan",
+        {
+            "apiVersion": "planops.dev/v1alpha1",
+            "kind": "Plan",
+            "metadata": {"name": "other", "namespace": "ns", "uid": "uid-other", "generation": 1},
+            "spec": {"steps": [{"id": "x", "shell": "true"}]},
+        },
+    )
+    asyncio.run(w.reconciler.reconcile("ns", "other"))  # holds the Capsule's one slot
+    w.retry("t1")
+    waiting = w.reconcile()
+    assert waiting["phase"] == "Pending" and waiting["run"]["retryOf"]
+    assert w.jobs() == {}
+    other = w.kube.get("plan", "ns", "other")
+    assert other is not None
+    other["status"] = {**other["status"], "phase": "Succeeded"}  # its slot is free
+    status = w.reconcile()
+    assert status["phase"] == "Running", status
+    assert sorted(w.jobs()) == ["b"]  # a and c kept, though the run waited before it started
+    assert sorted(s for s, _ in steps_of(status)) == ["a", "c"]

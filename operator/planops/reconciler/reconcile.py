@@ -223,7 +223,7 @@ class Reconciler:
         claim = await plan_runs.workspace(self.kube, ref, spec)
         facts, observed, later = (
             (seed, [], False)
-            if fresh
+            if fresh or choice.reseed
             # A run the status does not know has dispatched nothing that needs observing: an
             # object a crashed reconcile created before its status write has the name the next
             # dispatch creates, and that create adopts it (AlreadyExists).

@@ -32,6 +32,7 @@ from planops.engine.retry import RetryRefused, plan_retry
 from planops.kube import manifests
 from planops.kube.api import KubeApi
 from planops.kube.events import Recorder
+from planops.reconciler import earlier_runs
 from planops.reconciler import reports as reports_
 from planops.reconciler.judging import Verdict
 from planops.reconciler.writing import StatusWriter
@@ -58,6 +59,9 @@ class Choice:
     rid: str
     info: dict[str, Any] = field(default_factory=dict)
     request: Request | None = None
+    #: a retried run that has not started (it waited for a slot of its Capsule): it starts from
+    #: the records of the run it retries, read again (that run is in status.history now)
+    reseed: bool = False
 
 
 #: the longest token the status and Events repeat as it was written (an annotation may be 256 KiB)
@@ -93,7 +97,8 @@ def choose(meta: dict[str, Any], previous: dict[str, Any], generation: int, reru
     kept = {k: before[k] for k in ("retry", "retryOf", "retryFrom") if before.get(k)}
     if token_of(value) in ("", before.get("retry") or "") or not names.ended(previous.get("phase")):
         # nothing new asked (or taken away: nothing to undo), or the run is under way
-        return Choice(str(before["id"]), kept)
+        unstarted = bool(before.get("retryOf")) and not before.get("startedAt")
+        return Choice(str(before["id"]), kept, reseed=unstarted)
     token, from_step = parse(value)
     new_rid = manifests.run_id(meta["uid"], generation, f"{rerun}/retry/{token}")
     info = {"retry": token, "retryOf": before["id"], "retryFrom": from_step}
@@ -128,6 +133,8 @@ async def seed(
     refused (the Event and the status are written here). A Plan invalid now starts from nothing
     (the reconcile reports it, as for any run)."""
     request = choice.request
+    if choice.reseed:
+        return await _reseed(kube, judge, plan)
     if request is None:
         return Facts()
     meta, previous = plan["metadata"], plan.get("status") or {}
@@ -154,4 +161,30 @@ async def seed(
         f"running again: {again}",
         run=choice.rid,
     )
+    return retry.facts
+
+
+async def _reseed(
+    kube: KubeApi, judge: Callable[..., Awaitable[Verdict]], plan: dict[str, Any]
+) -> Facts:
+    """The kept records of a retried run that waited before it started, from the run it
+    retries as status.history keeps it (nothing when the history no longer has it: then every
+    step runs)."""
+    before = (plan.get("status") or {}).get("run") or {}
+    earlier = await earlier_runs.earlier_run(kube, plan, str(before["retryOf"]))
+    spec, _, errors = await judge(plan, reuse=True)
+    if earlier is None or spec is None or errors:
+        return Facts()
+    report = earlier.get("report") or {}
+    records = [StepRecord.from_json(s) for s in report.get("steps") or []]
+    try:
+        retry = plan_retry(
+            spec,
+            records,
+            completed=bool(report.get("completed")),
+            exited=report.get("exit") is not None,
+            from_step=before.get("retryFrom"),
+        )
+    except RetryRefused:
+        return Facts()
     return retry.facts
