@@ -184,7 +184,7 @@ def test_refusals_in_a_row_stop_after_the_rounds_bound_and_look_again_at_once():
     spec = plan({"id": "a", "shell": "true", "retries": 100})
     step = core.plan_step(situation(spec))
     intents = advance(step, lambda creates: [Answer(c.dispatch, refusal="no") for c in creates])
-    assert step.rounds == core.MAX_ROUNDS
+    assert step.rounds == core.MAX_ROUNDS == events(intents).count("CallDenied")
     assert intents.status["phase"] != "Failed"  # not over: the next reconcile goes on
     assert intents.wake == core.WAKE_MARGIN
 
@@ -466,3 +466,76 @@ def test_a_big_bodys_steps_are_logged_not_posted_and_summed_up(monkeypatch):
     assert summary.warning and summary.fields == {"step": "m"}
     assert summary.message.startswith("step m: 3 body steps settled (2 success, 1 failed")
     assert told.metrics[-1] == Metric("plan_duration", (), 0.5, True)
+
+
+def test_a_new_refusal_with_retries_left_is_recorded_with_its_reason_and_times():
+    spec = plan({"id": "a", "shell": "true", "retries": 2, "retryBackoff": {"duration": "1m"}})
+    no = lambda creates: [Answer(c.dispatch, refusal="quota exceeded") for c in creates]  # noqa: E731
+    intents = advance(core.plan_step(situation(spec)), no)
+    assert intents.status["refusedAttempts"] == [
+        {
+            "stepId": "a",
+            "attempt": 1,
+            "error": "quota exceeded",
+            "startedAt": "2027-01-15T08:00:00.000Z",
+            "finishedAt": "2027-01-15T08:00:00.000Z",
+        }
+    ]
+    assert intents.status["report"]["planId"] == "p"
+
+
+def test_a_failed_attempt_with_an_object_is_no_refusal():
+    spec = plan({"id": "a", "shell": "true", "retries": 1, "retryBackoff": {"duration": "1m"}})
+    failed = AttemptFact("a", 1, NOW - 5, "failed", NOW - 1, None, "exit 1")
+    observed = (Observed("a", 1, "job-a", "job", NOW - 5, "failed", "exit 1", NOW - 1),)
+    s = situation(spec, facts=Facts((), (failed,)), observed=observed)
+    assert advance(core.plan_step(s)).status["refusedAttempts"] is None
+
+
+def test_a_retry_waits_the_capsules_backoff_when_the_step_sets_none():
+    spec = plan({"id": "a", "shell": "true", "retries": 1})
+    failed = AttemptFact("a", 1, NOW - 5, "failed", NOW - 1, None, "exit 1")
+    cap = capsule(image="busybox:1", retryBackoff={"duration": "30s"})
+    step = core.plan_step(situation(spec, cap, facts=Facts((), (failed,))))
+    assert step.decide() == []  # not yet: 29 s to go
+    assert step.wake_at == NOW + 29
+
+
+def test_a_run_that_finished_is_not_stopped_by_its_deadline_afterwards():
+    spec = plan({"id": "a", "shell": "true"}, {"id": "b", "shell": "true"}, activeDeadlineSeconds=5)
+    done = StepRecord("a", "failed", None, "exit 1", 1, NOW - 9, NOW - 8)  # it stopped the plan
+    step = core.plan_step(situation(spec, facts=Facts((done,), ()), started_at=NOW - 10))
+    assert step.stop is None
+
+
+def test_an_answer_that_does_not_fit_the_question_is_told_and_the_question_waits():
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+    spec = plan({"id": "q", "ask": {"prompt": "go?", "outputSchema": schema}})
+    waiting = {
+        "stepId": "q",
+        "attempt": 1,
+        "prompt": "go?",
+        "outputSchema": schema,
+        "since": "2027-01-15T08:00:00Z",
+        "deadline": "2027-01-15T09:00:00Z",
+    }
+    wrong = {manifests.answer_annotation("q"): json.dumps({"run": RUN, "answer": {"ok": "yes"}})}
+    s = situation(
+        spec,
+        facts=Facts((), (AttemptFact("q", 1, NOW - 5),)),
+        previous={"asks": [waiting]},
+        annotations=wrong,
+    )
+    intents = advance(core.plan_step(s))
+    assert events(intents)[0] == "AnswerRejected"
+    assert [a["stepId"] for a in intents.status["asks"]] == ["q"]
+
+
+def test_what_settled_before_a_refusal_is_told_with_what_settled_after_it():
+    spec = plan({"id": "z", "shell": "true"}, {"id": "a", "shell": "true", "onError": "continue"})
+    done = AttemptFact("z", 1, NOW - 5, "success", NOW - 1, "out")
+    step = core.plan_step(situation(spec, facts=Facts((), (done,))))
+    no = lambda creates: [Answer(c.dispatch, refusal="denied") for c in creates]  # noqa: E731
+    intents = advance(step, no)
+    assert [r.step_id for r in step.settled] == ["z", "a"]
+    assert events(intents) == ["CallDenied", "StepSucceeded", "StepFailed", "PlanSucceeded"]
