@@ -93,7 +93,8 @@ def choose(meta: dict[str, Any], previous: dict[str, Any], generation: int, reru
         and (before.get("rerun") or "") == rerun
     )
     if not same:  # a new generation or re-run: a full run; the annotation is no request
-        return Choice(rid, {"retry": token_of(value) or None})
+        token = token_of(value)  # recorded only when there is one: a status never holds None
+        return Choice(rid, {"retry": token} if token else {})
     kept = {k: before[k] for k in ("retry", "retryOf", "retryFrom") if before.get(k)}
     if token_of(value) in ("", before.get("retry") or "") or not names.ended(previous.get("phase")):
         # nothing new asked (or taken away: nothing to undo), or the run is under way
