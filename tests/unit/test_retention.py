@@ -331,7 +331,15 @@ def test_a_job_that_copies_the_runs_labels_but_is_not_the_plans_is_never_collect
             "metadata": {
                 "name": "someone-elses",
                 "labels": dict(job["metadata"]["labels"]),
-                "ownerReferences": [{"uid": "another-owner", "controller": True}],
+                "ownerReferences": [
+                    {
+                        "apiVersion": "planops.dev/v1alpha1",
+                        "kind": "Plan",
+                        "name": "p",
+                        "uid": "another-owner",
+                        "controller": True,
+                    }
+                ],
             }
         },
     )
