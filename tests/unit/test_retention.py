@@ -319,6 +319,37 @@ def test_a_finished_runs_jobs_are_collected_once_by_its_policy(policy, ok, kept)
     assert "list_jobs" not in [m for m, _, _ in w.kube.calls]
 
 
+def test_a_job_that_copies_the_runs_labels_but_is_not_the_plans_is_never_collected():
+    # anyone who may create a Job can copy labels; only the controller reference makes it ours
+    w = World([{"id": "a", "shell": "echo a"}], podGC="OnPlanCompletion")
+    w.reconcile()
+    job = w.kube.get("job", "ns", w.job_name("a"))
+    assert job is not None
+    w.kube.put(
+        "job",
+        {
+            "metadata": {
+                "name": "someone-elses",
+                "labels": dict(job["metadata"]["labels"]),
+                "ownerReferences": [
+                    {
+                        "apiVersion": "planops.dev/v1alpha1",
+                        "kind": "Plan",
+                        "name": "p",
+                        "uid": "another-owner",
+                        "controller": True,
+                    }
+                ],
+            }
+        },
+    )
+    w.end("a")
+    w.reconcile()
+    w.reconcile()
+    assert w.status["jobsCollected"] == RUN
+    assert w.jobs() == ["someone-elses"]
+
+
 def test_a_cancelled_runs_jobs_are_collected_by_on_plan_completion():
     w = World([{"id": "a", "shell": "sleep 100"}], podGC="OnPlanCompletion")
     w.reconcile()

@@ -34,7 +34,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{/* The operator's rules on Plans' work, in the namespaces it watches (Role or ClusterRole). */}}
 {{- define "planops.namespacedRules" -}}
 # Plans: read and watch them, create/delete child Plans of capsule steps and the runs of
-# ScheduledPlans, and annotate nothing (no update/patch of a Plan's spec or metadata).
+# ScheduledPlans, delete a finished Plan past its ttlSecondsAfterFinished, and annotate nothing
+# (no update/patch of a Plan's spec or metadata).
 - apiGroups: ["planops.dev"]
   resources: ["plans"]
   verbs: ["get", "list", "watch", "create", "delete"]
@@ -65,7 +66,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - apiGroups: ["planops.dev"]
   resources: ["scheduledplans"]
   verbs: ["get", "list", "watch"]
-# One Job per step attempt; delete stuck attempts and the Jobs of a stopped run.
+# One Job per step attempt; delete stuck attempts, the Jobs of a stopped run, and those a Plan's
+# podGC collects.
 - apiGroups: ["batch"]
   resources: ["jobs"]
   verbs: ["get", "list", "watch", "create", "delete"]

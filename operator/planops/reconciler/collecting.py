@@ -15,11 +15,12 @@ run, not listed again at every later look.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from planops import metrics
+from planops.engine import StepRecord
 from planops.kube import manifests
 from planops.kube.api import KubeApi
 from planops.kube.cache import WatchCache
@@ -55,13 +56,14 @@ class Retainer:
         return retention.wants_a_look(plan, self.default_ttl)
 
     async def after_steps(
-        self, plan: dict[str, Any], observed: list[Observed], settled: set[str]
+        self, plan: dict[str, Any], observed: list[Observed], records: Iterable[StepRecord]
     ) -> None:
-        """OnStepCompletion: delete the Jobs of the steps whose records are settled, once the
-        status that records them is written (never a Job of an attempt in flight)."""
-        if retention.pod_gc(plan) != retention.ON_STEP:
+        """OnStepCompletion: delete the Jobs of the steps whose `records` are settled, once the
+        status that records them is written (never a Job of an attempt in flight). Other
+        policies pay nothing here (not even a pass over the records)."""
+        if retention.pod_gc(plan) != retention.ON_STEP or not observed:
             return
-        jobs = retention.settled_jobs(observed, settled)
+        jobs = retention.settled_jobs(observed, {r.step_id for r in records})
         if jobs:
             await self._delete_jobs(plan["metadata"]["namespace"], jobs, retention.ON_STEP)
 

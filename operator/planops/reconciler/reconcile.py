@@ -300,7 +300,7 @@ class Reconciler:
         if intents.closes:
             self._close(ref)
         # podGC: the Jobs of steps settled, now that the status records them (collecting)
-        await self._retain.after_steps(plan, s.observed, {r.step_id for r in report.steps})
+        await self._retain.after_steps(plan, s.observed, report.steps)
         if intents.closes and self._retain.look_again(plan):  # the run's end: its retention
             return 0.0
         return intents.wake

@@ -1,0 +1,80 @@
+"""A TTL waits for the archive, on the real cluster and a real PostgreSQL: with the database
+stopped, a finished Plan whose ttlSecondsAfterFinished passed long ago stays (deleting it would
+lose its run: its PlanReports go with it); once the database is back and the run is archived,
+the Plan is deleted, and its row is in the archive."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.cluster.postgres import Postgres, postgres  # noqa: F401 - the session's server
+from tests.conftest import Kube
+from tests.e2e.conftest import capsule, plan, start_operator, wait_plan
+from tests.e2e.test_archive import _metric, _rows, _wait
+
+pytestmark = [pytest.mark.cluster, pytest.mark.archive]
+
+FILTER = {
+    "id": "f",
+    "filter": {"over": [1, 2, 3], "where": {"value": "{{item}}", "op": "gt", "to": 1}},
+}
+
+
+@pytest.fixture
+def retention_ns(kube: Kube, crds: None) -> Iterator[str]:
+    name = f"retain-{uuid.uuid4().hex[:8]}"
+    kube.run("create", "namespace", name)
+    kube.apply(capsule("local/busybox:1.35.0"), "-n", name)
+    try:
+        yield name
+    finally:
+        kube.run("delete", "namespace", name, "--wait=false", check=False)
+
+
+def test_a_ttld_plan_is_not_deleted_until_its_run_is_archived(
+    kube: Kube,
+    kubeconfig: str,
+    retention_ns: str,
+    postgres: Postgres,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+):
+    ns = retention_ns
+    dsn = postgres.create_database(f"t_{uuid.uuid4().hex[:12]}")
+    monkeypatch.setenv("PLANOPS_ARCHIVE_DSN", dsn)
+    op = start_operator(kubeconfig, [ns], tmp_path / "operator.log", "--archive")
+    try:
+        postgres.stop()
+        kube.apply(plan("kept", FILTER, ttlSecondsAfterFinished=1), "-n", ns)
+        done = wait_plan(kube, ns, "kept", ("Succeeded",), timeout=60)
+        run = done["status"]["run"]["id"]
+        _wait(
+            "the metric saying the database is down",
+            lambda: _metric(op, "planops_archive_database_up") == 0,
+            30,
+            op,
+        )
+        time.sleep(10)  # ten times its TTL, and several resyncs (3 s)
+        held = kube.get("plan", "kept", "-n", ns)
+        assert held["metadata"]["uid"] == done["metadata"]["uid"]
+        assert held["status"].get("archived") is None
+        assert (_metric(op, "planops_plans_deleted_by_ttl_total") or 0) == 0
+        postgres.start()
+        _wait(
+            "the Plan deleted once archived",
+            lambda: kube.run("get", "plan", "kept", "-n", ns, check=False).returncode != 0,
+            90,
+            op,
+        )
+        rows = [r for r in _rows(dsn, ns) if r["name"] == "kept"]
+        assert [(r["run_id"], r["phase"]) for r in rows] == [(run, "Succeeded")]
+        assert _metric(op, "planops_plans_deleted_by_ttl_total") == 1
+    finally:
+        if not postgres.running():
+            postgres.start()
+        op.stop()
