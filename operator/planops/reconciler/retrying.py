@@ -93,8 +93,7 @@ def choose(meta: dict[str, Any], previous: dict[str, Any], generation: int, reru
         and (before.get("rerun") or "") == rerun
     )
     if not same:  # a new generation or re-run: a full run; the annotation is no request
-        token = token_of(value)  # recorded only when there is one: a status never holds None
-        return Choice(rid, {"retry": token} if token else {})
+        return Choice(rid, {"retry": token_of(value)} if value else {})
     kept = {k: before[k] for k in ("retry", "retryOf", "retryFrom") if before.get(k)}
     if token_of(value) in ("", before.get("retry") or "") or not names.ended(previous.get("phase")):
         # nothing new asked (or taken away: nothing to undo), or the run is under way
@@ -102,7 +101,9 @@ def choose(meta: dict[str, Any], previous: dict[str, Any], generation: int, reru
         return Choice(str(before["id"]), kept, reseed=unstarted)
     token, from_step = parse(value)
     new_rid = manifests.run_id(meta["uid"], generation, f"{rerun}/retry/{token}")
-    info = {"retry": token, "retryOf": before["id"], "retryFrom": from_step}
+    info = {"retry": token, "retryOf": before["id"]} | (
+        {"retryFrom": from_step} if from_step else {}
+    )
     return Choice(new_rid, info, Request(token, from_step, str(before["id"])))
 
 
