@@ -99,7 +99,14 @@ class World:
                 "metadata": {
                     "name": pod,
                     "labels": job["metadata"]["labels"],
-                    "ownerReferences": [{"uid": job["metadata"]["uid"], "controller": True}],
+                    "ownerReferences": [
+                        {
+                            "apiVersion": "batch/v1",
+                            "kind": "Job",
+                            "uid": job["metadata"]["uid"],
+                            "controller": True,
+                        }
+                    ],
                 },
                 "status": {
                     "phase": "Succeeded" if ok else "Failed",
