@@ -164,8 +164,10 @@ def test_the_limit_is_read_within_its_bounds():
 def test_the_worst_history_stays_within_its_share_of_the_status():
     long = "é<" * 100_000
     status = {
-        "run": {"id": "r" * 300, "generation": 2**31, "rerun": long, "startedAt": long},
+        "run": {"id": "r" * 300, "generation": 2**31, "rerun": long},
         "phase": "Failed",
+        "startedAt": "2026-11-30T00:00:00.123456Z",
+        "finishedAt": "2026-11-30T00:00:00.123456Z",
         "failedStep": long,
         "conditions": [{"type": "Succeeded", "reason": long, "message": long}],
         "counts": {"success": 2**31, "failed": 2**31, "skipped": 2**31},

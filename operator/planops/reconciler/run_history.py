@@ -33,7 +33,7 @@ ENTRIES_MAX = HISTORY_ENTRIES_MAX
 ENTRY_BYTES = 1024
 #: the texts of an entry at most (bytes before a truncation mark): its message, its failed step
 #: (a body step's qualified id may be long), its re-run value and reason (short words)
-MESSAGE_LIMIT = 200
+MESSAGE_LIMIT = 160
 STEP_LIMIT = 128
 WORD_LIMIT = 64
 #: the reason of a run stopped because a new one replaced it before it finished
