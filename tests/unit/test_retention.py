@@ -435,3 +435,27 @@ def test_an_invalid_plan_is_not_deleted_by_a_ttl():
     w.now += 99
     w.reconcile()
     assert w.kube.get("plan", "ns", "p") is not None
+
+
+@pytest.mark.parametrize(
+    ("owner", "own_ttl", "deleted"),
+    [
+        ("ScheduledPlan", None, False),  # kept by its schedule's history limits
+        ("ScheduledPlan", 0, True),  # its template's own TTL applies too
+        ("Plan", 0, False),  # a capsule step's child goes with its parent
+    ],
+)
+def test_whose_runs_the_operators_default_ttl_deletes(owner, own_ttl, deleted):
+    spec = {} if own_ttl is None else {"ttlSecondsAfterFinished": own_ttl}
+    w = World([{"id": "a", "shell": "echo a"}], **spec)
+    plan = w.kube.get("plan", "ns", "p")
+    assert plan is not None
+    ref = {"apiVersion": "planops.dev/v1alpha1", "kind": owner, "name": "o", "uid": "owner-uid"}
+    plan["metadata"]["ownerReferences"] = [{**ref, "controller": True}]
+    w.reconciler = w.operator(default_ttl=0)
+    w.reconcile()
+    w.end("a")
+    w.reconcile()
+    w.now += 60
+    w.reconcile()
+    assert (w.kube.get("plan", "ns", "p") is None) is deleted
