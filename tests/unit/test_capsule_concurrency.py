@@ -438,9 +438,10 @@ def test_a_scheduled_run_waiting_for_a_slot_is_active_for_concurrency_policy_for
 
 def test_a_rerun_waiting_for_a_slot_keeps_the_earlier_runs_in_its_history():
     c = Cluster(limit=1)
-    c.plan("holder", 1)
-    c.plan("again", 2)
-    c.reconcile("again")  # alone: it runs first
+    c.plan("again", 1)
+    c.plan("holder", 2)
+    c.reconcile("again")  # first in the queue: it runs
+    assert c.jobs("again") and "queue" not in c.status("again")
     c.finish("again")
     c.reconcile("holder")
     plan = c.kube.get("plan", "ns", "again")
@@ -464,3 +465,18 @@ def test_a_rerun_waiting_for_a_slot_keeps_the_earlier_runs_in_its_history():
     assert c.jobs("again") and c.status("again")["phase"] == "Running"
     assert len(written) == 2  # the slot taken, then the run's own status: both keep it
     assert all([h["id"] for h in w["history"]] == [earlier] for w in written), written
+
+
+def test_a_run_replaced_while_it_waited_for_a_slot_is_no_run_in_the_history():
+    c = Cluster(limit=1)
+    c.plan("holder", 1)
+    c.plan("edited", 2)
+    c.reconcile("holder", "edited")
+    plan = c.kube.get("plan", "ns", "edited")
+    assert plan is not None and plan["status"]["queue"]
+    plan["metadata"]["generation"] = 2  # its spec changed while it waited: a new run
+    c.reconcile("edited")
+    status = c.status("edited")
+    assert status["queue"]["running"] == ["holder"]
+    assert status["run"]["generation"] == 2
+    assert not status.get("history"), status.get("history")  # the waiting run ran nothing

@@ -58,11 +58,12 @@ def _count(value: Any) -> int:
 
 def entry(status: dict[str, Any], replaced_by: str, now: float) -> dict[str, Any] | None:
     """The history entry of the run `status` holds, now that run `replaced_by` replaces it; None
-    for a run that ran nothing (Invalid, or no run at all). A run replaced before it ended was
-    stopped: it is recorded as Failed, reason Replaced."""
+    for a run that ran nothing (Invalid, still waiting for a slot of its Capsule: `queue`, or no
+    run at all). A run replaced before it ended was stopped: it is recorded as Failed, reason
+    Replaced."""
     run = status.get("run") or {}
     rid, phase = run.get("id"), status.get("phase")
-    if not isinstance(rid, str) or not rid or phase not in _RAN:
+    if not isinstance(rid, str) or not rid or phase not in _RAN or status.get("queue"):
         return None
     report = status.get("report") or {}
     cond: dict[str, Any] = next(
