@@ -7,15 +7,17 @@ tests/e2e/test_run_history.py."""
 from __future__ import annotations
 
 import asyncio
+import copy
 from typing import Any
 
 from planops.archive.queue import Archiver, earlier_row
 from planops.archive.row import archived, pending_earlier, pending_runs, waits_for_archive
 from planops.kube.cache import WatchCache
-from planops.kube.client import ApiError
 from planops.kube.manifests import PlanRef
 from planops.reconciler import reports, run_history
 from tests.unit.test_archive_row import plan
+
+from .fakekube import FakeKube
 
 EARLIER = {
     "id": "old1",
@@ -57,24 +59,29 @@ def test_an_earlier_runs_row_is_its_entry_with_every_record():
     assert same.spec is not None and same.spec_digest is not None
 
 
-class _Cluster:
-    def __init__(self, objects: list[dict[str, Any]], refuse_mark: bool = False) -> None:
-        self.objects, self.refuse_mark = objects, refuse_mark
-        self.marks: list[tuple[str, str, Any, str]] = []
+def _cluster(
+    p: dict[str, Any], chunks: list[dict[str, Any]], refuse_mark: bool = False
+) -> FakeKube:
+    """The API server holding the Plan `p` and its PlanReports; `refuse_mark`: its history moved
+    on, so an entry's mark fails its JSON Patch test (422)."""
+    kube = FakeKube()
+    kube.put("plan", copy.deepcopy(p))
+    for chunk in chunks:
+        kube.put("planreport", {**chunk, "metadata": {**chunk["metadata"], "namespace": "team"}})
+    if refuse_mark:
+        kube.refuse("patch_plan_history_archived", 422, "the test operation failed", times=None)
+    return kube
 
-    async def list_plan_reports(self, namespace: str, selector: str) -> list[dict[str, Any]]:
-        run = dict(t.split("=", 1) for t in selector.split(","))["planops.dev/run"]
-        return [o for o in self.objects if o["run"] == run]
 
-    async def patch_plan_archived(self, namespace: str, name: str, run: str) -> None:
-        self.marks.append((namespace, name, "current", run))
-
-    async def patch_plan_history_archived(
-        self, namespace: str, name: str, index: int, run: str
-    ) -> None:
-        if self.refuse_mark:
-            raise ApiError(422, "Invalid", "the test operation failed")
-        self.marks.append((namespace, name, index, run))
+def _marked(kube: FakeKube) -> list[tuple[str, str, int | str, Any]]:
+    """The marks written: (namespace, name, history index or "current", run)."""
+    plan = kube.get("plan", "team", "p")
+    assert plan is not None
+    return [
+        ("team", "p", i, e["id"])
+        for i, e in enumerate(plan["status"].get("history") or [])
+        if e.get("archived") is True and e["id"] != "done0"
+    ]
 
 
 class _Store:
@@ -86,11 +93,15 @@ class _Store:
         return True
 
 
-def _archive(p: dict[str, Any], cluster: _Cluster) -> _Store:
+def _archive(p: dict[str, Any], cluster: FakeKube) -> _Store:
     cache = WatchCache()
     cache.seen("ADDED", p)
     store = _Store()
-    archiver = Archiver(None, cluster, cache)  # type: ignore[arg-type]
+
+    async def no_database() -> Any:
+        raise AssertionError("the writer is handed its store")
+
+    archiver = Archiver(no_database, cluster, cache)
     assert archiver.offer(p)
     asyncio.run(archiver._archive(store, ("team", "p")))  # type: ignore[arg-type]
     return store
@@ -100,18 +111,19 @@ def test_the_writer_archives_an_earlier_run_from_its_planreports_and_marks_its_e
     ref = PlanRef("team", "p", "uid-p", "old1")
     chunk = reports.body(ref, reports.Chunk(0, 0, 2, 0), RECORDS)
     other = reports.body(PlanRef("team", "p", "uid-p", "zzz"), reports.Chunk(0, 0, 1, 0), [{}])
-    cluster = _Cluster([chunk, other])
     p = with_history({**EARLIER, "id": "done0", "archived": True}, EARLIER, archived_run="abc123")
+    cluster = _cluster(p, [chunk, other])
     store = _archive(p, cluster)
     [row] = store.rows
     assert row.run_id == "old1" and [s["stepId"] for s in row.report["steps"]] == ["a", "b"]
-    assert cluster.marks == [("team", "p", 1, "old1")]  # its index in the history
+    assert _marked(cluster) == [("team", "p", 1, "old1")]  # its index in the history
 
 
 def test_a_mark_the_history_moved_away_from_is_left_for_the_next_sweep():
-    cluster = _Cluster([], refuse_mark=True)
-    store = _archive(with_history(EARLIER, archived_run="abc123"), cluster)
-    assert [r.run_id for r in store.rows] == ["old1"] and cluster.marks == []
+    p = with_history(EARLIER, archived_run="abc123")
+    cluster = _cluster(p, [], refuse_mark=True)
+    store = _archive(p, cluster)
+    assert [r.run_id for r in store.rows] == ["old1"] and _marked(cluster) == []
 
 
 def test_pending_earlier_gives_each_waiting_entry_its_index():

@@ -375,18 +375,16 @@ def test_max_running_plans_below_one_or_not_a_number_is_refused(limit: Any):
     assert any("maxRunningPlans" in str(p) for p in problems), problems
 
 
-class _ScheduleApi:
-    """What a ScheduledPlan's reconcile asks of the API: a Forbid schedule, due now, whose last
-    run waits for a slot of its Capsule."""
+def _schedule_api(run_status: dict[str, Any]) -> FakeKube:
+    """The API server holding a Forbid schedule, due now, whose last run waits for a slot of
+    its Capsule."""
+    from planops.reconciler.scheduled import LABEL_SCHEDULED_BY  # noqa: PLC0415
 
-    def __init__(self, run_status: dict[str, Any]) -> None:
-        self.run_status = run_status
-        self.created: list[dict[str, Any]] = []
-        self.events: list[dict[str, Any]] = []
-
-    async def get_object(self, plural: str, namespace: str | None, name: str) -> Any:
-        meta = {"name": "nightly", "namespace": "ns", "uid": "u-sched", "generation": 1}
-        return {
+    kube = FakeKube()
+    meta = {"name": "nightly", "namespace": "ns", "uid": "u-sched", "generation": 1}
+    kube.put(
+        "scheduledplan",
+        {
             "apiVersion": "planops.dev/v1alpha1",
             "kind": "ScheduledPlan",
             "metadata": {**meta, "creationTimestamp": "2027-01-15T07:50:00Z"},
@@ -396,29 +394,14 @@ class _ScheduleApi:
                 "planTemplate": {"spec": {"steps": SLEEP}},
             },
             "status": {"lastScheduleTime": "2027-01-15T07:59:00Z"},
-        }
-
-    async def get_capsule(self, namespace: str, name: str) -> Any:
-        return {"metadata": {"resourceVersion": "1"}, "spec": capsule_spec(1)}
-
-    async def list_plans(self, namespace: str, selector: str) -> list[Any]:
-        owner = {"apiVersion": "planops.dev/v1alpha1", "kind": "ScheduledPlan", "uid": "u-sched"}
-        meta = {"name": "nightly-29", "namespace": "ns", "uid": "u-run"}
-        meta["ownerReferences"] = [{**owner, "name": "nightly", "controller": True}]
-        return [{"metadata": meta, "status": self.run_status}]
-
-    async def create_plan(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        self.created.append(body)
-        return body
-
-    async def delete_plan(self, namespace: str, name: str) -> None:
-        pass
-
-    async def patch_status(self, plural: str, namespace: Any, name: str, status: Any) -> None:
-        pass
-
-    async def create_event(self, namespace: str, body: dict[str, Any]) -> None:
-        self.events.append(body)
+        },
+    )
+    kube.put("capsule", {"metadata": {"name": "default"}, "spec": capsule_spec(1)})
+    owner = {"apiVersion": "planops.dev/v1alpha1", "kind": "ScheduledPlan", "uid": "u-sched"}
+    run = {"name": "nightly-29", "uid": "u-run", "labels": {LABEL_SCHEDULED_BY: "nightly"}}
+    run["ownerReferences"] = [{**owner, "name": "nightly", "controller": True}]
+    kube.put("plan", {"metadata": run, "status": run_status})
+    return kube
 
 
 def test_a_scheduled_run_waiting_for_a_slot_is_active_for_concurrency_policy_forbid():
@@ -428,11 +411,12 @@ def test_a_scheduled_run_waiting_for_a_slot_is_active_for_concurrency_policy_for
     c.plan("holder", 1)
     c.plan("nightly-29", 2)
     c.reconcile("holder", "nightly-29")
-    api = _ScheduleApi(c.status("nightly-29"))
-    assert api.run_status["phase"] == "Pending" and api.run_status["queue"]
-    schedules = ScheduleReconciler(api, clock=lambda: NOW + 1, budget=None)  # type: ignore[arg-type]
+    waiting = c.status("nightly-29")
+    assert waiting["phase"] == "Pending" and waiting["queue"]
+    api = _schedule_api(waiting)
+    schedules = ScheduleReconciler(api, clock=lambda: NOW + 1, budget=None)
     asyncio.run(schedules.reconcile("scheduledplans", "ns", "nightly"))
-    assert api.created == []
+    assert [p["metadata"]["name"] for p in api.of("plan")] == ["nightly-29"]  # none created
     assert [e["reason"] for e in api.events] == ["RunSkipped"]
 
 

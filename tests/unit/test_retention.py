@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -115,8 +115,8 @@ def test_what_each_pod_gc_policy_collects_once_the_run_finished(policy, phase, c
 
 
 def test_on_step_completion_collects_the_jobs_of_settled_steps_only_never_child_plans():
-    def seen(step: str, attempt: int, kind: str = "job") -> Observed:
-        return Observed(step, attempt, f"{step}-{attempt}", kind, NOW, None)  # type: ignore[arg-type]
+    def seen(step: str, attempt: int, kind: Literal["job", "plan"] = "job") -> Observed:
+        return Observed(step, attempt, f"{step}-{attempt}", kind, NOW, None)
 
     observed = [seen("a", 1), seen("a", 2), seen("b", 1), seen("c", 1, "plan")]
     assert retention.settled_jobs(observed, {"a", "c"}) == ["a-1", "a-2"]

@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from typing import Any, cast
+from typing import Any
 
 import aiohttp
 from aiohttp import web
 
 from planops.cli.ui import server, view
-from planops.kube.client import Kube
 from planops.kube.manifests import PlanRef
 from planops.reconciler import reports
 from tests.unit.test_ui import ROOT
+
+from .fakekube import FakeKube
 
 EARLIER = {
     "id": "run0",
@@ -43,20 +44,16 @@ PLAN = {
 OLD_RECORD = {"stepId": "deploy", "status": "failed", "error": "disk full", "attempts": 1}
 
 
-class _Kube:
-    """What the page's plan handler reads: the Plan, its child Plans, its PlanReports."""
-
-    async def get_plan(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return copy.deepcopy(PLAN) if name == "web" else None
-
-    async def list_plans(self, namespace: str, selector: str) -> list[dict[str, Any]]:
-        return []
-
-    async def list_plan_reports(self, namespace: str, selector: str) -> list[dict[str, Any]]:
-        chunk = reports.body(
-            PlanRef("team", "web", "uid-web", "run0"), reports.Chunk(0, 0, 1, 0), [OLD_RECORD]
-        )
-        return [chunk] if "planops.dev/run=run0" in selector else []
+def _api() -> FakeKube:
+    """The API server holding the Plan and the one PlanReport of its earlier run."""
+    kube = FakeKube()
+    kube.put("plan", copy.deepcopy(PLAN))
+    chunk = reports.body(
+        PlanRef("team", "web", "uid-web", "run0"), reports.Chunk(0, 0, 1, 0), [OLD_RECORD]
+    )
+    chunk["metadata"]["namespace"] = "team"
+    kube.put("planreport", chunk)
+    return kube
 
 
 def test_the_view_lists_the_current_run_then_the_earlier_ones():
@@ -71,7 +68,7 @@ def test_the_view_lists_the_current_run_then_the_earlier_ones():
 async def _get(paths: list[str]) -> list[tuple[int, Any]]:
     sock = server.listen(0)
     port = int(sock.getsockname()[1])
-    runner = web.AppRunner(server.make_app(cast(Kube, _Kube()), "team", port), access_log=None)
+    runner = web.AppRunner(server.make_app(_api(), "team", port), access_log=None)
     await runner.setup()
     await web.SockSite(runner, sock).start()
     out = []
