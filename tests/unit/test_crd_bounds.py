@@ -13,13 +13,8 @@ from typing import Any
 import pytest
 
 from planops.api import crd
-from planops.api.models import (
-    CapsuleSpec,
-    ClusterScheduledPlanSpec,
-    Model,
-    PlanSpec,
-    ScheduledPlanSpec,
-)
+from planops.api.models import CapsuleSpec, Model, PlanSpec
+from planops.api.schedule_models import ClusterScheduledPlanSpec, ScheduledPlanSpec
 
 KEYWORDS = (
     "type",

@@ -181,7 +181,7 @@ def test_a_scheduled_run_of_a_long_scheduled_plan_has_valid_labels_and_names():
         "kind": "ScheduledPlan",
         "metadata": {"name": long_name, "uid": "u"},
     }
-    from planops.api.models import ScheduledPlanSpec  # noqa: PLC0415
+    from planops.api.schedule_models import ScheduledPlanSpec  # noqa: PLC0415
 
     spec = ScheduledPlanSpec.model_validate(
         {"schedule": "* * * * *", "planTemplate": {"spec": {"steps": []}}}

@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from planops.api import CapsuleSpec
-from planops.api.models import ScheduledPlanSpec
+from planops.api.schedule_models import ScheduledPlanSpec
 from planops.engine import Dispatch, validate
 from planops.kube import manifests
 from planops.reconciler.scheduled import ScheduleReconciler

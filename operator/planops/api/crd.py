@@ -22,7 +22,6 @@ import yaml
 from planops.api import names
 from planops.api.capsule_schema import capsule_spec_schema
 from planops.api.documents import API_GROUP
-from planops.api.models import LabelSelectorRequirement, ScheduledPlanSpec
 from planops.api.plan_schema import (
     CONTROL_KINDS,
     MAX_STEPS,
@@ -32,6 +31,7 @@ from planops.api.plan_schema import (
     plan_status_schema,
     step_schema,
 )
+from planops.api.schedule_models import LabelSelectorRequirement, ScheduledPlanSpec
 from planops.api.schema_parts import Schema, array, bounds, integer, obj, text
 
 #: what this module's readers take from it (the schemas' own modules hold the rest)

@@ -19,14 +19,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from planops.api import names, schema_help, seed2, values
-from planops.api.models import (
-    STEP_KINDS,
-    CapsuleSpec,
-    ClusterScheduledPlanSpec,
-    PlanSpec,
-    ScheduledPlanSpec,
-    SeedPlan,
-)
+from planops.api.models import STEP_KINDS, CapsuleSpec, PlanSpec, SeedPlan
+from planops.api.schedule_models import ClusterScheduledPlanSpec, ScheduledPlanSpec
 
 API_GROUP = names.GROUP
 API_VERSION = names.API_VERSION

@@ -33,8 +33,9 @@ from pydantic import ValidationError
 from planops import metrics
 from planops.api import API_VERSION, names
 from planops.api.documents import problems_of
-from planops.api.models import CapsuleSpec, ClusterScheduledPlanSpec, ScheduledPlanSpec
+from planops.api.models import CapsuleSpec
 from planops.api.names import Phase
+from planops.api.schedule_models import ClusterScheduledPlanSpec, ScheduledPlanSpec
 from planops.engine import OPERATOR_BUDGET_SECONDS, Budget, Policy, capsule_name, validate
 from planops.engine import schedule as rules
 from planops.engine.report import parse_rfc3339, rfc3339
@@ -51,7 +52,7 @@ from planops.kube.manifests import (
     RESERVED_LABELS,
     label_value,
 )
-from planops.reconciler import authors
+from planops.reconciler import authors, schedule_status
 from planops.reconciler.observe import controller_uid, owned
 
 log = logging.getLogger("planops.scheduled")
@@ -129,8 +130,8 @@ class ScheduleReconciler:
             results.append(result.refused)
             new_ns[ns] = {
                 "since": before.get("since") or rfc3339(now.timestamp()),
-                "lastScheduleTime": _iso(result.last_scheduled),
-                "lastSuccessfulTime": _iso(result.last_successful),
+                "lastScheduleTime": schedule_status.iso(result.last_scheduled),
+                "lastSuccessfulTime": schedule_status.iso(result.last_successful),
                 "active": result.active,
                 "missedReported": result.missed_key,
             }
@@ -142,7 +143,7 @@ class ScheduleReconciler:
         ).next_at
         checked = [r for r in results if r is not None]
         verdict = [next((r for r in checked if r), "")] if checked else []  # a refusal first
-        status = self._status(obj, cluster, new_ns, next_at, invalid, verdict, previous)
+        status = schedule_status.of(obj, cluster, new_ns, next_at, invalid, verdict, previous)
         await self._write(obj, plural, cluster, status)
         await events.flush()
         return min(MAX_WAKE, max(MIN_WAKE, (next_at - now).total_seconds() + 0.05))
@@ -281,11 +282,11 @@ class ScheduleReconciler:
             last = decision.run_at
         missed_key = before.get("missedReported")
         if decision.missed:
-            key = f"{_iso(last)}/{decision.missed}"
+            key = f"{schedule_status.iso(last)}/{decision.missed}"
             if key != missed_key:
                 reported = (
                     int((missed_key or "/0").split("/")[-1])
-                    if missed_key and missed_key.startswith(f"{_iso(last)}/")
+                    if missed_key and missed_key.startswith(f"{schedule_status.iso(last)}/")
                     else 0
                 )
                 new = max(0, decision.missed - reported)
@@ -302,7 +303,7 @@ class ScheduleReconciler:
                     warning=True,
                 )
                 missed_key = key
-        if decision.skipped_by_policy and before.get("skippedFor") != _iso(last):
+        if decision.skipped_by_policy and before.get("skippedFor") != schedule_status.iso(last):
             metrics.scheduled_runs.labels("skipped").inc()
             events("RunSkipped", f"a run is due{where} but another is active (Forbid): it waits")
         await self._prune(ns, runs, spec)
@@ -382,47 +383,6 @@ class ScheduleReconciler:
             for r in done[keep:]:
                 await self.kube.delete_plan(ns, r["metadata"]["name"])
 
-    def _status(
-        self,
-        obj: dict[str, Any],
-        cluster: bool,
-        per_ns: dict[str, Any],
-        next_at: datetime,
-        invalid: list[str],
-        checked: list[str],
-        previous: dict[str, Any],
-    ) -> dict[str, Any]:
-        lasts = [v["lastScheduleTime"] for v in per_ns.values() if v.get("lastScheduleTime")]
-        oks = [v["lastSuccessfulTime"] for v in per_ns.values() if v.get("lastSuccessfulTime")]
-        active = [f"{ns}/{a}" if cluster else a for ns, v in per_ns.items() for a in v["active"]]
-        status: dict[str, Any] = {
-            "observedGeneration": obj["metadata"].get("generation"),
-            "lastScheduleTime": max(lasts) if lasts else None,
-            "lastSuccessfulTime": max(oks) if oks else None,
-            "active": active,
-            "activeCount": len(active),
-            "nextScheduleTime": rfc3339(next_at.timestamp()),
-            "conditions": [
-                {
-                    "type": "Ready",
-                    "status": "True",
-                    "reason": "Scheduling",
-                    "message": ""
-                    if not invalid
-                    else f"{len(invalid)} namespace(s) skipped: " + "; ".join(invalid[:3]),
-                },
-                *_authorized(checked, previous),
-            ],
-        }
-        if cluster:
-            status["namespaces"] = per_ns
-        else:
-            (only,) = per_ns.values() if per_ns else ({},)
-            status.update({k: only.get(k) for k in ("missedReported",)})
-        if invalid:
-            status["errors"] = invalid[:50]
-        return {k: v for k, v in status.items() if v is not None}
-
     async def _invalid(
         self,
         obj: dict[str, Any],
@@ -463,26 +423,6 @@ class ScheduleReconciler:
         await self.kube.patch_status(
             plural, None if cluster else meta["namespace"], meta["name"], status
         )
-
-
-def _authorized(checked: list[str], previous: dict[str, Any]) -> list[dict[str, Any]]:
-    """The `Authorized` condition: whether the last due run's author could still use the Capsule
-    (`checked`: the refusal, "" when allowed); kept from `previous` between runs."""
-    if not checked:
-        return [c for c in previous.get("conditions") or [] if c.get("type") == "Authorized"]
-    (why,) = checked
-    return [
-        {
-            "type": "Authorized",
-            "status": "False" if why else "True",
-            "reason": authors.reason(why) if why else "AuthorMayUse",
-            "message": why[:1000],
-        }
-    ]
-
-
-def _iso(t: datetime | None) -> str | None:
-    return rfc3339(t.timestamp()) if t is not None else None
 
 
 def _structure(
