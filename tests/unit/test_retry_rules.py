@@ -264,3 +264,62 @@ def test_the_spec_digest_ignores_spelled_out_defaults_and_sees_a_changed_step():
     same = plan({"id": "a", "shell": "true", "onError": "fail", "retries": 0})
     assert spec_digest(plan({"id": "a", "shell": "true"})) == spec_digest(same)
     assert spec_digest(plan({"id": "a", "shell": "false"})) != spec_digest(same)
+
+
+ASK = {
+    "prompt": "deploy?",
+    "outputSchema": {"type": "object", "properties": {"ok": {"type": "string"}}},
+}
+APPROVED = plan(
+    {"id": "approve", "ask": ASK},
+    {"id": "deploy", "shell": "true", "dependsOn": ["approve"]},
+    {"id": "verify", "shell": "true", "dependsOn": ["deploy"]},
+    {"id": "side", "shell": "true"},
+)
+
+
+def _succeeded(*ids: str) -> tuple[StepRecord, ...]:
+    return tuple(StepRecord(sid, "success", {"ok": "yes"}, None, 1, 0.0, 1.0) for sid in ids)
+
+
+def test_an_answer_never_carries_over_to_a_retry_with_from():
+    records = _succeeded("approve", "deploy", "verify", "side")
+    r = plan_retry(APPROVED, records, completed=True, from_step="deploy")
+    assert r.rerun == ("approve", "deploy", "verify") and r.kept == ("side",)
+    assert [s.step_id for s in r.facts.settled] == ["side"]  # no answer among the kept facts
+
+
+def test_a_retry_of_a_failure_after_an_answer_asks_again():
+    records = (
+        *_succeeded("approve", "deploy", "side"),
+        StepRecord("verify", "failed", None, "boom", 1, 0.0, 1.0),
+    )
+    r = plan_retry(APPROVED, records, completed=False)
+    assert r.rerun == ("approve", "deploy", "verify") and r.kept == ("side",)
+
+
+def test_a_control_step_with_an_ask_in_its_body_runs_again_whole():
+    spec = plan(
+        {
+            "id": "d",
+            "decide": {
+                "if": {"value": 1, "op": "eq", "to": 2},
+                "then": {"tool": "notes"},
+                "else": [{"id": "q", "ask": ASK}],
+            },
+        },
+        {
+            "id": "m",
+            "decide": {
+                "if": {"value": 1, "op": "eq", "to": 1},
+                "then": {"tool": "notes", "input": {"id": "data", "ask": "not a step"}},
+            },
+        },
+        {"id": "boom", "shell": "true"},
+    )
+    records = (
+        *_succeeded("d", "d.else.q", "m", "m.then.call"),
+        StepRecord("boom", "failed", None, "boom", 1, 0.0, 1.0),
+    )
+    r = plan_retry(spec, records, completed=False)
+    assert r.rerun == ("d", "boom") and r.kept == ("m",)

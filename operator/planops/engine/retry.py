@@ -20,6 +20,10 @@ The rules:
   `onError: continue`); when kept, its body records are kept with it. filter and exit steps are
   steps like any other. A capsule step runs again as a new child plan (whole).
 - `finally` steps always run again (their records are never kept): they clean up after this run.
+- An `ask` step always asks again (its record, the answer, is never kept), and so does a control
+  step with an `ask` in its body: an answer approves one run, never a retried one, whoever asks
+  for the retry (a retry with --from would otherwise run an approved action again on an old
+  approval).
 - Settle order: the kept records come first, in their original order, then the new ones as
   they settle (the retried run's report reads as the earlier run's kept part, continued).
 - Refused: a retry of a run that succeeded (or that an exit step ended) without `from_step`:
@@ -33,8 +37,9 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from planops.api.models import PlanSpec
+from planops.api.models import PlanSpec, Step
 from planops.engine import references
 from planops.engine.facts import Facts
 from planops.engine.report import StepRecord
@@ -135,7 +140,9 @@ def _rerun(
     roots = {
         i
         for i in range(len(spec.steps))
-        if not _keepable(own.get(i)) or (i in body_failed and _is_body_control(spec, i))
+        if not _keepable(own.get(i))
+        or (i in body_failed and _is_body_control(spec, i))
+        or _asks(spec.steps[i])
     }
     if from_step is not None:
         roots.add(index[from_step])
@@ -155,6 +162,23 @@ def _keepable(record: StepRecord | None) -> bool:
     if record is None:
         return False
     return record.status == "success" or (record.status == "skipped" and not record.error)
+
+
+def _asks(step: Step) -> bool:
+    """Whether the step is an `ask`, or has one anywhere in its body (decide / map / reduce)."""
+    return step.ask is not None or any(_body_asks(getattr(step, k)) for k in BODY_KINDS)
+
+
+def _body_asks(value: Any) -> bool:
+    """An `ask` step among the (loosely typed) body steps of `value`; a step's `input` is data,
+    not steps, and is not searched."""
+    if isinstance(value, list):
+        return any(_body_asks(v) for v in value)
+    if not isinstance(value, dict):
+        return False
+    if "id" in value and value.get("ask") is not None:
+        return True
+    return any(_body_asks(v) for k, v in value.items() if k != "input")
 
 
 def _is_body_control(spec: PlanSpec, i: int) -> bool:
