@@ -316,3 +316,45 @@ def test_a_retried_run_that_waits_for_a_capsule_slot_still_keeps_what_succeeded(
     assert status["phase"] == "Running", status
     assert sorted(w.jobs()) == ["b"]  # a and c kept, though the run waited before it started
     assert sorted(s for s, _ in steps_of(status)) == ["a", "c"]
+
+
+def test_a_token_used_again_retries_another_run_under_a_new_id_and_every_run_stays_in_history():
+    w = failed_at_b()
+    first = w.status["run"]["id"]
+    ids = [first]
+    for token in ("t1", "t2", "t1"):
+        w.retry(token)
+        w.reconcile()
+        w.finish("b", False)
+        assert w.reconcile()["phase"] == "Failed"
+        assert w.status["run"]["retryOf"] == ids[-1]
+        ids.append(w.status["run"]["id"])
+    assert len(set(ids)) == 4  # t1 again is a retry of t2's run: a new run id
+    assert [e["id"] for e in w.status["history"]] == ids[-2::-1]
+
+
+def test_no_rerun_value_spells_a_retrys_run_id():
+    w = failed_at_b()
+    before = w.status["run"]["id"]
+    w.retry("t1")
+    w.reconcile()
+    retried = w.status["run"]["id"]
+    for rerun in ("/retry/t1", f"/retry-of/{before}/t1", f"/retry/{before}/t1"):
+        assert manifests.run_id(UID, 1, rerun) != retried
+    assert retried == retrying.retry_run_id(UID, 1, "", before, "t1")
+
+
+def test_a_retry_whose_run_id_the_plan_already_had_is_refused_and_nothing_starts():
+    w = failed_at_b()
+    before = w.status["run"]["id"]
+    taken = retrying.retry_run_id(UID, 1, "", before, "t1")
+    # the run a re-run value used again named once more, retried once already (its id in history)
+    w.plan["status"]["history"] = [{"id": taken, "phase": "Failed"}]
+    w.retry("t1")
+    status = w.reconcile()
+    assert status["run"]["id"] == before and status["phase"] == "Failed"
+    assert status["run"]["retry"] == "t1"  # seen: not asked again each reconcile
+    assert status["history"] == [{"id": taken, "phase": "Failed"}]
+    (why,) = w.events(retrying.REASON_REFUSED)
+    assert taken in why and "never used twice" in why
+    assert w.reconcile()["run"]["id"] == before and len(w.events(retrying.REASON_REFUSED)) == 1

@@ -7,8 +7,13 @@ Why these rules:
 - A retry is asked for once per token: the status records the token each run started with
   (`run.retry`), so the same annotation never starts a second retry, and one that was present
   when a run started for another reason (a new generation, a re-run) is no request.
-- Its run id is derived from (uid, generation, re-run, token), like every run's, and a run that
-  is under way keeps its id (`run.id`), so a restarted operator continues the same run.
+- Its run id is derived from the run it retries and the token (`retry_run_id`), and a run that
+  is under way keeps its id (`run.id`), so a restarted operator continues the same run. A run id
+  is never used twice within a Plan: an earlier run's PlanReports, history entry and archive row
+  are keyed by it, and a second run of that id would replace the first's or never be archived.
+  So a token used again (t1, t2, t1) names a new run (it retries another run), a re-run value
+  cannot spell a retry's id (another hash input: JSON, where a run's starts with the Plan's uid),
+  and a retry whose id the status already knows (current run or history) is refused.
 - It waits for the run it retries to end: a token written while a run is under way is taken up
   when that run ends.
 - The earlier run's records are read before anything of it is stopped (its PlanReports go when
@@ -22,6 +27,7 @@ Why these rules:
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +38,7 @@ from planops.engine.retry import RetryRefused, plan_retry
 from planops.kube import manifests
 from planops.kube.api import KubeApi
 from planops.kube.events import Recorder
-from planops.reconciler import earlier_runs
+from planops.reconciler import earlier_runs, run_history
 from planops.reconciler import reports as reports_
 from planops.reconciler.judging import Verdict
 from planops.reconciler.writing import StatusWriter
@@ -49,6 +55,8 @@ class Request:
     token: str
     from_step: str | None
     of_run: str
+    #: why it is refused before anything is read (its run id is one the Plan already had)
+    refusal: str | None = None
 
 
 @dataclass(frozen=True)
@@ -100,11 +108,22 @@ def choose(meta: dict[str, Any], previous: dict[str, Any], generation: int, reru
         unstarted = bool(before.get("retryOf")) and not before.get("startedAt")
         return Choice(str(before["id"]), kept, reseed=unstarted)
     token, from_step = parse(value)
-    new_rid = manifests.run_id(meta["uid"], generation, f"{rerun}/retry/{token}")
+    new_rid = retry_run_id(meta["uid"], generation, rerun, str(before["id"]), token)
+    if new_rid in run_history.run_ids(previous):
+        why = f"its run id {new_rid} is one this Plan already ran (a run id is never used twice)"
+        return Choice(new_rid, kept, Request(token, from_step, str(before["id"]), why))
     info = {"retry": token, "retryOf": before["id"]} | (
         {"retryFrom": from_step} if from_step else {}
     )
     return Choice(new_rid, info, Request(token, from_step, str(before["id"])))
+
+
+def retry_run_id(uid: str, generation: int, rerun: str, of_run: str, token: str) -> str:
+    """The id of the retry `token` of run `of_run`: 10 hex digits like every run id, hashed from
+    a JSON list (a run's own id hashes text that starts with the Plan's uid, never `[`), so no
+    re-run value spells it, and a token used again retries another run, under another id."""
+    text = json.dumps(["retry-of", uid, generation, rerun, of_run, token])
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
 async def earlier_records(
@@ -142,6 +161,8 @@ async def seed(
     meta, previous = plan["metadata"], plan.get("status") or {}
     spec, _, errors = await judge(plan, reuse=True)
     try:
+        if request.refusal:
+            raise RetryRefused(request.refusal)
         if spec is None or errors:  # refused before anything runs; the ended run stays
             raise RetryRefused(
                 f"the plan is refused now, nothing runs: {'; '.join(str(e) for e in errors[:3])}"
