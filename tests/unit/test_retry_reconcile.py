@@ -358,3 +358,30 @@ def test_a_retry_whose_run_id_the_plan_already_had_is_refused_and_nothing_starts
     (why,) = w.events(retrying.REASON_REFUSED)
     assert taken in why and "never used twice" in why
     assert w.reconcile()["run"]["id"] == before and len(w.events(retrying.REASON_REFUSED)) == 1
+
+
+def test_a_huge_rerun_value_is_recorded_bounded_and_its_run_is_still_retried():
+    w = failed_at_b()
+    huge = "r" * 200_000
+    w.plan["metadata"]["annotations"][manifests.ANNOTATION_RERUN] = huge
+    w.reconcile()
+    rerun_run = w.status["run"]["id"]
+    assert rerun_run == manifests.run_id(UID, 1, huge)  # the whole value names the run
+    assert len(w.status["run"]["rerun"]) < 200 and w.status["run"]["rerun"].startswith("rrr")
+    w.finish("a", True)
+    w.finish("c", True)
+    w.reconcile()
+    w.finish("b", False)
+    assert w.reconcile()["phase"] == "Failed" and w.status["run"]["id"] == rerun_run
+    w.retry("t1")
+    assert w.reconcile()["run"]["retryOf"] == rerun_run  # the bounded value still matches
+    assert len(json.dumps(w.status)) < 20_000
+
+
+def test_a_huge_rerun_value_refused_for_its_author_is_told_bounded():
+    w = failed_at_b()
+    w.kube.use_denied.add(("ns", "default", "alice"))
+    w.plan["metadata"]["annotations"][manifests.ANNOTATION_RERUN] = "r" * 200_000
+    w.reconcile()
+    (why,) = [e["message"] for e in w.kube.events if e.get("reason") == "UseRevoked"]
+    assert why.startswith("re-run rrr") and len(why) < 1000

@@ -155,7 +155,7 @@ class Reconciler:
         run_info = {
             "id": rid,
             "generation": generation,
-            "rerun": rerun or None,
+            "rerun": retrying.token_of(rerun) or None,  # bounded: an annotation may be 256 KiB
             "startedAt": (previous.get("run") or {}).get("startedAt") if not fresh else None,
         }
         run_info["startedAt"] = run_info["startedAt"] or status_.rfc3339(now)
@@ -198,7 +198,7 @@ class Reconciler:
                 self.kube, plan, namespace, capsule_name(spec), self.require_author
             )
             if why:
-                what = f"re-run {rerun}" if rerun else f"run {rid}"
+                what = f"re-run {retrying.token_of(rerun)}" if rerun else f"run {rid}"
                 events(authors.reason(why), f"{what} not started: {why}", warning=True)
                 new = authors.refused_run_status(
                     why, generation=generation, run=run_info, previous=previous, now=now

@@ -72,7 +72,8 @@ class Choice:
     reseed: bool = False
 
 
-#: the longest token the status and Events repeat as it was written (an annotation may be 256 KiB)
+#: the longest retry token or re-run value the status and Events repeat as it was written (an
+#: annotation may be 256 KiB)
 MAX_TOKEN = 128
 
 
@@ -85,6 +86,8 @@ def parse(value: str) -> tuple[str, str | None]:
 
 
 def token_of(value: str) -> str:
+    """An annotation's value (the retry token, the re-run value) as the status and Events repeat
+    it: itself, or past MAX_TOKEN its beginning and its digest (distinct values stay distinct)."""
     if len(value) <= MAX_TOKEN:
         return value
     return value[:64] + "...sha256:" + hashlib.sha256(value.encode()).hexdigest()[:32]
@@ -98,7 +101,7 @@ def choose(meta: dict[str, Any], previous: dict[str, Any], generation: int, reru
     same = (
         bool(before.get("id"))
         and before.get("generation") == generation
-        and (before.get("rerun") or "") == rerun
+        and (before.get("rerun") or "") == token_of(rerun)
     )
     if not same:  # a new generation or re-run: a full run; the annotation is no request
         return Choice(rid, {"retry": token_of(value)} if value else {})
