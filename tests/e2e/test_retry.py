@@ -1,9 +1,9 @@
 """Retry from the failure on the real cluster: a Plan whose tool step fails (the Capsule's tool
 exits 1) is retried with `kubectl plan retry` once the Capsule's owner fixed the tool; the new
 run creates Jobs only for the failed step and what it stopped, and its report keeps the earlier
-records of the steps before it. With `--as`: a retry asked for by an author who lost `use` on
-the Capsule starts nothing (the operator asks the API server for the recorded author first, as
-for a re-run)."""
+records of the steps before it. With `--as`: a retry is an author's act, refused by the API
+server to a user without `use` on the Capsule (unlike a re-run), and whoever retries becomes the
+recorded author."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ import pytest
 from tests.conftest import Kube
 from tests.e2e.conftest import capsule, cli, events, plan, steps, wait_plan
 from tests.e2e.test_tenancy import (  # noqa: F401 - policies and tenant: pytest fixtures
+    AUTHOR,
+    AUTHOR_KEY,
     apply_as_author,
     as_author,
     policies,
@@ -22,6 +24,7 @@ from tests.e2e.test_tenancy import (  # noqa: F401 - policies and tenant: pytest
 from tests.e2e.test_tenancy import tenant as tenant  # noqa: PLC0414 - a fixture, used by name
 
 pytestmark = [pytest.mark.cluster, pytest.mark.node]
+RETRY = "planops.dev/retry"
 
 
 def gate_capsule(busybox: str, command: list[str], name: str = "default") -> dict[str, Any]:
@@ -98,20 +101,33 @@ def test_kubectl_plan_retry_runs_the_failed_step_and_what_it_stopped_only(
     assert run_jobs(kube, ns, "gated", redo["status"]["run"]["id"]) == ["after", "gate"]
 
 
-def test_a_retry_by_an_author_who_lost_use_starts_nothing(kube: Kube, tenant: str, busybox: str):
+def test_a_retry_needs_use_on_the_capsule_and_records_who_asked_for_it(
+    kube: Kube, tenant: str, busybox: str
+):
     kube.apply(gate_capsule(busybox, ["sh", "-c", "exit 1"], name="safe"), "-n", tenant)
     done = apply_as_author(kube, tenant, plan("mine", *GATED, capsule="safe"))
     assert done.returncode == 0, done.stderr
     first = wait_plan(kube, tenant, "mine")
     assert first["status"]["phase"] == "Failed"
     kube.run("delete", "rolebinding", "alice-use-capsules", "-n", tenant)
-    # alice may annotate her Plan (plan-author): a retry is no new spec, like a re-run ...
-    done = as_author(kube, "annotate", "plan", "mine", "-n", tenant, "planops.dev/retry=t1")
-    assert done.returncode == 0, done.stderr
-    # ... but it runs for her, who may no longer use `safe`: nothing starts
-    obj = wait_plan(kube, tenant, "mine", until=lambda o: o["status"]["run"].get("retry") == "t1")
-    (cond,) = obj["status"]["conditions"]
-    assert (obj["status"]["phase"], cond["reason"]) == ("Failed", "UseRevoked"), obj["status"]
-    assert "alice" in cond["message"] and "may no longer use Capsule safe" in cond["message"]
-    assert run_jobs(kube, tenant, "mine", obj["status"]["run"]["id"]) == []
-    assert json.dumps(obj["status"]["run"]).count(first["status"]["run"]["id"]) == 1  # retryOf
+    # alice may still annotate her Plan (plan-author), but a retry picks what runs again: an
+    # author's act, refused by the API server without `use` (a re-run is not one)
+    for value in ("t1", "t1:from=prepare"):
+        done = as_author(kube, "annotate", "plan", "mine", "-n", tenant, f"{RETRY}={value}")
+        assert done.returncode != 0
+        assert f"alice may not use Capsule safe in namespace {tenant}" in done.stderr
+    obj = kube.get("plan", "mine", "-n", tenant)
+    assert RETRY not in obj["metadata"]["annotations"]
+    assert obj["status"]["run"] == first["status"]["run"]
+    # someone who may use `safe` (the admin) retries it: they become its recorded author, and
+    # the operator, asking for them, starts the retried run
+    kube.run("annotate", "plan", "mine", "-n", tenant, f"{RETRY}=t2")
+    obj = kube.get("plan", "mine", "-n", tenant)
+    assert json.loads(obj["metadata"]["annotations"][AUTHOR_KEY])["username"] != AUTHOR
+    old_run = first["status"]["run"]["id"]
+    obj = wait_plan(
+        kube, tenant, "mine", until=lambda o: o["status"]["run"].get("retryOf") == old_run
+    )
+    assert obj["status"]["phase"] == "Failed"  # the gate still fails, but it ran again
+    assert run_jobs(kube, tenant, "mine", obj["status"]["run"]["id"]) == ["gate"]
+    assert "RetryStarted" in events(kube, tenant, "mine")

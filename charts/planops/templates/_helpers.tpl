@@ -93,14 +93,16 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{/* Whether a write to a Plan or ScheduledPlan is an author's act: it changes what the object
 does, so its requester needs `use` on the Capsule (the capsule-use policy) and becomes its
 recorded author (the record-author policy). One definition for both policies, so they never
-disagree. planops.dev/ keys are compared as a set of "key=value" strings, but for four: cancel
-(stopping is no act), rerun and retry (a re-run, or a retry of what failed, runs what the
-recorded author defined, and the operator asks first whether they still may) and the author
-record itself (the mutating policy writes it). Owner references: the garbage collector may remove them (orphan deletion) without being
+disagree. planops.dev/ keys are compared as a set of "key=value" strings, but for three: cancel
+(stopping is no act), rerun (a re-run runs the whole plan the recorded author defined, and the
+operator asks first whether they still may) and the author record itself (the mutating policy
+writes it). retry is an act: with --from it picks which steps run again and which earlier
+results (outputs) they build on, a choice of what the plan does this time, so it needs `use` as
+any change does (the operator still asks for the recorded author before the retried run starts). Owner references: the garbage collector may remove them (orphan deletion) without being
 an author. */}}
 {{- define "planops.authorsActVariables" -}}
 - name: notActs
-  expression: "['planops.dev/cancel', 'planops.dev/rerun', 'planops.dev/retry', 'planops.dev/author']"
+  expression: "['planops.dev/cancel', 'planops.dev/rerun', 'planops.dev/author']"
 - name: newLabels
   expression: "has(object.metadata.labels) ? object.metadata.labels : {}"
 - name: oldLabels

@@ -252,11 +252,13 @@ def render() -> str:
         "## Annotations that steer a Plan",
         "",
         "Written by `kubectl plan rerun|retry|cancel|answer`, or by any tool that may update "
-        "the Plan. A re-run, a retry",
-        "and a cancel change nothing the Plan does: they need no `use` on its Capsule (before "
-        "a run starts on the recorded",
-        "author's behalf, the operator asks whether they still may). An answer is an "
-        "author's act, like a spec change.",
+        "the Plan. A re-run and a",
+        "cancel change nothing the Plan does: they need no `use` on its Capsule (before a "
+        "re-run starts on the recorded",
+        "author's behalf, the operator asks whether they still may). A retry (it picks what "
+        "runs again) and an answer",
+        "are author's acts, like a spec change: they need `use`, and record their writer as "
+        "the author.",
         "",
         f"- `{names.ANNOTATION_RERUN}: TOKEN`: a fresh run of the same spec, once per token.",
         f'- `{names.ANNOTATION_RETRY}: "TOKEN[:from=STEP]"`: a new run that keeps what '
