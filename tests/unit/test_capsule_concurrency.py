@@ -436,8 +436,9 @@ def test_a_finished_child_plan_wakes_no_one():
 
 def test_the_plans_cache_groups_the_counted_plans_by_namespace_and_capsule():
     c = _three_waiting()
-    c.finish("fourth")
     plans, _ = _caches(c)
+    c.finish("fourth")  # seen waiting, then finished: it leaves its group
+    plans.seen("MODIFIED", copy.deepcopy(c.kube.get("plan", "ns", "fourth")))
     names_ = lambda key: sorted(p["metadata"]["name"] for p in plans.group(key) or [])  # noqa: E731
     assert names_(("ns", "default")) == ["first", "second", "third"]  # fourth finished
     assert names_(("ns", "x")) == ["elsewhere"]
