@@ -524,7 +524,8 @@ def test_a_run_whose_authors_use_was_revoked_while_it_waited_is_refused_as_it_ta
     c = Cluster(limit=1)
     c.plan("holder", 1)
     waiter = c.plan("waiter", 2)
-    waiter["metadata"]["annotations"] = {manifests.ANNOTATION_AUTHOR: '{"username": "alice", "groups": []}'}
+    alice = '{"username": "alice", "groups": []}'
+    waiter["metadata"]["annotations"] = {manifests.ANNOTATION_AUTHOR: alice}
     c.reconcile("holder", "waiter")
     assert c.status("waiter")["queue"]
     c.kube.use_denied.add(("ns", "default", "alice"))  # her `use` of the Capsule revoked

@@ -36,13 +36,12 @@ namespace whose `spec.capsule` names it:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from planops.api import names
 from planops.api.names import Phase
 from planops.engine.policy import DEFAULT_CAPSULE
 from planops.engine.report import parse_rfc3339, rfc3339
-from planops.kube.cache import WatchCache
 
 #: the most Plan names a waiting Plan's status lists (running, and ahead in the queue)
 NAMES_LISTED = 20
@@ -268,6 +267,16 @@ def first_waiters(
     return [(str(namespace), str(p["metadata"]["name"])) for p in waiters[:free]]
 
 
+class Cache(Protocol):
+    """What to_wake reads of the watch's caches (kube.cache.WatchCache)."""
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    def values(self) -> list[dict[str, Any]]: ...
+
+    def group(self, key: tuple[str, str]) -> list[dict[str, Any]] | None: ...
+
+
 def limit_of(capsule: dict[str, Any] | None) -> int | None:
     """A Capsule object's maxRunningPlans, or None (unknown, unlimited, or not a number)."""
     spec = (capsule or {}).get("spec")
@@ -279,8 +288,8 @@ def limit_of(capsule: dict[str, Any] | None) -> int | None:
 def to_wake(
     before: dict[str, Any] | None,
     after: dict[str, Any] | None,
-    plans: WatchCache,
-    capsules: WatchCache,
+    plans: Cache,
+    capsules: Cache,
 ) -> list[tuple[str, str]]:
     """The Plans (namespace, name) to look again at once after a Plan's event, from `before`
     (as the cache held it) to `after` (None: deleted): none unless it freed a slot, else the
