@@ -312,6 +312,26 @@ def test_capsule_steps_into_each_others_capsules_run_inside_their_parents_slots(
     assert c.jobs("waiter") == []
 
 
+@pytest.mark.parametrize("annotation", [manifests.ANNOTATION_RERUN, manifests.ANNOTATION_RETRY])
+def test_a_childs_rerun_or_retry_waits_for_a_slot_like_any_run(annotation: str):
+    c = Cluster(limit=1)
+    c.capsule("deploy", capsule_spec(1, plan={"steps": SLEEP}))
+    c.capsule("default", capsule_spec(None, spawn={"allow": ["deploy"]}))
+    c.plan("build", 1, steps=[{"id": "ship", "capsule": "deploy", "input": "go"}])
+    c.plan("holder", 2, capsule="deploy")
+    c.reconcile("build")
+    (child,) = [p for p in c.kube.of("plan") if slots.is_child(p)]
+    name = child["metadata"]["name"]
+    c.reconcile(name, "holder")  # the child, not counted, runs; holder holds deploy's slot
+    assert c.jobs(name) and c.jobs("holder")
+    c.finish(name)
+    child["metadata"]["annotations"] = {annotation: "again"}
+    c.now += 60
+    c.reconcile(name)
+    status = c.status(name)
+    assert status["phase"] == "Pending" and status["queue"]["running"] == ["holder"], status
+
+
 def test_a_plan_posing_as_a_child_by_its_label_alone_still_waits():
     c = Cluster(limit=1)
     c.plan("first", 1)

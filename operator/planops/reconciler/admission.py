@@ -138,7 +138,7 @@ class Gate:
         `capsule`, the run's status building on `previous` (its earlier runs, `history`, are
         kept). When it waits, its status says why (written here); when it is admitted, the slot
         is recorded here, before the caller creates anything."""
-        if capsule.concurrency is None or slots.is_child(plan):
+        if capsule.concurrency is None or slots.exempt(plan):
             return "held"
         if slots.holds_run(plan, str(run["id"])):
             return "held"

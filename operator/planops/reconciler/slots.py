@@ -25,7 +25,9 @@ namespace whose `spec.capsule` names it:
   Counted, a plan holding a slot of X whose child waits for Y's only slot, while a plan holding
   Y's waits for its child on X, would wait forever (a child on its parent's own Capsule cannot
   happen: the cycle rule refuses it). A child is a Plan whose controller is a Plan and which
-  carries the parent label (both kept from plan authors by the admission policies).
+  carries the parent label (both kept from plan authors by the admission policies). A re-run
+  or retry of a child (its annotations, which only users write) is counted and queued like any
+  other run: the exemption covers only the run its parent started.
 - A new generation or re-run of a Plan is decided again as it starts, in the queue's order;
   its earlier run no longer counts.
 - When a slot frees (a counted Plan finishes, starts being deleted, or is deleted: not any
@@ -70,6 +72,16 @@ def is_child(plan: dict[str, Any]) -> bool:
     )
 
 
+def exempt(plan: dict[str, Any]) -> bool:
+    """A child Plan's run as its parent started it: it runs inside the parent's slot. A re-run
+    or retry of a child (annotations a user writes; the operator never does) is counted and
+    queued like any Plan's run."""
+    notes = (plan.get("metadata") or {}).get("annotations") or {}
+    return is_child(plan) and not any(
+        notes.get(a) for a in (names.ANNOTATION_RERUN, names.ANNOTATION_RETRY)
+    )
+
+
 def _status(plan: dict[str, Any]) -> dict[str, Any]:
     status = plan.get("status")
     return status if isinstance(status, dict) else {}
@@ -77,12 +89,10 @@ def _status(plan: dict[str, Any]) -> dict[str, Any]:
 
 def counted(plan: dict[str, Any]) -> bool:
     """Whether a Plan takes part in its Capsule's count: neither finished, nor being deleted,
-    nor a child Plan."""
+    nor a child Plan's run started by its parent (exempt)."""
     meta = plan.get("metadata") or {}
     return not (
-        meta.get("deletionTimestamp")
-        or names.finished(_status(plan).get("phase"))
-        or is_child(plan)
+        meta.get("deletionTimestamp") or names.finished(_status(plan).get("phase")) or exempt(plan)
     )
 
 
