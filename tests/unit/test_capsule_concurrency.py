@@ -6,6 +6,7 @@ the e2e test (tests/faults/test_capsule_concurrency.py) runs it on the real clus
 from __future__ import annotations
 
 import asyncio
+import copy
 from typing import Any
 
 import pytest
@@ -311,6 +312,26 @@ def test_capsule_steps_into_each_others_capsules_run_inside_their_parents_slots(
     assert c.jobs("waiter") == []
 
 
+@pytest.mark.parametrize("annotation", [manifests.ANNOTATION_RERUN, manifests.ANNOTATION_RETRY])
+def test_a_childs_rerun_or_retry_waits_for_a_slot_like_any_run(annotation: str):
+    c = Cluster(limit=1)
+    c.capsule("deploy", capsule_spec(1, plan={"steps": SLEEP}))
+    c.capsule("default", capsule_spec(None, spawn={"allow": ["deploy"]}))
+    c.plan("build", 1, steps=[{"id": "ship", "capsule": "deploy", "input": "go"}])
+    c.plan("holder", 2, capsule="deploy")
+    c.reconcile("build")
+    (child,) = [p for p in c.kube.of("plan") if slots.is_child(p)]
+    name = child["metadata"]["name"]
+    c.reconcile(name, "holder")  # the child, not counted, runs; holder holds deploy's slot
+    assert c.jobs(name) and c.jobs("holder")
+    c.finish(name)
+    child["metadata"]["annotations"] = {annotation: "again"}
+    c.now += 60
+    c.reconcile(name)
+    status = c.status(name)
+    assert status["phase"] == "Pending" and status["queue"]["running"] == ["holder"], status
+
+
 def test_a_plan_posing_as_a_child_by_its_label_alone_still_waits():
     c = Cluster(limit=1)
     c.plan("first", 1)
@@ -347,20 +368,193 @@ def test_the_names_a_waiting_plan_lists_are_bounded():
     assert queue["message"].endswith("and 4 more")
 
 
-def test_a_finished_plan_wakes_the_plans_waiting_on_its_capsule_only():
-    c = Cluster(limit=1)
-    first = c.plan("first", 1)
-    waiting = [c.plan("second", 2), c.plan("third", 3), c.plan("elsewhere", 4, capsule="x")]
-    c.reconcile("first", "second", "third")
-    waiting = [c.kube.get("plan", "ns", p["metadata"]["name"]) for p in waiting]
-    waiting[2]["status"] = {"queue": {"capsule": "x"}}  # type: ignore[index]
-    first = {**first, "status": {"phase": "Succeeded"}}
-    assert slot_waiters(first, [*waiting, None]) == [("ns", "second"), ("ns", "third")]
-    child = {**first, "metadata": {**first["metadata"], "labels": {manifests.LABEL_PARENT: "x"}}}
+def _caches(c: Cluster) -> tuple[WatchCache, WatchCache]:
+    """The operator's caches of Plans (grouped by Capsule) and Capsules, as the watch fills them."""
+    plans, capsules = WatchCache(index=slots.capsule_key), WatchCache()
+    for obj in c.kube.of("plan"):
+        plans.seen("ADDED", copy.deepcopy(obj))
+    for obj in c.kube.of("capsule"):
+        capsules.seen("ADDED", copy.deepcopy(obj))
+    return plans, capsules
+
+
+def _event(plans: WatchCache, capsules: WatchCache, after: dict[str, Any], kind: str = "MODIFIED"):
+    """What the Plan watch handler does with one event: the Plans it wakes."""
+    meta = after["metadata"]
+    before = plans.get(meta["namespace"], meta["name"])
+    plans.seen(kind, after)
+    return slot_waiters(before, None if kind == "DELETED" else after, plans, capsules)
+
+
+def _three_waiting(limit: int = 1) -> Cluster:
+    c = Cluster(limit=limit)
+    c.plan("first", 1)
+    for k, name in enumerate(["second", "third", "fourth"], start=2):
+        c.plan(name, k)
+    c.plan("elsewhere", 9, capsule="x")
+    c.capsule("x", capsule_spec(1))
+    c.reconcile("first", "second", "third", "fourth", "elsewhere")
+    return c
+
+
+def test_a_plan_moving_into_finished_wakes_only_the_first_waiter_of_its_capsule():
+    c = _three_waiting()
+    plans, capsules = _caches(c)
+    done = copy.deepcopy(c.kube.get("plan", "ns", "first"))
+    done["status"]["phase"] = "Succeeded"
+    done["metadata"]["resourceVersion"] += "1"
+    assert _event(plans, capsules, done) == [("ns", "second")]
+
+
+def test_a_limit_of_two_wakes_as_many_waiters_as_slots_are_free():
+    c = _three_waiting(limit=2)  # first and second run; third and fourth wait
+    plans, capsules = _caches(c)
+    done = copy.deepcopy(c.kube.get("plan", "ns", "first"))
+    done["status"]["phase"] = "Failed"
+    done["metadata"]["resourceVersion"] += "1"
+    assert _event(plans, capsules, done) == [("ns", "third")]
+
+
+def test_labels_written_on_a_finished_plan_wake_no_one():
+    c = _three_waiting()
+    c.finish("first")
+    plans, capsules = _caches(c)  # the cache already shows it finished
+    labelled = copy.deepcopy(c.kube.get("plan", "ns", "first"))
+    for k in range(3):
+        labelled["metadata"]["labels"] = {"n": str(k)}
+        labelled["metadata"]["resourceVersion"] += "1"
+        assert _event(plans, capsules, copy.deepcopy(labelled)) == []
+    assert _event(plans, capsules, labelled, "DELETED") == []  # it held no slot
+
+
+def test_deleting_a_waiting_or_running_plan_wakes_the_first_waiter():
+    c = _three_waiting()
+    plans, capsules = _caches(c)
+    third = c.kube.get("plan", "ns", "third")
+    assert third is not None
+    assert _event(plans, capsules, copy.deepcopy(third), "DELETED") == [("ns", "second")]
+    # (a waiting Plan held no slot, but the queue moved: the first waiter looks again)
+    first = c.kube.get("plan", "ns", "first")
+    assert first is not None
+    assert _event(plans, capsules, copy.deepcopy(first), "DELETED") == [("ns", "second")]
+
+
+def test_a_finished_child_plan_wakes_no_one():
+    c = _three_waiting()
+    plans, capsules = _caches(c)
+    child = copy.deepcopy(c.kube.get("plan", "ns", "fourth"))
+    child["metadata"]["labels"] = {manifests.LABEL_PARENT: "p"}
     child["metadata"]["ownerReferences"] = [
         {"apiVersion": "planops.dev/v1alpha1", "kind": "Plan", "controller": True, "uid": "u"}
     ]
-    assert slot_waiters(child, waiting) == []  # a child held no slot
+    plans.seen("ADDED", child)
+    child = copy.deepcopy(child)
+    child["status"] = {"phase": "Succeeded"}
+    child["metadata"]["resourceVersion"] += "1"
+    assert _event(plans, capsules, child) == []
+
+
+def test_the_plans_cache_groups_the_counted_plans_by_namespace_and_capsule():
+    c = _three_waiting()
+    plans, _ = _caches(c)
+    c.finish("fourth")  # seen waiting, then finished: it leaves its group
+    plans.seen("MODIFIED", copy.deepcopy(c.kube.get("plan", "ns", "fourth")))
+    names_ = lambda key: sorted(p["metadata"]["name"] for p in plans.group(key) or [])  # noqa: E731
+    assert names_(("ns", "default")) == ["first", "second", "third"]  # fourth finished
+    assert names_(("ns", "x")) == ["elsewhere"]
+
+
+class _NoScan(WatchCache):
+    def values(self) -> list[dict[str, Any]]:
+        raise AssertionError("the gate scanned every Plan of the cluster")
+
+
+def test_a_waiting_plan_is_decided_from_its_capsules_group_not_from_every_plan():
+    c = _three_waiting()
+    plans = _NoScan(index=slots.capsule_key)
+    for obj in c.kube.of("plan"):
+        plans.seen("ADDED", copy.deepcopy(obj))
+    c.reconciler = c.new_reconciler(plans)
+    c.reconcile("third")
+    assert c.status("third")["queue"]["ahead"] == ["second"]
+
+
+def test_a_waiter_farther_back_than_the_listed_names_is_not_rewritten_as_the_queue_moves():
+    c = Cluster(limit=1)
+    for k in range(NAMES_LISTED + 3):
+        c.plan(f"p{k:02d}", k)
+    everyone = [f"p{k:02d}" for k in range(NAMES_LISTED + 3)]
+    c.reconcile(*everyone)
+    last, near = everyone[-1], everyone[2]
+    before_last, before_near = c.status(last)["queue"], c.status(near)["queue"]
+    c.finish("p00")
+    c.reconcile("p01", near, last)
+    assert c.jobs("p01")
+    assert c.status(last)["queue"] == before_last  # position an upper bound: no write
+    assert c.status(near)["queue"]["position"] == before_near["position"] - 1 == 1
+
+
+def test_a_rerun_of_the_plan_holding_the_slot_waits_behind_the_plans_already_waiting():
+    c = Cluster(limit=1)
+    c.plan("holder", 1)
+    c.plan("waiter", 2)
+    c.reconcile("holder", "waiter")
+    assert c.jobs("holder")  # it holds the slot when its re-run is asked
+    plan = c.kube.get("plan", "ns", "holder")
+    assert plan is not None
+    plan["metadata"]["annotations"] = {manifests.ANNOTATION_RERUN: "again"}
+    c.now += 60
+    c.reconcile("holder")
+    status = c.status("holder")
+    assert status["phase"] == "Pending" and status["queue"]["ahead"] == ["waiter"]
+    c.reconcile("waiter")
+    assert c.jobs("waiter") and "queue" not in c.status("waiter")
+
+
+def test_a_rerun_of_an_old_finished_plan_goes_behind_plans_created_later():
+    c = Cluster(limit=1)
+    c.plan("old", 1)
+    c.reconcile("old")
+    c.finish("old")
+    c.plan("holder", 2)
+    c.plan("later", 3)
+    c.reconcile("holder", "later")
+    plan = c.kube.get("plan", "ns", "old")
+    assert plan is not None
+    plan["metadata"]["annotations"] = {manifests.ANNOTATION_RERUN: "again"}
+    c.now += 60
+    c.reconcile("old")
+    queue = c.status("old")["queue"]
+    assert queue["ahead"] == ["later"] and queue["queuedAt"] == rfc3339(c.now)
+    c.finish("holder")
+    c.reconcile("old", "later")
+    assert c.status("old")["phase"] == "Pending" and c.status("later")["phase"] == "Running"
+
+
+def test_a_first_run_joins_the_queue_at_the_plans_creation():
+    c = Cluster(limit=1)
+    c.plan("holder", 1)
+    c.plan("waiter", 7)
+    c.now += 3600  # reconciled an hour later: still in its place of creation
+    c.reconcile("holder", "waiter")
+    assert c.status("waiter")["queue"]["queuedAt"] == "2027-01-15T08:00:07Z"
+
+
+def test_a_run_whose_authors_use_was_revoked_while_it_waited_is_refused_as_it_takes_a_slot():
+    c = Cluster(limit=1)
+    c.plan("holder", 1)
+    waiter = c.plan("waiter", 2)
+    alice = '{"username": "alice", "groups": []}'
+    waiter["metadata"]["annotations"] = {manifests.ANNOTATION_AUTHOR: alice}
+    c.reconcile("holder", "waiter")
+    assert c.status("waiter")["queue"]
+    c.kube.use_denied.add(("ns", "default", "alice"))  # her `use` of the Capsule revoked
+    c.finish("holder")
+    c.reconcile("waiter")
+    status = c.status("waiter")
+    assert status["phase"] != "Running" and "queue" not in status, status
+    assert "alice may not use capsule default" in status["conditions"][0]["message"]
+    assert not c.jobs("waiter")
 
 
 @pytest.mark.parametrize("limit", [0, -1, "1"])

@@ -36,6 +36,7 @@ from planops.reconciler import (
     ScheduleReconciler,
     job_event_matters,
     pod_event_matters,
+    slot_group,
     slot_waiters,
 )
 
@@ -109,7 +110,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     memo.gate = gate
     memo.capsules = WatchCache()
     # also the admission webhook's judge
-    memo.plans = WatchCache()
+    memo.plans = WatchCache(index=slot_group)  # grouped by (namespace, Capsule): slots
     memo.runs = RunObjects(LABEL_PLAN, LABEL_RUN)
     memo.poster = Poster(kube)
     memo.poster.start()
@@ -220,12 +221,13 @@ async def plan_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_
         memo.active.discard((ns, name))
     else:
         memo.active.add((ns, name))
+    before = memo.plans.get(ns, name)
     memo.plans.seen(event["type"], dict(event["object"]))
-    if event["type"] == "DELETED" or finished:  # a slot of its Capsule may be free: the Plans
-        # waiting for one look again now (reconciler.admission), one of them starts
-        same = [memo.plans.get(*key) for key in list(memo.active) if key[0] == ns]
-        for key in slot_waiters(dict(event["object"]), same):
-            memo.queue.put(key)
+    after = None if event["type"] == "DELETED" else dict(event["object"])
+    # a slot of its Capsule freed (its move into finished, or its deletion; no other event of
+    # a finished Plan): the first Plans waiting for one look again now (reconciler.slots)
+    for key in slot_waiters(before, after, memo.plans, memo.capsules):
+        memo.queue.put(key)
     if finished and memo.archiver is not None and event["type"] != "DELETED":
         memo.archiver.offer(dict(event["object"]))  # never waits: the archive's own writers
     if event["type"] == "DELETED":

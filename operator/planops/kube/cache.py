@@ -10,6 +10,7 @@ that does not exist) is read from the API server, so a missing entry never means
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 Obj = dict[str, Any]
@@ -85,18 +86,38 @@ def _newer(new: Obj, old: Obj | None) -> bool:
 
 
 class WatchCache:
-    """Namespaced objects by (namespace, name), fed by watch events."""
+    """Namespaced objects by (namespace, name), fed by watch events; with `index`, also grouped
+    by the key it gives each object, if any (the Plans of one Capsule are read without a pass over
+    every Plan of the cluster)."""
 
-    def __init__(self) -> None:
+    def __init__(self, index: Callable[[Obj], tuple[str, str] | None] | None = None) -> None:
         self._objects: dict[tuple[str, str], Obj] = {}
+        self._index = index
+        self._groups: dict[tuple[str, str], dict[tuple[str, str], Obj]] = {}
+
+    def _drop(self, key: tuple[str, str]) -> None:
+        old = self._objects.pop(key, None)
+        if old is None or self._index is None:
+            return
+        group = self._index(old)
+        if group is None:
+            return
+        members = self._groups.get(group, {})
+        members.pop(key, None)
+        if not members:
+            self._groups.pop(group, None)
 
     def seen(self, event_type: str | None, obj: Obj) -> None:
         meta = obj.get("metadata") or {}
         key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
         if event_type == "DELETED":
-            self._objects.pop(key, None)
+            self._drop(key)
         elif _newer(obj, self._objects.get(key)):
-            self._objects[key] = _slim(obj)
+            self._drop(key)
+            self._objects[key] = kept = _slim(obj)
+            group = self._index(kept) if self._index is not None else None
+            if group is not None:
+                self._groups.setdefault(group, {})[key] = kept
 
     def get(self, namespace: str, name: str) -> Obj | None:
         """The object as last seen, or None when the cache has not seen it (ask the API)."""
@@ -105,6 +126,12 @@ class WatchCache:
     def values(self) -> list[Obj]:
         """Every object held (a copy of the list: the watch may change the cache meanwhile)."""
         return list(self._objects.values())
+
+    def group(self, key: tuple[str, str]) -> list[Obj] | None:
+        """The objects the index puts under `key` (a copy), or None without an index."""
+        if self._index is None:
+            return None
+        return list(self._groups.get(key, {}).values())
 
 
 RunKey = tuple[str, str, str]  # namespace, the Plan's label value, run id

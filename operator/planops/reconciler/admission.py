@@ -24,6 +24,7 @@ new leader decided without it, as could any other write of a deposed leader.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -40,8 +41,12 @@ from planops.reconciler.writing import StatusWriter
 #: the Event a Plan gets when it starts waiting for a slot
 REASON_QUEUED = "Queued"
 #: what the gate answers: go on holding a slot (`held`), go on as the run's start (`admitted`),
-#: go on without a slot to be cancelled (`cancelled`: the run creates nothing), or wait
-Answer = Literal["held", "admitted", "cancelled", "waits"]
+#: go on without a slot to be cancelled (`cancelled`: the run creates nothing), wait, or stop
+#: (`refused`: the run waited and may no longer start; `may_start` wrote why)
+Answer = Literal["held", "admitted", "cancelled", "waits", "refused"]
+#: asked before a run that waited in the queue takes its slot: whether it may still start (its
+#: author's `use` of the Capsule may have been revoked meanwhile); on False it wrote why
+MayStart = Callable[[], Awaitable[bool]]
 
 
 def waiting_status(
@@ -52,9 +57,11 @@ def waiting_status(
     total: int,
     capsule: str,
     verdict: slots.Verdict,
+    joined: str,
     now: float,
 ) -> dict[str, Any]:
-    """The status of a run waiting for a slot: Pending, not started, the queue it waits in."""
+    """The status of a run waiting for a slot: Pending, not started, the queue it waits in
+    (joined at `joined`)."""
     return {
         "observedGeneration": generation,
         "run": {k: v for k, v in run.items() if k != "startedAt"},
@@ -70,7 +77,7 @@ def waiting_status(
                 now,
             )
         ],
-        "queue": slots.queue(capsule, verdict),
+        "queue": slots.queue(capsule, verdict, joined),
     }
 
 
@@ -125,12 +132,13 @@ class Gate:
         run: dict[str, Any],
         events: Recorder,
         now: float,
+        may_start: MayStart | None = None,
     ) -> Answer:
         """Whether the Plan's current run (`run`, the status' run record) may go on under
         `capsule`, the run's status building on `previous` (its earlier runs, `history`, are
         kept). When it waits, its status says why (written here); when it is admitted, the slot
         is recorded here, before the caller creates anything."""
-        if capsule.concurrency is None or slots.is_child(plan):
+        if capsule.concurrency is None or slots.exempt(plan):
             return "held"
         if slots.holds_run(plan, str(run["id"])):
             return "held"
@@ -146,7 +154,15 @@ class Gate:
             finally_steps.step_count(spec),
             events,
             now,
+            may_start,
         )
+
+    def _cached(self, namespace: str, capsule: str) -> list[dict[str, Any]] | None:
+        """The counted Plans of the Capsule as the watch shows them (None: no cache)."""
+        if self.plans is None:
+            return None
+        group = self.plans.group((namespace, capsule))
+        return group if group is not None else self.plans.values()
 
     async def _decide(
         self,
@@ -158,19 +174,25 @@ class Gate:
         total: int,
         events: Recorder,
         now: float,
+        may_start: MayStart | None,
     ) -> Answer:
         meta = plan["metadata"]
         namespace = str(meta["namespace"])
         generation = int(run["generation"])
+        joined = slots.queued_at(plan, str(run["id"]), now)
+        queued = slots.waiting(plan, capsule) and (previous.get("run") or {}).get("id") == run["id"]
         lock = self._locks.setdefault((namespace, capsule), asyncio.Lock())
         async with lock:
             verdict = None
-            if self.plans is not None:
-                verdict = slots.judge(plan, capsule, limit, self.plans.values())
+            cached = self._cached(namespace, capsule)
+            if cached is not None:
+                verdict = slots.judge(plan, capsule, limit, cached, joined)
             if verdict is None or verdict.admitted:  # the truth before a slot is taken
                 verdict = slots.judge(
-                    plan, capsule, limit, await self.kube.list_plans(namespace, "")
+                    plan, capsule, limit, await self.kube.list_plans(namespace, ""), joined
                 )
+            if verdict.admitted and queued and may_start is not None and not await may_start():
+                return "refused"  # it waited: its author's `use` is asked again as it starts
             if verdict.admitted:
                 new = admitted_status(
                     previous,
@@ -190,9 +212,12 @@ class Gate:
             total=total,
             capsule=capsule,
             verdict=verdict,
+            joined=joined,
             now=now,
         )
-        if not slots.waiting(plan, capsule) or (previous.get("run") or {}).get("id") != run["id"]:
+        if not queued:
             events(REASON_QUEUED, slots.message(capsule, verdict))
+        elif not slots.rewritten(previous.get("queue"), new["queue"]):
+            return "waits"  # farther back than it shows, or unchanged: no write (slots' rule)
         await self.writer.write(plan, {**new, "history": previous.get("history")})
         return "waits"

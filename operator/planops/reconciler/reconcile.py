@@ -193,7 +193,8 @@ class Reconciler:
             return None
         assert spec is not None and capsule is not None
         starts = fresh or previous.get("phase") == Phase.INVALID
-        if starts and not written_now:  # started for the recorded author: may they still?
+
+        async def may_start() -> bool:  # started for the recorded author: may they still?
             why = await authors.refusal(
                 self.kube, plan, namespace, capsule_name(spec), self.require_author
             )
@@ -204,10 +205,16 @@ class Reconciler:
                     why, generation=generation, run=run_info, previous=previous, now=now
                 )
                 await self._write(plan, previous, new)
-                await events.flush()
-                return None
-        gate = await self._gate.admit(plan, previous, spec, capsule, run_info, events, now)
-        if gate == "waits":  # for a slot of its Capsule (reconciler.admission)
+            return not why
+
+        if starts and not written_now and not await may_start():
+            await events.flush()
+            return None
+        # a run that waited for a slot is asked again as it takes one (reconciler.admission)
+        gate = await self._gate.admit(
+            plan, previous, spec, capsule, run_info, events, now, may_start
+        )
+        if gate in ("waits", "refused"):  # for a slot of its Capsule, or no longer allowed
             await events.flush()
             return None
         if starts or gate == "admitted":

@@ -10,26 +10,40 @@ namespace whose `spec.capsule` names it:
   succeeds or fails, or the Plan is deleted.
 - Every other Plan of the Capsule not finished and not being deleted **waits** (phase Pending,
   `status.queue` naming the Plans ahead), and so does one not reconciled yet.
-- The waiting Plans are ordered by `metadata.creationTimestamp`, then name, then uid (the
-  timestamp has one-second resolution). The first `maxRunningPlans - holders` of them may start,
-  and no other: a later Plan never overtakes an earlier one, whichever is reconciled first.
+- The waiting Plans are ordered by when their current run joined the queue (`queue.queuedAt`,
+  written by the operator when it first sees the run), then name, then uid. A Plan's first run
+  joins at `metadata.creationTimestamp` (one-second resolution), which also places a Plan not
+  reconciled yet; a later run (a re-run, a retry, a new generation) joins when the operator
+  first sees it, behind every run already waiting, even when an earlier run of the same Plan
+  held a slot. The first `maxRunningPlans - holders` of them may start, and no other: a later
+  Plan never overtakes an earlier one, whichever is reconciled first.
+- A waiting Plan's `queue` is written when it joins, and again only while it is among the first
+  NAMES_LISTED and what it shows changed: farther back, its `position` is an upper bound (a
+  waiting run only moves forward), so that the queue's movement costs no status write for each
+  of a long queue's Plans at every start.
 - A capsule step's child Plan runs inside its parent's slot: it neither counts nor waits.
   Counted, a plan holding a slot of X whose child waits for Y's only slot, while a plan holding
   Y's waits for its child on X, would wait forever (a child on its parent's own Capsule cannot
   happen: the cycle rule refuses it). A child is a Plan whose controller is a Plan and which
-  carries the parent label (both kept from plan authors by the admission policies).
-- A new generation or re-run of a Plan is decided again as it starts, in the Plan's place of
-  creation; its earlier run no longer counts.
+  carries the parent label (both kept from plan authors by the admission policies). A re-run
+  or retry of a child (its annotations, which only users write) is counted and queued like any
+  other run: the exemption covers only the run its parent started.
+- A new generation or re-run of a Plan is decided again as it starts, in the queue's order;
+  its earlier run no longer counts.
+- When a slot frees (a counted Plan finishes, starts being deleted, or is deleted: not any
+  other event of a finished Plan), only the first waiting Plans, as many as slots are free,
+  are woken: the others are decided at the resync or on their own events.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from planops.api import names
 from planops.api.names import Phase
 from planops.engine.policy import DEFAULT_CAPSULE
+from planops.engine.report import parse_rfc3339, rfc3339
 
 #: the most Plan names a waiting Plan's status lists (running, and ahead in the queue)
 NAMES_LISTED = 20
@@ -58,6 +72,16 @@ def is_child(plan: dict[str, Any]) -> bool:
     )
 
 
+def exempt(plan: dict[str, Any]) -> bool:
+    """A child Plan's run as its parent started it: it runs inside the parent's slot. A re-run
+    or retry of a child (annotations a user writes; the operator never does) is counted and
+    queued like any Plan's run."""
+    notes = (plan.get("metadata") or {}).get("annotations") or {}
+    return is_child(plan) and not any(
+        notes.get(a) for a in (names.ANNOTATION_RERUN, names.ANNOTATION_RETRY)
+    )
+
+
 def _status(plan: dict[str, Any]) -> dict[str, Any]:
     status = plan.get("status")
     return status if isinstance(status, dict) else {}
@@ -65,12 +89,10 @@ def _status(plan: dict[str, Any]) -> dict[str, Any]:
 
 def counted(plan: dict[str, Any]) -> bool:
     """Whether a Plan takes part in its Capsule's count: neither finished, nor being deleted,
-    nor a child Plan."""
+    nor a child Plan's run started by its parent (exempt)."""
     meta = plan.get("metadata") or {}
     return not (
-        meta.get("deletionTimestamp")
-        or names.finished(_status(plan).get("phase"))
-        or is_child(plan)
+        meta.get("deletionTimestamp") or names.finished(_status(plan).get("phase")) or exempt(plan)
     )
 
 
@@ -89,12 +111,41 @@ def holds_run(plan: dict[str, Any], run_id: str) -> bool:
     return holds(plan) and (_status(plan).get("run") or {}).get("id") == run_id
 
 
-def order(plan: dict[str, Any]) -> tuple[str, str, str]:
-    """A Plan's place in its Capsule's queue: creation time, then name, then uid. RFC 3339
-    timestamps in UTC (what the API server writes) sort as text."""
+def capsule_key(plan: dict[str, Any]) -> tuple[str, str] | None:
+    """The key the Plans' cache groups a Plan under: its namespace and Capsule while it takes
+    part in the count; None (not grouped) otherwise."""
+    if not counted(plan):
+        return None
+    return str((plan.get("metadata") or {}).get("namespace", "")), capsule_of(plan)
+
+
+def queued_at(plan: dict[str, Any], run_id: str, now: float) -> str:
+    """When the run `run_id` of a Plan joined its Capsule's queue: as its status records it
+    for that run; else the Plan's creation for its first run; else now (a later run)."""
+    status = _status(plan)
+    run = status.get("run") if isinstance(status.get("run"), dict) else {}
+    q = status.get("queue")
+    if run and run.get("id") == run_id:
+        if isinstance(q, dict) and isinstance(q.get("queuedAt"), str):
+            return str(q["queuedAt"])
+        if isinstance(run.get("startedAt"), str):  # seen before (it waited as Invalid)
+            return str(run["startedAt"])
+    created = (plan.get("metadata") or {}).get("creationTimestamp")
+    if not run and isinstance(created, str):
+        return created
+    return str(rfc3339(now))
+
+
+def order(plan: dict[str, Any], joined: str | None = None) -> tuple[float, str, str]:
+    """A Plan's place in its Capsule's queue: when its run joined (`joined`, else its status'
+    queue.queuedAt, else its creation), then name, then uid."""
     meta = plan.get("metadata") or {}
+    q = _status(plan).get("queue")
+    if joined is None and isinstance(q, dict) and isinstance(q.get("queuedAt"), str):
+        joined = q["queuedAt"]
+    when = parse_rfc3339(joined or meta.get("creationTimestamp"))
     return (
-        str(meta.get("creationTimestamp") or ""),
+        when if when is not None else 0.0,
         str(meta.get("name") or ""),
         str(meta.get("uid") or ""),
     )
@@ -117,9 +168,16 @@ class Verdict:
         return len(self.ahead) + 1
 
 
-def judge(plan: dict[str, Any], capsule: str, limit: int, plans: list[dict[str, Any]]) -> Verdict:
+def judge(
+    plan: dict[str, Any],
+    capsule: str,
+    limit: int,
+    plans: list[dict[str, Any]],
+    joined: str | None = None,
+) -> Verdict:
     """Whether `plan` may start on `capsule` whose maxRunningPlans is `limit`, the namespace's
-    Plans being `plans` (it need not be among them: it is counted as waiting)."""
+    Plans being `plans` (it need not be among them: it is counted as waiting), its run having
+    joined the queue at `joined` (else as its status says)."""
     me = (plan.get("metadata") or {}).get("uid")
     mine = [
         p
@@ -131,7 +189,7 @@ def judge(plan: dict[str, Any], capsule: str, limit: int, plans: list[dict[str, 
         == (plan.get("metadata") or {}).get("namespace")
     ]
     running = sorted((p for p in mine if holds(p)), key=order)
-    mine_order = order(plan)
+    mine_order = order(plan, joined)
     ahead = sorted((p for p in mine if not holds(p) and order(p) < mine_order), key=order)
     free = limit - len(running)
     return Verdict(
@@ -157,10 +215,11 @@ def message(capsule: str, verdict: Verdict) -> str:
     return text
 
 
-def queue(capsule: str, verdict: Verdict) -> dict[str, Any]:
+def queue(capsule: str, verdict: Verdict, joined: str) -> dict[str, Any]:
     """`status.queue` of a waiting Plan (bounded: at most NAMES_LISTED names a list)."""
     return {
         "capsule": capsule,
+        "queuedAt": joined,
         "maxRunningPlans": verdict.limit,
         "position": verdict.position,
         "running": list(verdict.running[:NAMES_LISTED]),
@@ -176,19 +235,82 @@ def waiting(plan: dict[str, Any], capsule: str) -> bool:
     return isinstance(q, dict) and q.get("capsule") == capsule and counted(plan)
 
 
-def to_wake(freed: dict[str, Any], active: list[dict[str, Any] | None]) -> list[tuple[str, str]]:
-    """The Plans (namespace, name) of `active` waiting for a slot of the Capsule of `freed`, a
-    Plan that just finished or was deleted: one of them may start now, at once (not at the next
-    resync). Nothing when `freed` took no part in the count (a child Plan)."""
-    if is_child(freed):
-        return []
+def rewritten(old: Any, new: dict[str, Any]) -> bool:
+    """Whether a waiting run's `queue` must be written again (the module's rule): it joined
+    only now, the limit changed, or it is among the first NAMES_LISTED and what it shows
+    changed."""
+    if not isinstance(old, dict) or old.get("queuedAt") != new["queuedAt"]:
+        return True
+    if old.get("maxRunningPlans") != new["maxRunningPlans"]:
+        return True
+    return int(new["position"]) <= NAMES_LISTED and old != new
+
+
+def frees(before: dict[str, Any] | None, after: dict[str, Any] | None) -> bool:
+    """Whether a Plan's event, from `before` (the cache's object) to `after` (None: deleted),
+    frees a slot: it took part in the count and no longer does. A Plan the cache has not seen
+    frees nothing here (the watch's first listing; a new leader looks at every Plan anyway)."""
+    if before is None or not counted(before):
+        return False
+    return after is None or not counted(after)
+
+
+def first_waiters(
+    freed: dict[str, Any], plans: list[dict[str, Any]], limit: int | None
+) -> list[tuple[str, str]]:
+    """The Plans (namespace, name) to look again now that `freed` freed a slot of its Capsule
+    (limit `limit`; None: unknown or unlimited), `plans` being the Plans of that Capsule the
+    cache holds: the first waiting ones in the queue's order, as many as slots are free (at
+    least one), not the whole queue."""
     meta = freed.get("metadata") or {}
     namespace, capsule = meta.get("namespace"), capsule_of(freed)
-    return [
-        (namespace, p["metadata"]["name"])
-        for p in active
-        if p is not None
-        and p["metadata"].get("namespace") == namespace
-        and p["metadata"].get("name") != meta.get("name")
-        and waiting(p, capsule)
+    mine = [
+        p
+        for p in plans
+        if (p.get("metadata") or {}).get("namespace") == namespace
+        and capsule_of(p) == capsule
+        and counted(p)
+        and (p.get("metadata") or {}).get("uid") != meta.get("uid")
     ]
+    waiters = sorted((p for p in mine if not holds(p)), key=order)
+    free = len(waiters) if limit is None else max(1, limit - sum(1 for p in mine if holds(p)))
+    return [(str(namespace), str(p["metadata"]["name"])) for p in waiters[:free]]
+
+
+class Cache(Protocol):
+    """What to_wake reads of the watch's caches (kube.cache.WatchCache)."""
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    def values(self) -> list[dict[str, Any]]: ...
+
+    def group(self, key: tuple[str, str]) -> list[dict[str, Any]] | None: ...
+
+
+def limit_of(capsule: dict[str, Any] | None) -> int | None:
+    """A Capsule object's maxRunningPlans, or None (unknown, unlimited, or not a number)."""
+    spec = (capsule or {}).get("spec")
+    conc = spec.get("concurrency") if isinstance(spec, dict) else None
+    n = conc.get("maxRunningPlans") if isinstance(conc, dict) else None
+    return n if isinstance(n, int) and not isinstance(n, bool) else None
+
+
+def to_wake(
+    before: dict[str, Any] | None,
+    after: dict[str, Any] | None,
+    plans: Cache,
+    capsules: Cache,
+) -> list[tuple[str, str]]:
+    """The Plans (namespace, name) to look again at once after a Plan's event, from `before`
+    (as the cache held it) to `after` (None: deleted): none unless it freed a slot, else the
+    first waiting Plans of its Capsule (first_waiters), read from the caches."""
+    if before is None or not frees(before, after):
+        return []
+    meta = before.get("metadata") or {}
+    namespace, capsule = str(meta.get("namespace", "")), capsule_of(before)
+    group = plans.group((namespace, capsule))
+    return first_waiters(
+        before,
+        plans.values() if group is None else group,
+        limit_of(capsules.get(namespace, capsule)),
+    )
