@@ -79,3 +79,26 @@ def test_the_frame_of_a_record_bounds_what_it_writes_besides_its_text():
     whole = status_.json_size(record.to_json())
     assert whole - 10 <= budget_.frame_bytes(record)
     assert budget_.RUN_FRAME_BUDGET + budget_.RUN_TEXT_BUDGET == budget_.RUN_REPORT_BYTES
+
+
+def test_a_map_stopped_past_the_text_budget_still_says_why_in_its_error():
+    run = Run("p", spec(1000))
+    run.budget.limit = 0  # the text budget spent from the start: every record keeps its mark
+    one = budget_.frame_bytes(StepRecord("each.0.call", "success", "x", None, 1, 0.0, 0.0))
+    run.budget.frame_limit = 250 * one
+    finish(run)
+    failed = next(r for r in run.settled if r.step_id == "each")
+    assert (failed.error or "").startswith("[ReportBytesExceeded] map stopped before item ")
+    assert "split the list" in (failed.error or "")  # whole: within the error's floor
+    assert run.budget.frames == frames(run.settled)
+
+
+def test_past_the_text_budget_a_record_writes_no_more_than_its_frame():
+    run = Run("p", spec(1000))
+    run.budget.limit = 0
+    one = budget_.frame_bytes(StepRecord("each.0.call", "success", "x", None, 1, 0.0, 0.0))
+    run.budget.frame_limit = 250 * one
+    finish(run)
+    assert any(r.error for r in run.settled)
+    for r in run.settled:
+        assert status_.json_size(r.to_json()) <= budget_.frame_bytes(r), r

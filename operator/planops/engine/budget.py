@@ -8,7 +8,7 @@ a **budget of record text** (output + error, body steps included), spent as reco
 
 - a record keeps at most RECORD_TEXT_LIMIT bytes (its error first, at most ERROR_TEXT_LIMIT);
 - the run keeps at most RUN_TEXT_BUDGET bytes in all; once it is spent, a record keeps only a
-  short mark saying what it had;
+  short mark saying what it had (an error its first ERROR_FLOOR bytes too: why a step failed);
 - a record cut keeps a prefix and ends with CUT_MARK (how many bytes it had): what later steps see
   of it (`{{x.output}}`, a map's `results`) is that cut text, exactly as a restored run sees it;
 - the run counts what it cut (`cut`, `cut_bytes`); the report says so (Report.cut). A record
@@ -65,15 +65,18 @@ ERROR_TEXT_LIMIT = 16 << 10
 #: the most record text one run keeps, body steps included (what it holds in memory and writes
 #: to its report)
 RUN_TEXT_BUDGET = 4 << 20
+#: the bytes of an error a record keeps even once the run's text budget is spent (why a step
+#: failed: a map stopped by the report's budget says so within them); frame_bytes counts them
+ERROR_FLOOR = 160
 #: the most one run writes to its report (PlanReports): its record text and its records' frames
 RUN_REPORT_BYTES = 16 << 20
 #: the most its records' frames (everything but their text: `frame_bytes`) take
 RUN_FRAME_BUDGET = RUN_REPORT_BYTES - RUN_TEXT_BUDGET
 #: the error a map or reduce fails with when the frames are spent (engine.bodyrun)
 FRAMES_SPENT = (
-    "{kind} stopped before item {item} of {length}: the run's records would take more than "
-    "{limit} bytes besides their text, {report} bytes of report with it, the most one run "
-    "writes [ReportBytesExceeded]; split the list, or call a capsule step per chunk"
+    "[ReportBytesExceeded] {kind} stopped before item {item} of {length}: the run's records "
+    "would take more than {limit} bytes besides their text ({report} bytes of report with it, "
+    "the most one run writes); split the list, or call a capsule step per chunk"
 )
 #: body items one decide() starts at most (the rest in the next decide, at once)
 ITEMS_PER_DECIDE = 100
@@ -91,13 +94,15 @@ MARK_ROOM = len(CUT_MARK.format(kept=10**19, total=10**19))
 def frame_bytes(record: StepRecord) -> int:
     """What `record` writes besides its text: its JSON with each text emptied (compact, as the
     API server stores it) plus MARK_ROOM for each text it has (a text past the budget keeps a
-    mark). The same for a record live, cut again, or restored."""
+    mark, an error its first ERROR_FLOOR bytes too). The same for a record live, cut again, or
+    restored."""
     texts = int(bool(record.output)) + int(bool(record.error))
+    floor = ERROR_FLOOR if record.error else 0
     bare = record._replace(
         output="" if record.output else None, error="" if record.error else None
     ).to_json()
     text = json.dumps(bare, ensure_ascii=False, separators=(",", ":"))
-    return len(text.encode()) + texts * MARK_ROOM
+    return len(text.encode()) + texts * MARK_ROOM + floor
 
 
 #: the smallest frame a record has (no text, a one-letter id): what an item started is reserved
@@ -195,7 +200,7 @@ class TextBudget:
     def keep(self, output: str | None, error: str | None) -> tuple[str | None, str | None]:
         """(output, error) of a record settling now, within what the run has left."""
         room = max(0, min(self.record_limit, self.limit - self.held))
-        new_error = cut(error, max(MARK_ROOM, min(ERROR_TEXT_LIMIT, room)))
+        new_error = cut(error, max(MARK_ROOM + ERROR_FLOOR, min(ERROR_TEXT_LIMIT, room)))
         room -= _size(new_error)
         new_output = cut(output, max(MARK_ROOM, room))
         self._tally(new_output, new_error)
