@@ -291,8 +291,15 @@ def render() -> str:
         "`cut` in `run --local -o json`)",
         "  counts every record whose text was cut (by this budget, the Capsule's "
         "outputLimitBytes or its share of the report)",
-        "  and the bytes it had in full. Its PlanReports hold those "
-        f"{budget.RUN_TEXT_BUDGET >> 20} MiB of text plus about 250 bytes a record.",
+        "  and the bytes it had in full.",
+        f"- A run writes at most {budget.RUN_REPORT_BYTES >> 20} MiB of PlanReports: its "
+        f"{budget.RUN_TEXT_BUDGET >> 20} MiB of record text, and "
+        f"{budget.RUN_FRAME_BUDGET >> 20} MiB for the rest of its records",
+        "  (id, status, attempts, times: about 250 bytes a record, with room for a cut mark and "
+        f"an error's first {budget.ERROR_FLOOR} bytes). Once that",
+        "  is spent a `map` or `reduce` starts no further item and fails with "
+        "`[ReportBytesExceeded]` (a `map` over about 48,000",
+        "  items whose body runs no Job, one body step each).",
         f"- One decide starts at most {budget.ITEMS_PER_DECIDE} body items (more once a run "
         "was restored from many records: an eighth of them);",
         "  the rest follow at once, in the next reconcile, so a long map never holds the "

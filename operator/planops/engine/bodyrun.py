@@ -18,6 +18,8 @@ Rules (seed 2, and planops' choices where the seed is silent, see docs/plan-lang
   plan's `parallelism`.
 - A run records at most `bodies.MAX_RECORDS` steps: a map or reduce that would pass it fails
   before starting any item.
+- A run's records take at most `budget.RUN_REPORT_BYTES` in its report: once their frames are
+  spent, a map or reduce starts no further item and fails (engine.budget, FRAMES_SPENT).
 - One decide starts at most `budget.TextBudget.items_per_decide` items (the rest in the next
   decide, which the Decision asks for at once): a map whose bodies settle without a Job never
   holds the executor's event loop for its whole length.
@@ -34,6 +36,7 @@ from typing import Any
 
 from planops.api.models import PlanSpec, Step
 from planops.engine import bodies, control, templates
+from planops.engine import budget as budget_
 from planops.engine.facts import (
     AttemptFact,
     BodyHost,
@@ -157,6 +160,8 @@ class Bodies:
         for a in list(self.active.values()):
             stopped = run.failed_step is not None or run.exited is not None
             budget = run.budget
+            steps = len(a.plan.steps) if a.plan is not None else 1
+            fresh = 0  # items started here, their records not counted yet
             while (
                 not stopped
                 and a.failure is None
@@ -166,7 +171,17 @@ class Bodies:
                 if budget.started >= budget.items_per_decide:  # the rest in the next decide
                     budget.capped = True
                     break
+                if budget.frames_spent(fresh * steps):  # the report is full (engine.budget)
+                    a.failure = budget_.FRAMES_SPENT.format(
+                        kind=a.kind,
+                        item=a.next,
+                        length=len(a.keys),
+                        limit=budget.frame_limit,
+                        report=budget_.RUN_REPORT_BYTES,
+                    )
+                    break
                 self._start(a, a.next)
+                fresh += 1
                 budget.started += 1
                 a.next += 1
             for pos, sub in list(a.live.items()):

@@ -8,7 +8,7 @@ a **budget of record text** (output + error, body steps included), spent as reco
 
 - a record keeps at most RECORD_TEXT_LIMIT bytes (its error first, at most ERROR_TEXT_LIMIT);
 - the run keeps at most RUN_TEXT_BUDGET bytes in all; once it is spent, a record keeps only a
-  short mark saying what it had;
+  short mark saying what it had (an error its first ERROR_FLOOR bytes too: why a step failed);
 - a record cut keeps a prefix and ends with CUT_MARK (how many bytes it had): what later steps see
   of it (`{{x.output}}`, a map's `results`) is that cut text, exactly as a restored run sees it;
 - the run counts what it cut (`cut`, `cut_bytes`); the report says so (Report.cut). A record
@@ -17,6 +17,19 @@ a **budget of record text** (output + error, body steps included), spent as reco
   are the size its text had in full, which every mark carries (a text cut twice keeps the first
   mark's total). So a count is the same whoever cut, live or restored: the operator counts the
   records as its PlanReports hold them (`tally`), exactly what a restarted operator restores.
+
+Bytes of the report: text is not all a record writes. Each record also carries its step id, status,
+attempts and two timestamps (about 200 bytes as JSON), and once the text budget is spent each
+record still keeps a short mark. A `map` over 200,000 items whose body runs no Job (a filter, a
+transform) would so write about 45 MiB of PlanReports per run, within every text budget. So a run
+also counts its records' *frames* (`frame_bytes`: the record as JSON with its texts emptied, plus
+MARK_ROOM for each text it has) against RUN_FRAME_BUDGET; with the text budget, what one run writes
+to its report is at most RUN_REPORT_BYTES (16 MiB; JSON escaping of unusual text aside). A frame is
+the same live and restored (cutting a text again never empties it, and ids, status, attempts and
+times are written as they are), so a restored run counts exactly what the live one counted. Once
+the frames are over their budget, a `map` or `reduce` starts no further item and fails with
+FRAMES_SPENT (engine.bodyrun): what settled is kept, nothing more is written, and a restore, which
+counts the same frames first, refuses the same item.
 
 The cut happens as a record settles, never later, so nothing bigger than the budget is ever held,
 written to a report or restored. A restored record is counted, not cut again (it was cut when it
@@ -52,6 +65,19 @@ ERROR_TEXT_LIMIT = 16 << 10
 #: the most record text one run keeps, body steps included (what it holds in memory and writes
 #: to its report)
 RUN_TEXT_BUDGET = 4 << 20
+#: the bytes of an error a record keeps even once the run's text budget is spent (why a step
+#: failed: a map stopped by the report's budget says so within them); frame_bytes counts them
+ERROR_FLOOR = 160
+#: the most one run writes to its report (PlanReports): its record text and its records' frames
+RUN_REPORT_BYTES = 16 << 20
+#: the most its records' frames (everything but their text: `frame_bytes`) take
+RUN_FRAME_BUDGET = RUN_REPORT_BYTES - RUN_TEXT_BUDGET
+#: the error a map or reduce fails with when the frames are spent (engine.bodyrun)
+FRAMES_SPENT = (
+    "[ReportBytesExceeded] {kind} stopped before item {item} of {length}: the run's records "
+    "would take more than {limit} bytes besides their text ({report} bytes of report with it, "
+    "the most one run writes); split the list, or call a capsule step per chunk"
+)
 #: body items one decide() starts at most (the rest in the next decide, at once)
 ITEMS_PER_DECIDE = 100
 CUT_MARK = "\n[planops: cut at {kept} of {total} bytes: the run's result budget]"
@@ -63,6 +89,25 @@ _CUT = re.compile(
 )
 #: the most bytes a mark takes (numbers up to 20 digits)
 MARK_ROOM = len(CUT_MARK.format(kept=10**19, total=10**19))
+
+
+def frame_bytes(record: StepRecord) -> int:
+    """What `record` writes besides its text: its JSON with each text emptied (compact, as the
+    API server stores it) plus MARK_ROOM for each text it has (a text past the budget keeps a
+    mark, an error its first ERROR_FLOOR bytes too). The same for a record live, cut again, or
+    restored."""
+    texts = int(bool(record.output)) + int(bool(record.error))
+    floor = ERROR_FLOOR if record.error else 0
+    bare = record._replace(
+        output="" if record.output else None, error="" if record.error else None
+    ).to_json()
+    text = json.dumps(bare, ensure_ascii=False, separators=(",", ":"))
+    return len(text.encode()) + texts * MARK_ROOM + floor
+
+
+#: the smallest frame a record has (no text, a one-letter id): what an item started is reserved
+#: at before any record was counted
+FRAME_FLOOR = frame_bytes(StepRecord("a", "success", None, None, 0, None, None))
 
 
 def _size(text: str | None) -> int:
@@ -130,6 +175,23 @@ class TextBudget:
     capped: bool = False
     #: records the run was restored from (the cap on items grows with them)
     restored: int = 0
+    #: bytes of its records besides their text (frame_bytes), and the most they may take
+    frames: int = 0
+    frame_limit: int = RUN_FRAME_BUDGET
+
+    #: records whose frames are counted
+    framed: int = 0
+
+    def frames_spent(self, pending: int = 0) -> bool:
+        """Whether the frames, with `pending` more records the size of the average so far
+        (items started but not settled yet), would pass their budget."""
+        average = max(FRAME_FLOOR, self.frames // self.framed if self.framed else 0)
+        return self.frames + pending * average > self.frame_limit
+
+    def frame(self, record: StepRecord) -> None:
+        """A record settled now (qualified, as the report writes it): its frame counted."""
+        self.frames += frame_bytes(record)
+        self.framed += 1
 
     @property
     def items_per_decide(self) -> int:
@@ -138,7 +200,7 @@ class TextBudget:
     def keep(self, output: str | None, error: str | None) -> tuple[str | None, str | None]:
         """(output, error) of a record settling now, within what the run has left."""
         room = max(0, min(self.record_limit, self.limit - self.held))
-        new_error = cut(error, max(MARK_ROOM, min(ERROR_TEXT_LIMIT, room)))
+        new_error = cut(error, max(MARK_ROOM + ERROR_FLOOR, min(ERROR_TEXT_LIMIT, room)))
         room -= _size(new_error)
         new_output = cut(output, max(MARK_ROOM, room))
         self._tally(new_output, new_error)
@@ -148,6 +210,7 @@ class TextBudget:
     def count(self, record: StepRecord) -> None:
         """A restored record: held as it is, and counted if it was cut (by anyone) before."""
         self.restored += 1
+        self.frame(record)
         self.held += _size(record.output) + _size(record.error)
         self._tally(record.output, record.error)
 

@@ -254,6 +254,8 @@ class RunState:
         self._order.append(record)
         if announce:
             self._new.append(record)
+            if self.parent is None:  # restored records were counted by budget.count
+                self.budget.frame(record)
 
     def unsettled(self) -> list[str]:
         mine = [self.spec.steps[i].id for i, s in enumerate(self._states) if s.settled is None]
@@ -327,6 +329,8 @@ class RunState:
         self._order.append(record)
         if announce:
             self._new.append(record)
+            if self.parent is None:  # restored records were counted by budget.count
+                self.budget.frame(record)
         step = self.spec.steps[i]
         if self._kinds[i] == "exit" and self.exited is None:
             self.exited = exit_report(step.id, record)
