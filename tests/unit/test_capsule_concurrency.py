@@ -368,22 +368,23 @@ def test_the_names_a_waiting_plan_lists_are_bounded():
     assert queue["message"].endswith("and 4 more")
 
 
-def _caches(c: Cluster) -> tuple[WatchCache, WatchCache]:
-    """The operator's caches of Plans (grouped by Capsule) and Capsules, as the watch fills them."""
-    plans, capsules = WatchCache(index=slots.capsule_key), WatchCache()
-    for obj in c.kube.of("plan"):
-        plans.seen("ADDED", copy.deepcopy(obj))
-    for obj in c.kube.of("capsule"):
-        capsules.seen("ADDED", copy.deepcopy(obj))
-    return plans, capsules
+class _Watch:
+    """What the operator's Plan watch handler keeps (the Plans' cache, grouped by Capsule; the
+    Plans counted) and does with one event: the Plans it wakes."""
 
+    def __init__(self, c: Cluster) -> None:
+        self.plans, self.capsules = WatchCache(index=slots.capsule_key), WatchCache()
+        self.counting = slots.Counting()
+        for obj in c.kube.of("capsule"):
+            self.capsules.seen("ADDED", copy.deepcopy(obj))
+        for obj in c.kube.of("plan"):
+            self.event(copy.deepcopy(obj), "ADDED")
 
-def _event(plans: WatchCache, capsules: WatchCache, after: dict[str, Any], kind: str = "MODIFIED"):
-    """What the Plan watch handler does with one event: the Plans it wakes."""
-    meta = after["metadata"]
-    before = plans.get(meta["namespace"], meta["name"])
-    plans.seen(kind, after)
-    return slot_waiters(before, None if kind == "DELETED" else after, plans, capsules)
+    def event(self, obj: dict[str, Any], kind: str = "MODIFIED") -> list[tuple[str, str]]:
+        self.plans.seen(kind, obj)
+        if not self.counting.moved_out(kind, obj):
+            return []
+        return slot_waiters(obj, self.plans, self.capsules)
 
 
 def _three_waiting(limit: int = 1) -> Cluster:
@@ -399,66 +400,77 @@ def _three_waiting(limit: int = 1) -> Cluster:
 
 def test_a_plan_moving_into_finished_wakes_only_the_first_waiter_of_its_capsule():
     c = _three_waiting()
-    plans, capsules = _caches(c)
+    w = _Watch(c)
     done = copy.deepcopy(c.kube.get("plan", "ns", "first"))
     done["status"]["phase"] = "Succeeded"
     done["metadata"]["resourceVersion"] += "1"
-    assert _event(plans, capsules, done) == [("ns", "second")]
+    assert w.event(done) == [("ns", "second")]
+
+
+def test_a_finish_the_leader_wrote_into_the_cache_before_its_event_still_wakes_the_first_waiter():
+    c = _three_waiting()
+    w = _Watch(c)
+    done = copy.deepcopy(c.kube.get("plan", "ns", "first"))
+    done["status"]["phase"] = "Succeeded"
+    done["metadata"]["resourceVersion"] += "1"
+    w.plans.seen("MODIFIED", copy.deepcopy(done))  # the status writer's own update, first
+    assert w.event(done) == [("ns", "second")]
 
 
 def test_a_limit_of_two_wakes_as_many_waiters_as_slots_are_free():
     c = _three_waiting(limit=2)  # first and second run; third and fourth wait
-    plans, capsules = _caches(c)
+    w = _Watch(c)
     done = copy.deepcopy(c.kube.get("plan", "ns", "first"))
     done["status"]["phase"] = "Failed"
     done["metadata"]["resourceVersion"] += "1"
-    assert _event(plans, capsules, done) == [("ns", "third")]
+    assert w.event(done) == [("ns", "third")]
 
 
 def test_labels_written_on_a_finished_plan_wake_no_one():
     c = _three_waiting()
     c.finish("first")
-    plans, capsules = _caches(c)  # the cache already shows it finished
+    w = _Watch(c)  # the cache already shows it finished
     labelled = copy.deepcopy(c.kube.get("plan", "ns", "first"))
     for k in range(3):
         labelled["metadata"]["labels"] = {"n": str(k)}
         labelled["metadata"]["resourceVersion"] += "1"
-        assert _event(plans, capsules, copy.deepcopy(labelled)) == []
-    assert _event(plans, capsules, labelled, "DELETED") == []  # it held no slot
+        assert w.event(copy.deepcopy(labelled)) == []
+    assert w.event(labelled, "DELETED") == []  # it held no slot
 
 
 def test_deleting_a_waiting_or_running_plan_wakes_the_first_waiter():
     c = _three_waiting()
-    plans, capsules = _caches(c)
+    w = _Watch(c)
     third = c.kube.get("plan", "ns", "third")
     assert third is not None
-    assert _event(plans, capsules, copy.deepcopy(third), "DELETED") == [("ns", "second")]
+    assert w.event(copy.deepcopy(third), "DELETED") == [("ns", "second")]
     # (a waiting Plan held no slot, but the queue moved: the first waiter looks again)
     first = c.kube.get("plan", "ns", "first")
     assert first is not None
-    assert _event(plans, capsules, copy.deepcopy(first), "DELETED") == [("ns", "second")]
+    assert w.event(copy.deepcopy(first), "DELETED") == [("ns", "second")]
 
 
 def test_a_finished_child_plan_wakes_no_one():
     c = _three_waiting()
-    plans, capsules = _caches(c)
+    w = _Watch(c)
     child = copy.deepcopy(c.kube.get("plan", "ns", "fourth"))
     child["metadata"]["labels"] = {manifests.LABEL_PARENT: "p"}
     child["metadata"]["ownerReferences"] = [
         {"apiVersion": "planops.dev/v1alpha1", "kind": "Plan", "controller": True, "uid": "u"}
     ]
-    plans.seen("ADDED", child)
+    w.event(child)
     child = copy.deepcopy(child)
     child["status"] = {"phase": "Succeeded"}
     child["metadata"]["resourceVersion"] += "1"
-    assert _event(plans, capsules, child) == []
+    assert w.event(child) == []
 
 
 def test_the_plans_cache_groups_the_counted_plans_by_namespace_and_capsule():
     c = _three_waiting()
-    plans, _ = _caches(c)
+    w = _Watch(c)
+    plans = w.plans
     c.finish("fourth")  # seen waiting, then finished: it leaves its group
-    plans.seen("MODIFIED", copy.deepcopy(c.kube.get("plan", "ns", "fourth")))
+    w.event(copy.deepcopy(c.kube.get("plan", "ns", "fourth")))
     names_ = lambda key: sorted(p["metadata"]["name"] for p in plans.group(key) or [])  # noqa: E731
     assert names_(("ns", "default")) == ["first", "second", "third"]  # fourth finished
     assert names_(("ns", "x")) == ["elsewhere"]

@@ -34,6 +34,7 @@ from planops.kube.manifests import (
 from planops.reconciler import (
     Reconciler,
     ScheduleReconciler,
+    SlotCounting,
     job_event_matters,
     pod_event_matters,
     slot_group,
@@ -111,6 +112,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     memo.capsules = WatchCache()
     # also the admission webhook's judge
     memo.plans = WatchCache(index=slot_group)  # grouped by (namespace, Capsule): slots
+    memo.counting = SlotCounting()  # the Plans counted on a Capsule, as the watch shows them
     memo.runs = RunObjects(LABEL_PLAN, LABEL_RUN)
     memo.poster = Poster(kube)
     memo.poster.start()
@@ -221,13 +223,12 @@ async def plan_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_
         memo.active.discard((ns, name))
     else:
         memo.active.add((ns, name))
-    before = memo.plans.get(ns, name)
     memo.plans.seen(event["type"], dict(event["object"]))
-    after = None if event["type"] == "DELETED" else dict(event["object"])
     # a slot of its Capsule freed (its move into finished, or its deletion; no other event of
     # a finished Plan): the first Plans waiting for one look again now (reconciler.slots)
-    for key in slot_waiters(before, after, memo.plans, memo.capsules):
-        memo.queue.put(key)
+    if memo.counting.moved_out(event["type"], dict(event["object"])):
+        for key in slot_waiters(dict(event["object"]), memo.plans, memo.capsules):
+            memo.queue.put(key)
     if finished and memo.archiver is not None and event["type"] != "DELETED":
         memo.archiver.offer(dict(event["object"]))  # never waits: the archive's own writers
     if event["type"] == "DELETED":

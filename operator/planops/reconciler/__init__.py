@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from planops.reconciler.run_history import earlier_status, run_ids, waits_for_archive
     from planops.reconciler.run_history import entries as history_entries
     from planops.reconciler.scheduled import ScheduleReconciler
+    from planops.reconciler.slots import Counting as SlotCounting
     from planops.reconciler.slots import capsule_key as slot_group
     from planops.reconciler.slots import to_wake as slot_waiters
     from planops.reconciler.status import STATUS_RECORDS, STATUS_RECORDS_MAX
@@ -48,6 +49,7 @@ _PUBLIC = {
     "STATUS_RECORDS_MAX": ("status", "STATUS_RECORDS_MAX"),
     "slot_waiters": ("slots", "to_wake"),
     "slot_group": ("slots", "capsule_key"),
+    "SlotCounting": ("slots", "Counting"),
 }
 
 
@@ -65,6 +67,7 @@ __all__ = [
     "STATUS_RECORDS_MAX",
     "Reconciler",
     "ScheduleReconciler",
+    "SlotCounting",
     "controller_uid",
     "earlier_run",
     "earlier_status",

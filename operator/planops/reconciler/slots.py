@@ -246,13 +246,28 @@ def rewritten(old: Any, new: dict[str, Any]) -> bool:
     return int(new["position"]) <= NAMES_LISTED and old != new
 
 
-def frees(before: dict[str, Any] | None, after: dict[str, Any] | None) -> bool:
-    """Whether a Plan's event, from `before` (the cache's object) to `after` (None: deleted),
-    frees a slot: it took part in the count and no longer does. A Plan the cache has not seen
-    frees nothing here (the watch's first listing; a new leader looks at every Plan anyway)."""
-    if before is None or not counted(before):
-        return False
-    return after is None or not counted(after)
+class Counting:
+    """The Plans (namespace, name) whose last watch event showed them counted, kept by the Plan
+    watch handler alone: a slot is freed by a Plan's move out of the count (into finished,
+    being deleted, deleted), and only the watch sees each move once and in order (the status
+    writer puts the leader's own writes into the Plans' cache before their events arrive, so
+    the cache cannot tell). A Plan first seen already out of the count (the watch's first
+    listing, a label written on a finished Plan) frees nothing: a new leader looks at every
+    Plan anyway."""
+
+    def __init__(self) -> None:
+        self._keys: set[tuple[str, str]] = set()
+
+    def moved_out(self, event_type: str | None, plan: dict[str, Any]) -> bool:
+        """Record a Plan's watch event; whether it took the Plan out of the count."""
+        meta = plan.get("metadata") or {}
+        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        was = key in self._keys
+        if event_type != "DELETED" and counted(plan):
+            self._keys.add(key)
+            return False
+        self._keys.discard(key)
+        return was
 
 
 def first_waiters(
@@ -295,22 +310,15 @@ def limit_of(capsule: dict[str, Any] | None) -> int | None:
     return n if isinstance(n, int) and not isinstance(n, bool) else None
 
 
-def to_wake(
-    before: dict[str, Any] | None,
-    after: dict[str, Any] | None,
-    plans: Cache,
-    capsules: Cache,
-) -> list[tuple[str, str]]:
-    """The Plans (namespace, name) to look again at once after a Plan's event, from `before`
-    (as the cache held it) to `after` (None: deleted): none unless it freed a slot, else the
-    first waiting Plans of its Capsule (first_waiters), read from the caches."""
-    if before is None or not frees(before, after):
-        return []
-    meta = before.get("metadata") or {}
-    namespace, capsule = str(meta.get("namespace", "")), capsule_of(before)
+def to_wake(freed: dict[str, Any], plans: Cache, capsules: Cache) -> list[tuple[str, str]]:
+    """The Plans (namespace, name) to look again at once now that `freed` left the count of its
+    Capsule (Counting.moved_out): the first waiting Plans of its Capsule (first_waiters), read
+    from the caches."""
+    meta = freed.get("metadata") or {}
+    namespace, capsule = str(meta.get("namespace", "")), capsule_of(freed)
     group = plans.group((namespace, capsule))
     return first_waiters(
-        before,
+        freed,
         plans.values() if group is None else group,
         limit_of(capsules.get(namespace, capsule)),
     )
