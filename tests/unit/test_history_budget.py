@@ -128,3 +128,12 @@ def test_the_worst_entry_with_its_byte_fields_stays_within_entry_bytes() -> None
     [worst] = run_history.within_budget([one], {one["id"]: 2**62}, budget=0)
     assert worst["recordsKept"] is False
     assert stored_size(worst) <= run_history.ENTRY_BYTES, stored_size(worst)
+
+
+def test_the_operators_history_report_bytes_sets_the_budget() -> None:
+    size = one_runs_bytes()
+    w = failing_world(status_records=1)
+    w.reconciler.history_report_bytes = size * 3 // 2  # --history-report-bytes
+    ids = reruns(w, 3)
+    assert [run_history.records_kept(e) for e in w.status["history"]] == [True, False, False]
+    assert {r["run"] for r in w.kube.of("planreport")} == {ids[3], ids[2]}

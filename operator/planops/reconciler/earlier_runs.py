@@ -36,6 +36,7 @@ async def start(
     now: float,
     *,
     archive: bool = False,
+    budget: int | None = None,
 ) -> list[dict[str, Any]]:
     """The new run `ref.run` replaces the run `previous` (the Plan's status) holds: stop the
     earlier runs' objects, keep the PlanReports of the runs the history keeps (writing those of
@@ -47,7 +48,9 @@ async def start(
     if kept and kept[0]["id"] == current:
         kept[0] = await keep_records(kube, replace(ref, run=current), previous, kept[0])
     if kept:
-        kept = run_history.within_budget(kept, await report_bytes(kube, ref), archive=archive)
+        kept = run_history.within_budget(
+            kept, await report_bytes(kube, ref), archive=archive, budget=budget
+        )
     if any(e["id"] == ref.run for e in dropped):
         # an earlier run of the new run's id (a re-run value used again): its PlanReports are
         # not the new run's, and the selector of other runs does not find them
