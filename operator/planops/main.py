@@ -20,7 +20,12 @@ from planops.api import quantity
 from planops.api.crd import MAX_STEPS
 from planops.engine import Policy
 from planops.engine.bodies import MAX_RECORDS
-from planops.reconciler import CHUNK_RECORDS, STATUS_RECORDS, STATUS_RECORDS_MAX
+from planops.reconciler import (
+    CHUNK_RECORDS,
+    HISTORY_REPORT_BYTES,
+    STATUS_RECORDS,
+    STATUS_RECORDS_MAX,
+)
 
 
 def configure_logging(json_logs: bool, verbose: bool) -> None:
@@ -90,6 +95,13 @@ def _parser() -> argparse.ArgumentParser:
         type=_bounded(1, STATUS_RECORDS_MAX),
         default=STATUS_RECORDS,
         help=f"most recent records repeated in a Plan's status (at most {STATUS_RECORDS_MAX})",
+    )
+    p.add_argument(
+        "--history-report-bytes",
+        type=_bounded(0, HISTORY_REPORT_BYTES),
+        default=HISTORY_REPORT_BYTES,
+        help="bytes of earlier runs' PlanReports kept per Plan, newest first (at most and by "
+        f"default {HISTORY_REPORT_BYTES >> 20} MiB); past it an earlier run keeps its summary",
     )
     p.add_argument(
         "--require-author-record",
@@ -303,6 +315,7 @@ def main(argv: list[str] | None = None, *, run: Callable[..., Any] | None = None
     CONFIG.resync_seconds = args.resync_seconds
     CONFIG.chunk_records = args.report_chunk_records
     CONFIG.status_records = args.status_records
+    CONFIG.history_report_bytes = args.history_report_bytes
     CONFIG.require_author = args.require_author_record
     CONFIG.policy = Policy(
         images=tuple(p.strip() for p in args.allowed_images.split(",") if p.strip()),

@@ -122,3 +122,44 @@ def test_history_without_an_archive_lists_the_current_run_then_the_earlier_ones(
     assert rows[1]["failedStep"] == "old" and rows[1]["durationSeconds"] == 7.0
     assert rows[1]["specDigest"] is None  # generation 1's spec is not the Plan's any more
     assert [r["runId"] for r in select(rows, phase="Failed")] == ["run0"]
+
+
+@pytest.fixture
+def dropped_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`run0` keeps only its summary: the history byte budget deleted its PlanReports (the
+    server still lists one, as a deletion not done yet would: it must not be shown)."""
+
+    def with_history() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        plan, objects = ORIGINAL()
+        plan["status"]["history"] = [{**EARLIER, "recordsKept": False}]
+        return plan, objects
+
+    monkeypatch.setattr(served, "recorded_objects", with_history)
+
+
+def test_get_and_describe_run_of_a_run_without_records_show_its_summary_and_say_why(
+    capfd,
+    dropped_records,
+    server,  # noqa: F811
+):
+    kubeconfig, asked = server
+    code, out, err = run(
+        capfd, "get", "big", "--run", "run0", "-n", "ns", "-o", "json", "--kubeconfig", kubeconfig
+    )
+    assert code == 0, err
+    st = json.loads(out)["status"]
+    assert st["phase"] == "Failed" and st["failedStep"] == "old" and st["report"]["steps"] == []
+    assert st["recordsKept"] is False and "history byte budget" in st["recordsDropped"]
+    assert asked == []  # its PlanReports are not read
+    code, out, err = run(
+        capfd, "get", "big", "--run", "run0", "-n", "ns", "--kubeconfig", kubeconfig
+    )
+    assert code == 0 and "big" in out and "history byte budget" in err
+    code, out, err = run(
+        capfd, "describe", "big", "--run", "run0", "-n", "ns", "--kubeconfig", kubeconfig
+    )
+    assert code == 0, err
+    assert "Run:        run0" in out and "Records:    none shown:" in out
+    assert "history byte budget" in out and not any(
+        line.startswith("old") for line in out.splitlines()
+    )

@@ -13,6 +13,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from planops.cli.plan_report import run_report
 from planops.cli.ui import server, view
 from planops.kube.manifests import PlanRef
 from planops.reconciler import reports
@@ -101,3 +102,13 @@ def test_the_page_follows_no_watch_and_offers_no_log_for_an_earlier_run():
     assert "if (state.view.earlier) {" in js
     assert '!view.earlier && ["shell", "tool", "capsule"]' in js
     assert "?run=${encodeURIComponent(run)}" in js
+
+
+def test_an_earlier_run_without_records_says_the_history_byte_budget_dropped_them():
+    plan = copy.deepcopy(PLAN)
+    plan["status"]["history"] = [{**EARLIER, "message": "step failed", "recordsKept": False}]
+    earlier = asyncio.run(run_report(_api(), plan, "run0"))
+    assert isinstance(earlier, dict)
+    v = view.plan_view("team", plan, [], earlier)
+    assert v["earlier"] is True and v["records"] == []  # its leftover PlanReport is not read
+    assert v["message"].startswith("step failed ") and "history byte budget" in v["message"]

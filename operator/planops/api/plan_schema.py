@@ -323,6 +323,16 @@ def history_schema() -> Schema:
                 ),
                 "records": integer("Records the run settled (all in its PlanReports)."),
                 "reportObjects": integer("Its PlanReport objects."),
+                "reportBytes": integer(
+                    "Bytes of its PlanReport objects (as JSON) when it was last counted."
+                ),
+                "recordsKept": {
+                    "type": "boolean",
+                    "description": "False once its PlanReports were deleted to keep the earlier "
+                    "runs' PlanReports of this Plan within the history byte budget (16 MiB, "
+                    "newest first; never before the archive, when on, has the run): its summary "
+                    "stays, --run shows no records.",
+                },
                 "archived": {
                     "type": "boolean",
                     "description": "Written to the archive (PostgreSQL), when it is on.",

@@ -82,7 +82,15 @@ async def cmd_get(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
     render.table(
         [["NAME", "PHASE", "STEPS", "FAILED", "DURATION", "AGE"], *map(_row, plans)], sys.stdout
     )
+    _records_dropped(plans[0] if args.name else {}, sys.stderr)
     return EXIT_OK
+
+
+def _records_dropped(plan: dict[str, Any], out: TextIO) -> None:
+    """An earlier run that keeps only its summary says so (run_history.within_budget)."""
+    dropped = (plan.get("status") or {}).get("recordsDropped")
+    if dropped:
+        out.write(f"Records:    none shown: {dropped}\n")
 
 
 async def cmd_describe(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
@@ -123,6 +131,7 @@ async def cmd_describe(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
             f"{fields}) or --decline; until {ask.get('deadline')}, then whenUnanswered: "
             f"{ask.get('whenUnanswered', 'fail')}"
         )
+    _records_dropped(plan, sys.stdout)
     report = st.get("report") or {}
     if report.get("steps"):
         print("\nSteps (in the order they settled):")

@@ -125,6 +125,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
         runs=memo.runs,
         chunk_records=CONFIG.chunk_records,
         status_records=CONFIG.status_records,
+        history_report_bytes=CONFIG.history_report_bytes,
         require_author=CONFIG.require_author,
         poster=memo.poster,
         archive=memo.archiver is not None,

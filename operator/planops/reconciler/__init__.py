@@ -21,7 +21,12 @@ if TYPE_CHECKING:
     from planops.reconciler.reconcile import Reconciler
     from planops.reconciler.reports import CHUNK_RECORDS, records_json
     from planops.reconciler.reports import selector as reports_selector
-    from planops.reconciler.run_history import earlier_status, run_ids, waits_for_archive
+    from planops.reconciler.run_history import (
+        HISTORY_REPORT_BYTES,
+        earlier_status,
+        run_ids,
+        waits_for_archive,
+    )
     from planops.reconciler.run_history import entries as history_entries
     from planops.reconciler.scheduled import ScheduleReconciler
     from planops.reconciler.slots import Counting as SlotCounting
@@ -41,6 +46,7 @@ _PUBLIC = {
     "earlier_run": ("earlier_runs", "earlier_run"),
     "history_entries": ("run_history", "entries"),
     "run_ids": ("run_history", "run_ids"),
+    "HISTORY_REPORT_BYTES": ("run_history", "HISTORY_REPORT_BYTES"),
     "earlier_status": ("run_history", "earlier_status"),
     "waits_for_archive": ("run_history", "waits_for_archive"),
     "records_json": ("reports", "records_json"),
@@ -63,6 +69,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "CHUNK_RECORDS",
+    "HISTORY_REPORT_BYTES",
     "STATUS_RECORDS",
     "STATUS_RECORDS_MAX",
     "Reconciler",

@@ -4,9 +4,10 @@ When a re-run or a new generation starts a new run, the run it replaces becomes 
 of `status.history` (reconciler.run_history says what an entry holds and which are kept). Its
 Jobs, pods, child Plans and workspace claim are stopped as before (runs.stop_other_runs); its
 PlanReports are kept while its entry is in the history, and those of the entries that fall off
-are deleted. A run whose status was its whole report (a small run writes no PlanReport:
-reports.hold_in_status) gets its records written to a PlanReport now, since the new run's
-status is about to replace them.
+are deleted, and so are those of the entries past the history byte budget (such an entry
+keeps its summary: run_history.within_budget). A run whose status was its whole report (a small
+run writes no PlanReport: reports.hold_in_status) gets its records written to a PlanReport now,
+since the new run's status is about to replace them.
 
 `earlier_run` reads an earlier run back whole (its entry and every record of its PlanReports):
 what `kubectl plan get NAME --run ID` shows, and what a retry reads of the run it retries.
@@ -14,6 +15,7 @@ what `kubectl plan get NAME --run ID` shows, and what a retry reads of the run i
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -34,6 +36,7 @@ async def start(
     now: float,
     *,
     archive: bool = False,
+    budget: int | None = None,
 ) -> list[dict[str, Any]]:
     """The new run `ref.run` replaces the run `previous` (the Plan's status) holds: stop the
     earlier runs' objects, keep the PlanReports of the runs the history keeps (writing those of
@@ -44,13 +47,31 @@ async def start(
     current = (previous.get("run") or {}).get("id")
     if kept and kept[0]["id"] == current:
         kept[0] = await keep_records(kube, replace(ref, run=current), previous, kept[0])
+    if kept:
+        kept = run_history.within_budget(
+            kept, await report_bytes(kube, ref), archive=archive, budget=budget
+        )
     if any(e["id"] == ref.run for e in dropped):
         # an earlier run of the new run's id (a re-run value used again): its PlanReports are
         # not the new run's, and the selector of other runs does not find them
         for chunk in owned(await kube.list_plan_reports(ref.namespace, ref.selector()), ref.uid):
             await kube.delete_plan_report(ref.namespace, chunk["metadata"]["name"])
-    await plan_runs.stop_other_runs(kube, ref, frozenset(e["id"] for e in kept))
+    keep = frozenset(e["id"] for e in kept if run_history.records_kept(e))
+    await plan_runs.stop_other_runs(kube, ref, keep)
     return kept
+
+
+async def report_bytes(kube: KubeApi, ref: manifests.PlanRef) -> dict[str, int]:
+    """The bytes of the PlanReports of each earlier run of the Plan (its objects as JSON, as
+    listed): what run_history.within_budget counts."""
+    sizes: dict[str, int] = {}
+    for chunk in owned(
+        await kube.list_plan_reports(ref.namespace, ref.other_runs_selector()), ref.uid
+    ):
+        run = chunk.get("run")
+        if isinstance(run, str):
+            sizes[run] = sizes.get(run, 0) + len(json.dumps(chunk, separators=(",", ":")))
+    return sizes
 
 
 async def keep_records(
@@ -90,6 +111,8 @@ async def earlier_run(
     if found is None:
         return None
     ref = manifests.PlanRef(str(meta["namespace"]), str(meta["name"]), str(meta["uid"]), run_id)
-    listed = await kube.list_plan_reports(ref.namespace, reports_.selector(ref))
-    records = reports_.records_json(listed, ref.uid, run_id)
+    records: list[dict[str, Any]] = []
+    if run_history.records_kept(found):  # else its PlanReports were deleted (the byte budget)
+        listed = await kube.list_plan_reports(ref.namespace, reports_.selector(ref))
+        records = reports_.records_json(listed, ref.uid, run_id)
     return run_history.earlier_status(ref.name, found, records)

@@ -76,6 +76,8 @@ class Reconciler:
     #: records per PlanReport chunk, and records repeated in the status (operator flags)
     chunk_records: int = reports_.CHUNK_RECORDS
     status_records: int = status_.STATUS_RECORDS
+    #: bytes of earlier runs' PlanReports kept per Plan (run_history.within_budget)
+    history_report_bytes: int | None = None
     #: runs checked for their author need a recorded one (the chart records authors)
     require_author: bool = False
     #: retention (reconciler.collecting): the operator's TTL; the archive's question, when on
@@ -169,7 +171,13 @@ class Reconciler:
             history = previous.get("history")
             if previous.get("run") or generation > 1 or rerun:
                 history = await earlier_runs.start(
-                    self.kube, ref, plan, previous, now, archive=self.archive
+                    self.kube,
+                    ref,
+                    plan,
+                    previous,
+                    now,
+                    archive=self.archive,
+                    budget=self.history_report_bytes,
                 )
             previous = {"conditions": previous.get("conditions", []), "history": history or None}
             self._reader.trust((namespace, name))  # nothing yet; its creations are written back

@@ -15,6 +15,16 @@ ENTRY_BYTES each, which the status' budget holds beside the summary (reconciler.
 the archive is on, an entry whose run is finished and not archived yet stays past the limit (up
 to ENTRIES_MAX), so its PlanReports are there when the archive's writer reads them.
 
+Earlier runs' PlanReports are bounded in bytes too: one run writes at most RUN_REPORT_BYTES
+(engine.budget), so a Plan re-run 50 times could otherwise keep 51 runs' worth in etcd. When a
+run is replaced, each kept entry records `reportBytes` (its PlanReport objects as JSON, measured
+then) and, newest first, entries keep their PlanReports while the sum fits HISTORY_REPORT_BYTES;
+from the first entry past it on, an entry keeps only its summary (`recordsKept: false`) and its
+PlanReports are deleted. So a Plan holds at most its current run's PlanReports plus
+HISTORY_REPORT_BYTES of earlier runs' (plus one run's chunk overshoot, the first that does not
+fit being dropped whole). While the archive is on, an entry not archived yet keeps its
+PlanReports past the budget (the archive's writer reads them); they count in the sum.
+
 Pure: reconciler.earlier_runs does the requests.
 """
 
@@ -29,8 +39,10 @@ from planops.reconciler.status import cap_text, human_duration, parse_rfc3339, r
 
 #: entries at most, runs waiting for the archive included (the CRD's maxItems)
 ENTRIES_MAX = HISTORY_ENTRIES_MAX
+#: the bytes of earlier runs' PlanReports a Plan keeps (JSON of the objects as listed)
+HISTORY_REPORT_BYTES = 16 << 20
 #: the most one entry takes in the status (tests/unit/test_run_history.py checks the worst case)
-ENTRY_BYTES = 1024
+ENTRY_BYTES = 1152
 #: the texts of an entry at most (bytes before a truncation mark): its message, its failed step
 #: (a body step's qualified id may be long), its re-run value and reason (short words)
 MESSAGE_LIMIT = 160
@@ -38,6 +50,11 @@ STEP_LIMIT = 128
 WORD_LIMIT = 64
 #: the reason of a run stopped because a new one replaced it before it finished
 REPLACED = "Replaced"
+#: why an earlier run shows no records (its summary stays)
+DROPPED = (
+    "this run's records were deleted: the earlier runs' PlanReports of this Plan are kept within "
+    f"the history byte budget ({HISTORY_REPORT_BYTES >> 20} MiB, newest first); its summary stays"
+)
 #: the phases a run has once it ran (an Invalid run ran nothing: it gets no entry)
 _RAN = (Phase.PENDING, Phase.RUNNING, Phase.SUCCEEDED, Phase.FAILED)
 _ENDED = (Phase.SUCCEEDED.value, Phase.FAILED.value)
@@ -140,6 +157,43 @@ def replaced(
     return kept, dropped
 
 
+def within_budget(
+    kept: list[dict[str, Any]],
+    sizes: dict[str, int],
+    *,
+    archive: bool = False,
+    budget: int | None = None,
+) -> list[dict[str, Any]]:
+    """`kept` (newest first) with each entry's `reportBytes` (from `sizes`, the run's
+    PlanReports as measured now; else what the entry recorded) and, from the first entry whose
+    PlanReports do not fit `budget` with the newer ones' on, `recordsKept: false`: its
+    PlanReports are to be deleted. An entry that already lost its records stays so; one that
+    waits for the archive (while it is on) keeps them whatever the sum."""
+    budget = HISTORY_REPORT_BYTES if budget is None else budget
+    out: list[dict[str, Any]] = []
+    total, full = 0, False
+    for e in kept:
+        size = sizes.get(e["id"], _count(e.get("reportBytes")))
+        e = {**e, "reportBytes": size}
+        if not records_kept(e):
+            out.append(e)
+            continue
+        held = archive and waits_for_archive(e)
+        full = full or total + size > budget
+        if full and not held:
+            e["recordsKept"] = False
+        else:
+            total += size
+        out.append(e)
+    return out
+
+
+def records_kept(e: dict[str, Any]) -> bool:
+    """Whether the entry's run still has its PlanReports (the history byte budget dropped
+    those of an entry with `recordsKept: false`)."""
+    return e.get("recordsKept") is not False
+
+
 def find(status: dict[str, Any], run_id: str) -> dict[str, Any] | None:
     """The history entry of the run `run_id`, if the status keeps one."""
     return next((e for e in entries(status) if e["id"] == run_id), None)
@@ -199,4 +253,4 @@ def earlier_status(
         if started is not None and finished is not None
         else None,
         "archived": e.get("archived"),
-    }
+    } | ({} if records_kept(e) else {"recordsKept": False, "recordsDropped": DROPPED})

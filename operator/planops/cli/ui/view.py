@@ -201,7 +201,10 @@ def plan_view(
         "failedStep": text(st.get("failedStep")),
         "run": text((run or {}).get("id")),
         "reason": text(cond.get("reason")),
-        "message": text(cond.get("message")),
+        # an earlier run that keeps only its summary says why it shows no records
+        "message": " ".join(
+            filter(None, (text(cond.get("message")), text(st.get("recordsDropped"))))
+        ),
         "errors": [
             {k: text(e.get(k)) for k in ("code", "step", "path", "message")}
             for e in st.get("errors") or []
