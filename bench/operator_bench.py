@@ -19,6 +19,7 @@ Starts its own operator (watching one namespace it creates and deletes), then pr
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -34,6 +35,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.cluster import postgres  # noqa: E402
 from tests.conftest import Kube  # noqa: E402
 from tests.e2e.conftest import capsule, plan, start_operator  # noqa: E402
 
@@ -149,7 +151,23 @@ def main() -> None:
     ap.add_argument("--pod-plans", type=int, default=40)
     ap.add_argument("--active", type=int, default=1000)
     ap.add_argument("--workers", type=int, default=4, help="the operator's --workers")
+    ap.add_argument(
+        "--archive",
+        action="store_true",
+        help="the operator archives every finished run to a real PostgreSQL started for the "
+        "bench (tests/cluster/postgres.py); prints how many runs it archived",
+    )
     args = ap.parse_args()
+    with contextlib.ExitStack() as stack:
+        extra: list[str] = []
+        if args.archive:
+            pg = stack.enter_context(postgres.server())
+            os.environ["PLANOPS_ARCHIVE_DSN"] = pg.create_database("bench")
+            extra.append("--archive")
+        bench(args, extra)
+
+
+def bench(args: argparse.Namespace, extra: list[str]) -> None:
     kubeconfig = os.environ["KUBECONFIG"]
     kube = Kube(kubeconfig)
     kube.run("apply", "-f", str(ROOT / "crds"))
@@ -158,7 +176,7 @@ def main() -> None:
     kube.run("create", "namespace", ns)
     kube.apply(capsule(busybox), "-n", ns)
     log = Path(f"/tmp/{ns}-operator.log")
-    op = start_operator(kubeconfig, [ns], log, "--workers", str(args.workers))
+    op = start_operator(kubeconfig, [ns], log, "--workers", str(args.workers), *extra)
     parts: list[tuple[str, float, float]] = []  # (part, patches, settled steps)
     last = [0.0, 0.0]
 
@@ -234,6 +252,12 @@ def main() -> None:
             f"operator RSS: {before:.0f} MiB before, {rss_mib(op.proc.pid):.0f} MiB with "
             f"{args.active} active plans (pods unschedulable: the node stays idle)"
         )
+        if extra:
+            m = op.metrics()
+            print(
+                f"archive: {metric(m, 'planops_archive_runs_total'):.0f} runs archived, "
+                f"{metric(m, 'planops_archive_pending_runs'):.0f} pending"
+            )
     finally:
         op.stop()
         kube.run("delete", "namespace", ns, "--wait=false", check=False)
