@@ -270,7 +270,10 @@ def capsule_spec_schema() -> Schema:
             "concurrency": obj(
                 "How many Plans may run on this Capsule at once, across the cluster. Plans "
                 "beyond it wait in phase Pending (their status names the Plans ahead) and start "
-                "in creation order as running ones finish. Omitted: no limit.",
+                "in queue order as running ones finish: a Plan's first run in its place of "
+                "creation, a later run (re-run, retry, new generation) behind the runs already "
+                "waiting. "
+                "Omitted: no limit.",
                 {
                     "maxRunningPlans": integer(
                         "The most Plans that run at once on this Capsule (1: one at a time, a "

@@ -425,7 +425,7 @@ class WorkspacePolicy(Model):
 
 class Concurrency(Model):
     """How many Plans may run on a Capsule at once, across the cluster (1: a mutex). Plans beyond
-    it wait in phase Pending, in creation order (reconciler.slots has the rule)."""
+    it wait in phase Pending, in queue order (reconciler.slots has the rule)."""
 
     max_running_plans: int = Field(ge=1, le=10_000)
 
