@@ -41,4 +41,4 @@ def test_kubectl_explain_teaches_the_field(kube: Kube, crds: None):
     text = kube.run("explain", "capsules.spec.concurrency.maxRunningPlans").stdout
     assert "(1: one at a time, a mutex)" in text, text
     whole = kube.run("explain", "capsules.spec.concurrency").stdout
-    assert "wait in phase Pending" in whole and "creation order" in whole, whole
+    assert "wait in phase Pending" in whole and "queue order" in whole, whole

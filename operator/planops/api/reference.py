@@ -278,8 +278,9 @@ def render() -> str:
         f"- A Plan has at most {crd.MAX_STEPS:,} literal steps (`spec.steps` maxItems), and its "
         f"`spec` takes at most {crd.SPEC_BUDGET >> 10} KiB",
         "  as stored JSON: the status shares the object, and etcd stores at most 1.5 MiB.",
-        f"- A run records at most {MAX_RECORDS:,} steps, body steps included (a `map` over "
-        "100,000 items fits).",
+        f"- A run records at most {MAX_RECORDS:,} steps, body steps included, and writes at most "
+        f"{budget.RUN_REPORT_BYTES >> 20} MiB of PlanReports, which comes first for small "
+        "records (a `map` of one-step bodies fails at about 48,800 items: below).",
         f"- A run keeps at most {budget.RUN_TEXT_BUDGET >> 20} MiB of record text (outputs, "
         "errors and the results the operator computes: filter, map, reduce...), body steps",
         f"  included, and one record at most {budget.RECORD_TEXT_LIMIT >> 20} MiB (its error "
