@@ -34,7 +34,7 @@ from planops.engine import capsule_name, finally_steps
 from planops.kube.api import KubeApi
 from planops.kube.cache import WatchCache
 from planops.kube.events import Recorder
-from planops.reconciler import slots
+from planops.reconciler import run_history, slots
 from planops.reconciler import status as status_
 from planops.reconciler.writing import StatusWriter
 
@@ -203,7 +203,7 @@ class Gate:
                     verdict=verdict,
                     now=now,
                 )
-                await self.writer.write(plan, {**new, "history": previous.get("history")})
+                await self.writer.write(plan, run_history.carried(new, previous))
                 return "admitted"
         new = waiting_status(
             previous,
@@ -219,5 +219,5 @@ class Gate:
             events(REASON_QUEUED, slots.message(capsule, verdict))
         elif not slots.rewritten(previous.get("queue"), new["queue"]):
             return "waits"  # farther back than it shows, or unchanged: no write (slots' rule)
-        await self.writer.write(plan, {**new, "history": previous.get("history")})
+        await self.writer.write(plan, run_history.carried(new, previous))
         return "waits"

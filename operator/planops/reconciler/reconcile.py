@@ -37,7 +37,15 @@ from planops.kube.api import KubeApi
 from planops.kube.cache import RunObjects, WatchCache
 from planops.kube.client import ApiError
 from planops.kube.events import Poster, Recorder
-from planops.reconciler import actuator, admission, authors, core, earlier_runs, retrying
+from planops.reconciler import (
+    actuator,
+    admission,
+    authors,
+    core,
+    earlier_runs,
+    retrying,
+    run_history,
+)
 from planops.reconciler import reports as reports_
 from planops.reconciler import runs as plan_runs
 from planops.reconciler import status as status_
@@ -327,7 +335,7 @@ class Reconciler:
     ) -> None:
         # the earlier runs (status.history) go from status to status; a new run's
         # `previous` holds the history it starts with (earlier_runs.start)
-        await self._status.write(plan, {**new, "history": previous.get("history")})
+        await self._status.write(plan, run_history.carried(new, previous))
 
     def own_write(self, namespace: str, name: str, version: str | None) -> bool:
         return self._status.own_write(namespace, name, version)

@@ -115,6 +115,12 @@ def _time(value: Any) -> str | None:
     return rfc3339(at) if at is not None else None
 
 
+def carried(new: dict[str, Any], previous: dict[str, Any]) -> dict[str, Any]:
+    """The status `new` with the earlier runs of `previous`: every status write of a Plan carries
+    its history on (a new run's `previous` holds the history it starts with)."""
+    return {**new, "history": previous.get("history")}
+
+
 def entries(status: dict[str, Any]) -> list[dict[str, Any]]:
     """The status' history entries (what is not an entry with a run id is left out)."""
     found = status.get("history")
