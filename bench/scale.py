@@ -31,6 +31,9 @@ Each workload starts once the previous one's namespace is gone (cleanup_s: how l
 before 2026-12-02's round 5 each started while the previous one's objects were being deleted).
 
 Per workload (the JSON line has one object per workload name):
+- job_create_rate_per_s: the step Jobs' create rate, Jobs seen ADDED per second from the first
+  to the last (a burst's dispatch, beside the bare Jobs' own rate: how fast the operator issues
+  what the control plane then runs);
 - settled_steps_per_s: steps settled (the operator's planops_steps_total) per second, from the
   first settled to the last;
 - dispatch_p50_s / dispatch_p99_s: a step's Job seen ADDED minus the moment it could start (its
@@ -48,19 +51,13 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import http.client
 import json
 import os
-import ssl
 import statistics
 import sys
 import tempfile
-import threading
 import time
-import urllib.parse
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -71,27 +68,29 @@ from bench.measure import (  # noqa: E402
     Cluster,
     pct,
     proc_cpu_s,
-    proc_rss_mib,
     start_counted_operator,
     versions,
-    watch,
 )
-from bench.operator_bench import metric  # noqa: E402
+from bench.scale_loads import DEFAULT_WORKLOADS, FULL, IMAGE, Load, loads  # noqa: E402
+from bench.scale_watch import (  # noqa: E402
+    PLAN_LABEL,
+    STEP_LABEL,
+    Columns,
+    Poster,
+    Sampler,
+    Seen,
+    dispatch_latencies,
+    pod_watch,
+    progress,
+    requests_since,
+    submit,
+)
 from tests.cluster import kwok  # noqa: E402
-from tests.e2e.conftest import Operator, capsule, plan  # noqa: E402
+from tests.e2e.conftest import capsule  # noqa: E402
 
-IMAGE = "local/busybox:1.35.0"  # never pulled: simulated nodes run nothing
-FULL = {
-    "one_step": {"plans": 5000, "over_s": 60},
-    "concurrent": {"plans": 200, "steps": 50},
-    "large": {"steps": 20000},
-    "map": {"items": 10000},
-    "jobs": {"jobs": 20000},
-}
-#: what runs without --workloads: the operator's workloads (jobs is the baseline beside them)
-DEFAULT_WORKLOADS = "one_step,concurrent,large,map"
 FIGURES = (
     "settled_steps_per_s",
+    "job_create_rate_per_s",
     "dispatch_p50_s",
     "dispatch_p99_s",
     "operator_rss_mib",
@@ -104,115 +103,6 @@ FIGURES = (
 )
 
 
-def progress(msg: str) -> None:
-    print(f"[scale {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-class Columns:
-    """`kubectl get --watch` of one resource in one namespace, printing a few columns per event
-    (the full objects of 20,000 pods are too much to parse beside the operator on 2 cores);
-    `on(seen_at, [type, column...])` per event, timed as its line arrives."""
-
-    def __init__(
-        self,
-        kubeconfig: str,
-        resource: str,
-        namespace: str,
-        columns: list[str],
-        on: Callable[[float, list[str]], None],
-    ) -> None:
-        spec = ",".join(f"C{i}:{c}" for i, c in enumerate([".type", *columns]))
-        self.proc = watch(kubeconfig, resource, namespace, f"custom-columns={spec}", "--no-headers")
-        self.thread = threading.Thread(target=self._read, args=(on,), daemon=True)
-        self.thread.start()
-
-    def _read(self, on: Callable[[float, list[str]], None]) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            on(time.monotonic(), line.split())
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(10)
-
-
-STEP_LABEL = ".object.metadata.labels.planops\\.dev/step"
-PLAN_LABEL = ".object.metadata.labels.planops\\.dev/plan"
-
-
-@dataclass
-class Seen:
-    """Jobs first seen ADDED and pods first seen done, by (plan, step) label."""
-
-    job_added: dict[tuple[str, str], float] = field(default_factory=dict)
-    pod_done: dict[tuple[str, str], float] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def on_job(self, now: float, cols: list[str]) -> None:
-        if len(cols) >= 3:
-            with self.lock:
-                self.job_added.setdefault((cols[1], cols[2]), now)
-
-    def on_pod(self, now: float, cols: list[str]) -> None:
-        if len(cols) >= 4 and cols[3] in ("Succeeded", "Failed"):
-            with self.lock:
-                self.pod_done.setdefault((cols[1], cols[2]), now)
-
-
-def pod_watch(cluster: Cluster, ns: str, seen: Seen) -> Columns:
-    """Each pod of `ns` seen done, timed, into `seen` (by its plan and step labels)."""
-    return Columns(
-        cluster.kubeconfig,
-        "pods",
-        ns,
-        [PLAN_LABEL, STEP_LABEL, ".object.status.phase"],
-        seen.on_pod,
-    )
-
-
-def requests_since(cluster: Cluster, before: dict[str, float]) -> dict[str, float]:
-    """The API server's requests by FlowSchema since `before` (Cluster.requests())."""
-    return {k: v - before.get(k, 0.0) for k, v in cluster.requests().items()}
-
-
-class Sampler:
-    """Each second: the operator's RSS and its settled-steps counter."""
-
-    def __init__(self, op: Operator) -> None:
-        self.op, self.rss, self.settled = op, 0.0, [(time.monotonic(), 0.0)]
-        self.succeeded = 0.0
-        self.plans_done = 0.0
-        self.stop_ = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while not self.stop_.is_set():
-            self.sample()
-            self.stop_.wait(1.0)
-
-    def sample(self) -> None:
-        try:
-            self.rss = max(self.rss, proc_rss_mib(self.op.proc.pid))
-            text = self.op.metrics()
-        except OSError:
-            return
-        settled = metric(text, "planops_steps_total")
-        self.succeeded = sum(
-            float(line.rsplit(" ", 1)[1])
-            for line in text.splitlines()
-            if line.startswith("planops_steps_total{") and 'status="success"' in line
-        )
-        self.plans_done = metric(text, "planops_plans_total")
-        if settled != self.settled[-1][1]:
-            self.settled.append((time.monotonic(), settled))
-
-    def stop(self) -> None:
-        self.stop_.set()
-        self.thread.join(5)
-        self.sample()
-
-
 def step_limit(cluster: Cluster) -> int:
     """The most steps a Plan may have, as the cluster's CRD says (spec.steps maxItems)."""
     cluster.kube.run("apply", "-f", str(ROOT / "crds"))
@@ -222,107 +112,16 @@ def step_limit(cluster: Cluster) -> int:
     return int(schema["properties"]["spec"]["properties"]["steps"]["maxItems"])
 
 
-@dataclass
-class Load:
-    """One workload: its plans, how many steps settle, and when each step could start."""
-
-    plans: list[dict[str, Any]]
-    total: int
-    over_s: float = 0.0  # submitted evenly over this long (0: at once)
-    size: int = 0  # what the limit applies to (steps of one plan, items of one map)
-    #: (plan, step) -> the key whose pod being done lets it start; None: its plan being applied
-    after: Callable[[str, str], tuple[str, str] | None] = lambda p, s: None
-    map_concurrency: int = 0
-    jobs: list[dict[str, Any]] = field(default_factory=list)  # created bare, no operator
-
-
-def one_step(n: int, over_s: float) -> Load:
-    step = {"id": "only", "shell": f"sleep {max(1, round(over_s))}"}
-    return Load([plan(f"one-{i}", step) for i in range(n)], n, over_s, 1)
-
-
-def chains(n: int, steps: int) -> Load:
-    def chain(name: str) -> dict[str, Any]:
-        s = [{"id": "s0", "shell": "true"}]
-        s += [{"id": f"s{i}", "shell": "true", "dependsOn": [f"s{i - 1}"]} for i in range(1, steps)]
-        return plan(name, *s)
-
-    def after(p: str, s: str) -> tuple[str, str] | None:
-        i = int(s[1:])
-        return (p, f"s{i - 1}") if i else None
-
-    return Load([chain(f"chain-{i}") for i in range(n)], n * steps, 0, steps, after)
-
-
-def large(steps: int) -> Load:
-    s = [{"id": f"s{i}", "shell": "true"} for i in range(steps)]
-    return Load([plan("large", *s)], steps, 0, steps)
-
-
-def mapped(items: int) -> Load:
-    conc = min(1000, items)
-    step = {
-        "id": "fan",
-        "map": {"over": "{{input.items}}", "concurrency": conc, "do": {"shell": "true"}},
-    }
-    doc = plan("map", step, input={"items": list(range(items))})
-    return Load([doc], items + 1, 0, items, map_concurrency=conc)
-
-
-def bare_jobs(n: int) -> Load:
-    """Jobs shaped like a step's (kube/manifests.py job()), labelled like one so the watches
-    time them alike; the plan label is one no Plan has. Written out rather than made by job():
-    that one names its Plan as the Job's owner, and the garbage collector deletes Jobs whose
-    owner does not exist."""
-
-    def one(i: int) -> dict[str, Any]:
-        labels: dict[str, Any] = {"planops.dev/plan": "bare", "planops.dev/step": f"s{i}"}
-        return {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {"name": f"bare-s{i}", "labels": labels},
-            "spec": {
-                "backoffLimit": 0,
-                "template": {
-                    "metadata": {"labels": labels},
-                    "spec": {
-                        "restartPolicy": "Never",
-                        "automountServiceAccountToken": False,
-                        "enableServiceLinks": False,
-                        "securityContext": {
-                            "runAsNonRoot": True,
-                            "runAsUser": 65532,
-                            "seccompProfile": {"type": "RuntimeDefault"},
-                        },
-                        "containers": [
-                            {
-                                "name": "step",
-                                "image": IMAGE,
-                                "command": ["sh", "-c", "true"],
-                                "securityContext": {
-                                    "allowPrivilegeEscalation": False,
-                                    "capabilities": {"drop": ["ALL"]},
-                                },
-                                "resources": {"limits": {"cpu": "100m", "memory": "64Mi"}},
-                            }
-                        ],
-                        "nodeSelector": kwok.PLACEMENT["nodeSelector"],
-                        "tolerations": kwok.PLACEMENT["tolerations"],
-                    },
-                },
-            },
-        }
-
-    return Load([], n, 0, 0, jobs=[one(i) for i in range(n)])
-
-
 def run_bare_jobs(cluster: Cluster, load: Load, timeout: float) -> dict[str, Any]:
     """The `jobs` workload: the control plane alone, no operator (see the module's docstring)."""
     out: dict[str, Any] = {"total": load.total, "succeeded": 0}
     ns = f"scale-jobs-{uuid.uuid4().hex[:5]}"
     cluster.kube.run("create", "namespace", ns)
     seen = Seen()
-    pods = pod_watch(cluster, ns, seen)
+    watches = [
+        Columns(cluster.kubeconfig, "jobs", ns, [PLAN_LABEL, STEP_LABEL], seen.on_job),
+        pod_watch(cluster, ns, seen),
+    ]
     try:
         time.sleep(2)
         req0 = cluster.requests()
@@ -345,6 +144,7 @@ def run_bare_jobs(cluster: Cluster, load: Load, timeout: float) -> dict[str, Any
             {
                 "settled_steps_per_s": len(done) / max(done[-1] - done[0], 1.0) if done else 0,
                 "created_jobs_per_s": load.total / max(created - t0, 1e-3),
+                "job_create_rate_per_s": seen.job_create_rate(),
                 "succeeded": len(done),
                 "settled": len(done),
                 "apiserver_requests_per_s": sum(delta.values()) / wall,
@@ -359,74 +159,9 @@ def run_bare_jobs(cluster: Cluster, load: Load, timeout: float) -> dict[str, Any
         )
         return out
     finally:
-        pods.stop()
+        for w in watches:
+            w.stop()
         cluster.kube.run("delete", "namespace", ns, "--wait=false", check=False)
-
-
-def dispatch_latencies(load: Load, seen: Seen, applied: dict[str, float]) -> list[float]:
-    with seen.lock:
-        added, done = dict(seen.job_added), dict(seen.pod_done)
-    if load.map_concurrency:  # item k + C starts when any of the earlier items ends
-        starts = sorted(added.values())
-        ends = sorted(done.values())
-        first = min(applied.values())
-        out = [t - first for t in starts[: load.map_concurrency]]
-        out += [s - e for s, e in zip(starts[load.map_concurrency :], ends, strict=False)]
-        return [max(0.0, x) for x in out]
-    out = []
-    for (p, s), t in added.items():
-        dep = load.after(p, s)
-        ready = done.get(dep) if dep is not None else applied.get(p)
-        if ready is not None:
-            out.append(max(0.0, t - ready))
-    return out
-
-
-class Poster:
-    """Creates objects with plain POSTs on kept-alive connections, as the client `bench-submit`
-    (its own FlowSchema): `kubectl apply` runs a process and a GET per object, far too slow to
-    submit 83 plans a second on this machine."""
-
-    def __init__(self, cluster: Cluster) -> None:
-        cluster.identity("bench-submit")
-        cluster.classify("bench-submit", [{"kind": "User", "user": {"name": "bench-submit"}}])
-        pki = cluster.dir / "pki"
-        self.ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
-        self.ctx.load_cert_chain(
-            str(pki / "bench-bench-submit.crt"), str(pki / "bench-bench-submit.key")
-        )
-        self.host = urllib.parse.urlsplit(cluster.server).netloc
-        self.local = threading.local()
-
-    def create(self, path: str, obj: dict[str, Any]) -> None:
-        conn = getattr(self.local, "conn", None)
-        if conn is None:
-            conn = self.local.conn = http.client.HTTPSConnection(self.host, context=self.ctx)
-        conn.request("POST", path, json.dumps(obj), {"Content-Type": "application/json"})
-        resp = conn.getresponse()
-        body = resp.read()
-        if resp.status not in (200, 201):
-            raise SystemExit(f"POST {path}: {resp.status} {body[:500]!r}")
-
-
-def submit(cluster: Cluster, ns: str, load: Load) -> dict[str, float]:
-    """Creates the plans (evenly over load.over_s, else at once), four at a time, returning when
-    each one's create returned."""
-    poster = Poster(cluster)
-    path = f"/apis/planops.dev/v1alpha1/namespaces/{ns}/plans"
-    applied: dict[str, float] = {}
-    t0 = time.monotonic()
-    n = len(load.plans)
-
-    def one(i: int) -> None:
-        if load.over_s:
-            time.sleep(max(0.0, t0 + load.over_s * i / n - time.monotonic()))
-        poster.create(path, load.plans[i])
-        applied[load.plans[i]["metadata"]["name"]] = time.monotonic()
-
-    with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        list(pool.map(one, range(n)))
-    return applied
 
 
 def run(
@@ -484,6 +219,7 @@ def run(
         out.update(
             {
                 "settled_steps_per_s": settled / max(last - first, 1.0),
+                "job_create_rate_per_s": seen.job_create_rate(),
                 "dispatch_p50_s": statistics.median(lat) if lat else None,
                 "dispatch_p99_s": pct(lat, 0.99) if lat else None,
                 "dispatch_samples": len(lat),
@@ -534,16 +270,46 @@ def clean_slate(cluster: Cluster, ns: str, timeout: float) -> float:
     return time.monotonic() - t0
 
 
-def loads(quick: bool, k: float) -> dict[str, Load]:
-    f = (0.1 if quick else 1.0) * k
-    one, conc = FULL["one_step"], FULL["concurrent"]
-    return {
-        "one_step": one_step(round(one["plans"] * f), one["over_s"] * (0.1 if quick else 1.0)),
-        "concurrent": chains(round(conc["plans"] * f), conc["steps"]),
-        "large": large(round(FULL["large"]["steps"] * f)),
-        "map": mapped(round(FULL["map"]["items"] * f)),
-        "jobs": bare_jobs(round(FULL["jobs"]["jobs"] * f)),
-    }
+#: issue 34's goals, restated against the machine's own ceiling (the bare Jobs of the same run)
+LARGE_SHARE_GOAL = 0.8
+CHAIN_DISPATCH_P99_GOAL_S = 1.0
+RSS_GOAL_MIB = 300.0
+
+
+def goals(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each goal the run can judge, with its figure and whether it holds: `large` settles at
+    >= 80 % of the bare-Jobs ceiling measured in the same run, chained steps are dispatched with
+    p99 < 1 s, and every workload run ends all succeeded under 300 MiB of operator RSS."""
+    out: dict[str, dict[str, Any]] = {}
+    ran = {n: r for n, r in result.items() if n in FULL and "skipped" not in r}
+    large, jobs = ran.get("large"), ran.get("jobs")
+    if large and jobs and jobs.get("settled_steps_per_s"):
+        share = large["settled_steps_per_s"] / jobs["settled_steps_per_s"]
+        out["large_share_of_jobs_ceiling"] = {
+            "value": round(share, 3),
+            "goal": f">= {LARGE_SHARE_GOAL}",
+            "met": share >= LARGE_SHARE_GOAL,
+        }
+    if (chain := ran.get("concurrent")) and chain.get("dispatch_p99_s") is not None:
+        p99 = chain["dispatch_p99_s"]
+        out["concurrent_dispatch_p99_s"] = {
+            "value": round(p99, 3),
+            "goal": f"< {CHAIN_DISPATCH_P99_GOAL_S}",
+            "met": p99 < CHAIN_DISPATCH_P99_GOAL_S,
+        }
+    for name, r in ran.items():
+        out[f"{name}_all_succeeded"] = {
+            "value": f"{r.get('succeeded', 0):.0f}/{r['total']}",
+            "goal": "all",
+            "met": r.get("succeeded", 0) >= r["total"] and "timed_out" not in r,
+        }
+        if (rss := r.get("operator_rss_mib")) is not None:
+            out[f"{name}_operator_rss_mib"] = {
+                "value": round(rss, 1),
+                "goal": f"< {RSS_GOAL_MIB:.0f}",
+                "met": rss < RSS_GOAL_MIB,
+            }
+    return out
 
 
 def table(result: dict[str, Any]) -> str:
@@ -563,6 +329,10 @@ def table(result: dict[str, Any]) -> str:
     for n in names:
         if "skipped" in result[n]:
             rows.append(f"\n{n}: skipped: {result[n]['skipped']}")
+    if judged := result.get("goals"):
+        rows += ["", "| goal | value | wanted | met |", "|---|---:|---|---|"]
+        for g, v in judged.items():
+            rows.append(f"| {g} | {v['value']} | {v['goal']} | {'yes' if v['met'] else 'NO'} |")
     return "\n".join(rows)
 
 
@@ -595,6 +365,7 @@ def main() -> None:
             progress(f"{name}: {json.dumps(result[name], sort_keys=True)}")
             if ns := result[name].get("namespace"):
                 result[name]["cleanup_s"] = clean_slate(cluster, ns, args.timeout)
+    result["goals"] = goals(result)
     result["settings"] = {
         "quick": args.quick,
         "scale": args.scale,
