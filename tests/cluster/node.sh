@@ -164,9 +164,24 @@ KCFG
 # (there is no kube-proxy): one DNAT rule, only for traffic entering on our bridge, to a relay on
 # the bridge address (tests/cluster/apiproxy.py) that forwards to the API server on loopback.
 # Pods get a route to the Service range only: still no default route, nothing leaves the machine.
+# A host whose INPUT chain refuses what is not loopback (a hardened CI machine may) would answer
+# the relayed connection with a reset: one ACCEPT rule for exactly the relay's address and port,
+# first in INPUT, tagged like the DNAT rule so that `down` removes both.
 api_rule() { # -A | -D
   iptables -t nat "$1" PREROUTING -i "$CNI_BRIDGE" -d "$API_SERVICE_IP/32" -p tcp --dport 443 \
     -m comment --comment "planops-test $dir" -j DNAT --to-destination "$NODE_IP:$APIPROXY_PORT"
+  local at=$1; [[ $at == -A ]] && at="-I"
+  iptables "$at" INPUT -i "$CNI_BRIDGE" -d "$NODE_IP/32" -p tcp --dport "$APIPROXY_PORT" \
+    -m comment --comment "planops-test $dir" -j ACCEPT
+}
+# What a pod's connection to the `kubernetes` Service goes through, for a failure's diagnosis.
+api_path() {
+  echo "-- the API relay's rules (nat PREROUTING, filter INPUT) and bridge address:"
+  iptables -t nat -S PREROUTING 2>&1 | grep -F "planops-test" || echo "(no DNAT rule)"
+  iptables -S INPUT 2>&1 | head -n 20
+  ip -brief addr show "$CNI_BRIDGE" 2>&1 || true
+  echo "-- the relay's log (last lines):"
+  tail -n 20 "$logs/apiproxy.log" 2>/dev/null || echo "(no log)"
 }
 start_api_relay() {
   read -r APIPROXY_PORT < <(free_ports 1)
@@ -184,6 +199,10 @@ stop_api_relay() {
   rules=$(iptables -t nat -S PREROUTING 2>/dev/null | grep -F "planops-test $dir\"" || true)
   while read -r rule; do
     [[ -n $rule ]] && eval "iptables -t nat ${rule/#-A /-D }" 2>/dev/null || true
+  done <<<"$rules"
+  rules=$(iptables -S INPUT 2>/dev/null | grep -F "planops-test $dir\"" || true)
+  while read -r rule; do
+    [[ -n $rule ]] && eval "iptables ${rule/#-A /-D }" 2>/dev/null || true
   done <<<"$rules"
   if pid=$(component_pid apiproxy); then kill -TERM "$pid" 2>/dev/null || true; fi
 }

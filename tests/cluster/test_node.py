@@ -7,13 +7,14 @@ the overlap test uses the containers' own start/finish times, not a wall clock.
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from datetime import datetime
 from typing import Any
 
 import pytest
 
-from tests.conftest import Kube
+from tests.conftest import CLUSTER, Kube
 
 pytestmark = [pytest.mark.cluster, pytest.mark.node]
 
@@ -170,4 +171,8 @@ def test_pods_reach_the_api_server_through_the_kubernetes_service_and_nothing_el
     kube.apply(job("net", namespace, busybox, ["sh", "-c", script]))
     wait_job(kube, "net", namespace)
     out = kube.run("logs", "-n", namespace, "job/net").stdout
+    if "service-ok" not in out:  # what the path looked like when it failed (rules, relay, log)
+        status = [str(CLUSTER / "status"), "--network"]
+        path = subprocess.run(status, capture_output=True, text=True, check=False)
+        out += "\n" + path.stdout + path.stderr
     assert "service-ok" in out and "outside-unreachable" in out, out

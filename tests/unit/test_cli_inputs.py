@@ -16,7 +16,7 @@ import yaml
 from planops.api import CapsuleDocument, PlanDocument, parse_document
 from planops.cli import main
 from planops.cli.inputs import given_inputs, unknown_inputs, with_inputs
-from planops.cli.steer import checked_answer
+from planops.cli.steer import checked_answer, request_token
 from planops.cli.submit import input_refusals, plan_body
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -250,3 +250,11 @@ def test_the_documented_deploy_example_runs_with_its_inputs(capsys):
     assert "--input evn: the plan's inputSchema has no such input (inputs: env, replicas)" in err
     assert given_inputs(VALUES, []) == {"env": "prod", "replicas": 3}
     assert input_refusals([parsed(yaml.safe_load(Path(DEPLOY).read_text()))], {"env": "x"}, {})
+
+
+def test_two_requests_in_one_second_are_two_tokens():
+    """The operator acts once per re-run token: two `rerun`s in one second must differ (a CI run
+    lost its second re-run to a token made of the time alone)."""
+    tokens = {request_token() for _ in range(50)}
+    assert len(tokens) > 45  # a 16-bit suffix: a clash among 50 is possible, not many
+    assert all(t[:8].isdigit() and t[8] == "T" for t in tokens)

@@ -29,8 +29,15 @@ async def _annotate(kube: CliApi, ns: str, name: str, key: str, value: str) -> i
     return EXIT_OK
 
 
+def request_token() -> str:
+    """A re-run's or a retry's token: the time it was asked (readable in `kubectl get -o yaml`)
+    and a random suffix, so that two requests in one second are two requests (the operator acts
+    once per token: a re-run asked twice within a second would otherwise be one)."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(2)
+
+
 async def cmd_rerun(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
-    token = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    token = request_token()
     rc = await _annotate(kube, ns, args.name, ANNOTATION_RERUN, token)
     if rc == EXIT_OK:
         print(f"plan {args.name}: re-run {token} requested")
@@ -69,7 +76,7 @@ async def cmd_retry(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
     if why is not None:
         sys.stderr.write(f"error: {why}\n")
         return EXIT_INPUT
-    token = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(2)
+    token = request_token()
     value = token + (f":from={args.from_step}" if args.from_step else "")
     await kube.patch_plan(ns, args.name, {"metadata": {"annotations": {ANNOTATION_RETRY: value}}})
     print(f"plan {args.name}: retry {value} requested")
