@@ -47,6 +47,7 @@ def test_lint_strict(helm: str):
         ["--set", "workers=0"],
         ["--set", "policy.maxSteps=30001"],  # beyond the CRD's bound
         ["--set", "reports.statusRecords=101"],  # beyond the status bound
+        ["--set", "reports.historyBytes=16777217"],  # beyond the operator's bound
         ["--set", "image.pullPolicy=Sometimes"],
         ["--set", "resourceQuota.plans=0"],
         ["--set", "resourceQuota.namespaces={Team_A}"],  # not a namespace name
@@ -63,7 +64,7 @@ def test_the_operator_pod_is_restricted_and_its_flags_come_from_the_values(helm:
     docs = render(
         helm,
         "--set",
-        "policy.maxCpu=2,policy.maxMemory=4Gi,workers=5",
+        "policy.maxCpu=2,policy.maxMemory=4Gi,workers=5,reports.historyBytes=1048576",
         "--set",
         "policy.allowedImages={registry.example/*,ghcr.io/planops/*}",
     )
@@ -87,6 +88,7 @@ def test_the_operator_pod_is_restricted_and_its_flags_come_from_the_values(helm:
     assert "--all-namespaces" in args
     parsed = _parser().parse_args(args)  # the operator accepts every flag the chart passes
     assert parsed.max_cpu == "2" and parsed.workers == 5 and parsed.all_namespaces
+    assert parsed.history_report_bytes == 1048576
     assert parsed.leader_elect and parsed.leader_election_id == "po-planops"
     assert parsed.leader_election_namespace == "planops-system"
     assert (
