@@ -114,7 +114,13 @@ class Runs:
 
 @dataclass
 class Pods:
-    """Per step of one run: its pod first seen ADDED and first seen done."""
+    """Per step of one run: its pod first seen ADDED and first seen done.
+
+    Done is the first event showing every container of the pod terminated, or its terminal
+    phase, whichever comes first: the moment the step's own work has ended. Each tool learns of
+    it its own way (planops and Argo from the pod's phase or the wait container's report, Tekton
+    from the step container's termination, which the kubelet reports before the pod's phase), so
+    a step's end is timed at what all of them can see: the last container seen terminated."""
 
     step_of: Callable[[dict[str, Any]], tuple[str, str] | None]
     added: dict[tuple[str, str], float] = field(default_factory=dict)
@@ -125,7 +131,7 @@ class Pods:
         if key is None:
             return
         self.added.setdefault(key, now)
-        if (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        if ended(obj):
             self.done.setdefault(key, now)
 
     def latencies(self, run: str, steps: list[str]) -> list[float]:
@@ -134,6 +140,16 @@ class Pods:
             for a, b in itertools.pairwise(steps)
             if (run, b) in self.added and (run, a) in self.done
         ]
+
+
+def ended(pod: dict[str, Any]) -> bool:
+    """The pod's work has ended: its phase is terminal, or every container of it (init
+    containers aside) is reported terminated."""
+    status = pod.get("status") or {}
+    if status.get("phase") in ("Succeeded", "Failed"):
+        return True
+    containers = status.get("containerStatuses") or []
+    return bool(containers) and all("terminated" in (c.get("state") or {}) for c in containers)
 
 
 def pods_cpu_s() -> float:

@@ -19,8 +19,9 @@ of Tasks with runAfter):
    per run (every key of the burst's namespace, read from etcd right after: runs, Jobs, TaskRuns,
    pods, task results, Events);
 2. chain: a K-step chain of `true`: step-to-step latency (the dependency's pod seen done on a
-   watch -> the next step's pod seen ADDED; millisecond timing, Kubernetes timestamps have 1 s
-   precision) and wall time;
+   watch, its last container terminated or its phase terminal, whichever is seen first -> the
+   next step's pod seen ADDED; millisecond timing, Kubernetes timestamps have 1 s precision)
+   and wall time;
 3. fan-out: F parallel steps and a join: wall time.
 Cost, over all three: API requests per step from the API server's own metrics (each client has
 an identity of its own, classified by a FlowSchema of its own, read from

@@ -163,3 +163,23 @@ def test_a_tekton_pod_is_its_pipeline_runs_task() -> None:
     assert side.step_of({"metadata": {"labels": labels}}) == ("chain", "s3")
     assert side.step_of({"metadata": {"labels": {"tekton.dev/pipelineRun": "chain"}}}) is None
     assert side.step_of({"metadata": {}}) is None
+
+
+def test_a_steps_end_is_its_last_container_seen_terminated_before_the_pods_phase() -> None:
+    """Tekton starts the next step on the step container's termination, which the kubelet reports
+    before the pod's phase: timed on the phase alone its latency came out negative."""
+    def pod(step: str, phase: str, *states: str) -> dict[str, Any]:
+        statuses = [{"name": f"c{i}", "state": {s: {}}} for i, s in enumerate(states)]
+        return {"step": step, "status": {"phase": phase, "containerStatuses": statuses}}
+
+    pods = peer_sides.Pods(step_of=lambda o: ("r", o["step"]))
+    pods.on(0.0, "ADDED", pod("a", "Pending"))
+    pods.on(1.0, "MODIFIED", pod("a", "Running", "running", "running"))
+    pods.on(2.0, "MODIFIED", pod("a", "Running", "terminated", "running"))  # one of two
+    pods.on(3.0, "MODIFIED", pod("a", "Running", "terminated", "terminated"))  # the work ended
+    pods.on(3.5, "ADDED", pod("b", "Pending"))
+    pods.on(4.0, "MODIFIED", pod("a", "Succeeded", "terminated", "terminated"))
+    assert pods.done[("r", "a")] == 3.0
+    assert pods.latencies("r", ["a", "b"]) == [0.5]
+    pods.on(5.0, "MODIFIED", pod("b", "Failed"))  # a terminal phase is an end by itself
+    assert pods.done[("r", "b")] == 5.0
