@@ -29,6 +29,9 @@ namespace whose `spec.capsule` names it:
   parent's own Capsule cannot happen: the cycle rule refuses it). The first limited Capsule of
   a lineage is where an ancestor holds a slot (the Plans above it are on unlimited Capsules,
   so it is counted), so "a limited Capsule above it" and "an ancestor holds a slot" are one.
+  What this leaves: a limited Capsule in another limited one's spawn.allow starts children
+  there outside the count (as many as each of its Plans has capsule steps into it in flight);
+  counting them could close the cycle above, so that choice is the Capsules' owners'.
 - Any other child (every Capsule above it unlimited) is counted and waits like any Plan: no
   ancestor holds a slot, so its waiting cannot close a cycle, and an author who may use an
   unlimited Capsule cannot run more Plans on a limited one it may spawn into than its limit.
