@@ -316,13 +316,13 @@ def test_capsule_steps_into_each_others_capsules_run_inside_their_parents_slots(
 def test_a_childs_rerun_or_retry_waits_for_a_slot_like_any_run(annotation: str):
     c = Cluster(limit=1)
     c.capsule("deploy", capsule_spec(1, plan={"steps": SLEEP}))
-    c.capsule("default", capsule_spec(None, spawn={"allow": ["deploy"]}))
+    c.capsule("default", capsule_spec(1, spawn={"allow": ["deploy"]}))
     c.plan("build", 1, steps=[{"id": "ship", "capsule": "deploy", "input": "go"}])
     c.plan("holder", 2, capsule="deploy")
-    c.reconcile("build")
+    c.reconcile("build")  # it holds default's slot
     (child,) = [p for p in c.kube.of("plan") if slots.is_child(p)]
     name = child["metadata"]["name"]
-    c.reconcile(name, "holder")  # the child, not counted, runs; holder holds deploy's slot
+    c.reconcile(name, "holder")  # the child, exempt, runs; holder holds deploy's slot
     assert c.jobs(name) and c.jobs("holder")
     c.finish(name)
     child["metadata"]["annotations"] = {annotation: "again"}
@@ -450,11 +450,18 @@ def test_deleting_a_waiting_or_running_plan_wakes_the_first_waiter():
     assert w.event(copy.deepcopy(first), "DELETED") == [("ns", "second")]
 
 
-def test_a_finished_child_plan_wakes_no_one():
+@pytest.mark.parametrize(("above", "woken"), [("x", []), ("free", [("ns", "second")])])
+def test_a_finished_child_plan_wakes_the_first_waiter_only_when_it_was_counted(
+    above: str, woken: list[tuple[str, str]]
+):
+    """Under a limited Capsule (x) a child held no slot: it wakes no one. Under an unlimited one
+    (free) it was counted like any Plan, and its end frees a slot."""
     c = _three_waiting()
+    c.capsule("free", capsule_spec(None))
     w = _Watch(c)
     child = copy.deepcopy(c.kube.get("plan", "ns", "fourth"))
     child["metadata"]["labels"] = {manifests.LABEL_PARENT: "p"}
+    child["metadata"]["annotations"] = {manifests.ANNOTATION_LINEAGE: f"{above},default"}
     child["metadata"]["ownerReferences"] = [
         {"apiVersion": "planops.dev/v1alpha1", "kind": "Plan", "controller": True, "uid": "u"}
     ]
@@ -462,7 +469,7 @@ def test_a_finished_child_plan_wakes_no_one():
     child = copy.deepcopy(child)
     child["status"] = {"phase": "Succeeded"}
     child["metadata"]["resourceVersion"] += "1"
-    assert w.event(child) == []
+    assert w.event(child) == woken
 
 
 def test_the_plans_cache_groups_the_counted_plans_by_namespace_and_capsule():

@@ -7,6 +7,7 @@ thresholds: overlapping intervals prove parallelism, disjoint ones prove seriali
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import sys
 import time
@@ -275,3 +276,44 @@ def test_nesting_is_capped():
     assert not report.completed
     assert any("plans nest at most 8 deep" in (r.get("reason") or "") for r in records)
     assert max(r["depth"] for r in records) == MAX_DEPTH - 1
+
+
+# -- maxRunningPlans: counted among this run's sub-plans ---------------------------------------
+
+
+def _sub_plan_spans(records) -> dict[str, tuple[float, float]]:
+    starts = {r["planId"]: r["time"] for r in records if r["event"] == "plan_start" and r["depth"]}
+    ends = {r["planId"]: r["time"] for r in records if r["event"] == "plan_end" and r["depth"]}
+    return {p: (starts[p], ends[p]) for p in starts}
+
+
+def _three_deploys(parent_limit: int | None):
+    deploy = cap(
+        plan={"steps": [{"id": "nap", "shell": "sleep 0.3"}]}, concurrency={"maxRunningPlans": 1}
+    )
+    parent = cap(spawn={"allow": ["deploy"]})
+    if parent_limit is not None:
+        parent = cap(spawn={"allow": ["deploy"]}, concurrency={"maxRunningPlans": parent_limit})
+    steps = [{"id": f"ship{i}", "capsule": "deploy", "input": "go"} for i in range(3)]
+    return run(plan(*steps), {"default": parent, "deploy": deploy})
+
+
+def test_sub_plans_on_a_one_slot_capsule_run_one_at_a_time_under_an_unlimited_parent():
+    report, records = _three_deploys(parent_limit=None)
+    assert report.completed
+    spans = sorted(_sub_plan_spans(records).values())
+    assert len(spans) == 3
+    for (_, end), (start, _) in itertools.pairwise(spans):
+        assert end <= start, spans
+    waits = [r["message"] for r in records if r["event"] == "notice"]
+    assert len(waits) == 2 and "waits for a slot of Capsule deploy" in waits[0], waits
+
+
+def test_sub_plans_under_a_limited_parent_ride_its_slot():
+    """The top plan holds its own Capsule's slot: its sub-plans are not counted (as in the
+    cluster: a limited Capsule above them)."""
+    report, records = _three_deploys(parent_limit=1)
+    assert report.completed
+    spans = list(_sub_plan_spans(records).values())
+    assert len(spans) == 3 and all(a[0] < b[1] and b[0] < a[1] for a in spans for b in spans)
+    assert not [r for r in records if r["event"] == "notice"]

@@ -279,7 +279,9 @@ def capsule_spec_schema() -> Schema:
                         "The most Plans that run at once on this Capsule (1: one at a time, a "
                         "mutex). Counted from the cluster: a Plan holds its place from the moment "
                         "the operator starts it until it succeeds or fails. A capsule step's "
-                        "child Plan runs within its parent's place and is not counted.",
+                        "child Plan runs within an ancestor's place (not counted) when a Capsule "
+                        "above it has a limit; under unlimited Capsules only, it is counted and "
+                        "waits like any Plan.",
                         **bounds(Concurrency, "maxRunningPlans"),
                     )
                 },

@@ -121,6 +121,8 @@ class Gate:
     writer: StatusWriter
     #: Plans as the watch shows them (None: always list)
     plans: WatchCache | None = None
+    #: Capsules as the watch shows them (None, or one not seen: ask the API)
+    capsules: WatchCache | None = None
     _locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict)
 
     async def admit(
@@ -137,10 +139,16 @@ class Gate:
         """Whether the Plan's current run (`run`, the status' run record) may go on under
         `capsule`, the run's status building on `previous` (its earlier runs, `history`, are
         kept). When it waits, its status says why (written here); when it is admitted, the slot
-        is recorded here, before the caller creates anything."""
-        if capsule.concurrency is None or slots.exempt(plan):
-            return "held"
-        if slots.holds_run(plan, str(run["id"])):
+        is recorded here, before the caller creates anything. A run that waited and needs no
+        slot any more (the limit gone, or a child whose ancestor's Capsule got one) starts, as
+        one admitted does."""
+        namespace = str(plan["metadata"]["namespace"])
+        limited = await self._limited(namespace, [plan]) if capsule.concurrency else frozenset()
+        if capsule.concurrency is None or slots.exempt(plan, limited):
+            if not (slots.waiting(plan) and (previous.get("run") or {}).get("id") == run["id"]):
+                return "held"
+            return "admitted" if may_start is None or await may_start() else "refused"
+        if slots.holds_run(plan, str(run["id"]), limited):
             return "held"
         annotations = plan["metadata"].get("annotations") or {}
         if annotations.get(ANNOTATION_CANCEL):  # stopped before it started: reconcile cancels
@@ -157,8 +165,35 @@ class Gate:
             may_start,
         )
 
+    async def _limited(self, namespace: str, plans: list[dict[str, Any]]) -> frozenset[str]:
+        """Which Capsules above the child Plans among `plans` have a limit now (the cache, else
+        the API server: a Capsule the cache has not seen is not taken as absent)."""
+        found = set()
+        for name in slots.lineage_capsules(plans, namespace):
+            obj = self.capsules.get(namespace, name) if self.capsules is not None else None
+            if obj is None:
+                obj = await self.kube.get_capsule(namespace, name)
+            if slots.limit_of(obj) is not None:
+                found.add(name)
+        return frozenset(found)
+
+    async def _judge(
+        self,
+        plan: dict[str, Any],
+        capsule: str,
+        limit: int,
+        plans: list[dict[str, Any]],
+        joined: str,
+    ) -> slots.Verdict:
+        """slots.judge, with the limits of the Capsules above the Capsule's children."""
+        namespace = str(plan["metadata"]["namespace"])
+        limited = await self._limited(
+            namespace, [p for p in plans if slots.capsule_of(p) == capsule]
+        )
+        return slots.judge(plan, capsule, limit, plans, limited, joined)
+
     def _cached(self, namespace: str, capsule: str) -> list[dict[str, Any]] | None:
-        """The counted Plans of the Capsule as the watch shows them (None: no cache)."""
+        """The live Plans of the Capsule as the watch shows them (None: no cache)."""
         if self.plans is None:
             return None
         group = self.plans.group((namespace, capsule))
@@ -186,11 +221,10 @@ class Gate:
             verdict = None
             cached = self._cached(namespace, capsule)
             if cached is not None:
-                verdict = slots.judge(plan, capsule, limit, cached, joined)
+                verdict = await self._judge(plan, capsule, limit, cached, joined)
             if verdict is None or verdict.admitted:  # the truth before a slot is taken
-                verdict = slots.judge(
-                    plan, capsule, limit, await self.kube.list_plans(namespace, ""), joined
-                )
+                listed = await self.kube.list_plans(namespace, "")
+                verdict = await self._judge(plan, capsule, limit, listed, joined)
             if verdict.admitted and queued and may_start is not None and not await may_start():
                 return "refused"  # it waited: its author's `use` is asked again as it starts
             if verdict.admitted:

@@ -109,7 +109,7 @@ class Reconciler:
     def __post_init__(self) -> None:
         self._judge = Judge(self.kube, self.policy, self.budget, self.capsules)
         self._status = StatusWriter(self.kube, self.plans)
-        self._gate = admission.Gate(self.kube, self._status, self.plans)
+        self._gate = admission.Gate(self.kube, self._status, self.plans, self.capsules)
         self._reports = ReportBook(self.kube, self.chunk_records, self.status_records)
         self._reader = RunReader(self.kube, self.clock, self.runs)
         self._retain = Retainer(self.kube, self.clock, self.default_ttl, self.archived, self.plans)

@@ -21,22 +21,44 @@ namespace whose `spec.capsule` names it:
   NAMES_LISTED and what it shows changed: farther back, its `position` is an upper bound (a
   waiting run only moves forward), so that the queue's movement costs no status write for each
   of a long queue's Plans at every start.
-- A capsule step's child Plan runs inside its parent's slot: it neither counts nor waits.
-  Counted, a plan holding a slot of X whose child waits for Y's only slot, while a plan holding
-  Y's waits for its child on X, would wait forever (a child on its parent's own Capsule cannot
-  happen: the cycle rule refuses it). A child is a Plan whose controller is a Plan and which
-  carries the parent label (both kept from plan authors by the admission policies). A re-run
-  or retry of a child (its annotations, which only users write) is counted and queued like any
+- A capsule step's child Plan whose lineage (the Capsules of the Plans above it, the
+  `planops.dev/lineage` annotation the operator writes) names a Capsule with a
+  `maxRunningPlans` limit *now* runs inside that ancestor's slot: it is **exempt**, neither
+  counting nor waiting. Counted, a plan holding a slot of X whose child waits for Y's only
+  slot, while a plan holding Y's waits for its child on X, would wait forever (a child on its
+  parent's own Capsule cannot happen: the cycle rule refuses it). The first limited Capsule of
+  a lineage is where an ancestor holds a slot (the Plans above it are on unlimited Capsules,
+  so it is counted), so "a limited Capsule above it" and "an ancestor holds a slot" are one.
+  What this leaves: a limited Capsule in another limited one's spawn.allow starts children
+  there outside the count (as many as each of its Plans has capsule steps into it in flight);
+  counting them could close the cycle above, so that choice is the Capsules' owners'.
+- Any other child (every Capsule above it unlimited) is counted and waits like any Plan: no
+  ancestor holds a slot, so its waiting cannot close a cycle, and an author who may use an
+  unlimited Capsule cannot run more Plans on a limited one it may spawn into than its limit.
+  A child is a Plan whose controller is a Plan and which carries the parent label (both, and
+  the lineage annotation, kept from plan authors by the admission policies). A re-run or
+  retry of a child (its annotations, which only users write) is counted and queued like any
   other run: the exemption covers only the run its parent started.
+- A limit added to or removed from a Capsule of a lineage changes the child's part at once
+  (every Plan of the namespace is looked at again on a Capsule's event): a waiting child that
+  becomes exempt starts; a running child that becomes counted holds a slot (nothing is
+  stopped, so the Capsule may run more than its limit until it finishes). Which Capsules are
+  limited is read from the Capsules' cache (when admitting, the API server for one the cache
+  has not seen); a Capsule that does not exist is unlimited: the child is counted, the safe
+  side for the count.
 - A new generation or re-run of a Plan is decided again as it starts, in the queue's order;
   its earlier run no longer counts.
 - When a slot frees (a counted Plan finishes, starts being deleted, or is deleted: not any
   other event of a finished Plan), only the first waiting Plans, as many as slots are free,
-  are woken: the others are decided at the resync or on their own events.
+  are woken: the others are decided at the resync or on their own events. What the watch
+  follows (the Plans' grouping by Capsule, a Plan's move out of the running) depends on the
+  Plan alone, never on Capsules: whether a child is exempt is asked, of the Capsules as they
+  are then, only when a verdict is made, so a limit changed leaves no stale grouping.
 """
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -72,13 +94,37 @@ def is_child(plan: dict[str, Any]) -> bool:
     )
 
 
-def exempt(plan: dict[str, Any]) -> bool:
-    """A child Plan's run as its parent started it: it runs inside the parent's slot. A re-run
-    or retry of a child (annotations a user writes; the operator never does) is counted and
-    queued like any Plan's run."""
+def lineage(plan: dict[str, Any]) -> tuple[str, ...]:
+    """The Capsules of the Plans above a child Plan, outermost first: its lineage annotation,
+    written by the operator, without the Plan's own Capsule (which the annotation ends with,
+    and which the cycle rule keeps from every Plan above it); empty for a top-level Plan."""
     notes = (plan.get("metadata") or {}).get("annotations") or {}
-    return is_child(plan) and not any(
-        notes.get(a) for a in (names.ANNOTATION_RERUN, names.ANNOTATION_RETRY)
+    text = notes.get(names.ANNOTATION_LINEAGE)
+    own = capsule_of(plan)
+    return tuple(a for a in text.split(",") if a and a != own) if isinstance(text, str) else ()
+
+
+def lineage_capsules(plans: list[dict[str, Any]], namespace: str) -> set[str]:
+    """The Capsules named above the child Plans of `namespace` among `plans`: those whose limit
+    a verdict about them needs."""
+    return {
+        c
+        for p in plans
+        if (p.get("metadata") or {}).get("namespace") == namespace and is_child(p)
+        for c in lineage(p)
+    }
+
+
+def exempt(plan: dict[str, Any], limited: Container[str]) -> bool:
+    """A child Plan's run as its parent started it, with a Capsule above it among `limited`
+    (the Capsules of its namespace with a limit now): it runs inside that ancestor's slot. A
+    re-run or retry of a child (annotations a user writes; the operator never does) is counted
+    and queued like any Plan's run, and so is a child with no limited Capsule above it."""
+    notes = (plan.get("metadata") or {}).get("annotations") or {}
+    return (
+        is_child(plan)
+        and not any(notes.get(a) for a in (names.ANNOTATION_RERUN, names.ANNOTATION_RETRY))
+        and any(c in limited for c in lineage(plan))
     )
 
 
@@ -87,34 +133,39 @@ def _status(plan: dict[str, Any]) -> dict[str, Any]:
     return status if isinstance(status, dict) else {}
 
 
-def counted(plan: dict[str, Any]) -> bool:
-    """Whether a Plan takes part in its Capsule's count: neither finished, nor being deleted,
-    nor a child Plan's run started by its parent (exempt)."""
+def live(plan: dict[str, Any]) -> bool:
+    """Whether a Plan may take part in its Capsule's count: neither finished nor being
+    deleted (what the watch follows: it does not depend on Capsules)."""
     meta = plan.get("metadata") or {}
-    return not (
-        meta.get("deletionTimestamp") or names.finished(_status(plan).get("phase")) or exempt(plan)
-    )
+    return not (meta.get("deletionTimestamp") or names.finished(_status(plan).get("phase")))
 
 
-def holds(plan: dict[str, Any]) -> bool:
+def counted(plan: dict[str, Any], limited: Container[str]) -> bool:
+    """Whether a Plan takes part in its Capsule's count: live and not exempt (`limited`: the
+    Capsules of its namespace with a limit now)."""
+    return live(plan) and not exempt(plan, limited)
+
+
+def holds(plan: dict[str, Any], limited: Container[str]) -> bool:
     """Whether a Plan holds a slot of its Capsule (the module's rule)."""
     status = _status(plan)
     return (
-        counted(plan)
+        counted(plan, limited)
         and status.get("phase") in (Phase.PENDING, Phase.RUNNING)
         and not status.get("queue")
     )
 
 
-def holds_run(plan: dict[str, Any], run_id: str) -> bool:
+def holds_run(plan: dict[str, Any], run_id: str, limited: Container[str]) -> bool:
     """Whether a Plan holds a slot for the run `run_id` (not for an earlier run)."""
-    return holds(plan) and (_status(plan).get("run") or {}).get("id") == run_id
+    return holds(plan, limited) and (_status(plan).get("run") or {}).get("id") == run_id
 
 
 def capsule_key(plan: dict[str, Any]) -> tuple[str, str] | None:
-    """The key the Plans' cache groups a Plan under: its namespace and Capsule while it takes
-    part in the count; None (not grouped) otherwise."""
-    if not counted(plan):
+    """The key the Plans' cache groups a Plan under: its namespace and Capsule while it is live
+    (children included: whether one is exempt is asked when a verdict is made); None (not
+    grouped) otherwise."""
+    if not live(plan):
         return None
     return str((plan.get("metadata") or {}).get("namespace", "")), capsule_of(plan)
 
@@ -173,24 +224,26 @@ def judge(
     capsule: str,
     limit: int,
     plans: list[dict[str, Any]],
+    limited: Container[str],
     joined: str | None = None,
 ) -> Verdict:
     """Whether `plan` may start on `capsule` whose maxRunningPlans is `limit`, the namespace's
-    Plans being `plans` (it need not be among them: it is counted as waiting), its run having
-    joined the queue at `joined` (else as its status says)."""
+    Plans being `plans` (it need not be among them: it is counted as waiting) and its Capsules
+    with a limit `limited`, its run having joined the queue at `joined` (else as its status
+    says)."""
     me = (plan.get("metadata") or {}).get("uid")
     mine = [
         p
         for p in plans
         if capsule_of(p) == capsule
-        and counted(p)
+        and counted(p, limited)
         and (p.get("metadata") or {}).get("uid") != me
         and (p.get("metadata") or {}).get("namespace")
         == (plan.get("metadata") or {}).get("namespace")
     ]
-    running = sorted((p for p in mine if holds(p)), key=order)
+    running = sorted((p for p in mine if holds(p, limited)), key=order)
     mine_order = order(plan, joined)
-    ahead = sorted((p for p in mine if not holds(p) and order(p) < mine_order), key=order)
+    ahead = sorted((p for p in mine if not holds(p, limited) and order(p) < mine_order), key=order)
     free = limit - len(running)
     return Verdict(
         admitted=len(ahead) < free,
@@ -228,11 +281,10 @@ def queue(capsule: str, verdict: Verdict, joined: str) -> dict[str, Any]:
     }
 
 
-def waiting(plan: dict[str, Any], capsule: str) -> bool:
-    """Whether the Plan object's status says it waits for a slot of `capsule` (the watch handler
-    wakes these when a slot frees)."""
+def waiting(plan: dict[str, Any], capsule: str | None = None) -> bool:
+    """Whether the Plan object's status says it waits for a slot (of `capsule`, if named)."""
     q = _status(plan).get("queue")
-    return isinstance(q, dict) and q.get("capsule") == capsule and counted(plan)
+    return isinstance(q, dict) and capsule in (None, q.get("capsule")) and live(plan)
 
 
 def rewritten(old: Any, new: dict[str, Any]) -> bool:
@@ -247,13 +299,14 @@ def rewritten(old: Any, new: dict[str, Any]) -> bool:
 
 
 class Counting:
-    """The Plans (namespace, name) whose last watch event showed them counted, kept by the Plan
+    """The Plans (namespace, name) whose last watch event showed them live, kept by the Plan
     watch handler alone: a slot is freed by a Plan's move out of the count (into finished,
     being deleted, deleted), and only the watch sees each move once and in order (the status
     writer puts the leader's own writes into the Plans' cache before their events arrive, so
     the cache cannot tell). A Plan first seen already out of the count (the watch's first
     listing, a label written on a finished Plan) frees nothing: a new leader looks at every
-    Plan anyway."""
+    Plan anyway. Whether the Plan that moved out was counted (not an exempt child) is to_wake's
+    question, asked of the Capsules as they are then."""
 
     def __init__(self) -> None:
         self._keys: set[tuple[str, str]] = set()
@@ -263,7 +316,7 @@ class Counting:
         meta = plan.get("metadata") or {}
         key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
         was = key in self._keys
-        if event_type != "DELETED" and counted(plan):
+        if event_type != "DELETED" and live(plan):
             self._keys.add(key)
             return False
         self._keys.discard(key)
@@ -271,12 +324,18 @@ class Counting:
 
 
 def first_waiters(
-    freed: dict[str, Any], plans: list[dict[str, Any]], limit: int | None
+    freed: dict[str, Any],
+    plans: list[dict[str, Any]],
+    limit: int | None,
+    limited: Container[str],
 ) -> list[tuple[str, str]]:
     """The Plans (namespace, name) to look again now that `freed` freed a slot of its Capsule
     (limit `limit`; None: unknown or unlimited), `plans` being the Plans of that Capsule the
-    cache holds: the first waiting ones in the queue's order, as many as slots are free (at
-    least one), not the whole queue."""
+    cache holds and `limited` the Capsules of the namespace with a limit: the first waiting
+    ones in the queue's order, as many as slots are free (at least one), not the whole queue.
+    Nobody when `freed` was exempt (it held no slot)."""
+    if exempt(freed, limited):
+        return []
     meta = freed.get("metadata") or {}
     namespace, capsule = meta.get("namespace"), capsule_of(freed)
     mine = [
@@ -284,11 +343,13 @@ def first_waiters(
         for p in plans
         if (p.get("metadata") or {}).get("namespace") == namespace
         and capsule_of(p) == capsule
-        and counted(p)
+        and counted(p, limited)
         and (p.get("metadata") or {}).get("uid") != meta.get("uid")
     ]
-    waiters = sorted((p for p in mine if not holds(p)), key=order)
-    free = len(waiters) if limit is None else max(1, limit - sum(1 for p in mine if holds(p)))
+    waiters = sorted((p for p in mine if not holds(p, limited)), key=order)
+    free = (
+        len(waiters) if limit is None else max(1, limit - sum(1 for p in mine if holds(p, limited)))
+    )
     return [(str(namespace), str(p["metadata"]["name"])) for p in waiters[:free]]
 
 
@@ -310,6 +371,12 @@ def limit_of(capsule: dict[str, Any] | None) -> int | None:
     return n if isinstance(n, int) and not isinstance(n, bool) else None
 
 
+def limited_in(capsules: Cache, namespace: str, wanted: set[str]) -> frozenset[str]:
+    """Which of the Capsules `wanted` of `namespace` have a limit, as the Capsules' cache shows
+    them (one it has not seen: none)."""
+    return frozenset(c for c in wanted if limit_of(capsules.get(namespace, c)) is not None)
+
+
 def to_wake(freed: dict[str, Any], plans: Cache, capsules: Cache) -> list[tuple[str, str]]:
     """The Plans (namespace, name) to look again at once now that `freed` left the count of its
     Capsule (Counting.moved_out): the first waiting Plans of its Capsule (first_waiters), read
@@ -317,8 +384,10 @@ def to_wake(freed: dict[str, Any], plans: Cache, capsules: Cache) -> list[tuple[
     meta = freed.get("metadata") or {}
     namespace, capsule = str(meta.get("namespace", "")), capsule_of(freed)
     group = plans.group((namespace, capsule))
+    members = plans.values() if group is None else group
     return first_waiters(
         freed,
-        plans.values() if group is None else group,
+        members,
         limit_of(capsules.get(namespace, capsule)),
+        limited_in(capsules, namespace, lineage_capsules([freed, *members], namespace)),
     )

@@ -8,6 +8,11 @@ it asks what to start, starts it, and reports results back. No scheduling rule l
 - capsule: the target Capsule's `plan` run in-process as a sub-plan (nesting capped at 8,
   cycles refused), the step's task text given to the child as `input.objective` and the child's
   output taken back as the step's (engine.delegation: the same contract as in the cluster).
+- A Capsule's `concurrency.maxRunningPlans` counts this run's sub-plans only (the count in the
+  cluster is of Plan objects; one local run is one plan on one machine): at most that many of
+  its sub-plans run on the Capsule at once, the others wait for a slot. As in the cluster, a
+  sub-plan with a limited Capsule above it (the top plan's included: it holds its Capsule's
+  only place here) rides that slot and is not counted, so waiting never closes a cycle.
 - Every step of a run shares one working directory (seed 1: "the same accessible workdir").
 - Limits: the step's timeout and the memory limit (RLIMIT_DATA, the closest per-process
   equivalent of the cgroup limit a Job gets); output capped at the capsule's outputLimitBytes.
@@ -84,6 +89,8 @@ class LocalRunner:
     answers: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     asker: Asker | None = None
     _noticed_images: bool = field(default=False, init=False)
+    #: the slots of the Capsules with maxRunningPlans that this run's sub-plans take
+    _slots: dict[str, asyncio.Semaphore] = field(default_factory=dict, init=False)
 
     async def run(
         self,
@@ -296,7 +303,17 @@ class LocalRunner:
                 None,
                 f"capsule {target!r}'s plan is invalid: " + "; ".join(str(e) for e in errors),
             )
-        report = await self.run(child_id, child_spec, lineage)
+        slot = self._slot(target, child, lineage)
+        if slot is not None and slot.locked():
+            emit(
+                {
+                    "event": "notice",
+                    "message": f"sub-plan {child_id} waits for a slot of Capsule {target} "
+                    "(maxRunningPlans, counted among this run's sub-plans)",
+                }
+            )
+        async with slot if slot is not None else contextlib.nullcontext():
+            report = await self.run(child_id, child_spec, lineage)
         emit({"event": "delegation", **delegated, "completed": report.completed})
         output = delegation.delegated_output(report.to_json())
         if report.completed:
@@ -304,6 +321,19 @@ class LocalRunner:
         failed = next((r for r in report.steps if r.step_id == report.failed_step), None)
         why = f": step {failed.step_id} failed: {failed.error}" if failed else ""
         return Result("failed", output, f"sub-plan {child_id} did not complete{why}")
+
+    def _slot(
+        self, target: str, capsule: CapsuleSpec, lineage: tuple[str, ...]
+    ) -> asyncio.Semaphore | None:
+        """The slots of Capsule `target` a sub-plan under `lineage` (the capsules above it)
+        takes: none when `target` has no limit, or when a capsule above it has one (it rides
+        that slot)."""
+        if capsule.concurrency is None or any(
+            (above := self.capsules.get(c)) is not None and above.concurrency for c in lineage
+        ):
+            return None
+        limit = capsule.concurrency.max_running_plans
+        return self._slots.setdefault(target, asyncio.Semaphore(limit))
 
     async def _process(
         self, argv: list[str], d: Dispatch, capsule: CapsuleSpec, workdir: Path, stdin: str | None
