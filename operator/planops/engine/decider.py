@@ -141,16 +141,7 @@ class Run(RunState):
             key=lambda f: (f.finished_at or 0.0, run.graph.index[f.step_id]),
         )
         for f in finished:
-            assert f.status is not None
-            run.finish_attempt(
-                f.step_id,
-                f.attempt,
-                f.status,
-                f.output,
-                f.error,
-                f.finished_at or 0.0,
-                never_ran=f.never_ran,
-            )
+            run.finish_fact(f)
         for i in sorted(set(body_records) | set(body_attempts)):
             run._restore_body(i, body_records.get(i, []), body_attempts.get(i, []))
 
@@ -172,6 +163,19 @@ class Run(RunState):
         self._flying[i] = st.attempts
 
     # -- what executors call ------------------------------------------------------------------
+
+    def finish_fact(self, f: AttemptFact) -> None:
+        """finish_attempt with a finished attempt's fact (as restoring and engine.keeping do)."""
+        assert f.status is not None
+        self.finish_attempt(
+            f.step_id,
+            f.attempt,
+            f.status,
+            f.output,
+            f.error,
+            f.finished_at or 0.0,
+            never_ran=f.never_ran,
+        )
 
     def finish_attempt(
         self,
@@ -306,6 +310,7 @@ class Run(RunState):
                 except references.UnsettledReference as e:
                     st.attempts += 1
                     st.started_at = now
+                    self._unseen += 1
                     self._attempt_failed(i, None, str(e), now)
                     return None
                 if not holds:
@@ -343,6 +348,7 @@ class Run(RunState):
                         words, self._template_lookup, self.prefix + step.id
                     )
         except (references.UnsettledReference, templates.TemplateError) as e:
+            self._unseen += 1
             self._attempt_failed(i, None, str(e), now)
             return None
         st.in_flight = True
@@ -366,6 +372,7 @@ class Run(RunState):
                     else {"passed": True}
                 )
         except (control.GateError, templates.TemplateError) as e:
+            self._unseen += 1
             self._attempt_failed(i, None, str(e), now)
             return
         # an exit's record stays JSON (whether it fired is read back from it): kept whole,

@@ -77,6 +77,10 @@ class RunState:
     _final: RunState | None = field(init=False, default=None)
     #: the run's record text and decide work (engine.budget), shared with its bodies' runs
     budget: TextBudget = field(init=False)
+    #: attempts that failed inside the engine as they were about to start (a reference not
+    #: settled, a template or gate that could not be evaluated): no fact records them, so a run
+    #: that had one is restored from its facts next time, never kept (engine.keeping)
+    _unseen: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
         self.budget = self.parent.budget if self.parent is not None else TextBudget()
@@ -122,6 +126,16 @@ class RunState:
         if not self._main_finished:
             return False
         return not self.spec.finally_ or (self._final is not None and self._final.finished)
+
+    def finished_as_restored(self) -> bool:
+        """What `finished` answers of this run restored from its facts, before it decides: its
+        ready heaps then still hold the steps that settled (a decide drops them lazily), so only
+        a failure or an exit has ended it. A kept run (engine.keeping) answers the same, so a
+        reconcile reads one answer whichever it has."""
+        main = not self._flying and (self.failed_step is not None or self.exited is not None)
+        if not main or not self.spec.finally_:
+            return main
+        return self._final is not None and self._final.finished_as_restored()
 
     @property
     def _main_finished(self) -> bool:
@@ -215,6 +229,44 @@ class RunState:
         return [
             (steps[i].id, attempt) for i, attempt in self._flying.items() if i not in active
         ] + self._bodies.in_flight()
+
+    def unseen_failures(self) -> int:
+        """Attempts failed inside the engine, which no executor's fact records (`_unseen`)."""
+        return self._unseen + (self._final.unseen_failures() if self._final is not None else 0)
+
+    def ending(self) -> bool:
+        """Whether a failed step or a fired exit is ending the run (main or finally steps)."""
+        if self.failed_step is not None or self.exited is not None:
+            return True
+        return self._final is not None and self._final.ending()
+
+    def bodies_running(self) -> bool:
+        """Whether a decide, map or reduce is running its bodies (here or in the finally steps)."""
+        return bool(self._bodies.active) or (
+            self._final is not None and self._final.bodies_running()
+        )
+
+    def step_state(self, step_id: str) -> tuple[StepState, int] | None:
+        """A top-level or finally step's state and its place in restore's order (main steps in
+        declaration order, then the finally steps); None for a body step or an unknown id."""
+        i = self.graph.index.get(step_id)
+        if i is not None:
+            return self._states[i], i
+        if self._final is not None and (found := self._final.step_state(step_id)) is not None:
+            return found[0], len(self._states) + found[1]
+        return None
+
+    def follow(self, step_ids: Sequence[str]) -> None:
+        """Hold the attempts in flight in the order `step_ids` first names their steps: the
+        order a run restored from facts in that order holds them (engine.keeping)."""
+        ranks: dict[int, int] = {}
+        for step_id in step_ids:
+            i = self.graph.index.get(step_id)
+            if i is not None:
+                ranks.setdefault(i, len(ranks))
+        self._flying = dict(sorted(self._flying.items(), key=lambda f: ranks.get(f[0], len(ranks))))
+        if self._final is not None:
+            self._final.follow(step_ids)
 
     def record_count(self) -> int:
         """Step records this run has or will have: every top-level step, plus body steps

@@ -2,7 +2,8 @@
 
 Given what the reconcile read (a `Situation`: the Plan's run, its spec and Capsule, the facts
 of its attempts, the objects observed, the previous status, the clock), `plan_step` restores
-the engine's Run and answers what to do: stop the run (the objects to delete) or advance it
+the engine's Run (or advances the one the last reconcile kept, when the facts line up with it:
+engine.keeping) and answers what to do: stop the run (the objects to delete) or advance it
 (the Jobs and child Plans to create). The actuator (reconciler.actuator) makes the requests;
 the API server's answers come back as `Answer`s, and a refused create fails its attempt at
 once, which may make other steps ready (its retry, an onError): the step decides again, and
@@ -30,6 +31,7 @@ from planops.engine import (
     Run,
     StepRecord,
     finally_steps,
+    keeping,
 )
 from planops.engine import dispatch as dispatch_
 from planops.kube import manifests
@@ -97,6 +99,15 @@ class PlanStep:
     _round: list[Dispatch] = field(default_factory=list)
     #: the attempts of the last decision the dispatch rules refused (no request made)
     _answered: list[Answer] = field(default_factory=list)
+    #: the run is the one the last reconcile kept, advanced (not restored)
+    kept: bool = False
+
+    def keep(self) -> keeping.Kept | None:
+        """What the next reconcile may start from instead of restoring (engine.keeping); only
+        once this reconcile's status is written, and never of a run that stops."""
+        if self.stop is not None:
+            return None
+        return keeping.keep(self.run, self.s.facts, self.refused)
 
     # -- advance: decide, create, read the answers ------------------------------------------
 
@@ -285,13 +296,21 @@ def deletes(stop: stopping.Stop) -> tuple[Delete, ...]:
     return tuple(Delete(kind, name) for kind, name in stop.deletes)
 
 
-def plan_step(s: Situation) -> PlanStep:
-    """The run of `s` restored: whether it stops now, and the answers to its asks settled."""
+def plan_step(s: Situation, kept: keeping.Kept | None = None) -> PlanStep:
+    """The run of `s` restored, or `kept` advanced to its facts when they line up with it
+    (engine.keeping: the same Run either way): whether it stops now, and the answers to its
+    asks settled. `kept` is spent: the step's run is the one to keep next."""
     spec, ref = s.spec, s.ref
-    run = Run.restore(ref.name, spec, s.facts, retry_backoff=s.capsule.retry_backoff)
-    step = PlanStep(s, run)
+    run = keeping.advance(kept, s.facts) if kept is not None else None
+    step = PlanStep(
+        s,
+        run or Run.restore(ref.name, spec, s.facts, retry_backoff=s.capsule.retry_backoff),
+        kept=run is not None,
+    )
+    run = step.run
     cancel = s.annotations.get(manifests.ANNOTATION_CANCEL)
-    step.stop = stopping.why_stop(cancel, spec, s.started_at, s.now, run.finished)
+    # as restored: finished before deciding only by a failure or an exit (kept or not, the same)
+    step.stop = stopping.why_stop(cancel, spec, s.started_at, s.now, run.finished_as_restored())
     if step.stop is not None:
         return step
     step.waiting = asks_.settle(run, s.previous, s.annotations, ref.run, step.told, s.now)

@@ -51,6 +51,8 @@ from planops.reconciler import runs as plan_runs
 from planops.reconciler import status as status_
 from planops.reconciler.collecting import Archived, Retainer
 from planops.reconciler.judging import Judge, Verdict
+from planops.reconciler.kept import Basis, KeptRuns, written_as_run
+from planops.reconciler.observe import Observed
 from planops.reconciler.reading import RunReader
 from planops.reconciler.reporting import ReportBook
 from planops.reconciler.writing import StatusWriter
@@ -105,6 +107,8 @@ class Reconciler:
     _gate: admission.Gate = field(init=False)
     #: a finished run's TTL and its Jobs' collection (podGC)
     _retain: Retainer = field(init=False)
+    #: each running Plan's Run as the last reconcile left it (reconciler.kept, engine.keeping)
+    _kept: KeptRuns = field(init=False, default_factory=KeptRuns)
 
     def __post_init__(self) -> None:
         self._judge = Judge(self.kube, self.policy, self.budget, self.capsules)
@@ -244,16 +248,21 @@ class Reconciler:
             )
 
         claim = await plan_runs.workspace(self.kube, ref, spec)
-        facts, observed, later = (
-            (seed, [], False)
-            if fresh or choice.reseed
+        key, kept = (namespace, name), None
+        observed: list[Observed]
+        if fresh or choice.reseed:
             # A run the status does not know has dispatched nothing that needs observing: an
             # object a crashed reconcile created before its status write has the name the next
             # dispatch creates, and that create adopts it (AlreadyExists).
-            else await self._reader.facts(
-                ref, spec, capsule, previous, await self._reports.written(ref, previous)
+            facts, observed, later = seed, [], False
+            self._kept.drop(key)
+        else:
+            written = await self._reports.written(ref, previous)
+            facts, observed, later = await self._reader.facts(ref, spec, capsule, previous, written)
+            basis = Basis(
+                ref.uid, rid, generation, meta.get("resourceVersion"), spec, capsule, written
             )
-        )
+            kept = self._kept.take(key, basis)  # used only if the facts line up (core)
         situation = core.Situation(
             ref=ref,
             spec=spec,
@@ -270,7 +279,7 @@ class Reconciler:
             later=later,
             status_records=self.status_records,
         )
-        return await self._act(plan, core.plan_step(situation), events)
+        return await self._act(plan, core.plan_step(situation, kept), events)
 
     # -- validation ---------------------------------------------------------------------------
 
@@ -285,11 +294,13 @@ class Reconciler:
         """The run ended: its Jobs and pods are not read again (RunObjects.close)."""
         self._reader.close(ref)
         self._reports.forget((ref.namespace, ref.name))  # its report is written
+        self._kept.drop((ref.namespace, ref.name))
 
     def check_all(self) -> None:
         """Trust no cached run (this replica starts leading: list each run once first)."""
         self._reader.check_all()
         self._reports.clear()
+        self._kept.clear()
 
     def check(self, namespace: str, name: str) -> None:
         """The next reconcile of this Plan lists its run's objects instead of trusting the
@@ -308,20 +319,34 @@ class Reconciler:
             await actuator.delete(self.kube, ref.namespace, core.deletes(stop))
             report = await self._reports.record(ref, stop.report, step.records, None, s.previous)
             intents = step.conclude_stopped(stop, report, self._reports.chunks(key))
+            own = None
         else:
             creates = step.decide()
             while step.answer(await actuator.create(self.kube, ref, creates, s.spec, self.runs)):
                 creates = step.decide()
-            report = await self._reports.record(
-                ref, step.run.report(), step.records, s.capsule, s.previous
-            )
+            own = step.run.report()
+            report = await self._reports.record(ref, own, step.records, s.capsule, s.previous)
             intents = step.conclude(report, self._reports.chunks(key))
         self._set_running(key, intents.running)
         actuator.tell(events, intents.told)
-        await self._write(plan, s.previous, intents.status)
-        await events.flush()
+        version = await self._write(plan, s.previous, intents.status)
         if intents.closes:
             self._close(ref)
+        elif own is not None and written_as_run(own.steps, report.steps, len(s.facts.settled)):
+            # written: the next reconcile of this run may start from this Run (reconciler.kept)
+            kept = step.keep()
+            basis = Basis(
+                ref.uid,
+                ref.run,
+                int(s.run_info["generation"]),
+                version,
+                s.spec,
+                s.capsule,
+                self._reports.held(key),
+            )
+            if kept is not None:
+                self._kept.put(key, basis, kept)
+        await events.flush()
         # podGC: the Jobs of steps settled, now that the status records them (collecting)
         await self._retain.after_steps(plan, s.observed, report.steps)
         if intents.closes and self._retain.look_again(plan):  # the run's end: its retention
@@ -332,10 +357,10 @@ class Reconciler:
 
     async def _write(
         self, plan: dict[str, Any], previous: dict[str, Any], new: dict[str, Any]
-    ) -> None:
+    ) -> str | None:
         # the earlier runs (status.history) go from status to status; a new run's
         # `previous` holds the history it starts with (earlier_runs.start)
-        await self._status.write(plan, run_history.carried(new, previous))
+        return await self._status.write(plan, run_history.carried(new, previous))
 
     def own_write(self, namespace: str, name: str, version: str | None) -> bool:
         return self._status.own_write(namespace, name, version)
@@ -344,3 +369,4 @@ class Reconciler:
         self._status.forget(namespace, name)
         self._reader.check((namespace, name))
         self._reports.forget((namespace, name))
+        self._kept.drop((namespace, name))

@@ -45,6 +45,10 @@ class ReportBook:
         held = self._held.get(key)
         return len(held.chunks) if held is not None else 0
 
+    def held(self, key: Key) -> reports_.Written | None:
+        """The book of this Plan's run as it stands (the same object until it is listed again)."""
+        return self._held.get(key)
+
     def forget(self, key: Key) -> None:
         """The run ended or the Plan went: its report is written."""
         self._held.pop(key, None)

@@ -24,19 +24,21 @@ class StatusWriter:
     #: the resourceVersion of each Plan's last status write (own_write)
     _written: dict[tuple[str, str], str] = field(default_factory=dict)
 
-    async def write(self, plan: dict[str, Any], new: dict[str, Any]) -> None:
+    async def write(self, plan: dict[str, Any], new: dict[str, Any]) -> str | None:
         """One status patch per reconcile, and none when nothing changed. A running plan's
         `duration` alone is no change: it is refreshed with the next real one and final when the
         plan ends (a Job's Complete after its pod's success already settled the step would
-        otherwise cost a patch that only says one second later)."""
+        otherwise cost a patch that only says one second later). Returns the Plan's
+        resourceVersion as it stands after (the one written, or the one read when nothing was)."""
         new = {k: v for k, v in new.items() if v is not None}
         old = plan.get("status") or {}
+        meta = plan["metadata"]
         if old == new or (
             not names.ended(new.get("phase"))
             and {**old, "duration": None} == {**new, "duration": None}
         ):
-            return
-        meta = plan["metadata"]
+            version = meta.get("resourceVersion")
+            return str(version) if version else None
         written = await self.kube.patch_plan_status(meta["namespace"], meta["name"], new)
         metrics.status_patches.inc()
         if self.plans is not None:  # the next reconcile starts from what was written
@@ -46,6 +48,7 @@ class StatusWriter:
             self._written[(meta["namespace"], meta["name"])] = str(version)
             while len(self._written) > WRITES_KEPT:
                 del self._written[next(iter(self._written))]  # the oldest
+        return str(version) if version else None
 
     def own_write(self, namespace: str, name: str, version: str | None) -> bool:
         """Whether a Plan event shows exactly the object this reconciler last wrote (the same
