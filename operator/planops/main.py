@@ -279,32 +279,9 @@ def import_kopf() -> Any:
     return kopf
 
 
-#: glibc's mallopt parameter for the number of malloc arenas
-M_ARENA_MAX = -8
-#: arenas the operator keeps (glibc's default: 8 per core)
-ARENAS = 2
-
-
-def few_malloc_arenas() -> bool:
-    """At most ARENAS malloc arenas (unless env MALLOC_ARENA_MAX says otherwise). glibc gives
-    each thread that allocates an arena of its own, and the validations run on asyncio's
-    default executor (up to 6 threads on 2 cores): each thread's arena keeps the pages of the
-    largest validation it ran, so the peak RSS of a burst grows with the threads, not the
-    Plans. True when set (glibc only; elsewhere nothing changes)."""
-    if os.environ.get("MALLOC_ARENA_MAX"):
-        return False
-    try:
-        import ctypes  # noqa: PLC0415
-
-        return bool(ctypes.CDLL("libc.so.6").mallopt(M_ARENA_MAX, ARENAS))
-    except (OSError, AttributeError):
-        return False
-
-
 def main(argv: list[str] | None = None, *, run: Callable[..., Any] | None = None) -> int:
     """The operator; `run` stands in for kopf.run (a test sees what main set up without
     running the operator)."""
-    few_malloc_arenas()
     parser = _parser()
     args = parser.parse_args(argv)
     if args.webhook_port and not (args.webhook_cert and args.webhook_key):
