@@ -25,6 +25,7 @@ from planops.kube.manifests import (
     LABEL_RUN,
     LABEL_STEP,
     PlanRef,
+    full_value,
 )
 
 from .helpers import capsule
@@ -95,10 +96,11 @@ def test_a_job_is_owned_by_its_plan_and_named_for_its_attempt():
         LABEL_ATTEMPT: "3",
         "app.kubernetes.io/managed-by": "planops",
     }
-    annotations = {ANNOTATION_STEP_ID: "deploy-it", LABEL_PLAN: "nightly"}
-    assert meta["labels"] == labels and meta["annotations"] == annotations
+    # every label holds its whole value: no annotation copies them (full_value reads labels)
+    assert meta["labels"] == labels and "annotations" not in meta
     template = job["spec"]["template"]["metadata"]  # the pod is found by the same labels
-    assert template == {"labels": labels, "annotations": annotations}
+    assert template == {"labels": labels}
+    assert full_value(meta, LABEL_STEP) == "deploy-it" and full_value(meta, LABEL_PLAN) == "nightly"
 
 
 def test_a_job_never_retries_itself_and_its_deadlines_come_from_the_step_timeout():

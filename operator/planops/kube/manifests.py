@@ -8,9 +8,12 @@ Argo CD's tracking label would make children look Argo-owned and get them pruned
 Label values hold at most 63 characters of a restricted syntax, but a Plan's name may have 253 and
 a body step's qualified id (`scan.12.probe`) has no bound: every label value made from a name or
 an id goes through `label_value` (itself when it fits, else a readable prefix and a hash of the
-whole), and so does every selector that matches one. The full value is always in an annotation:
-`planops.dev/step-id` for the step, the label's own key for the others (`planops.dev/plan`,
-`planops.dev/parent`); `full_value` reads it back (the label for objects made before).
+whole), and so does every selector that matches one. The full value of a shortened label is in an
+annotation: `planops.dev/step-id` for the step, the label's own key for the others
+(`planops.dev/plan`, `planops.dev/parent`); `full_value` reads it back, else the label itself.
+Child Plans always carry these annotations; a Job and its pod only for a label that was
+shortened (a label that holds its whole value needs no copy, and the pod template's bytes are
+stored several times over).
 """
 
 from __future__ import annotations
@@ -161,8 +164,13 @@ class PlanRef:
         }
 
     def annotations(self, step: str) -> dict[str, str]:
-        """The full values of the labels (which may be shortened)."""
-        return {ANNOTATION_STEP_ID: step, LABEL_PLAN: self.name}
+        """The full values of the labels that `label_value` shortened, and only those: a label
+        that holds its whole value needs no copy (`full_value` reads the label then). Every
+        byte of a Job's pod template is stored in etcd about five times (the Job, the pod, the
+        field ownership of each), so the common case carries no annotation at all."""
+        full = {ANNOTATION_STEP_ID: step, LABEL_PLAN: self.name}
+        labels = {ANNOTATION_STEP_ID: label_value(step), LABEL_PLAN: label_value(self.name)}
+        return {k: v for k, v in full.items() if labels[k] != v}
 
     def selector(self) -> str:
         """Jobs (and their pods) of this run."""
@@ -223,7 +231,8 @@ def job(
     """The Job of one attempt of a tool or shell step: restricted pod security, limits set,
     backoffLimit 0 (planops owns retries, each attempt visible), deadline = the step timeout."""
     labels = ref.labels(d.step.id, d.attempt)
-    annotations = ref.annotations(d.step.id)
+    # the full values of shortened labels; none (no `annotations` key) when every label is whole
+    annotated = {"annotations": a} if (a := ref.annotations(d.step.id)) else {}
     env = [
         {"name": "PLANOPS_PLAN", "value": ref.name},
         {"name": "PLANOPS_STEP", "value": d.step.id},
@@ -325,7 +334,7 @@ def job(
             "name": child_name(ref.name, ref.run, d.step.id, d.attempt),
             "namespace": ref.namespace,
             "labels": labels,
-            "annotations": annotations,
+            **annotated,
             "ownerReferences": [ref.owner()],
         },
         "spec": {
@@ -335,7 +344,7 @@ def job(
             # forever, and a step never times out only because the cluster was full
             "activeDeadlineSeconds": timeout_seconds + QUEUE_ALLOWANCE_SECONDS,
             "template": {
-                "metadata": {"labels": labels, "annotations": annotations},
+                "metadata": {"labels": labels, **annotated},
                 "spec": pod_spec,
             },
         },
