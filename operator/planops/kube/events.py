@@ -154,54 +154,6 @@ async def _post(kube: KubeApi, namespace: str, body: dict[str, Any]) -> None:
 
 _POST = "__post"
 
-#: A plan of one step: which of its step's Events each Plan Event takes in (when both come from
-#: the same reconcile, as they do for the step's first start and its settlement that ends the run).
-FOLDS = {
-    "PlanStarted": ("StepStarted",),
-    "PlanSucceeded": ("StepSucceeded", "StepFailed", "StepSkipped"),
-    "PlanFailed": ("StepSucceeded", "StepFailed", "StepSkipped"),
-}
-
-
-def sole_step(plan: dict[str, Any]) -> str | None:
-    """The id of a plan's only step (no other step, no finally step), else None."""
-    spec = plan.get("spec")
-    if not isinstance(spec, dict) or spec.get("finally"):
-        return None
-    steps = spec.get("steps")
-    if not isinstance(steps, list) or len(steps) != 1 or not isinstance(steps[0], dict):
-        return None
-    step = steps[0].get("id")
-    return step if isinstance(step, str) else None
-
-
-Pending = list[tuple[str, str, bool, dict[str, Any]]]
-
-
-def fold_sole_step(pending: Pending, step: str | None) -> Pending:
-    """A plan of one step tells the same thing twice at its start and at its end (PlanStarted
-    and its step's StepStarted, StepSucceeded and PlanSucceeded, in one reconcile): the step's
-    Event is folded into the Plan's (its message appended), its JSON log line kept. Two Events
-    fewer a one-step run: two requests, and ~1.4 kB of etcd, of its ~20 kB."""
-    if step is None:
-        return pending
-    out = list(pending)
-    for i, (reason, message, warning, fields) in enumerate(out):
-        takes = FOLDS.get(reason)
-        if not takes:
-            continue
-        for j, (r, m, w, f) in enumerate(out):
-            if (
-                r in takes
-                and f.get("step") == step
-                and f.get("attempt", 1) == 1
-                and f.get(_POST, True)
-            ):
-                message = f"{message}; {m}"
-                out[j] = (r, m, w, {**f, _POST: False})
-        out[i] = (reason, message, warning, fields)
-    return out
-
 
 class Recorder:
     """Collects a reconcile's events, then logs their JSON lines and posts them (through the
@@ -220,7 +172,7 @@ class Recorder:
 
     async def flush(self) -> None:
         meta = self.plan["metadata"]
-        for reason, message, warning, fields in fold_sole_step(self.pending, sole_step(self.plan)):
+        for reason, message, warning, fields in self.pending:
             post = fields.pop(_POST, True)
             log.info(
                 json.dumps(
