@@ -133,11 +133,11 @@ class PlanStep:
                 return Create(d, "plan")
             self._answered.append(Answer(d, refusal=refusal))
             return None
-        body = dispatching.job(s.ref, d, s.capsule, s.spec, s.policy, s.claim)
-        if isinstance(body, str):
-            self._answered.append(Answer(d, refusal=body))
+        build = dispatching.job_later(s.ref, d, s.capsule, s.spec, s.policy, s.claim)
+        if isinstance(build, str):
+            self._answered.append(Answer(d, refusal=build))
             return None
-        return Create(d, "job", body)
+        return Create(d, "job", build)
 
     def answer(self, answers: list[Answer]) -> bool:
         """Read the answers to the last decision's creates (and the refusals of the dispatch

@@ -9,7 +9,9 @@ No I/O: the reconciler's actuator (reconciler.actuator) makes the requests.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import Any, Literal
 
 from planops.api import CapsuleSpec, PlanSpec
@@ -45,13 +47,30 @@ def job(
     claim: str | None,
 ) -> Obj | str:
     """The attempt's Job, or why it may not start."""
+    build = job_later(ref, d, capsule, spec, policy, claim)
+    return build if isinstance(build, str) else build()
+
+
+def job_later(
+    ref: manifests.PlanRef,
+    d: Dispatch,
+    capsule: CapsuleSpec,
+    spec: PlanSpec,
+    policy: Policy,
+    claim: str | None,
+) -> Callable[[], Obj] | str:
+    """Why the attempt may not start, or what builds its Job when it is sent: a decision that
+    starts 20,000 attempts holds no 20,000 Job bodies at once (92 MiB as dicts), only those
+    the actuator is sending (docs/performance.md, "At scale", round 9)."""
     refusal = admit(ref, d, capsule, spec, policy)
     if refusal is not None:
         return refusal
     image = rules.image_of(d, capsule)
     assert image is not None  # admitted
     timeout = rules.timeout_seconds(d.step, capsule, policy)
-    return manifests.job(ref, d, capsule, image, timeout_seconds=timeout, workspace_claim=claim)
+    return partial(
+        manifests.job, ref, d, capsule, image, timeout_seconds=timeout, workspace_claim=claim
+    )
 
 
 def child(

@@ -9,6 +9,7 @@ the one place that turns them into requests.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Protocol
 
@@ -75,13 +76,18 @@ class Told:
 
 @dataclass(frozen=True)
 class Create:
-    """Create the object of a dispatched attempt: its Job (`body` built), or, for a capsule
-    step, the child Plan the actuator builds from its target Capsule (`body` None: the
-    Capsule's `plan` is read at the create, reconciler.dispatching.child)."""
+    """Create the object of a dispatched attempt: its Job (`body`, built when read: the
+    actuator reads it as it sends it), or, for a capsule step, the child Plan the actuator
+    builds from its target Capsule (`body` None: the Capsule's `plan` is read at the create,
+    reconciler.dispatching.child)."""
 
     dispatch: Dispatch
     kind: Literal["job", "plan"]
-    body: Obj | None = None
+    build: Callable[[], Obj] | None = None
+
+    @property
+    def body(self) -> Obj | None:
+        return self.build() if self.build is not None else None
 
 
 @dataclass(frozen=True)
