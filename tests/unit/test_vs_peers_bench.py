@@ -168,6 +168,7 @@ def test_a_tekton_pod_is_its_pipeline_runs_task() -> None:
 def test_a_steps_end_is_its_last_container_seen_terminated_before_the_pods_phase() -> None:
     """Tekton starts the next step on the step container's termination, which the kubelet reports
     before the pod's phase: timed on the phase alone its latency came out negative."""
+
     def pod(step: str, phase: str, *states: str) -> dict[str, Any]:
         statuses = [{"name": f"c{i}", "state": {s: {}}} for i, s in enumerate(states)]
         return {"step": step, "status": {"phase": phase, "containerStatuses": statuses}}
