@@ -19,9 +19,18 @@ from planops.cli import inputs
 from planops.cli.inputs import InputError, Loaded, load
 from planops.engine import PlanError, Policy, validate
 from planops.kube import manifests
+from planops.kube.cache import slim_run_object
 from planops.kube.manifests import LABEL_ATTEMPT, LABEL_PLAN, LABEL_STEP, label_value
 from planops.reconciler import asks, runs
-from planops.reconciler.observe import Observed, child_attempt, job_attempt, owned, pods_by_job
+from planops.reconciler.observe import (
+    Observed,
+    attempt_step,
+    child_attempt,
+    job_attempt,
+    job_ended,
+    owned,
+    pods_by_job,
+)
 
 from .helpers import resolver
 
@@ -382,6 +391,178 @@ child = st.fixed_dictionaries(
 def test_a_job_and_its_pod_are_an_attempt_or_not_ours(j, p):
     observed = job_attempt(j, p)
     assert observed is None or (isinstance(observed, Observed) and observed.attempt >= 1)
+
+
+#: a run's Jobs and pods with every field the operator's cache keeps or drops: mostly shaped as
+#: the API server writes them (else observe reads nothing past the first odd field), at times not
+def shaped(common: st.SearchStrategy[Any]) -> Any:
+    return rarely(common, value, one_in=8)
+
+
+owner_ref = st.fixed_dictionaries(
+    {
+        "apiVersion": st.sampled_from(["batch/v1", "planops.dev/v1alpha1", "v1"]),
+        "kind": st.sampled_from(["Job", "Plan", "x"]),
+        "uid": st.sampled_from(["uid", "job-uid", "other"]),
+        "controller": shaped(st.booleans()),
+    },
+    optional={"name": text, "blockOwnerDeletion": st.booleans()},
+)
+attempt_labels = rarely(
+    st.just({LABEL_STEP: "a", LABEL_ATTEMPT: "1", LABEL_PLAN: "p", "x": "y"}), labels, one_in=6
+)
+run_meta = st.fixed_dictionaries(
+    {"labels": attempt_labels, "name": rarely(st.sampled_from(["j", "j-x"]), scalar)},
+    optional={
+        "uid": st.sampled_from(["uid", "job-uid", "other"]),
+        "annotations": annotations,
+        "creationTimestamp": shaped(
+            st.sampled_from(["2024-01-01T00:00:00Z", "2024-01-01T00:00:01Z"])
+        ),
+        "deletionTimestamp": shaped(st.just("2024-01-01T00:00:02Z")),
+        "ownerReferences": shaped(st.lists(shaped(owner_ref), max_size=3)),
+        "managedFields": value,
+        "resourceVersion": st.sampled_from(["1", "2"]),
+    },
+)
+pod_condition = st.fixed_dictionaries(
+    {
+        "type": st.sampled_from(["DisruptionTarget", "Ready"]),
+        "status": st.sampled_from(["True", "False"]),
+    },
+    optional={"reason": shaped(text), "message": shaped(text), "lastProbeTime": value},
+)
+job_condition = st.fixed_dictionaries(
+    {"type": st.sampled_from(["Complete", "Failed", "FailureTarget"]), "status": st.just("True")},
+    optional={
+        "reason": shaped(st.sampled_from(["DeadlineExceeded", "BackoffLimitExceeded"])),
+        "message": shaped(text),
+        "lastTransitionTime": shaped(st.just("2024-01-01T00:00:04Z")),
+        "lastProbeTime": value,
+    },
+)
+terminated = st.fixed_dictionaries(
+    {"exitCode": shaped(st.sampled_from([0, 1, 137])), "message": shaped(text)},
+    optional={
+        "signal": shaped(st.sampled_from([9, 0])),
+        "reason": shaped(st.sampled_from(["OOMKilled", "StartError", "Completed"])),
+        "finishedAt": shaped(st.just("2024-01-01T00:00:03Z")),
+        "containerID": text,
+    },
+)
+waiting = st.fixed_dictionaries(
+    {"reason": st.sampled_from(["ErrImagePull", "ContainerCreating"])},
+    optional={"message": shaped(text)},
+)
+run_state = st.one_of(
+    st.fixed_dictionaries({"terminated": shaped(terminated)}),
+    st.fixed_dictionaries({"waiting": shaped(waiting)}),
+    st.fixed_dictionaries(
+        {}, optional={"terminated": shaped(terminated), "waiting": waiting, "running": value}
+    ),
+)
+job_spec = st.fixed_dictionaries(
+    {},
+    optional={
+        "activeDeadlineSeconds": shaped(st.just(60)),
+        "backoffLimit": value,
+        "template": shaped(
+            st.fixed_dictionaries(
+                {
+                    "spec": shaped(
+                        st.fixed_dictionaries(
+                            {
+                                "containers": shaped(
+                                    st.lists(
+                                        shaped(
+                                            st.fixed_dictionaries(
+                                                {"name": st.just("step")},
+                                                optional={
+                                                    "resources": shaped(
+                                                        st.fixed_dictionaries(
+                                                            {},
+                                                            optional={
+                                                                "limits": shaped(
+                                                                    st.just({"memory": "1Mi"})
+                                                                ),
+                                                                "requests": value,
+                                                            },
+                                                        )
+                                                    ),
+                                                    "image": text,
+                                                },
+                                            )
+                                        ),
+                                        max_size=2,
+                                    )
+                                ),
+                                "volumes": value,
+                            }
+                        )
+                    )
+                }
+            )
+        ),
+    },
+)
+run_job = st.fixed_dictionaries(
+    {"metadata": shaped(run_meta), "spec": shaped(job_spec)},
+    optional={
+        "status": shaped(
+            st.fixed_dictionaries(
+                {"conditions": shaped(st.lists(shaped(job_condition), max_size=3))},
+                optional={"active": value},
+            )
+        ),
+    },
+)
+container_status = st.fixed_dictionaries({"state": shaped(run_state)}, optional={"name": text})
+pod_status = st.fixed_dictionaries(
+    {
+        "phase": st.sampled_from(["Succeeded", "Failed", "Running"]),
+        "containerStatuses": shaped(st.lists(shaped(container_status), min_size=1, max_size=2)),
+    },
+    optional={
+        "reason": st.sampled_from(["DeadlineExceeded", "x"]),
+        "conditions": shaped(st.lists(shaped(pod_condition), max_size=3)),
+        "hostIP": text,
+    },
+)
+run_pod = st.fixed_dictionaries(
+    {"metadata": run_meta, "status": shaped(pod_status)},
+    optional={
+        "spec": shaped(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "nodeName": shaped(st.just("n1")),
+                    "activeDeadlineSeconds": shaped(st.just(30)),
+                    "volumes": value,
+                },
+            )
+        )
+    },
+)
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(run_job, min_size=1, max_size=2), st.lists(run_pod, max_size=3))
+def test_the_cache_keeps_of_a_run_object_all_that_observe_reads(jobs, pods):
+    """kube.cache.slim_run_object keeps only what observe reads, and whatever the objects hold
+    (well formed or not), observe reads the slim objects exactly as the whole ones."""
+    slim_jobs = [slim_run_object("job", j) for j in jobs]
+    slim_pods = [slim_run_object("pod", p) for p in pods]
+    assert [o is j for o, j in zip(owned(slim_jobs, "uid"), slim_jobs, strict=False)] == [
+        o is j for o, j in zip(owned(jobs, "uid"), jobs, strict=False)
+    ]
+    assert len(owned(slim_jobs, "uid")) == len(owned(jobs, "uid"))
+    whole_pods, slim_by_job = pods_by_job(pods, jobs), pods_by_job(slim_pods, slim_jobs)
+    assert set(whole_pods) == set(slim_by_job)
+    for whole, slim in zip(jobs, slim_jobs, strict=True):
+        assert attempt_step(slim) == attempt_step(whole)
+        assert job_ended(slim) == job_ended(whole)
+        for p, sp in zip([None, *pods], [None, *slim_pods], strict=True):
+            assert job_attempt(slim, sp) == job_attempt(whole, p)
 
 
 @FUZZ

@@ -275,12 +275,99 @@ def test_a_runs_cached_objects_keep_what_ownership_and_an_attempt_are_read_from(
     assert "managedFields" not in j["metadata"] and "volumes" not in str(j)
     assert j["spec"] == {
         "activeDeadlineSeconds": 60,
-        "template": {"spec": {"containers": [{"name": "step", "resources": limits}]}},
+        "template": {"spec": {"containers": [{"resources": limits}]}},
     }
-    assert runs.of("pod", key)[0]["spec"] == {
-        "nodeName": "n1",
-        "containers": [{"name": "step", "resources": limits}],
+    assert j["status"] == {"conditions": []}  # `active` is read by nobody
+    assert runs.of("pod", key)[0]["spec"] == {"nodeName": "n1"}
+    assert runs.of("pod", key)[0]["status"] == {
+        "phase": "Running",
+        "conditions": [],
+        "containerStatuses": [],
     }
+
+
+def test_a_settled_steps_objects_leave_the_run_cache_and_stay_out():
+    """A big run's settled steps are never read again: their Jobs and pods leave the cache at
+    once (not when the run ends), and their later events (Complete after the pod, the pod's
+    deletion's updates) or a list do not bring them back; a later attempt of a step does."""
+    runs = RunObjects("planops.dev/plan", "planops.dev/run")
+    key = ("ns", "p", "r1")
+
+    def obj(name: str, step: str, rv: str) -> dict[str, Any]:
+        labels = {"planops.dev/plan": "p", "planops.dev/run": "r1", "planops.dev/step": step}
+        return {
+            "metadata": {"namespace": "ns", "name": name, "resourceVersion": rv, "labels": labels}
+        }
+
+    for kind, suffix in (("job", ""), ("pod", "-x")):
+        runs.seen(kind, "ADDED", obj(f"a1{suffix}", "a", "1"))
+        runs.seen(kind, "ADDED", obj(f"b1{suffix}", "b", "1"))
+
+    def names(kind: str) -> list[str]:
+        return sorted(o["metadata"]["name"] for o in runs.of(kind, key))
+
+    runs.settle(key, lambda o: o["metadata"]["labels"]["planops.dev/step"] == "a")
+    assert names("job") == ["b1"] and names("pod") == ["b1-x"]
+    runs.seen("job", "MODIFIED", obj("a1", "a", "2"))  # the Job's Complete, after its pod
+    runs.seen("pod", "MODIFIED", obj("a1-x", "a", "2"))
+    runs.replace("job", key, [obj("a1", "a", "3"), obj("b1", "b", "3")])  # a list
+    assert names("job") == ["b1"] and names("pod") == ["b1-x"]
+    runs.seen("job", "ADDED", obj("a2", "a", "4"))  # another attempt: a name of its own
+    assert names("job") == ["a2", "b1"]
+    runs.close(key)
+    assert runs.of("job", key) == [] and runs.of("pod", key) == []
+
+
+def test_a_reconcile_drops_a_settled_steps_job_and_pod_from_the_run_cache():
+    """What RunObjects.settle is for, end to end in the reconciler: once a step's record is
+    written, its Job and pod leave the cache (a big run's would otherwise stay until it ends)."""
+    steps = [
+        {"id": "a", "shell": "echo a"},
+        {"id": "b", "shell": "echo b", "dependsOn": ["a"]},
+        {"id": "c", "shell": "echo c"},
+    ]
+    plan = {**NEW, "spec": {"steps": steps}}
+    kube, plans, capsules = _api(plan), WatchCache(), WatchCache()
+    plans.seen("ADDED", plan)
+    capsules.seen("ADDED", CAPSULE)
+    runs = RunObjects("planops.dev/plan", "planops.dev/run")
+    r = Reconciler(kube, plans=plans, capsules=capsules, runs=runs)
+    asyncio.run(r.reconcile("ns", "p"))
+    written = plans.get("ns", "p")
+    assert written is not None
+    key = ("ns", "p", written["status"]["run"]["id"])
+    (job_a,) = [j for j in kube.of("job") if attempt_step(j) == "a"]
+    job_a["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    pod_a = {
+        "metadata": {
+            "namespace": "ns",
+            "name": "a-pod",
+            "uid": "a-pod-uid",
+            "labels": job_a["metadata"]["labels"],
+            "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "Job", "uid": job_a["metadata"]["uid"]}
+                | {"controller": True}
+            ],
+        },
+        "status": {
+            "phase": "Succeeded",
+            "containerStatuses": [{"state": {"terminated": {"exitCode": 0}}}],
+        },
+    }
+    kube.put("pod", pod_a)
+    kube.logs["a-pod"] = "a\n"
+    runs.seen("job", "MODIFIED", job_a)
+    runs.seen("pod", "ADDED", pod_a)
+
+    def cached_steps(kind: str) -> list[str | None]:
+        return sorted(str(attempt_step(o)) for o in runs.of(kind, key))
+
+    asyncio.run(r.reconcile("ns", "p"))  # a settles (its record written), b starts
+    assert cached_steps("job") == ["a", "b", "c"]
+    asyncio.run(r.reconcile("ns", "p"))  # reads the run: a's objects are never read again
+    assert cached_steps("job") == ["b", "c"] and cached_steps("pod") == []
+    runs.seen("pod", "MODIFIED", pod_a)  # a late event of a's pod
+    assert cached_steps("pod") == []
 
 
 def test_a_later_generation_stops_the_objects_of_earlier_runs():

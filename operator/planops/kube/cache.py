@@ -9,6 +9,7 @@ that does not exist) is read from the API server, so a missing entry never means
 
 from __future__ import annotations
 
+import sys
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -27,51 +28,152 @@ def _slim(obj: Obj) -> Obj:
     return obj
 
 
-#: what the reconciler reads of a run's Job or pod (reconciler.observe); the rest of a pod
-#: (volumes, env, tolerations, images...) is most of its size, and a plan of 20,000 steps
-#: keeps 40,000 of them (whole, they cost ~25 KB a step at 2,000 steps: docs/performance.md)
+#: What the reconciler reads of a run's Job or pod (reconciler.observe and reconciler.reading),
+#: and nothing else: a plan of 20,000 steps keeps 40,000 of them while they run. Whole, a pod
+#: costs ~10 KB and a Job ~7.5 KB held (docs/performance.md, "At scale", round 10), mostly
+#: fields no reader looks at (volumes, env, images, every condition, the kubelet's bookkeeping).
+#: The dicts are built anew with literal keys, so every object shares the key strings.
 _RUN_META = (
     "name",
     "namespace",
     "uid",
-    "labels",
-    "annotations",
-    "ownerReferences",
     "creationTimestamp",
     "deletionTimestamp",
     "resourceVersion",
 )
+#: the annotations observe reads (manifests.full_value: a shortened label's full value)
+_OUR_ANNOTATIONS = "planops.dev/"
+#: a Job's conditions that settle its attempt; a pod's that say why it is taken away
+_JOB_CONDITIONS = ("Complete", "Failed")
+_POD_CONDITIONS = ("DisruptionTarget",)
+_CONDITION_FIELDS = ("type", "status", "reason", "message", "lastTransitionTime")
+_TERMINATED_FIELDS = ("exitCode", "signal", "reason", "message", "finishedAt")
+_WAITING_FIELDS = ("reason", "message")
 
 
-def _containers(spec: Any) -> list[Obj]:
-    found = spec.get("containers") if isinstance(spec, dict) else None
+def _pick(obj: Any, fields: tuple[str, ...]) -> Obj:
+    """The `fields` of `obj` it has (none when it is not an object)."""
+    return {k: obj[k] for k in fields if k in obj} if isinstance(obj, dict) else {}
+
+
+def _same_or_dropped(value: Any, slim: Any) -> Any:
+    """`slim` for a well-formed `value`; a value of the wrong type as it was (observe reads
+    it as absent, and must read the slim object the same way)."""
+    return slim if isinstance(value, dict) else value
+
+
+def _conditions(status: Obj, kinds: tuple[str, ...]) -> list[Any]:
+    found = status.get("conditions")
+    if not isinstance(found, list):
+        return []
     return [
-        {k: c[k] for k in ("name", "resources") if k in c}
-        for c in found or []
-        if isinstance(c, dict)
+        _pick(c, _CONDITION_FIELDS)
+        for c in found
+        if isinstance(c, dict) and c.get("type") in kinds and c.get("status") == "True"
     ]
 
 
+def _first_container_state(status: Obj) -> list[Obj]:
+    """A pod's first container's state (observe reads only the first: a step has one)."""
+    found = status.get("containerStatuses")
+    if not isinstance(found, list) or not found:
+        return []
+    first = found[0]
+    if not isinstance(first, dict):
+        return [first]
+    state = first.get("state")
+    if not isinstance(state, dict):
+        return [{"state": state}] if "state" in first else [{}]
+    kept: Obj = {}
+    if "terminated" in state:
+        t = state["terminated"]
+        kept["terminated"] = _same_or_dropped(t, _pick(t, _TERMINATED_FIELDS))
+    if "waiting" in state:
+        w = state["waiting"]
+        kept["waiting"] = _same_or_dropped(w, _pick(w, _WAITING_FIELDS))
+    return [{"state": kept}]
+
+
+def _controller(refs: Any) -> Any:
+    """The controller reference alone (observe.controller_uid reads the first with
+    `controller: true`); a value that is not a list as it was."""
+    if not isinstance(refs, list):
+        return refs
+    for ref in refs:
+        if isinstance(ref, dict) and ref.get("controller") is True:
+            return [_pick(ref, ("apiVersion", "kind", "uid", "controller"))]
+    return []
+
+
+def _meta(meta: Obj) -> Obj:
+    out = _pick(meta, _RUN_META)
+    labels = meta.get("labels")
+    if "labels" in meta:
+        out["labels"] = (
+            {sys.intern(k) if isinstance(k, str) else k: v for k, v in labels.items()}
+            if isinstance(labels, dict)
+            else labels
+        )
+    notes = meta.get("annotations")
+    if isinstance(notes, dict):
+        ours = {
+            k: v for k, v in notes.items() if isinstance(k, str) and k.startswith(_OUR_ANNOTATIONS)
+        }
+        if ours:
+            out["annotations"] = ours
+    elif "annotations" in meta:
+        out["annotations"] = notes
+    if "ownerReferences" in meta:
+        out["ownerReferences"] = _controller(meta["ownerReferences"])
+    return out
+
+
+def _limits(spec: Any) -> list[Obj]:
+    """The first container's resource limits (observe names the memory limit in an error)."""
+    found = spec.get("containers") if isinstance(spec, dict) else None
+    if not isinstance(found, list) or not found:
+        return []
+    first = found[0]
+    if not isinstance(first, dict):
+        return [first]
+    resources = first.get("resources")
+    if not isinstance(resources, dict):
+        return [{"resources": resources}] if "resources" in first else [{}]
+    return [{"resources": {"limits": resources["limits"]}} if "limits" in resources else {}]
+
+
 def slim_run_object(kind: str, obj: Obj) -> Obj:
-    """A run's Job or pod as the cache keeps it: its identity, status and the few spec fields
-    an attempt's outcome is read from (a Job's deadline and container limits; a pod's node,
-    deadline and container limits)."""
-    meta = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
-    out: Obj = {
-        "metadata": {k: meta[k] for k in _RUN_META if k in meta},
-        "status": obj.get("status") or {},
-    }
-    if kind == "job":
-        template = (spec.get("template") or {}).get("spec")
-        kept: Obj = {"template": {"spec": {"containers": _containers(template)}}}
-    else:
-        kept = {"containers": _containers(spec)}
-        if "nodeName" in spec:
-            kept["nodeName"] = spec["nodeName"]
-    if "activeDeadlineSeconds" in spec:
-        kept["activeDeadlineSeconds"] = spec["activeDeadlineSeconds"]
-    out["spec"] = kept
+    """A run's Job or pod as the cache keeps it: its identity, the conditions and container
+    state an attempt's outcome is read from, and the few spec fields its error names (a Job's
+    deadline and memory limit; a pod's node and deadline). Whatever is not the shape the API
+    server writes is kept as it was, so that observe reads the slim object exactly as the whole
+    one (a property test holds it to that)."""
+    meta = obj.get("metadata")
+    spec = obj.get("spec")
+    status = obj.get("status")
+    out: Obj = {"metadata": _meta(meta) if isinstance(meta, dict) else meta}
+    if isinstance(status, dict):
+        if kind == "job":
+            kept: Obj = {"conditions": _conditions(status, _JOB_CONDITIONS)}
+        else:
+            kept = _pick(status, ("phase", "reason"))
+            kept["conditions"] = _conditions(status, _POD_CONDITIONS)
+            kept["containerStatuses"] = _first_container_state(status)
+        out["status"] = kept
+    elif "status" in obj:
+        out["status"] = status
+    if isinstance(spec, dict):
+        if kind == "job":
+            template = spec.get("template")
+            inner = template.get("spec") if isinstance(template, dict) else None
+            slim_spec: Obj = {"template": {"spec": {"containers": _limits(inner)}}}
+        else:
+            slim_spec = _pick(spec, ("nodeName",))
+        if "activeDeadlineSeconds" in spec:
+            slim_spec["activeDeadlineSeconds"] = spec["activeDeadlineSeconds"]
+        out["spec"] = slim_spec
+    elif "spec" in obj:
+        out["spec"] = spec
     return out
 
 
@@ -148,6 +250,8 @@ class RunObjects:
         self._objects: dict[str, dict[RunKey, dict[str, Obj]]] = {"job": {}, "pod": {}}
         self._where: dict[tuple[str, str, str], RunKey] = {}  # (kind, ns, name) -> its run
         self._closed: OrderedDict[RunKey, None] = OrderedDict()
+        #: names of objects dropped because their step settled (settle), per kind and run
+        self._settled: dict[str, dict[RunKey, set[str]]] = {"job": {}, "pod": {}}
 
     def _key(self, obj: Obj) -> RunKey | None:
         meta = obj.get("metadata") or {}
@@ -172,6 +276,8 @@ class RunObjects:
         key = self._key(obj)
         if event_type == "DELETED" or key is None or key in self._closed:
             return
+        if where[2] in self._settled[kind].get(key, ()):
+            return  # a settled step's: read never again (settle)
         self._objects[kind].setdefault(key, {})[where[2]] = slim_run_object(kind, obj)
         self._where[where] = key
 
@@ -182,10 +288,32 @@ class RunObjects:
         for kind, runs in self._objects.items():
             for name in runs.pop(key, {}):
                 self._where.pop((kind, key[0], name), None)
+            self._settled[kind].pop(key, None)
         self._closed[key] = None
         self._closed.move_to_end(key)
         while len(self._closed) > CLOSED_KEPT:
             self._closed.popitem(last=False)
+
+    def settle(self, key: RunKey, settled: Callable[[Obj], bool]) -> None:
+        """Drop the run's objects that `settled` says belong to a settled step, and ignore
+        their later events (a Job is marked Complete after its pod succeeded; the pod is updated
+        and deleted later still). The reader never reads a settled step's objects again, and a
+        big run's would otherwise stay until it ends: 20,000 steps' Jobs and pods. Only their
+        names are remembered; a later attempt of a step has a name of its own."""
+        for kind, runs in self._objects.items():
+            held = runs.get(key)
+            if not held:
+                continue
+            gone = [name for name, obj in held.items() if settled(obj)]
+            if not gone:
+                continue
+            names = self._settled[kind].setdefault(key, set())
+            for name in gone:
+                del held[name]
+                self._where.pop((kind, key[0], name), None)
+                names.add(name)
+            if not held:
+                del runs[key]
 
     def of(self, kind: str, key: RunKey) -> list[Obj]:
         return list(self._objects[kind].get(key, {}).values())

@@ -195,6 +195,12 @@ class RunReader:
         the cluster), which must not make every later reconcile list the whole run."""
         key = (ref.namespace, manifests.label_value(ref.name), ref.run)
         plan = (ref.namespace, ref.name)
+
+        def of_settled_step(obj: dict[str, Any]) -> bool:
+            return attempt_step(obj) in settled
+
+        if self.runs is not None:  # not read again: dropped from the cache (RunObjects.settle)
+            self.runs.settle(key, of_settled_step)
         if self.runs is not None and plan in self._trusted:
             jobs = unsettled(owned(self.runs.of("job", key), ref.uid), settled)
             pods = pods_by_job(self.runs.of("pod", key), jobs)
@@ -212,6 +218,7 @@ class RunReader:
         if self.runs is not None:
             self.runs.replace("job", key, listed_jobs)
             self.runs.replace("pod", key, listed_pods)
+            self.runs.settle(key, of_settled_step)
             self._trusted.add(plan)
         jobs = unsettled(owned(listed_jobs, ref.uid), settled)
         return jobs, pods_by_job(listed_pods, jobs) if jobs else {}
