@@ -174,6 +174,10 @@ class Reconciles:
             run = Run.restore("p", self.spec, facts)
         else:
             self.used_kept += 1
+        # a retry whose backoff is over is released by the decide that comes first (below); the
+        # kept run may have had it released by an earlier decide, at this same time or before
+        for r in (run, restored):
+            r._release_due(self.now)
         assert state(run) == state(restored)
         refused: list[AttemptFact] = []
         created: list[AttemptFact] = []
@@ -314,3 +318,25 @@ def test_facts_that_do_not_line_up_are_refused():
     kept = keeping.keep(run, Facts(), [no])
     assert kept is not None and kept.expect == {("a", 1): "failed"}
     assert keeping.advance(kept, Facts((), (AttemptFact("a", 1, 1.0),))) is None
+
+
+def test_a_restored_run_holds_a_tool_busy_while_another_tools_attempt_has_finished():
+    """Found by the property above: tools run one at a time, and a restore that found one
+    tool's failed attempt (its retry waiting) beside another tool's running one took the tools
+    as free once it had read the failure, so the retry could start beside the running tool."""
+    spec = plan(
+        {"id": "t1", "tool": "notes", "retries": 1},
+        {"id": "t2", "tool": "notes"},
+    )
+    facts = Facts(
+        (),
+        (
+            AttemptFact("t1", 1, 1000.0, "failed", 1000.0, None, "exit 1"),
+            AttemptFact("t2", 1, 1001.0),
+        ),
+    )
+    run = Run.restore("p", spec, facts)
+    assert run._tool_busy
+    assert run.decide(5000.0).dispatch == ()  # t1's retry waits for t2
+    run.finish_attempt("t2", 1, "success", "ok", None, 5001.0)
+    assert [d.step.id for d in run.decide(5002.0).dispatch] == ["t1"]

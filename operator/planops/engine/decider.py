@@ -135,7 +135,7 @@ class Run(RunState):
             st.in_flight = True
             run._flying[i] = fact.attempt
             if run._kinds[i] == "tool":
-                run._tool_busy = True
+                run._tools_flying += 1
         finished = sorted(
             (f for f in latest.values() if f.status is not None),
             key=lambda f: (f.finished_at or 0.0, run.graph.index[f.step_id]),
@@ -203,7 +203,7 @@ class Run(RunState):
         st.in_flight = False
         del self._flying[i]
         if self._kinds[i] == "tool":
-            self._tool_busy = False
+            self._tools_flying -= 1
         if status == "success":
             self._settle(i, self._record(i, "success", output, None, now))
         else:
@@ -355,7 +355,7 @@ class Run(RunState):
         self._flying[i] = st.attempts
         kind = self._kinds[i]
         if kind == "tool":
-            self._tool_busy = True
+            self._tools_flying += 1
         return Dispatch(step, st.attempts, kind, resolved, words)
 
     def _run_control(self, i: int, now: float) -> None:

@@ -98,4 +98,6 @@ def advance(kept: Kept, facts: Facts) -> Run | None:
     run.follow([f.step_id for f in facts.attempts])
     for _, _, f in sorted(new, key=lambda n: (n[0], n[1])):  # restore's order
         run.finish_fact(f)
+    if run.ending():  # a failure just came in: a restore settles the waiting retries at once
+        return None
     return run

@@ -62,7 +62,9 @@ class RunState:
     _order: list[StepRecord] = field(init=False, default_factory=list)
     _new: list[StepRecord] = field(init=False, default_factory=list)
     _flying: dict[int, int] = field(init=False, default_factory=dict)  # index -> attempt
-    _tool_busy: bool = field(init=False, default=False)
+    #: tool attempts in flight: one at a time is dispatched, but a restore can find a tool's
+    #: finished attempt beside another tool's running one (a retry waiting, or a restart)
+    _tools_flying: int = field(init=False, default=0)
     failed_step: str | None = field(init=False, default=None)
     exited: ExitReport | None = field(init=False, default=None)  # a fired exit step ended the plan
     _conditions: Mapping[int, conditions.Or] = field(init=False)
@@ -81,6 +83,11 @@ class RunState:
     #: settled, a template or gate that could not be evaluated): no fact records them, so a run
     #: that had one is restored from its facts next time, never kept (engine.keeping)
     _unseen: int = field(init=False, default=0)
+
+    @property
+    def _tool_busy(self) -> bool:
+        """A tool step is in flight: tools run one at a time (the seed's rule)."""
+        return self._tools_flying > 0
 
     def __post_init__(self) -> None:
         self.budget = self.parent.budget if self.parent is not None else TextBudget()
