@@ -72,6 +72,13 @@ def _parser() -> argparse.ArgumentParser:
         "--workers", type=int, default=8, help="plans reconciled at once (docs/performance.md)"
     )
     p.add_argument(
+        "--create-concurrency",
+        type=int,
+        metavar="N",
+        help="Jobs (and child Plans) one reconcile creates at once; default 16 "
+        "(docs/performance.md)",
+    )
+    p.add_argument(
         "--allowed-images",
         default="*",
         help="operator-wide image allowlist, comma-"
@@ -298,6 +305,8 @@ def main(argv: list[str] | None = None, *, run: Callable[..., Any] | None = None
         )
     except ValueError as e:
         parser.error(str(e))
+    if args.create_concurrency is not None and not 1 <= args.create_concurrency <= 256:
+        parser.error("--create-concurrency: between 1 and 256")
     for flag in ("max_cpu", "max_memory"):
         value = getattr(args, flag)
         if value is not None:
@@ -316,6 +325,8 @@ def main(argv: list[str] | None = None, *, run: Callable[..., Any] | None = None
     CONFIG.chunk_records = args.report_chunk_records
     CONFIG.status_records = args.status_records
     CONFIG.history_report_bytes = args.history_report_bytes
+    if args.create_concurrency is not None:
+        CONFIG.create_concurrency = args.create_concurrency
     CONFIG.require_author = args.require_author_record
     CONFIG.policy = Policy(
         images=tuple(p.strip() for p in args.allowed_images.split(",") if p.strip()),
@@ -345,6 +356,7 @@ def main(argv: list[str] | None = None, *, run: Callable[..., Any] | None = None
     if CONFIG.scanning:  # only a glob makes kopf discover namespaces
         kopf_fixes.apply()
     kopf_fixes.apply_json()  # one deeply nested Plan must not stop the watch of all
+    kopf_fixes.apply_memories()  # a big run's Jobs and pods are not remembered by kopf
 
     if args.webhook_port:  # registered now: the flags are known (see handlers.webhook)
         from planops.handlers import webhook  # noqa: PLC0415

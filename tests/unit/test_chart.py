@@ -45,6 +45,8 @@ def test_lint_strict(helm: str):
         ["--set", "workerz=3"],  # a typo
         ["--set", "policy.maxCpu=lots"],  # not a quantity
         ["--set", "workers=0"],
+        ["--set", "createConcurrency=0"],
+        ["--set", "createConcurrency=257"],  # beyond the operator's bound
         ["--set", "policy.maxSteps=30001"],  # beyond the CRD's bound
         ["--set", "reports.statusRecords=101"],  # beyond the status bound
         ["--set", "reports.historyBytes=16777217"],  # beyond the operator's bound
@@ -64,7 +66,8 @@ def test_the_operator_pod_is_restricted_and_its_flags_come_from_the_values(helm:
     docs = render(
         helm,
         "--set",
-        "policy.maxCpu=2,policy.maxMemory=4Gi,workers=5,reports.historyBytes=1048576",
+        "policy.maxCpu=2,policy.maxMemory=4Gi,workers=5,reports.historyBytes=1048576,"
+        "createConcurrency=32",
         "--set",
         "policy.allowedImages={registry.example/*,ghcr.io/planops/*}",
     )
@@ -88,7 +91,7 @@ def test_the_operator_pod_is_restricted_and_its_flags_come_from_the_values(helm:
     assert "--all-namespaces" in args
     parsed = _parser().parse_args(args)  # the operator accepts every flag the chart passes
     assert parsed.max_cpu == "2" and parsed.workers == 5 and parsed.all_namespaces
-    assert parsed.history_report_bytes == 1048576
+    assert parsed.history_report_bytes == 1048576 and parsed.create_concurrency == 32
     assert parsed.leader_elect and parsed.leader_election_id == "po-planops"
     assert parsed.leader_election_namespace == "planops-system"
     assert (

@@ -12,6 +12,7 @@ from planops.handlers import kopf_fixes
 from planops.main import import_kopf
 
 import_kopf()
+import kopf  # noqa: E402
 from kopf._cogs.structs import references  # noqa: E402
 from kopf._core.reactor import observation  # noqa: E402
 
@@ -54,3 +55,33 @@ def test_watch_events_still_add_and_remove_namespaces():
     gone = {"type": "DELETED", "object": {"metadata": {"name": "team-b"}}}
     assert discovered([added]) == {"team-b"}
     assert discovered([added, gone]) == set()
+
+
+def test_kopf_remembers_no_job_or_pod_and_every_other_object_as_before():
+    """kopf kept a memory (~1.2 KB) of every object it saw until its deletion: a 20,000-step
+    plan's 40,000 finished Jobs and pods held ~50 MB of it. planops' Job and pod handlers read
+    none of it, so those are recalled ephemerally; a Plan is remembered as kopf does."""
+    from kopf._core.reactor.inventory import ResourceMemories  # noqa: PLC0415
+
+    assert kopf_fixes.apply_memories()
+    patched = ResourceMemories.recall
+    assert kopf_fixes.apply_memories() and ResourceMemories.recall is patched  # only once
+    memories = ResourceMemories()
+    memobase = kopf.Memo(runs="the operator's")
+
+    def body(api: str, kind: str, uid: str) -> dict[str, object]:
+        return {"apiVersion": api, "kind": kind, "metadata": {"uid": uid, "name": uid}}
+
+    async def recall_all() -> list[object]:
+        got = []
+        for b in (
+            body("batch/v1", "Job", "j"),
+            body("v1", "Pod", "p"),
+            body("planops.dev/v1alpha1", "Plan", "plan"),
+        ):
+            got.append((await memories.recall(b, memobase=memobase)).memo)
+        return got
+
+    memos = asyncio.run(recall_all())
+    assert [m.runs for m in memos] == ["the operator's"] * 3  # handlers still get the memo
+    assert [m.memo for m in memories.iter_all_memories()] == [memos[2]]  # only the Plan's kept

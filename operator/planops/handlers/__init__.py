@@ -126,6 +126,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
         chunk_records=CONFIG.chunk_records,
         status_records=CONFIG.status_records,
         history_report_bytes=CONFIG.history_report_bytes,
+        create_concurrency=CONFIG.create_concurrency,
         require_author=CONFIG.require_author,
         poster=memo.poster,
         archive=memo.archiver is not None,

@@ -5,7 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from planops.engine import Policy
-from planops.reconciler import CHUNK_RECORDS, HISTORY_REPORT_BYTES, STATUS_RECORDS
+from planops.reconciler import (
+    CHUNK_RECORDS,
+    CREATE_CONCURRENCY,
+    HISTORY_REPORT_BYTES,
+    STATUS_RECORDS,
+)
 
 
 @dataclass
@@ -19,6 +24,7 @@ class Config:
     chunk_records: int = CHUNK_RECORDS  # records per PlanReport object
     status_records: int = STATUS_RECORDS  # most recent records repeated in a Plan's status
     history_report_bytes: int = HISTORY_REPORT_BYTES  # earlier runs' PlanReports per Plan
+    create_concurrency: int = CREATE_CONCURRENCY  # a reconcile's Job/Plan creates in flight
     require_author: bool = False  # runs for an author need a recorded one (reconciler.authors)
     webhook_port: int = 0  # 0: no admission webhook (handlers.webhook)
     webhook_cert: str | None = None

@@ -118,3 +118,54 @@ def apply_json() -> bool:
     setattr(bounded_get, _MARK, True)
     api.get = bounded_get
     return True
+
+
+#: the objects whose events kopf need not remember: planops handles them with event handlers
+#: that keep nothing per object in kopf (the run-object cache, kube.cache.RunObjects, is its own)
+_UNREMEMBERED = {("batch/v1", "Job"), ("v1", "Pod")}
+
+
+def apply_memories() -> bool:
+    """kopf remembers every object it ever saw an event of until the object is deleted (its
+    ResourceMemories: a copy of the operator's memo, an error throttler, daemon and index
+    bookkeeping; ~1.2 KB each, measured). A plan of 20,000 steps has 20,000 Jobs and as many
+    pods, kept after they finish, so that was ~50 MB before a single byte of planops' own.
+    planops' Job and pod handlers are plain event handlers that read nothing of it, so their
+    events are recalled as kopf's admission webhook recalls objects not yet created:
+    ephemeral, not kept. True when patched; if kopf no longer recalls that way, a warning and
+    False (and tests/unit/test_kopf_fixes.py fails)."""
+    try:
+        from kopf._core.reactor import inventory  # noqa: PLC0415
+    except ImportError:
+        inventory = None  # type: ignore[assignment]
+    memories = getattr(inventory, "ResourceMemories", None)
+    recall = getattr(memories, "recall", None)
+    if recall is None or "ephemeral" not in recall.__code__.co_varnames:
+        log.warning(
+            "kopf's object memories are not the ones planops corrects: every Job and pod "
+            "seen is remembered until it is deleted (~1.2 KB each)"
+        )
+        return False
+    if getattr(recall, _MARK, False):
+        return True
+
+    async def recall_unless_ours(
+        self: Any,
+        raw_body: Any,
+        *,
+        memobase: Any = None,
+        noticed_by_listing: bool = False,
+        ephemeral: bool = False,
+    ) -> Any:
+        kind = (raw_body.get("apiVersion"), raw_body.get("kind"))
+        return await recall(
+            self,
+            raw_body,
+            memobase=memobase,
+            noticed_by_listing=noticed_by_listing,
+            ephemeral=ephemeral or kind in _UNREMEMBERED,
+        )
+
+    setattr(recall_unless_ours, _MARK, True)
+    memories.recall = recall_unless_ours  # type: ignore[union-attr]
+    return True

@@ -41,8 +41,9 @@ _RUN_META = (
     "deletionTimestamp",
     "resourceVersion",
 )
-#: the annotations observe reads (manifests.full_value: a shortened label's full value)
-_OUR_ANNOTATIONS = "planops.dev/"
+#: the labels and annotations observe reads (the attempt's step and number, the Plan and run
+#: that RunObjects files it under; manifests.full_value: a shortened label's full value)
+_OURS = "planops.dev/"
 #: a Job's conditions that settle its attempt; a pod's that say why it is taken away
 _JOB_CONDITIONS = ("Complete", "Failed")
 _POD_CONDITIONS = ("DisruptionTarget",)
@@ -51,9 +52,19 @@ _TERMINATED_FIELDS = ("exitCode", "signal", "reason", "message", "finishedAt")
 _WAITING_FIELDS = ("reason", "message")
 
 
-def _pick(obj: Any, fields: tuple[str, ...]) -> Obj:
-    """The `fields` of `obj` it has (none when it is not an object)."""
-    return {k: obj[k] for k in fields if k in obj} if isinstance(obj, dict) else {}
+def _shared(value: Any) -> Any:
+    """One string object for every copy of a short text: the values many of a run's objects
+    repeat (its namespace, Plan and run labels, the Plan's UID in each Job's owner reference,
+    a Job's UID in its pod's, condition types, reasons and messages) are decoded anew from each
+    watch event, ~70-100 bytes each time."""
+    return sys.intern(value) if isinstance(value, str) and len(value) <= 256 else value
+
+
+def _pick(obj: Any, fields: tuple[str, ...], shared: tuple[str, ...] = ()) -> Obj:
+    """The `fields` of `obj` it has (none when it is not an object); `shared` ones interned."""
+    if not isinstance(obj, dict):
+        return {}
+    return {k: _shared(obj[k]) if k in shared else obj[k] for k in fields if k in obj}
 
 
 def _same_or_dropped(value: Any, slim: Any) -> Any:
@@ -67,7 +78,7 @@ def _conditions(status: Obj, kinds: tuple[str, ...]) -> list[Any]:
     if not isinstance(found, list):
         return []
     return [
-        _pick(c, _CONDITION_FIELDS)
+        _pick(c, _CONDITION_FIELDS, ("type", "status", "reason", "message"))
         for c in found
         if isinstance(c, dict) and c.get("type") in kinds and c.get("status") == "True"
     ]
@@ -87,7 +98,7 @@ def _first_container_state(status: Obj) -> list[Obj]:
     kept: Obj = {}
     if "terminated" in state:
         t = state["terminated"]
-        kept["terminated"] = _same_or_dropped(t, _pick(t, _TERMINATED_FIELDS))
+        kept["terminated"] = _same_or_dropped(t, _pick(t, _TERMINATED_FIELDS, ("reason",)))
     if "waiting" in state:
         w = state["waiting"]
         kept["waiting"] = _same_or_dropped(w, _pick(w, _WAITING_FIELDS))
@@ -101,24 +112,27 @@ def _controller(refs: Any) -> Any:
         return refs
     for ref in refs:
         if isinstance(ref, dict) and ref.get("controller") is True:
-            return [_pick(ref, ("apiVersion", "kind", "uid", "controller"))]
+            fields = ("apiVersion", "kind", "uid", "controller")
+            return [_pick(ref, fields, fields)]
     return []
 
 
 def _meta(meta: Obj) -> Obj:
-    out = _pick(meta, _RUN_META)
+    out = _pick(meta, _RUN_META, ("namespace", "uid"))
     labels = meta.get("labels")
     if "labels" in meta:
         out["labels"] = (
-            {sys.intern(k) if isinstance(k, str) else k: v for k, v in labels.items()}
+            {
+                sys.intern(k): _shared(v)
+                for k, v in labels.items()
+                if isinstance(k, str) and k.startswith(_OURS)
+            }
             if isinstance(labels, dict)
             else labels
         )
     notes = meta.get("annotations")
     if isinstance(notes, dict):
-        ours = {
-            k: v for k, v in notes.items() if isinstance(k, str) and k.startswith(_OUR_ANNOTATIONS)
-        }
+        ours = {k: v for k, v in notes.items() if isinstance(k, str) and k.startswith(_OURS)}
         if ours:
             out["annotations"] = ours
     elif "annotations" in meta:
@@ -156,7 +170,7 @@ def slim_run_object(kind: str, obj: Obj) -> Obj:
         if kind == "job":
             kept: Obj = {"conditions": _conditions(status, _JOB_CONDITIONS)}
         else:
-            kept = _pick(status, ("phase", "reason"))
+            kept = _pick(status, ("phase", "reason"), ("phase", "reason"))
             kept["conditions"] = _conditions(status, _POD_CONDITIONS)
             kept["containerStatuses"] = _first_container_state(status)
         out["status"] = kept

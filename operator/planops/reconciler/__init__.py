@@ -11,6 +11,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from planops.reconciler.actuator import CREATE_CONCURRENCY
     from planops.reconciler.earlier_runs import earlier_run
     from planops.reconciler.observe import (
         controller_uid,
@@ -43,6 +44,7 @@ _PUBLIC = {
     "controller_uid": ("observe", "controller_uid"),
     "owned": ("observe", "owned"),
     "CHUNK_RECORDS": ("reports", "CHUNK_RECORDS"),
+    "CREATE_CONCURRENCY": ("actuator", "CREATE_CONCURRENCY"),
     "earlier_run": ("earlier_runs", "earlier_run"),
     "history_entries": ("run_history", "entries"),
     "run_ids": ("run_history", "run_ids"),
@@ -69,6 +71,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "CHUNK_RECORDS",
+    "CREATE_CONCURRENCY",
     "HISTORY_REPORT_BYTES",
     "STATUS_RECORDS",
     "STATUS_RECORDS_MAX",

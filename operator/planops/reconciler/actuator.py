@@ -47,11 +47,12 @@ async def create(
     creates: list[Create],
     spec: PlanSpec,
     seen: RunObjects | None,
+    limit: int = CREATE_CONCURRENCY,
 ) -> list[Answer]:
     """Create each object; the answers in the same order. A transient error (a conflict,
     throttling, a server error) raises: the queue retries the reconcile, and the objects
     created meanwhile are adopted then (deterministic names)."""
-    return await bounded([_create(kube, ref, c, spec, seen) for c in creates], CREATE_CONCURRENCY)
+    return await bounded([_create(kube, ref, c, spec, seen) for c in creates], limit)
 
 
 async def _create(

@@ -86,6 +86,8 @@ class Reconciler:
     #: records per PlanReport chunk, and records repeated in the status (operator flags)
     chunk_records: int = reports_.CHUNK_RECORDS
     status_records: int = status_.STATUS_RECORDS
+    #: a decision's creates in flight at once (actuator.create)
+    create_concurrency: int = actuator.CREATE_CONCURRENCY
     #: bytes of earlier runs' PlanReports kept per Plan (run_history.within_budget)
     history_report_bytes: int | None = None
     #: runs checked for their author need a recorded one (the chart records authors)
@@ -322,7 +324,11 @@ class Reconciler:
             own = None
         else:
             creates = step.decide()
-            while step.answer(await actuator.create(self.kube, ref, creates, s.spec, self.runs)):
+            while step.answer(
+                await actuator.create(
+                    self.kube, ref, creates, s.spec, self.runs, self.create_concurrency
+                )
+            ):
                 creates = step.decide()
             own = step.run.report()
             report = await self._reports.record(ref, own, step.records, s.capsule, s.previous)
