@@ -289,7 +289,7 @@ def test_a_runs_cached_objects_keep_what_ownership_and_an_attempt_are_read_from(
 def test_a_settled_steps_objects_leave_the_run_cache_and_stay_out():
     """A big run's settled steps are never read again: their Jobs and pods leave the cache at
     once (not when the run ends), and their later events (Complete after the pod, the pod's
-    deletion's updates) or a list do not bring them back; a later attempt of a step does."""
+    deletion's updates) or a list do not bring them back."""
     runs = RunObjects("planops.dev/plan", "planops.dev/run")
     key = ("ns", "p", "r1")
 
@@ -312,8 +312,8 @@ def test_a_settled_steps_objects_leave_the_run_cache_and_stay_out():
     runs.seen("pod", "MODIFIED", obj("a1-x", "a", "2"))
     runs.replace("job", key, [obj("a1", "a", "3"), obj("b1", "b", "3")])  # a list
     assert names("job") == ["b1"] and names("pod") == ["b1-x"]
-    runs.seen("job", "ADDED", obj("a2", "a", "4"))  # another attempt: a name of its own
-    assert names("job") == ["a2", "b1"]
+    runs.seen("job", "ADDED", obj("c1", "c", "4"))  # an unsettled step's: taken
+    assert names("job") == ["b1", "c1"]
     runs.close(key)
     assert runs.of("job", key) == [] and runs.of("pod", key) == []
 

@@ -264,8 +264,8 @@ class RunObjects:
         self._objects: dict[str, dict[RunKey, dict[str, Obj]]] = {"job": {}, "pod": {}}
         self._where: dict[tuple[str, str, str], RunKey] = {}  # (kind, ns, name) -> its run
         self._closed: OrderedDict[RunKey, None] = OrderedDict()
-        #: names of objects dropped because their step settled (settle), per kind and run
-        self._settled: dict[str, dict[RunKey, set[str]]] = {"job": {}, "pod": {}}
+        #: per run, which objects are a settled step's (settle): dropped, and not taken again
+        self._settled: dict[RunKey, Callable[[Obj], bool]] = {}
 
     def _key(self, obj: Obj) -> RunKey | None:
         meta = obj.get("metadata") or {}
@@ -290,7 +290,8 @@ class RunObjects:
         key = self._key(obj)
         if event_type == "DELETED" or key is None or key in self._closed:
             return
-        if where[2] in self._settled[kind].get(key, ()):
+        settled = self._settled.get(key)
+        if settled is not None and settled(obj):
             return  # a settled step's: read never again (settle)
         self._objects[kind].setdefault(key, {})[where[2]] = slim_run_object(kind, obj)
         self._where[where] = key
@@ -302,7 +303,7 @@ class RunObjects:
         for kind, runs in self._objects.items():
             for name in runs.pop(key, {}):
                 self._where.pop((kind, key[0], name), None)
-            self._settled[kind].pop(key, None)
+        self._settled.pop(key, None)
         self._closed[key] = None
         self._closed.move_to_end(key)
         while len(self._closed) > CLOSED_KEPT:
@@ -311,21 +312,18 @@ class RunObjects:
     def settle(self, key: RunKey, settled: Callable[[Obj], bool]) -> None:
         """Drop the run's objects that `settled` says belong to a settled step, and ignore
         their later events (a Job is marked Complete after its pod succeeded; the pod is updated
-        and deleted later still). The reader never reads a settled step's objects again, and a
-        big run's would otherwise stay until it ends: 20,000 steps' Jobs and pods. Only their
-        names are remembered; a later attempt of a step has a name of its own."""
+        and deleted later still) by the same test, which replaces the last one given. The reader
+        never reads a settled step's objects again, and a big run's would otherwise stay until
+        it ends: 20,000 steps' Jobs and pods. A settled step is settled for the rest of its run
+        (a retry of the Plan is a new run), so no later attempt of it is lost."""
+        self._settled[key] = settled
         for kind, runs in self._objects.items():
             held = runs.get(key)
             if not held:
                 continue
-            gone = [name for name, obj in held.items() if settled(obj)]
-            if not gone:
-                continue
-            names = self._settled[kind].setdefault(key, set())
-            for name in gone:
+            for name in [name for name, obj in held.items() if settled(obj)]:
                 del held[name]
                 self._where.pop((kind, key[0], name), None)
-                names.add(name)
             if not held:
                 del runs[key]
 
