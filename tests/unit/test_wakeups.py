@@ -497,3 +497,43 @@ def test_a_settled_steps_pod_gone_does_not_make_later_reconciles_list_the_run():
     kube.calls.clear()
     asyncio.run(r.reconcile("ns", "p"))
     assert "list_jobs" not in kube.methods() and "list_pods" not in kube.methods()
+
+
+def test_a_resync_lists_a_run_again_only_when_its_last_list_is_old_for_what_it_cost():
+    # A big run's list (20,000 Jobs, every resync) was a third of the operator's CPU for it,
+    # to confirm what the watches had shown: the resync lists a run again once RELIST_AFTER
+    # times its last list's duration has passed, which for a small run is every resync.
+    now = [1_000.0]
+    list_seconds = [5.0]
+
+    class SlowLists(FakeKube):
+        async def list_jobs(self, namespace: str, selector: str, keep: Any = None) -> Any:
+            now[0] += list_seconds[0]
+            return await super().list_jobs(namespace, selector, keep)
+
+    kube = SlowLists()
+    kube.put("plan", copy.deepcopy(NEW))
+    plans, capsules = WatchCache(), WatchCache()
+    plans.seen("ADDED", NEW)
+    capsules.seen("ADDED", CAPSULE)
+    runs = RunObjects("planops.dev/plan", "planops.dev/run")
+    r = Reconciler(kube, plans=plans, capsules=capsules, runs=runs, clock=lambda: now[0])
+    asyncio.run(r.reconcile("ns", "p"))  # the run starts: nothing to list yet
+
+    def lists_at_resync(after: float) -> bool:
+        now[0] += after
+        r.check("ns", "p")
+        kube.calls.clear()
+        asyncio.run(r.reconcile("ns", "p"))
+        return "list_jobs" in kube.methods()
+
+    assert lists_at_resync(60)  # never listed: the first resync lists it (it took 5 s)
+    assert not lists_at_resync(60)  # 60 s since a list of 5 s: not yet (100 s)
+    list_seconds[0] = 0.01  # (the run is small now: its list takes 10 ms)
+    assert lists_at_resync(40)  # 100 s since
+    assert lists_at_resync(60)  # a list of 10 ms: every resync
+    assert lists_at_resync(60)
+    kube.calls.clear()
+    r.forget("ns", "p")  # other checks than the resync's are not put off
+    asyncio.run(r.reconcile("ns", "p"))
+    assert "list_jobs" in kube.methods()

@@ -210,7 +210,7 @@ async def _resync(memo: kopf.Memo) -> None:
     while True:
         await asyncio.sleep(CONFIG.resync_seconds)
         for key in list(memo.active):
-            memo.reconciler.check(*key)  # a real list this time: nothing the watch missed stays
+            memo.reconciler.check(*key)  # a list: what the watch missed is found (RunReader.resync)
             memo.queue.put(key)
         if memo.archiver is not None:  # runs the full queue did not take are found again
             memo.archiver.sweep()

@@ -305,9 +305,10 @@ class Reconciler:
         self._kept.clear()
 
     def check(self, namespace: str, name: str) -> None:
-        """The next reconcile of this Plan lists its run's objects instead of trusting the
-        cache (the resync asks this: a deletion a watch did not deliver is found within it)."""
-        self._reader.check((namespace, name))
+        """The resync's look: the next reconcile of this Plan lists its run's objects instead
+        of trusting the cache, so a deletion a watch did not deliver is found, unless the run
+        was listed too recently for what its list costs (RunReader.resync)."""
+        self._reader.resync((namespace, name))
 
     # -- act: what reconciler.core decided, carried out by reconciler.actuator ------------------
 
