@@ -10,6 +10,7 @@ as the chart sets it), out of the cluster as in the other benches, started afres
 workload in a namespace of its own; the control plane is the real one; step pods run on simulated
 nodes (tests/cluster/kwok.py: each step runs --run-ms, `sleep N` runs N s). When the cluster has
 no simulated node the bench starts 50 of its own and removes them afterwards.
+`--create-concurrency N` starts it with N Job creates in flight instead of the chart's 16 (an A/B).
 
 Workloads (a tenth of each with --quick; K times each with --scale K):
 - one_step: 5,000 one-step plans submitted evenly over a minute; each step runs `sleep 60`, so
@@ -172,6 +173,7 @@ def run(
     limit: int,
     timeout: float,
     workers: int = 8,
+    create_concurrency: int | None = None,
 ) -> dict[str, Any]:
     if load.jobs:
         return run_bare_jobs(cluster, load, timeout)
@@ -188,7 +190,8 @@ def run(
     cluster.kube.run("create", "namespace", ns)
     cluster.kube.apply(capsule(IMAGE, **kwok.PLACEMENT), "-n", ns)
     sim.output(ns, "")
-    op, log = start_counted_operator(cluster, [ns], workers)
+    extra = () if create_concurrency is None else ("--create-concurrency", str(create_concurrency))
+    op, log = start_counted_operator(cluster, [ns], workers, *extra)
     seen = Seen()
     watches = [
         Columns(cluster.kubeconfig, "jobs", ns, [PLAN_LABEL, STEP_LABEL], seen.on_job),
@@ -343,6 +346,12 @@ def main() -> None:
     ap.add_argument("--workloads", default=DEFAULT_WORKLOADS)
     ap.add_argument("--nodes", type=int, default=50, help="simulated nodes started if none")
     ap.add_argument("--workers", type=int, default=8, help="the operator's (chart: 8)")
+    ap.add_argument(
+        "--create-concurrency",
+        type=int,
+        default=None,
+        help="the operator's Job creates in flight (chart: createConcurrency, 16)",
+    )
     ap.add_argument("--timeout", type=float, default=900, help="per workload, seconds")
     ap.add_argument("-o", "--output", choices=("table", "json"), default="table")
     args = ap.parse_args()
@@ -360,7 +369,16 @@ def main() -> None:
         all_loads = loads(args.quick, args.scale)
         for name in chosen:
             load = all_loads[name]
-            result[name] = run(cluster, sim, name, load, limit, args.timeout, args.workers)
+            result[name] = run(
+                cluster,
+                sim,
+                name,
+                load,
+                limit,
+                args.timeout,
+                args.workers,
+                args.create_concurrency,
+            )
             # as it goes: a run cut short keeps what it measured
             progress(f"{name}: {json.dumps(result[name], sort_keys=True)}")
             if ns := result[name].get("namespace"):
@@ -371,7 +389,8 @@ def main() -> None:
         "scale": args.scale,
         "step_limit": limit,
         "simulated_nodes": len(nodes),
-        "operator": f"this checkout, --workers {args.workers} (chart: 8), --resync-seconds 60",
+        "operator": f"this checkout, --workers {args.workers} (chart: 8), --resync-seconds 60, "
+        f"--create-concurrency {args.create_concurrency or '16 (the default)'}",
         "versions": {k: v for k, v in versions().items() if k in ("K8S_VERSION", "KWOK_VERSION")},
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
