@@ -519,7 +519,7 @@ run_job = st.fixed_dictionaries(
 container_status = st.fixed_dictionaries({"state": shaped(run_state)}, optional={"name": text})
 pod_status = st.fixed_dictionaries(
     {
-        "phase": st.sampled_from(["Succeeded", "Failed", "Running"]),
+        "phase": st.sampled_from(["Succeeded", "Failed", "Running", "Pending"]),
         "containerStatuses": shaped(st.lists(shaped(container_status), min_size=1, max_size=2)),
     },
     optional={

@@ -221,9 +221,7 @@ def test_a_pod_that_succeeded_settles_its_attempt_before_the_job_controller_mark
     observed = job_attempt(running, p)
     assert observed.status == "success" and observed.pod == "j-1"
     assert observed.finished_at == 1767225603.0
-    # still running, or ended otherwise: the Job's condition decides, as before
-    p["status"]["phase"] = "Running"
-    assert job_attempt(running, p).status is None
+    # ended otherwise: the Job's condition decides, as before
     p["status"] = {
         "phase": "Failed",
         "containerStatuses": [{"state": {"terminated": {"exitCode": 1}}}],
@@ -234,3 +232,38 @@ def test_a_pod_that_succeeded_settles_its_attempt_before_the_job_controller_mark
         "containerStatuses": [{"state": {"terminated": {"exitCode": 2}}}],
     }
     assert job_attempt(running, p).status is None  # the kubelet and the container disagree
+
+
+def test_a_container_that_exited_0_settles_its_attempt_before_the_kubelet_writes_the_phase():
+    """The kubelet writes phase Succeeded only once it has torn the pod down, about a second
+    after the container exited: the step-to-step latency a chain pays if it waits for it."""
+    running = job("j", "job-uid")
+    running["status"] = {"active": 1}
+    p = pod("j-1", "job-uid", "2026-01-01T00:00:00Z")
+    done = {"exitCode": 0, "finishedAt": "2026-01-01T00:00:03Z", "message": '{"a": 1}'}
+    p["status"] = {"phase": "Running", "containerStatuses": [{"state": {"terminated": done}}]}
+    observed = job_attempt(running, p)
+    assert observed is not None and observed.status == "success"
+    assert observed.finished_at == 1767225603.0 and observed.termination_message == '{"a": 1}'
+    p["status"]["phase"] = "Pending"  # a pod that ran before the kubelet reported it running
+    assert job_attempt(running, p).status == "success"
+    # still running, or not only its one container
+    p["status"]["containerStatuses"] = [{"state": {"running": {}}}]
+    assert job_attempt(running, p).status is None
+    p["status"]["containerStatuses"] = [{"state": {"terminated": done}}, {"state": {"running": {}}}]
+    assert job_attempt(running, p).status is None
+    # exited otherwise, or killed
+    p["status"]["containerStatuses"] = [{"state": {"terminated": {**done, "exitCode": 1}}}]
+    assert job_attempt(running, p).status is None
+    p["status"]["containerStatuses"] = [{"state": {"terminated": {**done, "signal": 15}}}]
+    assert job_attempt(running, p).status is None
+    # being deleted (a step stopped by SIGTERM may exit 0): the Job decides
+    p["status"]["containerStatuses"] = [{"state": {"terminated": done}}]
+    p["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:02Z"
+    assert job_attempt(running, p).status is None
+    # the kubelet's phase says otherwise
+    del p["metadata"]["deletionTimestamp"]
+    p["status"]["phase"] = "Failed"
+    assert job_attempt(running, p).status is None
+    p["status"]["phase"] = "Running"
+    assert job_attempt(running, p).status == "success"

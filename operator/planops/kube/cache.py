@@ -84,17 +84,22 @@ def _conditions(status: Obj, kinds: tuple[str, ...]) -> list[Any]:
     ]
 
 
-def _first_container_state(status: Obj) -> list[Obj]:
-    """A pod's first container's state (observe reads only the first: a step has one)."""
+def _first_container_state(status: Obj) -> list[Any]:
+    """A pod's first container's state (observe reads only the first: a step has one), and an
+    empty entry for each other container (observe counts them: a pod of more than one is not
+    settled by its first container alone)."""
     found = status.get("containerStatuses")
     if not isinstance(found, list) or not found:
         return []
-    first = found[0]
+    return [_container_state(found[0]), *({} for _ in found[1:])]
+
+
+def _container_state(first: Any) -> Any:
     if not isinstance(first, dict):
-        return [first]
+        return first
     state = first.get("state")
     if not isinstance(state, dict):
-        return [{"state": state}] if "state" in first else [{}]
+        return {"state": state} if "state" in first else {}
     kept: Obj = {}
     if "terminated" in state:
         t = state["terminated"]
@@ -102,7 +107,7 @@ def _first_container_state(status: Obj) -> list[Obj]:
     if "waiting" in state:
         w = state["waiting"]
         kept["waiting"] = _same_or_dropped(w, _pick(w, _WAITING_FIELDS))
-    return [{"state": kept}]
+    return {"state": kept}
 
 
 def _controller(refs: Any) -> Any:

@@ -1,8 +1,11 @@
 """Observe: what the cluster says about a run's attempts, as plain facts (pure functions).
 
-A Job's attempt is settled by the Job's terminal condition (Complete / Failed), or by its pod's
-terminal phase Succeeded (the Job can only follow it, a second later), never by guessing from a
-pod that is still running; its error is made readable from the pod: exit code, OOMKilled, deadline.
+A Job's attempt is settled by the Job's terminal condition (Complete / Failed), or earlier by its
+pod: phase Succeeded, or its one container reported terminated with exit code 0 (the kubelet
+writes the terminal phase only once it has torn the pod down, about a second later, and the Job
+controller follows that; a container of a `restartPolicy: Never` pod that exited 0 does not run
+again). A failure is never read from a pod that has not ended, and a pod being deleted waits for
+the Job's verdict; its error is made readable from the pod: exit code, OOMKilled, deadline.
 A pod that cannot start (image pull, bad config) would otherwise sit until the deadline (Argo's
 "stuck Running" complaint): it fails the attempt at once, with the kubelet's reason.
 
@@ -151,11 +154,22 @@ def _start_error(pod: Obj | None) -> str | None:
 
 
 def _pod_succeeded(pod: Obj | None) -> bool:
-    """The step's pod ended with every container exiting 0 (phase Succeeded, as the kubelet
-    writes it), and its one container says so too."""
-    if _obj(_obj(pod).get("status")).get("phase") != "Succeeded":
+    """The step's one container exited 0: with phase Succeeded (the kubelet's verdict), or
+    already before it, while the kubelet tears the pod down (its phase is still Pending or
+    Running for about a second; `restartPolicy: Never` does not start the container again).
+    Not a pod that is being deleted (a step stopped by SIGTERM may exit 0: the Job decides) nor
+    one whose phase says otherwise."""
+    status = _obj(_obj(pod).get("status"))
+    term = _obj(_obj(_container(pod).get("state")).get("terminated"))
+    if term.get("exitCode") != 0 or term.get("signal"):
         return False
-    return _obj(_obj(_container(pod).get("state")).get("terminated")).get("exitCode") == 0
+    if status.get("phase") == "Succeeded":
+        return True
+    return (
+        status.get("phase") in ("Pending", "Running")
+        and len(_list(status.get("containerStatuses"))) == 1
+        and not _obj(_obj(pod).get("metadata")).get("deletionTimestamp")
+    )
 
 
 def _disruption(pod: Obj | None) -> Obj | None:
@@ -209,10 +223,11 @@ def job_attempt(job: Obj, pod: Obj | None) -> Observed | None:
     containers = _list(_obj(_obj(spec.get("template")).get("spec")).get("containers"))
     limits = _obj(_obj(_obj(containers[0] if containers else {}).get("resources")).get("limits"))
     done = _condition(job, "Complete")
-    # Settled by the Job's Complete, or already by its pod: the Job controller batches pod
-    # updates (about 1 s) before it marks the Job Complete, and that second would be most of a
-    # step-to-step latency. A pod that Succeeded is terminal (restartPolicy Never, backoffLimit
-    # 0): its Job can only follow.
+    # Settled by the Job's Complete, or already by its pod: the kubelet writes phase Succeeded
+    # about a second after the container exited (once the pod is torn down) and the Job
+    # controller batches pod updates (about 1 s more) before it marks the Job Complete; those
+    # seconds would be most of a step-to-step latency. A container that exited 0 does not run
+    # again (restartPolicy Never, backoffLimit 0): its pod and its Job can only follow.
     if done is not None or _pod_succeeded(pod):
         finished = (
             done.get("lastTransitionTime")
