@@ -162,6 +162,8 @@ def run_bare_jobs(cluster: Cluster, load: Load, timeout: float) -> dict[str, Any
     finally:
         for w in watches:
             w.stop()
+        if restarts := sum(w.restarts for w in watches):
+            out["watch_restarts"] = restarts  # some objects timed late (scale_watch.Columns)
         cluster.kube.run("delete", "namespace", ns, "--wait=false", check=False)
 
 
@@ -251,6 +253,8 @@ def run(
     finally:
         for w in watches:
             w.stop()
+        if restarts := sum(w.restarts for w in watches):
+            out["watch_restarts"] = restarts  # some objects timed late (scale_watch.Columns)
         op.stop()
         if op.proc.returncode not in (0, None, -15):
             out["operator_log_tail"] = log.read_text(errors="replace")[-2000:]

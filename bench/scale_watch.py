@@ -33,7 +33,13 @@ def progress(msg: str) -> None:
 class Columns:
     """`kubectl get --watch` of one resource in one namespace, printing a few columns per event
     (the full objects of 20,000 pods are too much to parse beside the operator on 2 cores);
-    `on(seen_at, [type, column...])` per event, timed as its line arrives."""
+    `on(seen_at, [type, column...])` per event, timed as its line arrives.
+
+    The API server closes a watch whose client falls behind ("Forcing watcher close due to
+    unresponsiveness": a buffer of 10 events in its watch cache), and kubectl then exits
+    without a word: the watch is started again, its listing reporting every object as it is
+    then (an object that changed while no watch ran is timed at the new listing, later than it
+    happened), and `restarts` counts how often that happened."""
 
     def __init__(
         self,
@@ -44,16 +50,29 @@ class Columns:
         on: Callable[[float, list[str]], None],
     ) -> None:
         spec = ",".join(f"C{i}:{c}" for i, c in enumerate([".type", *columns]))
-        self.proc = watch(kubeconfig, resource, namespace, f"custom-columns={spec}", "--no-headers")
+        self._args = (kubeconfig, resource, namespace, f"custom-columns={spec}", "--no-headers")
+        self.proc = watch(*self._args)
+        self.restarts = 0
+        self._stopped = threading.Event()
         self.thread = threading.Thread(target=self._read, args=(on,), daemon=True)
         self.thread.start()
 
     def _read(self, on: Callable[[float, list[str]], None]) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            on(time.monotonic(), line.split())
+        while True:
+            assert self.proc.stdout is not None
+            for line in self.proc.stdout:
+                on(time.monotonic(), line.split())
+            self.proc.wait()
+            if self._stopped.is_set():
+                return
+            self.restarts += 1
+            progress(f"{self._args[1]} watch closed by the API server: started again")
+            self.proc = watch(*self._args)
+            if self._stopped.is_set():  # stopped while this one started
+                self.proc.terminate()
 
     def stop(self) -> None:
+        self._stopped.set()
         self.proc.terminate()
         self.proc.wait(10)
 
