@@ -84,6 +84,7 @@ from bench.scale_watch import (  # noqa: E402
     pod_watch,
     progress,
     requests_since,
+    stop_watches,
     submit,
 )
 from tests.cluster import kwok  # noqa: E402
@@ -160,10 +161,7 @@ def run_bare_jobs(cluster: Cluster, load: Load, timeout: float) -> dict[str, Any
         )
         return out
     finally:
-        for w in watches:
-            w.stop()
-        if restarts := sum(w.restarts for w in watches):
-            out["watch_restarts"] = restarts  # some objects timed late (scale_watch.Columns)
+        stop_watches(watches, out)
         cluster.kube.run("delete", "namespace", ns, "--wait=false", check=False)
 
 
@@ -251,10 +249,7 @@ def run(
         )
         return out
     finally:
-        for w in watches:
-            w.stop()
-        if restarts := sum(w.restarts for w in watches):
-            out["watch_restarts"] = restarts  # some objects timed late (scale_watch.Columns)
+        stop_watches(watches, out)
         op.stop()
         if op.proc.returncode not in (0, None, -15):
             out["operator_log_tail"] = log.read_text(errors="replace")[-2000:]

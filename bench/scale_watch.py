@@ -77,6 +77,15 @@ class Columns:
         self.proc.wait(10)
 
 
+def stop_watches(watches: list[Columns], out: dict[str, Any]) -> None:
+    """Stop a workload's watches; `out["watch_restarts"]` says how often the API server closed
+    them (some objects then timed late: Columns)."""
+    for w in watches:
+        w.stop()
+    if restarts := sum(w.restarts for w in watches):
+        out["watch_restarts"] = restarts
+
+
 STEP_LABEL = ".object.metadata.labels.planops\\.dev/step"
 PLAN_LABEL = ".object.metadata.labels.planops\\.dev/plan"
 
