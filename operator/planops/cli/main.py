@@ -72,7 +72,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--workdir",
         type=Path,
-        help="working directory shared by the steps (default: a fresh temporary directory)",
+        help="the plan's workspace (spec.workspace): the directory its shell steps share "
+        "(default: a fresh temporary directory)",
     )
     r.add_argument("-o", "--output", choices=["text", "json"], default="text")
     r.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
@@ -273,6 +274,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     answers = _answers(args.answer)
     if answers is None:
+        return EXIT_INPUT
+    if args.workdir is not None and plan.spec.workspace is None:
+        sys.stderr.write(
+            f"error: --workdir {args.workdir}: plan {plan.plan_id} declares no workspace "
+            "(spec.workspace), so its steps share no directory (each starts in one of its own, "
+            "as in a pod); declare one for steps to share files\n"
+        )
         return EXIT_INPUT
     if args.workdir is not None and (problem := _workdir(args.workdir)) is not None:
         sys.stderr.write(f"error: --workdir {args.workdir}: {problem}\n")

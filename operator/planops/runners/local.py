@@ -4,7 +4,8 @@ It is an *executor* of the engine's decider (planops.engine.Run), exactly as the
 it asks what to start, starts it, and reports results back. No scheduling rule lives here.
 
 - shell: the step's words (shlex) as a subprocess, first word looked up on PATH, never a shell.
-- tool: the tool's `command`, with the JSON input on stdin and in env PLANOPS_INPUT.
+- tool: the tool's `command`, with the JSON input on stdin and in env PLANOPS_INPUT (stdin is
+  local only: in a pod the input is in PLANOPS_INPUT alone).
 - capsule: the target Capsule's `plan` run in-process as a sub-plan (nesting capped at 8,
   cycles refused), the step's task text given to the child as `input.objective` and the child's
   output taken back as the step's (engine.delegation: the same contract as in the cluster).
@@ -13,7 +14,16 @@ it asks what to start, starts it, and reports results back. No scheduling rule l
   its sub-plans run on the Capsule at once, the others wait for a slot. As in the cluster, a
   sub-plan with a limited Capsule above it (the top plan's included: it holds its Capsule's
   only place here) rides that slot and is not counted, so waiting never closes a cycle.
-- Every step of a run shares one working directory (seed 1: "the same accessible workdir").
+- Where an attempt runs and what it sees, as a step pod (kube.manifests.job): the PLANOPS_*
+  variables of engine.dispatch.environment, its tool's `env` (a value taken from a Secret or
+  ConfigMap cannot be read here: the attempt fails saying so, an optional one is left unset
+  with a notice; a tool's secretMounts fail it likewise), and of this machine's environment
+  only HOST_ENV, with HOME a directory of the attempt's own and TZ=UTC (`_environment`). Each
+  attempt gets a fresh private directory, removed after it (a pod's own filesystem): a tool
+  always starts there, a shell step too unless the plan declares a workspace. With
+  `spec.workspace` the run has one shared directory (`workdir`, else a fresh temporary one) in
+  which shell steps start, named by PLANOPS_WORKSPACE (/workspace in a pod); without one the
+  steps share no directory, as pods without a volume share none.
 - Limits: the step's timeout and the memory limit (RLIMIT_DATA, the closest per-process
   equivalent of the cgroup limit a Job gets); output capped at the capsule's outputLimitBytes.
 - Each subprocess is its own process group; cancelling the run (Ctrl-C) kills every group and
@@ -32,17 +42,18 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import resource
 import shutil
 import signal
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from planops.api import CapsuleSpec, PlanSpec
+from planops.api import CapsuleSpec, PlanSpec, Tool
 from planops.engine import (
     Dispatch,
     Facts,
@@ -67,6 +78,21 @@ MAX_DEPTH = dispatch_.MAX_DEPTH
 #: asks a person: (step id, rendered ask) -> an answer conforming to its schema, or None (declined)
 Asker = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any] | None]]
 TRUNCATION_MARK = "\n[planops: output truncated: {kept} of {total} bytes kept]"
+#: What a step gets of this machine's environment (nothing else of it: no credentials, no
+#: settings of the user's shell). PATH: its first word is looked up there, as in the image's
+#: PATH in a pod. Not HOME (a step's HOME is its own directory, so no `~/.npmrc`, `~/.aws` or
+#: `~/.gitconfig` of the user is read as a pod reads none), not the locale (LANG, LC_*: a pod
+#: has none unless its image sets one, so sorting, dates and messages read as they will
+#: there), not TZ (a pod's clock reads UTC: TZ=UTC is set instead).
+HOST_ENV = ("PATH",)
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where one plan's attempts run: its name (PLANOPS_PLAN) and its workspace, if it has one."""
+
+    plan: str
+    workspace: Path | None
 
 
 @dataclass(frozen=True)
@@ -81,6 +107,7 @@ class LocalRunner:
     """Runs plans on this machine. `capsules` are all Capsules known (by name)."""
 
     capsules: Mapping[str, CapsuleSpec]
+    #: the top plan's workspace (it must declare `spec.workspace`); None: a fresh one
     workdir: Path | None = None
     observer: Observer = field(default=lambda _record: None)
     policy: Policy = field(default_factory=Policy)
@@ -108,11 +135,27 @@ class LocalRunner:
         lineage = (*lineage, capsule_name(spec))
         capsule = self.capsules[lineage[-1]]
         self._notice_images(spec, capsule)
-        if self.workdir is not None and top:
+        with self._workspace(plan_id, spec, top) as workspace:
+            if workspace is not None and capsule.read_only_paths:
+                self._notice_read_only(capsule)
+            where = Where(plan_id, workspace)
+            return await self._run_in(plan_id, spec, capsule, lineage, where, seed)
+
+    @contextlib.contextmanager
+    def _workspace(self, plan_id: str, spec: PlanSpec, top: bool) -> Iterator[Path | None]:
+        """The plan's workspace (`spec.workspace`): `workdir` for the top plan when given, else
+        a fresh temporary directory removed afterwards. None without one: its steps share no
+        directory (a sub-plan has a workspace of its own, as a child Plan has its own claim)."""
+        if spec.workspace is None:
+            if top and self.workdir is not None:
+                raise ValueError(f"plan {plan_id} declares no workspace (spec.workspace)")
+            yield None
+        elif self.workdir is not None and top:
             self.workdir.mkdir(parents=True, exist_ok=True)
-            return await self._run_in(plan_id, spec, capsule, lineage, self.workdir, seed)
-        with tempfile.TemporaryDirectory(prefix=f"planops-{plan_id}-") as tmp:
-            return await self._run_in(plan_id, spec, capsule, lineage, Path(tmp), seed)
+            yield self.workdir
+        else:
+            with tempfile.TemporaryDirectory(prefix=f"planops-{_safe(plan_id)}-") as tmp:
+                yield Path(tmp)
 
     async def _run_in(
         self,
@@ -120,7 +163,7 @@ class LocalRunner:
         spec: PlanSpec,
         capsule: CapsuleSpec,
         lineage: tuple[str, ...],
-        workdir: Path,
+        where: Where,
         seed: Facts | None = None,
     ) -> Report:
         backoff = capsule.retry_backoff
@@ -130,7 +173,8 @@ class LocalRunner:
             else Run.restore(plan_id, spec, seed, retry_backoff=backoff)
         )
         emit = self._emitter(plan_id, lineage)
-        start: Record = {"event": "plan_start", "steps": len(spec.steps), "workdir": str(workdir)}
+        workspace = str(where.workspace) if where.workspace is not None else None
+        start: Record = {"event": "plan_start", "steps": len(spec.steps), "workspace": workspace}
         if seed is not None:
             start["kept"] = len(seed.settled)  # a retry: records of the earlier run kept
         emit(start)
@@ -149,7 +193,7 @@ class LocalRunner:
                             "kind": d.kind,
                         }
                     )
-                    task = asyncio.create_task(self._execute(d, capsule, lineage, workdir, emit))
+                    task = asyncio.create_task(self._execute(d, capsule, lineage, where, emit))
                     tasks[task] = d
                 if decision.finished:
                     break
@@ -219,6 +263,17 @@ class LocalRunner:
                 }
             )
 
+    def _notice_read_only(self, capsule: CapsuleSpec) -> None:
+        paths = ", ".join(capsule.read_only_paths)
+        self.observer(
+            {
+                "time": self.clock(),
+                "event": "notice",
+                "message": f"the Capsule's readOnlyPaths ({paths}) are read-only in a pod only: "
+                "the local runner's workspace is one writable directory",
+            }
+        )
+
     # -- one attempt --------------------------------------------------------------------------
 
     async def _execute(
@@ -226,7 +281,7 @@ class LocalRunner:
         d: Dispatch,
         capsule: CapsuleSpec,
         lineage: tuple[str, ...],
-        workdir: Path,
+        where: Where,
         emit: Callable[[Record], None],
     ) -> Result:
         refusal = dispatch_.admit(
@@ -244,9 +299,32 @@ class LocalRunner:
             tool = capsule.tool(d.step.tool or "")
             assert tool is not None  # admitted
             payload = json.dumps(d.input if d.input is not None else {})
-            return await self._process(tool.command, d, capsule, workdir, payload)
+            return await self._attempt(tool.command, d, capsule, where, payload, tool, emit)
         words = d.words or shell_words(d.step.shell or "")
-        return await self._process(words, d, capsule, workdir, None)
+        return await self._attempt(words, d, capsule, where, None, None, emit)
+
+    async def _attempt(
+        self,
+        argv: list[str],
+        d: Dispatch,
+        capsule: CapsuleSpec,
+        where: Where,
+        stdin: str | None,
+        tool: Tool | None,
+        emit: Callable[[Record], None],
+    ) -> Result:
+        """One process where a pod would run it: in a fresh directory of its own (a shell step
+        of a run with a workspace: in the workspace), with the environment a pod would give it."""
+        own, unset, refusals = _tool_env(tool) if tool is not None else ({}, [], [])
+        if refusals:
+            return Result("failed", None, "; ".join(refusals))
+        for message in unset:
+            emit({"event": "notice", "stepId": d.step.id, "message": message})
+        with _private_dir(d) as private:
+            env = _environment(where, d, private) | own
+            shared = where.workspace if tool is None else None  # a tool: never in the workspace
+            cwd = shared if shared is not None else private
+            return await self._process(argv, d, capsule, cwd, env, stdin)
 
     async def _ask(self, d: Dispatch) -> Result:
         spec: dict[str, Any] = d.input
@@ -336,14 +414,15 @@ class LocalRunner:
         return self._slots.setdefault(target, asyncio.Semaphore(limit))
 
     async def _process(
-        self, argv: list[str], d: Dispatch, capsule: CapsuleSpec, workdir: Path, stdin: str | None
+        self,
+        argv: list[str],
+        d: Dispatch,
+        capsule: CapsuleSpec,
+        cwd: Path,
+        env: dict[str, str],
+        stdin: str | None,
     ) -> Result:
         timeout = dispatch_.timeout_seconds(d.step, capsule, self.policy)
-        env = dict(os.environ)
-        env["PLANOPS_STEP"] = d.step.id
-        env["PLANOPS_ATTEMPT"] = str(d.attempt)
-        if stdin is not None:
-            env["PLANOPS_INPUT"] = stdin
         try:
             memory = dispatch_.memory_limit_bytes(d.step, capsule)
         except ValueError as e:  # a Capsule's default (a step's own is refused by the validator)
@@ -354,7 +433,7 @@ class LocalRunner:
             proc = await _spawn(
                 asyncio.create_subprocess_exec(
                     *argv,
-                    cwd=workdir,
+                    cwd=cwd,
                     env=env,
                     stdin=asyncio.subprocess.PIPE
                     if stdin is not None
@@ -386,6 +465,70 @@ class LocalRunner:
             hint = f" (memory limit {memory} bytes in force)" if memory else ""
             return Result("failed", output, f"killed by {name}{hint}")
         return Result("failed", output, f"exit code {code}")
+
+
+def _environment(where: Where, d: Dispatch, home: Path) -> dict[str, str]:
+    """What a step pod's environment holds, here: HOST_ENV of this machine's, HOME (the
+    attempt's own directory), TZ=UTC, then planops' variables (engine.dispatch.environment, the
+    same as a Job's); the tool's own `env` goes over them (`_tool_env`)."""
+    host = {name: os.environ[name] for name in HOST_ENV if name in os.environ}
+    host.setdefault("PATH", os.defpath)
+    workspace = str(where.workspace) if where.workspace is not None else None
+    return host | {"HOME": str(home), "TZ": "UTC"} | dispatch_.environment(
+        where.plan, d, workspace
+    )
+
+
+def _tool_env(tool: Tool) -> tuple[dict[str, str], list[str], list[str]]:
+    """A tool's `env` as a local process can have it: (its literal values, notices of the
+    optional values from a Secret or ConfigMap left unset, refusals). A local run reads no
+    Secret or ConfigMap: a value that must come from one, or a Secret to mount, refuses the
+    attempt (every reason at once), never a silent empty value."""
+    values: dict[str, str] = {}
+    unset: list[str] = []
+    refusals: list[str] = []
+    for e in tool.env:
+        if e.value is not None:
+            values[e.name] = e.value
+            continue
+        assert e.value_from is not None  # exactly one of them (api.models)
+        ref = e.value_from.secret_key_ref or e.value_from.config_map_key_ref
+        kind = "Secret" if e.value_from.secret_key_ref is not None else "ConfigMap"
+        assert ref is not None
+        source = f"{kind} {ref.name!r} (key {ref.key!r})"
+        if ref.optional:
+            unset.append(
+                f"tool {tool.name!r}: env {e.name} is left unset: its value is optional, from "
+                f"{source}, and a local run reads no {kind}"
+            )
+        else:
+            refusals.append(
+                f"tool {tool.name!r}: env {e.name} comes from {source}, which a local run "
+                "cannot read (run the plan in a cluster, or give the tool a value in a "
+                "Capsule file of your own for local runs)"
+            )
+    refusals += [
+        f"tool {tool.name!r} mounts Secret {m.secret_name!r} at {m.mount_path}, which a local "
+        "run cannot (run the plan in a cluster)"
+        for m in tool.secret_mounts
+    ]
+    return values, unset, refusals
+
+
+@contextlib.contextmanager
+def _private_dir(d: Dispatch) -> Iterator[Path]:
+    """A fresh, empty directory of one attempt's own (0700), removed after it: what a pod's own
+    filesystem is to its container."""
+    path = Path(tempfile.mkdtemp(prefix=f"planops-{_safe(d.step.id)}-{d.attempt}-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _safe(name: str) -> str:
+    """A name as part of a directory's name (a plan's name from a file may hold anything)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name)[:40]
 
 
 async def _spawn(
