@@ -474,9 +474,7 @@ def _environment(where: Where, d: Dispatch, home: Path) -> dict[str, str]:
     host = {name: os.environ[name] for name in HOST_ENV if name in os.environ}
     host.setdefault("PATH", os.defpath)
     workspace = str(where.workspace) if where.workspace is not None else None
-    return host | {"HOME": str(home), "TZ": "UTC"} | dispatch_.environment(
-        where.plan, d, workspace
-    )
+    return host | {"HOME": str(home), "TZ": "UTC"} | dispatch_.environment(where.plan, d, workspace)
 
 
 def _tool_env(tool: Tool) -> tuple[dict[str, str], list[str], list[str]]:
