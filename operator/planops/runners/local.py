@@ -14,16 +14,10 @@ it asks what to start, starts it, and reports results back. No scheduling rule l
   its sub-plans run on the Capsule at once, the others wait for a slot. As in the cluster, a
   sub-plan with a limited Capsule above it (the top plan's included: it holds its Capsule's
   only place here) rides that slot and is not counted, so waiting never closes a cycle.
-- Where an attempt runs and what it sees, as a step pod (kube.manifests.job): the PLANOPS_*
-  variables of engine.dispatch.environment, its tool's `env` (a value taken from a Secret or
-  ConfigMap cannot be read here: the attempt fails saying so, an optional one is left unset
-  with a notice; a tool's secretMounts fail it likewise), and of this machine's environment
-  only HOST_ENV, with HOME a directory of the attempt's own and TZ=UTC (`_environment`). Each
-  attempt gets a fresh private directory, removed after it (a pod's own filesystem): a tool
-  always starts there, a shell step too unless the plan declares a workspace. With
-  `spec.workspace` the run has one shared directory (`workdir`, else a fresh temporary one) in
-  which shell steps start, named by PLANOPS_WORKSPACE (/workspace in a pod); without one the
-  steps share no directory, as pods without a volume share none.
+- Each attempt gets what a step pod gets (runners.podlike): planops' PLANOPS_* variables, its
+  tool's `env` (a Secret's value refused), of this machine's environment only PATH, a fresh
+  directory of its own; the steps share files only through the plan's workspace (`workdir`,
+  else a fresh temporary directory), as pods share only a volume.
 - Limits: the step's timeout and the memory limit (RLIMIT_DATA, the closest per-process
   equivalent of the cgroup limit a Job gets); output capped at the capsule's outputLimitBytes.
 - Each subprocess is its own process group; cancelling the run (Ctrl-C) kills every group and
@@ -42,13 +36,11 @@ import asyncio
 import contextlib
 import json
 import os
-import re
 import resource
 import shutil
 import signal
-import tempfile
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -68,6 +60,7 @@ from planops.engine import (
 )
 from planops.engine import dispatch as dispatch_
 from planops.engine.policy import capsules as capsule_resolver
+from planops.runners import podlike
 
 #: Trace records, by the seed's names: plan_start, plan_step_start, plan_step, plan_end,
 #: delegation_start, delegation, call_denied, notice.
@@ -78,21 +71,6 @@ MAX_DEPTH = dispatch_.MAX_DEPTH
 #: asks a person: (step id, rendered ask) -> an answer conforming to its schema, or None (declined)
 Asker = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any] | None]]
 TRUNCATION_MARK = "\n[planops: output truncated: {kept} of {total} bytes kept]"
-#: What a step gets of this machine's environment (nothing else of it: no credentials, no
-#: settings of the user's shell). PATH: its first word is looked up there, as in the image's
-#: PATH in a pod. Not HOME (a step's HOME is its own directory, so no `~/.npmrc`, `~/.aws` or
-#: `~/.gitconfig` of the user is read as a pod reads none), not the locale (LANG, LC_*: a pod
-#: has none unless its image sets one, so sorting, dates and messages read as they will
-#: there), not TZ (a pod's clock reads UTC: TZ=UTC is set instead).
-HOST_ENV = ("PATH",)
-
-
-@dataclass(frozen=True)
-class Where:
-    """Where one plan's attempts run: its name (PLANOPS_PLAN) and its workspace, if it has one."""
-
-    plan: str
-    workspace: Path | None
 
 
 @dataclass(frozen=True)
@@ -135,27 +113,11 @@ class LocalRunner:
         lineage = (*lineage, capsule_name(spec))
         capsule = self.capsules[lineage[-1]]
         self._notice_images(spec, capsule)
-        with self._workspace(plan_id, spec, top) as workspace:
-            if workspace is not None and capsule.read_only_paths:
-                self._notice_read_only(capsule)
-            where = Where(plan_id, workspace)
+        with podlike.workspace(plan_id, spec, self.workdir, top) as workspace:
+            if workspace is not None and (notice := podlike.read_only_notice(capsule)):
+                self.observer({"time": self.clock(), "event": "notice", "message": notice})
+            where = podlike.Where(plan_id, workspace)
             return await self._run_in(plan_id, spec, capsule, lineage, where, seed)
-
-    @contextlib.contextmanager
-    def _workspace(self, plan_id: str, spec: PlanSpec, top: bool) -> Iterator[Path | None]:
-        """The plan's workspace (`spec.workspace`): `workdir` for the top plan when given, else
-        a fresh temporary directory removed afterwards. None without one: its steps share no
-        directory (a sub-plan has a workspace of its own, as a child Plan has its own claim)."""
-        if spec.workspace is None:
-            if top and self.workdir is not None:
-                raise ValueError(f"plan {plan_id} declares no workspace (spec.workspace)")
-            yield None
-        elif self.workdir is not None and top:
-            self.workdir.mkdir(parents=True, exist_ok=True)
-            yield self.workdir
-        else:
-            with tempfile.TemporaryDirectory(prefix=f"planops-{_safe(plan_id)}-") as tmp:
-                yield Path(tmp)
 
     async def _run_in(
         self,
@@ -163,7 +125,7 @@ class LocalRunner:
         spec: PlanSpec,
         capsule: CapsuleSpec,
         lineage: tuple[str, ...],
-        where: Where,
+        where: podlike.Where,
         seed: Facts | None = None,
     ) -> Report:
         backoff = capsule.retry_backoff
@@ -263,17 +225,6 @@ class LocalRunner:
                 }
             )
 
-    def _notice_read_only(self, capsule: CapsuleSpec) -> None:
-        paths = ", ".join(capsule.read_only_paths)
-        self.observer(
-            {
-                "time": self.clock(),
-                "event": "notice",
-                "message": f"the Capsule's readOnlyPaths ({paths}) are read-only in a pod only: "
-                "the local runner's workspace is one writable directory",
-            }
-        )
-
     # -- one attempt --------------------------------------------------------------------------
 
     async def _execute(
@@ -281,7 +232,7 @@ class LocalRunner:
         d: Dispatch,
         capsule: CapsuleSpec,
         lineage: tuple[str, ...],
-        where: Where,
+        where: podlike.Where,
         emit: Callable[[Record], None],
     ) -> Result:
         refusal = dispatch_.admit(
@@ -308,20 +259,20 @@ class LocalRunner:
         argv: list[str],
         d: Dispatch,
         capsule: CapsuleSpec,
-        where: Where,
+        where: podlike.Where,
         stdin: str | None,
         tool: Tool | None,
         emit: Callable[[Record], None],
     ) -> Result:
         """One process where a pod would run it: in a fresh directory of its own (a shell step
         of a run with a workspace: in the workspace), with the environment a pod would give it."""
-        own, unset, refusals = _tool_env(tool) if tool is not None else ({}, [], [])
+        own, unset, refusals = podlike.tool_env(tool) if tool is not None else ({}, [], [])
         if refusals:
             return Result("failed", None, "; ".join(refusals))
         for message in unset:
             emit({"event": "notice", "stepId": d.step.id, "message": message})
-        with _private_dir(d) as private:
-            env = _environment(where, d, private) | own
+        with podlike.private_dir(d) as private:
+            env = podlike.environment(where, d, private) | own
             shared = where.workspace if tool is None else None  # a tool: never in the workspace
             cwd = shared if shared is not None else private
             return await self._process(argv, d, capsule, cwd, env, stdin)
@@ -465,68 +416,6 @@ class LocalRunner:
             hint = f" (memory limit {memory} bytes in force)" if memory else ""
             return Result("failed", output, f"killed by {name}{hint}")
         return Result("failed", output, f"exit code {code}")
-
-
-def _environment(where: Where, d: Dispatch, home: Path) -> dict[str, str]:
-    """What a step pod's environment holds, here: HOST_ENV of this machine's, HOME (the
-    attempt's own directory), TZ=UTC, then planops' variables (engine.dispatch.environment, the
-    same as a Job's); the tool's own `env` goes over them (`_tool_env`)."""
-    host = {name: os.environ[name] for name in HOST_ENV if name in os.environ}
-    host.setdefault("PATH", os.defpath)
-    workspace = str(where.workspace) if where.workspace is not None else None
-    return host | {"HOME": str(home), "TZ": "UTC"} | dispatch_.environment(where.plan, d, workspace)
-
-
-def _tool_env(tool: Tool) -> tuple[dict[str, str], list[str], list[str]]:
-    """A tool's `env` as a local process can have it: (its literal values, notices of the
-    optional values from a Secret or ConfigMap left unset, refusals). A local run reads no
-    Secret or ConfigMap: a value that must come from one, or a Secret to mount, refuses the
-    attempt (every reason at once), never a silent empty value."""
-    values: dict[str, str] = {}
-    unset: list[str] = []
-    refusals: list[str] = []
-    for e in tool.env:
-        if e.value is not None:
-            values[e.name] = e.value
-            continue
-        assert e.value_from is not None  # exactly one of them (api.models)
-        ref = e.value_from.secret_key_ref or e.value_from.config_map_key_ref
-        kind = "Secret" if e.value_from.secret_key_ref is not None else "ConfigMap"
-        assert ref is not None
-        source = f"{kind} {ref.name!r} (key {ref.key!r})"
-        if ref.optional:
-            unset.append(
-                f"tool {tool.name!r}: env {e.name} is left unset: its value is optional, from "
-                f"{source}, and a local run reads no {kind}"
-            )
-        else:
-            refusals.append(
-                f"tool {tool.name!r}: env {e.name} comes from {source}, which a local run "
-                "cannot read (run the plan in a cluster, or give the tool a value in a "
-                "Capsule file of your own for local runs)"
-            )
-    refusals += [
-        f"tool {tool.name!r} mounts Secret {m.secret_name!r} at {m.mount_path}, which a local "
-        "run cannot (run the plan in a cluster)"
-        for m in tool.secret_mounts
-    ]
-    return values, unset, refusals
-
-
-@contextlib.contextmanager
-def _private_dir(d: Dispatch) -> Iterator[Path]:
-    """A fresh, empty directory of one attempt's own (0700), removed after it: what a pod's own
-    filesystem is to its container."""
-    path = Path(tempfile.mkdtemp(prefix=f"planops-{_safe(d.step.id)}-{d.attempt}-"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def _safe(name: str) -> str:
-    """A name as part of a directory's name (a plan's name from a file may hold anything)."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name)[:40]
 
 
 async def _spawn(
