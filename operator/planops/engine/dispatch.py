@@ -21,7 +21,7 @@ from __future__ import annotations
 from planops.api.models import CapsuleSpec, Step
 from planops.api.quantity import parse
 from planops.api.resources import resources as merged_resources
-from planops.engine.allowlists import image_allowed, shell_words
+from planops.engine.allowlists import image_refusal, shell_words, step_image
 from planops.engine.facts import Dispatch
 from planops.engine.policy import Policy
 
@@ -34,12 +34,9 @@ DENIED = "call denied: "
 
 
 def image_of(d: Dispatch, capsule: CapsuleSpec) -> str | None:
-    """The image the attempt runs in: a tool's own (else the Capsule's); a step's own (else the
-    Capsule's). None: none is named."""
-    if d.kind == "tool":
-        tool = capsule.tool(d.step.tool or "")
-        return (tool.image if tool is not None else None) or capsule.image
-    return d.step.image or capsule.image
+    """The image the attempt runs in (engine.allowlists.step_image): a tool's own (else the
+    Capsule's); a shell step's own (else the Capsule's). None: none is named."""
+    return step_image(d.kind, d.step, capsule)[0]
 
 
 def admit(
@@ -68,14 +65,8 @@ def admit(
         if not words or words[0] not in capsule.shell.allow:
             binary = words[0] if words else ""
             return f"{DENIED}binary {binary!r} is not in the Capsule's shell.allow"
-    image = image_of(d, capsule)
-    if image is None:
-        if needs_image:
-            return f"{DENIED}no image for this step (set the Capsule's image or the step's image)"
-        return None
-    if not image_allowed(image, capsule, policy):
-        return f"{DENIED}image {image!r} is not allowed by the Capsule and the operator"
-    return None
+    refused = image_refusal(d.kind, d.step, capsule, policy, needs_image=needs_image)
+    return None if refused is None else DENIED + refused
 
 
 def _spawn(target: str, capsule: CapsuleSpec, lineage: tuple[str, ...], depth: int) -> str | None:

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from planops.api.models import STEP_KINDS, Step
-from planops.engine import conditions, images, references
-from planops.engine.allowlists import image_allowed
+from planops.engine import conditions, references
+from planops.engine.allowlists import image_refusal, step_image
 from planops.engine.dag import Graph
+from planops.engine.facts import step_kind
 from planops.engine.validation.checker import Checker
 from planops.engine.validation.control_checks import check_control
 from planops.engine.validation.input_checks import check_capsule_input
@@ -23,7 +24,7 @@ SUBMIT_PLAN = "submit-plan"
 
 
 def check_step(c: Checker, graph: Graph, step: Step, path: str) -> None:
-    kinds = [k for k in STEP_KINDS if getattr(step, k) is not None]
+    kinds = kinds_of(step)
     if len(kinds) != 1:
         what = "none" if not kinds else " and ".join(kinds)
         c.add(
@@ -66,22 +67,12 @@ def check_step(c: Checker, graph: Graph, step: Step, path: str) -> None:
         _check_shell(c, step, path)
     if step.capsule is not None:
         _check_capsule_step(c, step, path)
-    if (
-        step.image is not None
-        and c.capsule is not None
-        and not image_allowed(step.image, c.capsule, c.policy)
-    ):
-        c.add(
-            "image-not-allowed",
-            step.id,
-            f"{path}.image",
-            f"image {step.image!r} is not allowed by Capsule {c.capsule_name!r} (spec.images) "
-            "and the operator's allowlist"
-            if images.parse(step.image) is not None
-            else f"{step.image!r} is not an image reference ([host[:port]/]path[:tag][@digest], "
-            "the path in lowercase)",
-        )
+    _check_image(c, step, path)
     check_limits(c, step, path)
+
+
+def kinds_of(step: Step) -> list[str]:
+    return [k for k in STEP_KINDS if getattr(step, k) is not None]
 
 
 def check_references(
@@ -161,6 +152,28 @@ def _check_shell(c: Checker, step: Step, path: str) -> None:
             f"binary {words[0]!r} is not in Capsule {c.capsule_name!r} shell.allow "
             f"(allowed: {allowed}); add it there or use a tool",
         )
+
+
+def _check_image(c: Checker, step: Step, path: str) -> None:
+    """The image the step runs in, by dispatch's own rule (engine.allowlists.image_refusal):
+    what the validator accepts about images, dispatch accepts."""
+    kind = step_kind(step)
+    if step.image is not None and kind != "shell" and len(kinds_of(step)) == 1:
+        runs = "its tool's image, else the Capsule's" if kind == "tool" else "no image of its own"
+        c.add(
+            "step-kind",
+            step.id,
+            f"{path}.image",
+            f"image is a shell step's field: a {kind} step runs in {runs}, never in this one",
+        )
+        return
+    if c.capsule is None:
+        return
+    refused = image_refusal(kind, step, c.capsule, c.policy, needs_image=c.policy.needs_image)
+    if refused is not None:
+        _, named_by = step_image(kind, step, c.capsule)
+        where = {"step": f"{path}.image", "tool": f"{path}.tool", "capsule": path}[named_by]
+        c.add("image-not-allowed", step.id, where, f"{refused} (Capsule {c.capsule_name!r})")
 
 
 def _check_capsule_step(c: Checker, step: Step, path: str) -> None:
