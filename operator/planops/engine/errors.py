@@ -45,6 +45,9 @@ CODES: dict[str, str] = {
     "unsupported": "agent / infer (they need a language model: use a capsule step)",
     "input-schema": "an inputSchema that is not a JSON Schema (or whose $ref loops or cannot be "
     "resolved), or input that does not satisfy it",
+    "tool-input": "a tool step's input outside its tool's inputSchema (every violation, with "
+    "its path; an input with templates or references: what no rendered value can change), or a "
+    "tool whose inputSchema is not a JSON Schema",
     "template": "a {{...}} template that is malformed, names an unknown root, uses a step result "
     "the step does not depend on, or sits in a shell step's first word",
 }

@@ -81,6 +81,12 @@ def _whole(text: str) -> str | None:
     return first[2] if first is not None and first[0] == 0 and first[1] == len(text) else None
 
 
+def is_splice(text: str) -> bool:
+    """Whether `text` is exactly one template: a typed splice, which renders to the value itself
+    (any JSON type), not to text."""
+    return _whole(text) is not None
+
+
 def parse(expr: str, text: str) -> Template:
     if not PATH.match(expr):
         raise TemplateError(f"{text}: expected a dotted path such as input.name or build.output")

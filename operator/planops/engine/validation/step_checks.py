@@ -16,7 +16,7 @@ from planops.engine.dag import Graph
 from planops.engine.facts import step_kind
 from planops.engine.validation.checker import Checker
 from planops.engine.validation.control_checks import check_control
-from planops.engine.validation.input_checks import check_capsule_input
+from planops.engine.validation.input_checks import check_capsule_input, check_tool_input
 from planops.engine.validation.limit_checks import check_limits
 
 ON_ERROR = ("fail", "skip", "continue")
@@ -120,7 +120,11 @@ def _check_tool(c: Checker, step: Step, path: str) -> None:
             f"{path}.tool",
             "a plan cannot submit a plan; use a capsule step to run another Capsule's plan",
         )
-    elif c.capsule is not None and c.capsule.tool(step.tool) is None:
+    elif c.capsule is not None:
+        tool = c.capsule.tool(step.tool)
+        if tool is not None:
+            check_tool_input(c, step, path, tool)
+            return
         known = ", ".join(t.name for t in c.capsule.tools) or "none"
         c.add(
             "unknown-tool",
