@@ -82,14 +82,18 @@ def unusable(tool: Tool) -> str | None:
     return f"tool {tool.name!r} has an inputSchema that is not a JSON Schema{inside}"
 
 
-def _evaluate(schema: Any, value: Any, tick: Tick | None) -> list[ValidationError]:
-    """Every violation; raises jsonschemas.UnusableSchemaError (or what `tick` raises)."""
+@functools.lru_cache(maxsize=256)
+def _evaluator(schema_json: str) -> Callable[[Any, Tick | None], list[ValidationError]]:
     from planops.engine import jsonschemas  # noqa: PLC0415 - jsonschema: only for tools that have a schema
 
-    return sorted(
-        jsonschemas.evaluate(schema, value, tick),
-        key=lambda e: [str(p) for p in e.absolute_path],
-    )
+    return jsonschemas.evaluator(json.loads(schema_json))
+
+
+def _evaluate(schema: Any, value: Any, tick: Tick | None) -> list[ValidationError]:
+    """Every violation, by path; raises jsonschemas.UnusableSchemaError (or what `tick`
+    raises). The schema's validator is built once per schema text."""
+    errors = _evaluator(json.dumps(schema, sort_keys=True))(value, tick)
+    return sorted(errors, key=lambda e: [str(p) for p in e.absolute_path])
 
 
 def refusal(tool: Tool, value: Any) -> str | None:
