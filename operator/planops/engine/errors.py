@@ -28,7 +28,8 @@ CODES: dict[str, str] = {
     "cycle": "a dependency cycle",
     "finally": "a finally step breaking the finally rules (an exit among them, the id `plan`), or "
     "a main step naming a finally step (dependsOn, a reference, a template)",
-    "condition": "an `if` expression that does not parse",
+    "condition": "an `if` expression that does not parse, holds a {{...}} template (never "
+    "rendered: $input.NAME or a decide step), or reads an undeclared $input.NAME",
     "no-capsule": "the plan's Capsule does not exist",
     "image-not-allowed": "the image a step runs in (its own, its tool's, the capsule's) outside "
     "the capsule's or the operator's allowlist, or not an image reference; in the cluster, a tool "

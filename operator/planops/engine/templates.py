@@ -245,13 +245,18 @@ def _interpolate(text: str, lookup: Lookup, size: _Size) -> str:
     pos = 0
     for start, end, expr in scan(text):
         template = text[start:end]
-        out += (text[pos:start], size.add(_text(_resolve(parse(expr, template), lookup)), template))
+        out += (
+            text[pos:start],
+            size.add(as_text(_resolve(parse(expr, template), lookup)), template),
+        )
         pos = end
     out.append(text[pos:])
     return "".join(out)
 
 
-def _text(value: Any) -> str:
+def as_text(value: Any) -> str:
+    """A value as a template interpolates it into text (and an `if` compares it): a string as
+    it is, anything else as JSON."""
     return value if isinstance(value, str) else json.dumps(value)
 
 
@@ -299,7 +304,7 @@ def render_command(words: list[str], lookup: Lookup, step: str) -> list[str]:
             operands = operands or (word == "--" and not options)
             options = options or is_option(word)
             continue
-        text = _text(_render(word, lookup, None, size))
+        text = as_text(_render(word, lookup, None, size))
         if first[0] == 0 and text.startswith("-") and not operands:
             shown = text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
             raise OptionLikeWordError(

@@ -7,9 +7,27 @@ ticking through the evaluation."""
 
 from __future__ import annotations
 
-from planops.api.models import Step, Tool
+from planops.api.models import PlanSpec, Step, Tool
 from planops.engine import delegation, references, templates, tool_inputs
 from planops.engine.validation.checker import Checker
+
+
+def undeclared_input(spec: PlanSpec, name: str) -> str | None:
+    """Why the plan's input `name` (read by `{{input.name}}` or `$input.name` in an `if`) is
+    not declared, or None: it is in the inputSchema's properties, or given in `input` (`run
+    --local --input name=...` gives it). Otherwise it could only fail at run time, after the
+    steps before it ran."""
+    if name in (spec.input or {}):
+        return None
+    schema = spec.input_schema
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if isinstance(properties, dict) and name in properties:
+        return None
+    if schema is None:
+        fix = f"declare it in an inputSchema (properties: {{{name}: ...}}) or give it in input"
+    else:
+        fix = f"the inputSchema has no property {name!r}: add it there, or give it in input"
+    return f"the plan declares no input {name!r}: {fix}"
 
 
 def check_input(c: Checker) -> None:

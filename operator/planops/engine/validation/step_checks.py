@@ -10,13 +10,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from planops.api.models import STEP_KINDS, Step
-from planops.engine import conditions, references
+from planops.engine import conditions, references, templates
 from planops.engine.allowlists import image_refusal, step_image
 from planops.engine.dag import Graph
 from planops.engine.facts import step_kind
 from planops.engine.validation.checker import Checker
 from planops.engine.validation.control_checks import check_control
-from planops.engine.validation.input_checks import check_capsule_input, check_tool_input
+from planops.engine.validation.input_checks import (
+    check_capsule_input,
+    check_tool_input,
+    undeclared_input,
+)
 from planops.engine.validation.limit_checks import check_limits
 
 ON_ERROR = ("fail", "skip", "continue")
@@ -54,13 +58,7 @@ def check_step(c: Checker, graph: Graph, step: Step, path: str) -> None:
             )
     check_references(c, graph, step, path, references.walk(step.input, f"{path}.input"))
     if step.if_ is not None:
-        try:
-            expr = conditions.parse(step.if_)
-        except conditions.ConditionSyntaxError as e:
-            c.add("condition", step.id, f"{path}.if", f"cannot parse {step.if_!r}: {e}")
-        else:
-            refs = ((f"{path}.if", r) for r in conditions.references(expr))
-            check_references(c, graph, step, path, refs)
+        _check_if(c, graph, step, path, step.if_)
     if step.tool is not None:
         _check_tool(c, step, path)
     if step.shell is not None:
@@ -69,6 +67,35 @@ def check_step(c: Checker, graph: Graph, step: Step, path: str) -> None:
         _check_capsule_step(c, step, path)
     _check_image(c, step, path)
     check_limits(c, step, path)
+
+
+def _check_if(c: Checker, graph: Graph, step: Step, path: str, source: str) -> None:
+    """An `if` parses; its references name declared steps; its `$input.NAME` declared inputs;
+    and it holds no template: an `if` is never rendered, so `'{{input.env}}' == 'prod'` would
+    compare that very text and skip the step, silently."""
+    template = next((source[a:b] for a, b, _ in templates.scan(source)), None)
+    if template is not None:
+        c.add(
+            "condition",
+            step.id,
+            f"{path}.if",
+            f"{template} in an `if` is never rendered (it would be compared as that very text): "
+            "read the plan's input with $input.NAME (`$input.env == 'prod'`), a step's result "
+            "with $<id>.output / $<id>.status, or branch on any template with a decide step "
+            "(`decide: {if: {value: '{{...}}', op: eq, to: ...}, then: ...}`)",
+        )
+        return
+    try:
+        expr = conditions.parse(source)
+    except conditions.ConditionSyntaxError as e:
+        c.add("condition", step.id, f"{path}.if", f"cannot parse {source!r}: {e}")
+        return
+    refs = ((f"{path}.if", r) for r in conditions.references(expr))
+    check_references(c, graph, step, path, refs)
+    for given in conditions.inputs(expr):
+        problem = undeclared_input(c.spec, given.name)
+        if problem is not None:
+            c.add("condition", step.id, f"{path}.if", f"{given}: {problem}")
 
 
 def kinds_of(step: Step) -> list[str]:
