@@ -138,7 +138,7 @@ def judged(case: Case, *, in_cluster: bool) -> str | None:
     if not errors:
         return None
     (error,) = errors
-    return error.message.removesuffix(" (Capsule 'default')")
+    return error.message
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

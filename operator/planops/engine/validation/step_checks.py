@@ -204,7 +204,7 @@ def _check_image(c: Checker, step: Step, path: str) -> None:
     if refused is not None:
         _, named_by = step_image(kind, step, c.capsule)
         where = {"step": f"{path}.image", "tool": f"{path}.tool", "capsule": path}[named_by]
-        c.add("image-not-allowed", step.id, where, f"{refused} (Capsule {c.capsule_name!r})")
+        c.add("image-not-allowed", step.id, where, refused)  # dispatch's words, the same
 
 
 def _check_capsule_step(c: Checker, step: Step, path: str) -> None:
