@@ -19,6 +19,7 @@ from planops.reconciler.judging import Judge
 
 from .fakekube import FakeKube
 from .helpers import EXAMPLE_CAPSULE, plan
+from .test_schedule_webhook import webhook_handlers
 
 BLOCK = "echo one\necho two\n"  # what `shell: |` gives YAML's block of two lines
 
@@ -80,14 +81,7 @@ def test_validate_and_run_local_warn_and_the_step_still_runs(tmp_path, capsys):
 
 def _admit(body: dict[str, Any]) -> list[str]:
     """The Plan webhook's handler, registered as main registers it, on a Plan: its warnings."""
-    registry = kopf.OperatorRegistry()
-    previous = kopf.get_default_registry()
-    kopf.set_default_registry(registry)
-    try:
-        webhook.register()
-    finally:
-        kopf.set_default_registry(previous)
-    (handler,) = [h for h in registry._webhooks.get_all_handlers() if h.id == webhook.PATH_ID]
+    handler = webhook_handlers()[webhook.PATH_ID]
     kube = FakeKube()
     kube.put(
         "capsule",

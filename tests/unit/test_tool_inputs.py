@@ -20,11 +20,10 @@ from planops.api.models import Tool
 from planops.engine import Policy, Run, tool_inputs, validate
 from planops.engine import dispatch as rules
 from planops.engine.jsonschemas import evaluate
-from planops.reconciler import core
 from planops.runners.local import LocalRunner
 
 from .helpers import capsule, plan, resolver
-from .test_reconcile_core import denied, situation
+from .test_reconcile_core import denied, refused_at_dispatch
 
 DEPLOY = {
     "type": "object",
@@ -227,12 +226,7 @@ def test_the_local_runner_fails_the_step_and_starts_nothing(tmp_path):
 
 
 def test_the_reconciler_creates_no_job_and_tells_call_denied():
-    step = core.plan_step(situation(RENDERED, cap()))
-    assert step.decide() == []  # nothing to create
-    assert step.answer([]) is True  # the attempt failed: decide again
-    assert step.decide() == []
-    assert step.answer([]) is False
-    intents = step.conclude(step.run.report(), 0)
+    step, intents = refused_at_dispatch(RENDERED, cap())
     assert intents.status["phase"] == "Failed"
     assert denied(intents) == WHY
     assert [r.error for r in step.run.report().steps] == [WHY]
