@@ -334,6 +334,7 @@ def main(argv: list[str] | None = None, *, run: Callable[..., Any] | None = None
         max_timeout_seconds=args.max_timeout_seconds,
         max_cpu=args.max_cpu,
         max_memory=args.max_memory,
+        needs_image=True,
     )
     # kopf's runtime scanning (it lists every CRD and namespace) is only needed for namespace
     # globs; without it the operator needs no cluster-wide read of CRDs (RBAC least privilege)

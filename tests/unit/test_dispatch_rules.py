@@ -132,7 +132,8 @@ CASES = [
         cap(),
         (
             "refused",
-            "call denied: image 'busybox:1' is not allowed by the Capsule and the operator",
+            "call denied: the Capsule's image 'busybox:1' is not allowed by the operator's "
+            "allowlist (policy.allowedImages)",
         ),
         policy=Policy(images=("registry.example/*",)),
     ),

@@ -60,6 +60,8 @@ def plans(draw: st.DrawFn) -> Any:
         else:
             step["shell"] = "true"
         if kind not in ("map", "decide"):
+            if i and draw(st.booleans()):  # may name a step it does not wait for: asked again
+                step["if"] = f"$s{draw(st.integers(0, i - 1))}.status != 'skipped'"
             step["retries"] = draw(st.integers(0, 2))
             if draw(st.booleans()):
                 step["retryBackoff"] = {"duration": f"{draw(st.integers(1, 3))}s"}
@@ -103,7 +105,6 @@ def state(run: Any) -> Any:
             s.started_at,
             s.in_flight,
             s.settled,
-            s.condition_checked,
             s.delayed,
             s.never_ran,
             s.queued and not (s.settled or s.in_flight or s.delayed),

@@ -100,15 +100,20 @@ def test_a_step_creates_its_job_and_the_status_says_it_runs():
     assert events(intents) == ["StepStarted"]
 
 
-def test_an_image_the_capsule_no_longer_allows_is_refused_at_dispatch_without_a_request():
-    spec = plan({"id": "a", "shell": "true", "image": "evil.example/x:1"})
-    cap = capsule(image="busybox:1", images=["busybox:*"])
+def refused_at_dispatch(spec: PlanSpec, cap: CapsuleSpec) -> tuple[core.PlanStep, Intents]:
+    """A one-step plan whose attempt dispatch refuses: nothing is created, the step fails."""
     step = core.plan_step(situation(spec, cap))
     assert step.decide() == []  # nothing to create
     assert step.answer([]) is True  # the attempt failed: decide again
     assert step.decide() == []
     assert step.answer([]) is False
-    intents = step.conclude(step.run.report(), 0)
+    return step, step.conclude(step.run.report(), 0)
+
+
+def test_an_image_the_capsule_no_longer_allows_is_refused_at_dispatch_without_a_request():
+    spec = plan({"id": "a", "shell": "true", "image": "evil.example/x:1"})
+    cap = capsule(image="busybox:1", images=["busybox:*"])
+    step, intents = refused_at_dispatch(spec, cap)
     assert intents.status["phase"] == "Failed"
     assert [r.error for r in step.run.report().steps] == [denied(intents)]
     assert "evil.example/x:1" in denied(intents)

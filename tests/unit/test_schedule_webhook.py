@@ -83,7 +83,9 @@ def test_an_unknown_field_is_refused_naming_the_nearest():
     assert "spec.schedul: unknown field: did you mean `schedule`?" in errors
 
 
-def test_the_webhook_serves_each_kind_on_the_path_the_chart_names():
+def webhook_handlers() -> dict[str, Any]:
+    """The webhook's handlers by id, registered as main registers them (a registry of their
+    own)."""
     registry = kopf.OperatorRegistry()
     previous = kopf.get_default_registry()
     kopf.set_default_registry(registry)
@@ -91,7 +93,11 @@ def test_the_webhook_serves_each_kind_on_the_path_the_chart_names():
         webhook.register()
     finally:
         kopf.set_default_registry(previous)
-    handlers = {h.id: h for h in registry._webhooks.get_all_handlers()}
+    return {h.id: h for h in registry._webhooks.get_all_handlers()}
+
+
+def test_the_webhook_serves_each_kind_on_the_path_the_chart_names():
+    handlers = webhook_handlers()
     assert {i: h.selector.any_name for i, h in handlers.items() if h.selector} == {
         "plans": "plans",
         "scheduledplans": "scheduledplans",

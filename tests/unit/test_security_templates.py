@@ -92,7 +92,7 @@ def test_find_and_render_behave_as_with_the_old_regex(text):
         if "{{" not in value:
             return value
         return OLD_TEMPLATE.sub(
-            lambda m: templates._text(
+            lambda m: templates.as_text(
                 templates._resolve(templates.parse(m.group(1), m.group(0)), lookup)
             ),
             value,

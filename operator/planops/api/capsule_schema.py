@@ -174,7 +174,10 @@ def capsule_spec_schema() -> Schema:
                             "What the tool does, for people and `kubectl explain`."
                         ),
                         "inputSchema": {
-                            "description": "JSON Schema of the tool's input.",
+                            "description": "JSON Schema (Draft 2020-12) of the tool's input: a "
+                            "step's literal input outside it is refused before anything runs, a "
+                            "rendered one at dispatch (call denied), so no other input reaches "
+                            "the tool.",
                             "x-kubernetes-preserve-unknown-fields": True,
                             "type": "object",
                         },

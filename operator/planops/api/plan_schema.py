@@ -124,9 +124,10 @@ def step_schema() -> Schema:
                 maxItems=MAX_DEPENDS_ON,
             ),
             "if": text(
-                "A condition over references and quoted literals: == != > < (text comparison), "
-                "&& (binds tighter) and ||, e.g. \"$test.status == 'failed'\". False settles the "
-                "step skipped without running it.",
+                "A condition over references, the plan's input ($input.NAME) and quoted "
+                "literals: == != > < (text comparison), && (binds tighter) and ||, e.g. "
+                "\"$test.status == 'failed' || $input.env == 'prod'\". Never rendered: no "
+                "{{...}} (use a decide step). False settles the step skipped without running it.",
                 **bounds(Step, "if"),
             ),
             "onError": text(

@@ -4,21 +4,30 @@ splitting of the expression).
     expr       := and ( "||" and )*
     and        := comparison ( "&&" comparison )*       # && binds tighter than ||
     comparison := operand ( "==" | "!=" | ">" | "<" ) operand
-    operand    := reference | literal
+    operand    := reference | input | literal
     reference  := "$" step-id "." field                  # $build.status
+    input      := "$input." name                         # a top-level key of the plan's input
     literal    := '...' | "..."                          # an operator inside quotes is literal
 
 `>` and `<` compare text (the seed says so): `'10' < '9'` is true. There are no parentheses and no
-escapes, as in the seed. A null output compares as the empty string.
+escapes, as in the seed. A null output compares as the empty string; an input value as its text
+(a string as it is, any other value as JSON: `true`, `3`, `["a"]`), as a template interpolates it.
+Operands are values, never expressions: what a reference or an input yields is compared, never
+parsed or rendered again. An input the plan does not have fails the step (MissingInput), as an
+unsettled reference does. `{{...}}` is no part of the language (the validator refuses it there:
+an `if` is not rendered).
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from planops.engine.references import Lookup, Reference, resolve
 from planops.engine.references import parse as parse_reference
+from planops.engine.templates import as_text
 
 Op = Literal["==", "!=", ">", "<"]
 
@@ -27,12 +36,33 @@ class ConditionSyntaxError(ValueError):
     """The expression does not parse; the message says where (1-based column)."""
 
 
+class MissingInput(ValueError):  # noqa: N818 - reads as a fact, like UnsettledReference
+    """An `$input.NAME` operand names a key the plan's input does not have."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"$input.{name}: the plan's input has no {name!r}")
+        self.name = name
+
+
 @dataclass(frozen=True)
 class Text:
     text: str
 
 
-Operand = Reference | Text
+@dataclass(frozen=True)
+class Input:
+    """`$input.NAME`: the plan's input's top-level key NAME."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return f"${INPUT}.{self.name}"
+
+
+Operand = Reference | Input | Text
+#: the root of `$input.NAME` (a step may not be named so: the reserved template roots)
+INPUT = "input"
+_INPUT_NAME = re.compile(r"[A-Za-z0-9_-]+")
 
 
 @dataclass(frozen=True)
@@ -57,7 +87,7 @@ class _Token:
     kind: Literal["ref", "lit", "op", "bool"]
     text: str
     col: int
-    ref: Reference | None = None
+    ref: Reference | Input | None = None
 
 
 _OPERATORS = ("==", "!=", "&&", "||", ">", "<")
@@ -81,7 +111,9 @@ def tokenize(source: str) -> list[_Token]:
             while j < n and (source[j].isalnum() or source[j] in "_-."):
                 j += 1
             word = source[i:j]
-            ref = parse_reference(word)
+            ref: Reference | Input | None = (
+                _input(word, i) if word.startswith(f"${INPUT}.") else parse_reference(word)
+            )
             if ref is None:
                 raise ConditionSyntaxError(
                     f"malformed reference {word!r} at column {i + 1} (expected $<step>.output "
@@ -99,6 +131,17 @@ def tokenize(source: str) -> list[_Token]:
             tokens.append(_Token("bool" if op in ("&&", "||") else "op", op, i + 1))
             i += len(op)
     return tokens
+
+
+def _input(word: str, i: int) -> Input:
+    name = word[len(INPUT) + 2 :]
+    if not _INPUT_NAME.fullmatch(name):
+        raise ConditionSyntaxError(
+            f"malformed input {word!r} at column {i + 1}: $input.NAME reads one top-level key "
+            "of the plan's input (letters, digits, _ and -); a nested value needs a decide step "
+            "with a gate on a template"
+        )
+    return Input(name)
 
 
 class _Parser:
@@ -156,22 +199,32 @@ def parse(source: str) -> Or:
     return _Parser(source).parse()
 
 
+def _operands(expr: Or) -> list[Operand]:
+    return [o for conj in expr.terms for cmp in conj.terms for o in (cmp.left, cmp.right)]
+
+
 def references(expr: Or) -> list[Reference]:
-    out: list[Reference] = []
-    for conj in expr.terms:
-        for cmp in conj.terms:
-            out += [o for o in (cmp.left, cmp.right) if isinstance(o, Reference)]
-    return out
+    """The step references (`$id.output`, `$id.status`) among the operands."""
+    return [o for o in _operands(expr) if isinstance(o, Reference)]
 
 
-def _value(operand: Operand, lookup: Lookup) -> str:
+def inputs(expr: Or) -> list[Input]:
+    """The `$input.NAME` operands."""
+    return [o for o in _operands(expr) if isinstance(o, Input)]
+
+
+def _value(operand: Operand, lookup: Lookup, given: Mapping[str, Any]) -> str:
     if isinstance(operand, Text):
         return operand.text
+    if isinstance(operand, Input):
+        if operand.name not in given:
+            raise MissingInput(operand.name)
+        return as_text(given[operand.name])
     return resolve(operand, lookup) or ""
 
 
-def _compare(c: Comparison, lookup: Lookup) -> bool:
-    left, right = _value(c.left, lookup), _value(c.right, lookup)
+def _compare(c: Comparison, lookup: Lookup, given: Mapping[str, Any]) -> bool:
+    left, right = _value(c.left, lookup, given), _value(c.right, lookup, given)
     if c.op == "==":
         return left == right
     if c.op == "!=":
@@ -181,11 +234,14 @@ def _compare(c: Comparison, lookup: Lookup) -> bool:
     return left < right
 
 
-def evaluate(expr: Or, lookup: Lookup) -> bool:
-    """True or False; raises UnsettledReference when an operand names an unsettled step.
+def evaluate(expr: Or, lookup: Lookup, given: Mapping[str, Any] | None = None) -> bool:
+    """True or False over the settled steps (`lookup`) and the plan's input (`given`); raises
+    UnsettledReference when an operand names an unsettled step, MissingInput when it names an
+    input the plan does not have.
 
-    Every reference is resolved (no short-circuit past an unsettled one), so whether a step fails
+    Every operand is resolved (no short-circuit past an unsettled one), so whether a step fails
     for an unsettled reference never depends on the order of the terms.
     """
-    values = [[_compare(c, lookup) for c in conj.terms] for conj in expr.terms]
+    given = {} if given is None else given
+    values = [[_compare(c, lookup, given) for c in conj.terms] for conj in expr.terms]
     return any(all(conj) for conj in values)

@@ -99,7 +99,6 @@ class Run(RunState):
             if run._states[i].settled is not None:
                 continue
             run._states[i].attempts = record.attempts
-            run._states[i].condition_checked = True
             run._settle(i, record, announce=False)
         latest: dict[int, AttemptFact] = {}
         for fact in facts.attempts:
@@ -113,7 +112,6 @@ class Run(RunState):
             if i is None or run._states[i].settled is not None:
                 continue
             st = run._states[i]
-            st.condition_checked = True
             st.started_at = (
                 fact.started_at if st.started_at is None else min(st.started_at, fact.started_at)
             )
@@ -149,7 +147,6 @@ class Run(RunState):
         st = self._states[i]
         if st.settled is not None or st.in_flight:
             return
-        st.condition_checked = True
         st.attempts = max(st.attempts, 1)
         st.started_at = min(
             [f.started_at for f in attempts] + [r.started_at for r in records if r.started_at],
@@ -301,21 +298,21 @@ class Run(RunState):
 
     def _start(self, i: int, now: float) -> Dispatch | None:
         step, st = self.spec.steps[i], self._states[i]
-        if not st.condition_checked:
-            st.condition_checked = True
-            expr = self._conditions.get(i)
-            if expr is not None:
-                try:
-                    holds = conditions.evaluate(expr, self._lookup)
-                except references.UnsettledReference as e:
-                    st.attempts += 1
-                    st.started_at = now
-                    self._unseen += 1
-                    self._attempt_failed(i, None, str(e), now)
-                    return None
-                if not holds:
-                    self._settle(i, self._record(i, "skipped", None, None, now))
-                    return None
+        # asked at every attempt: settled steps and the input never change, so a condition that
+        # held holds again, and one that could not be evaluated is asked again at the retry
+        expr = self._conditions.get(i)
+        if expr is not None:
+            try:
+                holds = conditions.evaluate(expr, self._lookup, self.template_lookup("input"))
+            except (references.UnsettledReference, conditions.MissingInput) as e:
+                st.attempts += 1
+                st.started_at = now
+                self._unseen += 1
+                self._attempt_failed(i, None, str(e), now)
+                return None
+            if not holds:
+                self._settle(i, self._record(i, "skipped", None, None, now))
+                return None
         st.attempts += 1
         if st.started_at is None:
             st.started_at = now

@@ -7,7 +7,8 @@ executors (reconciler.dispatching and runners.local) ask this module, and neithe
 of its own:
 
 - `admit`: whether the attempt may start at all (seed 1's "call denied"): the tool still in the
-  Capsule's inventory, the binary still in `shell.allow`, the image allowed by the Capsule and
+  Capsule's inventory and its input, as rendered, inside the tool's inputSchema
+  (engine.tool_inputs), the binary still in `shell.allow`, the image allowed by the Capsule and
   the operator, the target capsule in `spawn.allow`, not already running above the step (a
   cycle), and plans nested at most MAX_DEPTH deep.
 - `timeout_seconds`: the step's timeout (else the Capsule's default, else an hour), bounded by
@@ -25,7 +26,8 @@ import json
 from planops.api.models import CapsuleSpec, Step
 from planops.api.quantity import parse
 from planops.api.resources import resources as merged_resources
-from planops.engine.allowlists import image_allowed, shell_words
+from planops.engine import tool_inputs
+from planops.engine.allowlists import image_refusal, shell_words, step_image
 from planops.engine.facts import Dispatch
 from planops.engine.policy import Policy
 
@@ -38,12 +40,9 @@ DENIED = "call denied: "
 
 
 def image_of(d: Dispatch, capsule: CapsuleSpec) -> str | None:
-    """The image the attempt runs in: a tool's own (else the Capsule's); a step's own (else the
-    Capsule's). None: none is named."""
-    if d.kind == "tool":
-        tool = capsule.tool(d.step.tool or "")
-        return (tool.image if tool is not None else None) or capsule.image
-    return d.step.image or capsule.image
+    """The image the attempt runs in (engine.allowlists.step_image): a tool's own (else the
+    Capsule's); a shell step's own (else the Capsule's). None: none is named."""
+    return step_image(d.kind, d.step, capsule)[0]
 
 
 def admit(
@@ -65,21 +64,20 @@ def admit(
         return None
     if d.kind == "capsule":
         return _spawn(d.step.capsule or "", capsule, lineage, depth)
-    if d.kind == "tool" and capsule.tool(d.step.tool or "") is None:
-        return f"{DENIED}tool {d.step.tool!r} is not in the Capsule's inventory"
+    if d.kind == "tool":
+        tool = capsule.tool(d.step.tool or "")
+        if tool is None:
+            return f"{DENIED}tool {d.step.tool!r} is not in the Capsule's inventory"
+        bad_input = tool_inputs.refusal(tool, d.input)
+        if bad_input is not None:
+            return DENIED + bad_input
     if d.kind == "shell":
         words = d.words or shell_words(d.step.shell or "")
         if not words or words[0] not in capsule.shell.allow:
             binary = words[0] if words else ""
             return f"{DENIED}binary {binary!r} is not in the Capsule's shell.allow"
-    image = image_of(d, capsule)
-    if image is None:
-        if needs_image:
-            return f"{DENIED}no image for this step (set the Capsule's image or the step's image)"
-        return None
-    if not image_allowed(image, capsule, policy):
-        return f"{DENIED}image {image!r} is not allowed by the Capsule and the operator"
-    return None
+    refused = image_refusal(d.kind, d.step, capsule, policy, needs_image=needs_image)
+    return None if refused is None else DENIED + refused
 
 
 def _spawn(target: str, capsule: CapsuleSpec, lineage: tuple[str, ...], depth: int) -> str | None:

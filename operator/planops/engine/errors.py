@@ -13,7 +13,8 @@ CODES: dict[str, str] = {
     "schema": "the document's structure: unknown field, wrong type, missing field, a value JSON "
     "has no meaning for",
     "duplicate-id": "two steps with the same id",
-    "step-kind": "a step declaring none of tool, shell, capsule, or more than one",
+    "step-kind": "a step declaring none of tool, shell, capsule, or more than one; an image on "
+    "a step that is not a shell step",
     "unknown-tool": "a tool step naming a tool that is not in the capsule's inventory",
     "plan-in-plan": "a tool step naming submit-plan: a plan cannot submit a plan",
     "shell-not-allowed": "a shell step whose binary is absent from the capsule's shell.allow",
@@ -27,10 +28,12 @@ CODES: dict[str, str] = {
     "cycle": "a dependency cycle",
     "finally": "a finally step breaking the finally rules (an exit among them, the id `plan`), or "
     "a main step naming a finally step (dependsOn, a reference, a template)",
-    "condition": "an `if` expression that does not parse",
+    "condition": "an `if` expression that does not parse, holds a {{...}} template (never "
+    "rendered: $input.NAME or a decide step), or reads an undeclared $input.NAME",
     "no-capsule": "the plan's Capsule does not exist",
-    "image-not-allowed": "a step image outside the capsule's and the operator's allowlists, or "
-    "not an image reference",
+    "image-not-allowed": "the image a step runs in (its own, its tool's, the capsule's) outside "
+    "the capsule's or the operator's allowlist, or not an image reference; in the cluster, a tool "
+    "or shell step with no image anywhere",
     "limits": "a plan or step beyond the operator's or the capsule's limits, a quantity beyond "
     "what Kubernetes holds, or a value nested deeper than 64 levels",
     "workspace": "a workspace the capsule does not allow: an existing claim it does not list, a "
@@ -43,6 +46,9 @@ CODES: dict[str, str] = {
     "unsupported": "agent / infer (they need a language model: use a capsule step)",
     "input-schema": "an inputSchema that is not a JSON Schema (or whose $ref loops or cannot be "
     "resolved), or input that does not satisfy it",
+    "tool-input": "a tool step's input outside its tool's inputSchema (every violation, with "
+    "its path; an input with templates or references: what no rendered value can change), or a "
+    "tool whose inputSchema is not a JSON Schema",
     "template": "a {{...}} template that is malformed, names an unknown root, uses a step result "
     "the step does not depend on, or sits in a shell step's first word",
 }

@@ -344,7 +344,19 @@ def evaluate(
     """Every violation of `schema` (which passed `schema_problems`) by `instance`, in
     jsonschema's order; raises UnusableSchemaError, or whatever `tick` raises. With
     `python_types`, an `integer` is an int, never a float such as 2.0."""
+    return evaluator(schema, python_types=python_types)(instance, tick)
+
+
+def evaluator(
+    schema: Any, *, python_types: bool = False
+) -> Callable[[Any, Tick | None], list[ValidationError]]:
+    """`evaluate` for one schema, its validator built once: for a schema that judges many values
+    (a tool's inputSchema, once per step)."""
     validator = (_PythonTypesValidator if python_types else _Validator)(schema, registry=_REGISTRY)
+    return functools.partial(_errors, validator)
+
+
+def _errors(validator: Any, instance: Any, tick: Tick | None = None) -> list[ValidationError]:
     token = _TICK.set(tick)
     try:
         return list(validator.iter_errors(instance))

@@ -44,6 +44,9 @@ class Policy:
     #: ceilings of any step's effective limits (quantities, e.g. "4", "8Gi"); None: no ceiling
     max_cpu: str | None = None
     max_memory: str | None = None
+    #: steps run in images (the operator: each attempt is a Job), so a tool or shell step that
+    #: names no image anywhere is refused; kubectl-plan (validate, run --local) runs processes
+    needs_image: bool = False
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,6 @@ class StepState:
     in_flight: bool = False
     settled: StepRecord | None = None
     queued: bool = False
-    condition_checked: bool = False
     delayed: bool = False  # a retry waiting out its backoff
     never_ran: int = 0  # attempts that failed before the step's code ran (NEVER_RAN_AGAIN)
 

@@ -81,6 +81,12 @@ def _whole(text: str) -> str | None:
     return first[2] if first is not None and first[0] == 0 and first[1] == len(text) else None
 
 
+def is_splice(text: str) -> bool:
+    """Whether `text` is exactly one template: a typed splice, which renders to the value itself
+    (any JSON type), not to text."""
+    return _whole(text) is not None
+
+
 def parse(expr: str, text: str) -> Template:
     if not PATH.match(expr):
         raise TemplateError(f"{text}: expected a dotted path such as input.name or build.output")
@@ -239,13 +245,18 @@ def _interpolate(text: str, lookup: Lookup, size: _Size) -> str:
     pos = 0
     for start, end, expr in scan(text):
         template = text[start:end]
-        out += (text[pos:start], size.add(_text(_resolve(parse(expr, template), lookup)), template))
+        out += (
+            text[pos:start],
+            size.add(as_text(_resolve(parse(expr, template), lookup)), template),
+        )
         pos = end
     out.append(text[pos:])
     return "".join(out)
 
 
-def _text(value: Any) -> str:
+def as_text(value: Any) -> str:
+    """A value as a template interpolates it into text (and an `if` compares it): a string as
+    it is, anything else as JSON."""
     return value if isinstance(value, str) else json.dumps(value)
 
 
@@ -293,7 +304,7 @@ def render_command(words: list[str], lookup: Lookup, step: str) -> list[str]:
             operands = operands or (word == "--" and not options)
             options = options or is_option(word)
             continue
-        text = _text(_render(word, lookup, None, size))
+        text = as_text(_render(word, lookup, None, size))
         if first[0] == 0 and text.startswith("-") and not operands:
             shown = text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
             raise OptionLikeWordError(

@@ -4,7 +4,9 @@ path, message), instead of being stored and reported Invalid in its status.
 
 It is the same judgement the reconcilers make (`Reconciler.judge`, `ScheduleReconciler.judge`:
 a schedule that cannot be used, a run template the validator refuses): one validator for the
-CLI, the webhook and the reconcilers. Two choices:
+CLI, the webhook and the reconcilers. An admitted Plan also gets the validator's warnings
+(engine.shell_hints: a shell step written as if a shell ran it, several lines run as one
+command), which `kubectl apply` prints. Two choices:
 - A missing Capsule is admitted (GitOps tools apply Plans and Capsules in any order); the
   reconciler reports the plan Invalid until the Capsule exists.
 - An UPDATE that leaves the spec unchanged (an annotation: rerun, cancel, an answer) is always
@@ -18,11 +20,14 @@ flags are known (importing this package registers the watch handlers only).
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import kopf
 
 from planops.api import names
+from planops.engine import PlanError
+from planops.engine.shell_hints import shell_warnings
 from planops.handlers.config import CONFIG
 
 GROUP, VERSION = names.GROUP, names.VERSION
@@ -34,6 +39,11 @@ SCHEDULED_PATH_IDS = {
 }
 #: reasons a refusal lists (the count says how many more)
 SHOWN = 50
+#: warnings an admission answer carries, and the length of each: the API server truncates a
+#: warning past 256 characters and drops them past 4 KiB in all (k8s.io/apiserver's warning
+#: recorder)
+WARNINGS_SHOWN = 10
+WARNING_CHARS = 250
 
 
 def refusal(what: str, reasons: list[str]) -> kopf.AdmissionError:
@@ -44,6 +54,23 @@ def refusal(what: str, reasons: list[str]) -> kopf.AdmissionError:
         "kubectl plan validate FILE --capsule CAPSULE.yaml",
         code=422,
     )
+
+
+def admission_warnings(found: list[PlanError]) -> list[str]:
+    """What `kubectl apply` shows of the validator's warnings (engine.shell_hints: never a
+    refusal): the API server keeps each warning short and their sum small, so at most
+    WARNINGS_SHOWN, each cut to WARNING_CHARS, then how many more `validate` prints."""
+    shown = [_cut(str(w)) for w in found[:WARNINGS_SHOWN]]
+    if len(found) > WARNINGS_SHOWN:
+        shown.append(
+            f"and {len(found) - WARNINGS_SHOWN} more warning(s): kubectl plan validate FILE "
+            "--capsule CAPSULE.yaml lists them all"
+        )
+    return shown
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= WARNING_CHARS else text[: WARNING_CHARS - 3] + "..."
 
 
 def unchanged(old: Any, new: Any) -> bool:
@@ -67,13 +94,17 @@ def register() -> None:
         settings.admission.managed = None  # the chart owns the ValidatingWebhookConfiguration
 
     @kopf.on.validate(GROUP, VERSION, "plans", id=PATH_ID)
-    async def validate_plan(*, body: kopf.Body, memo: Any, **kwargs: Any) -> None:
+    async def validate_plan(
+        *, body: kopf.Body, memo: Any, warnings: list[str], **kwargs: Any
+    ) -> None:
         if kwargs.get("operation") == "UPDATE" and unchanged(kwargs.get("old"), body):
             return
-        _, _, errors = await memo.reconciler.judge(dict(body))
+        spec, _, errors = await memo.reconciler.judge(dict(body))
         errors = [e for e in errors if e.code != "no-capsule"]
         if errors:
             raise refusal("plan", [str(e) for e in errors])
+        if spec is not None:
+            warnings += admission_warnings(await asyncio.to_thread(shell_warnings, spec))
 
     for plural, path_id in SCHEDULED_PATH_IDS.items():
         _validate_scheduled(plural, path_id)

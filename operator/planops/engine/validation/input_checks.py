@@ -1,13 +1,33 @@
 """Seed 2's plan input: the input schema is a Draft 2020-12 schema and the input satisfies it
-(every violation reported, with its path); and a capsule step's task text, which its child plan
-takes as `input.objective`, against that plan's inputSchema. Evaluated by engine.jsonschemas:
-patterns on RE2, no remote references, the validator's budget ticking through the evaluation."""
+(every violation reported, with its path); a capsule step's task text, which its child plan
+takes as `input.objective`, against that plan's inputSchema; and a tool step's input against its
+tool's inputSchema (engine.tool_inputs: what can be judged before the input is rendered).
+Evaluated by engine.jsonschemas: patterns on RE2, no remote references, the validator's budget
+ticking through the evaluation."""
 
 from __future__ import annotations
 
-from planops.api.models import Step
-from planops.engine import delegation, references, templates
+from planops.api.models import PlanSpec, Step, Tool
+from planops.engine import delegation, references, templates, tool_inputs
 from planops.engine.validation.checker import Checker
+
+
+def undeclared_input(spec: PlanSpec, name: str) -> str | None:
+    """Why the plan's input `name` (read by `{{input.name}}` or `$input.name` in an `if`) is
+    not declared, or None: it is in the inputSchema's properties, or given in `input` (`run
+    --local --input name=...` gives it). Otherwise it could only fail at run time, after the
+    steps before it ran."""
+    if name in (spec.input or {}):
+        return None
+    schema = spec.input_schema
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if isinstance(properties, dict) and name in properties:
+        return None
+    if schema is None:
+        fix = f"declare it in an inputSchema (properties: {{{name}: ...}}) or give it in input"
+    else:
+        fix = f"the inputSchema has no property {name!r}: add it there, or give it in input"
+    return f"the plan declares no input {name!r}: {fix}"
 
 
 def check_input(c: Checker) -> None:
@@ -80,4 +100,36 @@ def check_capsule_input(c: Checker, step: Step, path: str) -> None:
             where,
             f"Capsule {target!r}'s plan cannot take this step's task text as input.objective "
             f"(with the input its plan declares): input{at}: {err.message}",
+        )
+
+
+def check_tool_input(c: Checker, step: Step, path: str, tool: Tool) -> None:
+    """A tool step's input against its tool's inputSchema: every violation of a literal input,
+    with its path; of an input with templates or references, what no rendered value can change
+    (engine.tool_inputs). Dispatch checks the rendered input again."""
+    if tool.input_schema is None:
+        return
+    bad = tool_inputs.unusable(tool)
+    where = f"{path}.input"
+    if bad is not None:
+        c.add(
+            "tool-input",
+            step.id,
+            f"{path}.tool",
+            f"{bad}: it can take no input (Capsule {c.capsule_name!r}'s owner must fix it)",
+        )
+        return
+    from planops.engine import jsonschemas  # noqa: PLC0415 - jsonschema: only for input schemas
+
+    try:
+        found = list(tool_inputs.static_violations(tool, step.input, lambda: c.tick(where)))
+    except jsonschemas.UnusableSchemaError as e:
+        c.add("tool-input", step.id, f"{path}.tool", f"tool {tool.name!r}'s inputSchema: {e}")
+        return
+    for at, message in found:
+        c.add(
+            "tool-input",
+            step.id,
+            where + tool_inputs.where(at),
+            f"{message} (tool {tool.name!r} takes only input its inputSchema allows)",
         )

@@ -10,12 +10,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from planops.api.models import STEP_KINDS, Step
-from planops.engine import conditions, images, references
-from planops.engine.allowlists import image_allowed
+from planops.engine import conditions, references, templates
+from planops.engine.allowlists import image_refusal, step_image
 from planops.engine.dag import Graph
+from planops.engine.facts import step_kind
 from planops.engine.validation.checker import Checker
 from planops.engine.validation.control_checks import check_control
-from planops.engine.validation.input_checks import check_capsule_input
+from planops.engine.validation.input_checks import (
+    check_capsule_input,
+    check_tool_input,
+    undeclared_input,
+)
 from planops.engine.validation.limit_checks import check_limits
 
 ON_ERROR = ("fail", "skip", "continue")
@@ -23,7 +28,7 @@ SUBMIT_PLAN = "submit-plan"
 
 
 def check_step(c: Checker, graph: Graph, step: Step, path: str) -> None:
-    kinds = [k for k in STEP_KINDS if getattr(step, k) is not None]
+    kinds = kinds_of(step)
     if len(kinds) != 1:
         what = "none" if not kinds else " and ".join(kinds)
         c.add(
@@ -53,35 +58,48 @@ def check_step(c: Checker, graph: Graph, step: Step, path: str) -> None:
             )
     check_references(c, graph, step, path, references.walk(step.input, f"{path}.input"))
     if step.if_ is not None:
-        try:
-            expr = conditions.parse(step.if_)
-        except conditions.ConditionSyntaxError as e:
-            c.add("condition", step.id, f"{path}.if", f"cannot parse {step.if_!r}: {e}")
-        else:
-            refs = ((f"{path}.if", r) for r in conditions.references(expr))
-            check_references(c, graph, step, path, refs)
+        _check_if(c, graph, step, path, step.if_)
     if step.tool is not None:
         _check_tool(c, step, path)
     if step.shell is not None:
         _check_shell(c, step, path)
     if step.capsule is not None:
         _check_capsule_step(c, step, path)
-    if (
-        step.image is not None
-        and c.capsule is not None
-        and not image_allowed(step.image, c.capsule, c.policy)
-    ):
-        c.add(
-            "image-not-allowed",
-            step.id,
-            f"{path}.image",
-            f"image {step.image!r} is not allowed by Capsule {c.capsule_name!r} (spec.images) "
-            "and the operator's allowlist"
-            if images.parse(step.image) is not None
-            else f"{step.image!r} is not an image reference ([host[:port]/]path[:tag][@digest], "
-            "the path in lowercase)",
-        )
+    _check_image(c, step, path)
     check_limits(c, step, path)
+
+
+def _check_if(c: Checker, graph: Graph, step: Step, path: str, source: str) -> None:
+    """An `if` parses; its references name declared steps; its `$input.NAME` declared inputs;
+    and it holds no template: an `if` is never rendered, so `'{{input.env}}' == 'prod'` would
+    compare that very text and skip the step, silently."""
+    template = next((source[a:b] for a, b, _ in templates.scan(source)), None)
+    if template is not None:
+        c.add(
+            "condition",
+            step.id,
+            f"{path}.if",
+            f"{template} in an `if` is never rendered (it would be compared as that very text): "
+            "read the plan's input with $input.NAME (`$input.env == 'prod'`), a step's result "
+            "with $<id>.output / $<id>.status, or branch on any template with a decide step "
+            "(`decide: {if: {value: '{{...}}', op: eq, to: ...}, then: ...}`)",
+        )
+        return
+    try:
+        expr = conditions.parse(source)
+    except conditions.ConditionSyntaxError as e:
+        c.add("condition", step.id, f"{path}.if", f"cannot parse {source!r}: {e}")
+        return
+    refs = ((f"{path}.if", r) for r in conditions.references(expr))
+    check_references(c, graph, step, path, refs)
+    for given in conditions.inputs(expr):
+        problem = undeclared_input(c.spec, given.name)
+        if problem is not None:
+            c.add("condition", step.id, f"{path}.if", f"{given}: {problem}")
+
+
+def kinds_of(step: Step) -> list[str]:
+    return [k for k in STEP_KINDS if getattr(step, k) is not None]
 
 
 def check_references(
@@ -129,7 +147,11 @@ def _check_tool(c: Checker, step: Step, path: str) -> None:
             f"{path}.tool",
             "a plan cannot submit a plan; use a capsule step to run another Capsule's plan",
         )
-    elif c.capsule is not None and c.capsule.tool(step.tool) is None:
+    elif c.capsule is not None:
+        tool = c.capsule.tool(step.tool)
+        if tool is not None:
+            check_tool_input(c, step, path, tool)
+            return
         known = ", ".join(t.name for t in c.capsule.tools) or "none"
         c.add(
             "unknown-tool",
@@ -161,6 +183,28 @@ def _check_shell(c: Checker, step: Step, path: str) -> None:
             f"binary {words[0]!r} is not in Capsule {c.capsule_name!r} shell.allow "
             f"(allowed: {allowed}); add it there or use a tool",
         )
+
+
+def _check_image(c: Checker, step: Step, path: str) -> None:
+    """The image the step runs in, by dispatch's own rule (engine.allowlists.image_refusal):
+    what the validator accepts about images, dispatch accepts."""
+    kind = step_kind(step)
+    if step.image is not None and kind != "shell" and len(kinds_of(step)) == 1:
+        runs = "its tool's image, else the Capsule's" if kind == "tool" else "no image of its own"
+        c.add(
+            "step-kind",
+            step.id,
+            f"{path}.image",
+            f"image is a shell step's field: a {kind} step runs in {runs}, never in this one",
+        )
+        return
+    if c.capsule is None:
+        return
+    refused = image_refusal(kind, step, c.capsule, c.policy, needs_image=c.policy.needs_image)
+    if refused is not None:
+        _, named_by = step_image(kind, step, c.capsule)
+        where = {"step": f"{path}.image", "tool": f"{path}.tool", "capsule": path}[named_by]
+        c.add("image-not-allowed", step.id, where, refused)  # dispatch's words, the same
 
 
 def _check_capsule_step(c: Checker, step: Step, path: str) -> None:

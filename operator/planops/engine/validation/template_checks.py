@@ -10,6 +10,7 @@ from planops.engine import templates
 from planops.engine.dag import Graph
 from planops.engine.policy import BUDGET_EVERY
 from planops.engine.validation.checker import Checker, RootCheck, Unless
+from planops.engine.validation.input_checks import undeclared_input
 
 #: steps whose result fields are readable directly ({{scan.results}}, {{pick.items}})
 RESULT_KINDS = ("exit", "filter", "decide", "map", "reduce", "ask")
@@ -73,7 +74,8 @@ def reserved_id(c: Checker, step_id: str, path: str) -> None:
         "template",
         step_id,
         f"{path}.id",
-        f"step id {step_id!r} shadows a reserved template root ({', '.join(templates.RESERVED)})",
+        f"step id {step_id!r} shadows a reserved template root ({', '.join(templates.RESERVED)})"
+        + (": `$input.NAME` in an `if` reads the plan's input" if step_id == "input" else ""),
     )
 
 
@@ -127,23 +129,11 @@ def check_step_templates(c: Checker, step: Step, path: str, root_problem: RootCh
 
 
 def input_problem(spec: PlanSpec, t: templates.Template) -> str | None:
-    """`{{input.name}}` needs `name` declared: in the inputSchema's properties, or given in
-    `input` (`run --local --input name=...` gives it). Otherwise it could only fail at run
-    time, after the steps before it ran."""
+    """`{{input.name}}` needs `name` declared (input_checks.undeclared_input)."""
     if t.root != "input" or not t.path:
         return None
-    name = t.path[0]
-    if name in (spec.input or {}):
-        return None
-    schema = spec.input_schema
-    properties = schema.get("properties") if isinstance(schema, dict) else None
-    if isinstance(properties, dict) and name in properties:
-        return None
-    if schema is None:
-        fix = f"declare it in an inputSchema (properties: {{{name}: ...}}) or give it in input"
-    else:
-        fix = f"the inputSchema has no property {name!r}: add it there, or give it in input"
-    return f"{t.text}: the plan declares no input {name!r}: {fix}"
+    problem = undeclared_input(spec, t.path[0])
+    return None if problem is None else f"{t.text}: {problem}"
 
 
 def _template_root_problem(c: Checker, graph: Graph, t: templates.Template) -> str | None:
