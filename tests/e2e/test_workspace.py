@@ -86,9 +86,9 @@ def test_a_tool_does_not_start_in_what_earlier_steps_wrote(
     kube: Kube, ns: str, busybox: str, static_class: tuple[str, Path]
 ):
     """A shell step plants `config.txt` in the workspace; a tool that reads `config.txt`
-        relative to its working directory (with its Capsule's credentials) finds none: it starts in
-        an empty directory of its own, and reads the workspace only where it names it (/workspace, which
-    PLANOPS_WORKSPACE names: a local run's tool finds its workspace by it too)."""
+    relative to its working directory (with its Capsule's credentials) finds none: it starts in
+    an empty directory of its own, and reads the workspace only where it names it (/workspace,
+    which PLANOPS_WORKSPACE names: a local run's tool finds its workspace by it too)."""
     sc, _ = static_class
     cap = capsule(busybox, workspace={"storageClassNames": [sc]})
     reader = (
