@@ -2,13 +2,16 @@
 retrying steps, top-level and in `map`, `decide` and `reduce` bodies, run by the local runner
 (real `true`, `false`, `echo` and `sh` processes) and by the reconciler on the in-memory API
 (tests/unit/fakekube.py: its Jobs finished as those same commands would end), never raise, and
-report the same steps, statuses, outputs, errors and attempts, in the same order.
+report the same steps, statuses, outputs, errors and attempts.
 
-The plans run one attempt at a time (`parallelism: 1`, a map's `concurrency: 1`): which of two
-parallel steps ends first is up to the machine locally and up to the test in the cluster, and a
-failure stops what has not started, so only a sequential run has one report both executors must
-give, order included. The timing is the one thing left out; every rule of bodies, retries,
-onError and gates is in.
+Which of two parallel attempts ends first is up to the machine locally and up to the test in the
+cluster, and a failure stops what has not started yet, so the report of a run that both stops and
+runs things in parallel depends on timing. Hence two kinds of plans:
+- sequential ones (`parallelism: 1`, a map's `concurrency: 1`), where any step may fail and stop
+  the plan: one report, in the same order;
+- parallel ones (any parallelism, maps 1-3 at a time), where no failure stops anything (every
+  step's onError is continue or skip): the same records, each after what the rules put before it
+  (its dependencies; a control step after its body steps).
 """
 
 from __future__ import annotations
@@ -37,9 +40,14 @@ CAPSULE: dict[str, Any] = {
 
 # -- the plans ------------------------------------------------------------------------------------
 
+#: a step's onError: in a plan that may stop (fail twice as likely), and in one that may not
+STOPS = ["fail", "fail", "continue", "skip"]
+GOES_ON = ["continue", "skip"]
 
-def calls(draw: st.DrawFn, in_items: bool) -> dict[str, Any]:
-    """One call: a command that succeeds, fails, prints, or fails once."""
+
+def calls(draw: st.DrawFn, in_items: bool, stops: bool) -> dict[str, Any]:
+    """One call: a command that succeeds, fails, prints, or fails once; when it `stops` not,
+    its failure is continued past or skipped."""
     what = draw(st.sampled_from(["true", "false", "false", "echo", "flaky"]))
     if what == "flaky":
         call: dict[str, Any] = {"tool": "flaky"}
@@ -48,20 +56,22 @@ def calls(draw: st.DrawFn, in_items: bool) -> dict[str, Any]:
     else:
         call = {"shell": what}
     call["retries"] = draw(st.integers(0, 2))
-    call["onError"] = draw(st.sampled_from(["fail", "fail", "continue", "skip"]))
+    call["onError"] = draw(st.sampled_from(STOPS if stops else GOES_ON))
     return call
 
 
-def body(draw: st.DrawFn, owner: str, in_items: bool) -> Any:
+def body(draw: st.DrawFn, owner: str, in_items: bool, stops: bool) -> Any:
     """A single call, or a list of 1-2 steps (run in order; ids are unique across the plan)."""
     if draw(st.booleans()):
-        return calls(draw, in_items)
+        return calls(draw, in_items, stops)
     n = draw(st.integers(1, 2))
-    return [{"id": f"{owner}b{k}", **calls(draw, in_items)} for k in range(n)]
+    return [{"id": f"{owner}b{k}", **calls(draw, in_items, stops)} for k in range(n)]
 
 
 @st.composite
-def plans(draw: st.DrawFn) -> dict[str, Any]:
+def plans(draw: st.DrawFn, parallel: bool = False) -> dict[str, Any]:
+    """A sequential plan whose failures may stop it, or a parallel one whose failures do not."""
+    stops = not parallel
     steps: list[dict[str, Any]] = []
     for i in range(draw(st.integers(1, 5))):
         step: dict[str, Any] = {"id": f"s{i}"}
@@ -70,20 +80,22 @@ def plans(draw: st.DrawFn) -> dict[str, Any]:
             step["dependsOn"] = sorted(draw(st.sets(st.sampled_from(prior), max_size=2)))
         kind = draw(st.sampled_from(["call", "call", "map", "decide", "reduce"]))
         if kind == "call":
-            step.update(calls(draw, in_items=False))
+            step.update(calls(draw, False, stops))
         elif kind == "decide":
             gate = {"value": 1, "op": "eq", "to": draw(st.integers(1, 2))}
-            step["decide"] = {"if": gate, "then": body(draw, f"{step['id']}t", in_items=False)}
+            step["decide"] = {"if": gate, "then": body(draw, f"{step['id']}t", False, stops)}
             if draw(st.booleans()):
-                step["decide"]["else"] = body(draw, f"{step['id']}e", in_items=False)
+                step["decide"]["else"] = body(draw, f"{step['id']}e", False, stops)
         else:
             items = list(range(draw(st.integers(0, 3))))
-            step[kind] = {"over": items, "do": body(draw, step["id"], in_items=True)}
+            step[kind] = {"over": items, "do": body(draw, step["id"], True, stops)}
             if kind == "map":
-                step[kind]["concurrency"] = 1
+                step[kind]["concurrency"] = draw(st.integers(1, 3)) if parallel else 1
         if kind != "call":
-            step["onError"] = draw(st.sampled_from(["fail", "continue", "skip"]))
+            step["onError"] = draw(st.sampled_from(STOPS[1:] if stops else GOES_ON))
         steps.append(step)
+    if parallel:
+        return {"steps": steps} | ({"parallelism": 2} if draw(st.booleans()) else {})
     return {"parallelism": 1, "steps": steps}
 
 
@@ -138,13 +150,43 @@ def in_the_cluster(spec: dict[str, Any]) -> dict[str, Any]:
     raise AssertionError("the run did not finish")
 
 
-@settings(
+def in_order(report: dict[str, Any], spec: dict[str, Any]) -> None:
+    """Each record after those the rules put before it: its dependencies' records, and a
+    control step's after its body steps'."""
+    at = {s["stepId"]: n for n, s in enumerate(report["steps"])}
+    for step in spec["steps"]:
+        if step["id"] not in at:
+            continue
+        before = [at[d] for d in step.get("dependsOn", [])]
+        before += [n for sid, n in at.items() if sid.startswith(f"{step['id']}.")]
+        assert all(n < at[step["id"]] for n in before), (step["id"], report["steps"])
+
+
+def valid(spec: dict[str, Any]) -> bool:
+    return validate(plan(**spec), capsules({"default": CapsuleSpec.model_validate(CAPSULE)})) == []
+
+
+SOME = settings(
     max_examples=30,
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
+
+
+@SOME
 @given(plans())
 def test_the_local_runner_and_the_reconciler_give_the_same_report(spec):
-    assert validate(plan(**spec), capsules({"default": CapsuleSpec.model_validate(CAPSULE)})) == []
+    assert valid(spec)
     assert comparable(locally(spec)) == comparable(in_the_cluster(spec))
+
+
+@SOME
+@given(plans(parallel=True))
+def test_run_in_parallel_they_give_the_same_records_in_an_order_the_rules_allow(spec):
+    assert valid(spec)
+    here, there = locally(spec), in_the_cluster(spec)
+    in_order(here, spec)
+    in_order(there, spec)
+    mine, theirs = comparable(here), comparable(there)
+    assert mine | {"steps": sorted(mine["steps"])} == theirs | {"steps": sorted(theirs["steps"])}
