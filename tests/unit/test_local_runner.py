@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from planops.api import CapsuleSpec
+from planops.runners import podlike
 from planops.runners.local import MAX_DEPTH, LocalRunner
 
 from .helpers import capsule, plan
@@ -410,3 +411,34 @@ def test_sub_plans_under_a_limited_parent_ride_its_slot():
     spans = list(_sub_plan_spans(records).values())
     assert len(spans) == 3 and all(a[0] < b[1] and b[0] < a[1] for a in spans for b in spans)
     assert not [r for r in records if r["event"] == "notice"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expanded"),
+    [
+        ("$(A)-$(B)", "x-$(B)"),  # an undefined variable stays as written
+        ("$$(A) $$ $", "$(A) $ $"),  # $$ is one $; a last $ stays
+        ("$A $(A", "$A $(A"),  # no reference
+        ("$()", "$()"),
+        ("$($(A))", "$($(A))"),  # the name ends at the first `)`: `$(A` is undefined
+    ],
+)
+def test_a_tools_references_are_expanded_as_the_kubelet_expands_them(text, expanded):
+    assert podlike.expand(text, {"A": "x"}) == expanded
+
+
+def test_a_tools_env_and_command_see_the_variables_declared_before_them():
+    """The kubelet expands `$(VAR)` in a container's env values (by the variables declared
+    before each) and in its command (by all of them); never by the image's or the host's."""
+    tools = [
+        {
+            "name": "refs",
+            "command": ["sh", "-c", "echo \"$URL $(MODE) $0\" '$(PATH)'", "$(PLANOPS_STEP)"],
+            "env": [
+                {"name": "URL", "value": "https://$(HOST)/$(MODE)/$(PLANOPS_ATTEMPT)"},
+                {"name": "MODE", "value": "fast"},
+            ],
+        }
+    ]
+    report, _ = run(plan({"id": "t", "tool": "refs"}), {"default": cap(tools=tools)})
+    assert by_id(report)["t"].output == "https://$(HOST)/$(MODE)/1 fast t $(PATH)\n"

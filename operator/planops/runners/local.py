@@ -266,11 +266,15 @@ class LocalRunner:
     ) -> Result:
         """One process where a pod would run it: in a fresh directory of its own (a shell step
         of a run with a workspace: in the workspace), with the environment a pod would give it."""
-        own, unset, refusals = podlike.tool_env(tool) if tool is not None else ({}, [], [])
-        if refusals:
-            return Result("failed", None, "; ".join(refusals))
-        for message in unset:
-            emit({"event": "notice", "stepId": d.step.id, "message": message})
+        own: dict[str, str] = {}
+        if tool is not None:  # its env and command as the kubelet makes them
+            declared = podlike.declared(where, d)
+            own, unset, refusals = podlike.tool_env(tool, declared)
+            if refusals:
+                return Result("failed", None, "; ".join(refusals))
+            for message in unset:
+                emit({"event": "notice", "stepId": d.step.id, "message": message})
+            argv = [podlike.expand(word, declared | own) for word in argv]
         with podlike.private_dir(d) as private:
             env = podlike.environment(where, d, private) | own
             shared = where.workspace if tool is None else None  # a tool: never in the workspace

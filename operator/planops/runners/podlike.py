@@ -7,6 +7,9 @@ runner is the cluster").
   the attempt's own directory and TZ=UTC. A tool's value from a Secret or ConfigMap cannot be
   read here: the attempt is refused saying so (an optional one is left unset, with a notice), and
   so is a tool's secretMounts; never a silent empty value.
+- The kubelet's `$(VAR)` references: in a tool's env values (each by the variables before it)
+  and its command (by them all), as the kubelet expands them (`expand`); a shell step's words
+  are the plan's, never expanded (kube.manifests escapes them for the kubelet).
 - A fresh private directory per attempt, removed after it (a pod's own filesystem): a tool always
   starts there, a shell step too unless the plan declares a workspace.
 - The workspace (`spec.workspace`): one directory per run, where shell steps start, named by
@@ -21,7 +24,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,25 +81,32 @@ def read_only_notice(capsule: CapsuleSpec) -> str | None:
 
 def environment(where: Where, d: Dispatch, home: Path) -> dict[str, str]:
     """What a step pod's environment holds, here: HOST_ENV of this machine's, HOME (the
-    attempt's own directory), TZ=UTC, then planops' variables (engine.dispatch.environment, the
-    same as a Job's); the tool's own `env` goes over them (`tool_env`)."""
+    attempt's own directory), TZ=UTC, then planops' variables (`declared`, the same as a Job's);
+    the tool's own `env` goes over them (`tool_env`)."""
     host = {name: os.environ[name] for name in HOST_ENV if name in os.environ}
     host.setdefault("PATH", os.defpath)
+    return host | {"HOME": str(home), "TZ": "UTC"} | declared(where, d)
+
+
+def declared(where: Where, d: Dispatch) -> dict[str, str]:
+    """The variables a Job's container declares (planops' own), which a tool's `$(VAR)` may
+    name; not the image's or the runtime's (PATH, HOME), which the kubelet does not know."""
     shared = str(where.workspace) if where.workspace is not None else None
-    return host | {"HOME": str(home), "TZ": "UTC"} | dispatch_.environment(where.plan, d, shared)
+    return dispatch_.environment(where.plan, d, shared)
 
 
-def tool_env(tool: Tool) -> tuple[dict[str, str], list[str], list[str]]:
-    """A tool's `env` as a local process can have it: (its literal values, notices of the
-    optional values from a Secret or ConfigMap left unset, refusals). A local run reads no
-    Secret or ConfigMap: a value that must come from one, or a Secret to mount, refuses the
-    attempt (every reason at once), never a silent empty value."""
+def tool_env(tool: Tool, given: Mapping[str, str]) -> tuple[dict[str, str], list[str], list[str]]:
+    """A tool's `env` as a local process can have it: (its values, each `$(VAR)` in it expanded
+    by `given` and the values before it, as the kubelet does; notices of the optional values
+    from a Secret or ConfigMap left unset; refusals). A local run reads no Secret or ConfigMap:
+    a value that must come from one, or a Secret to mount, refuses the attempt (every reason at
+    once), never a silent empty value."""
     values: dict[str, str] = {}
     unset: list[str] = []
     refusals: list[str] = []
     for e in tool.env:
         if e.value is not None:
-            values[e.name] = e.value
+            values[e.name] = expand(e.value, {**given, **values})
             continue
         assert e.value_from is not None  # exactly one of them (api.models)
         ref = e.value_from.secret_key_ref or e.value_from.config_map_key_ref
@@ -120,6 +130,30 @@ def tool_env(tool: Tool) -> tuple[dict[str, str], list[str], list[str]]:
         for m in tool.secret_mounts
     ]
     return values, unset, refusals
+
+
+def expand(text: str, env: Mapping[str, str]) -> str:
+    """`text` as the kubelet hands it to a container (its `expansion` package): `$(NAME)` of a
+    defined variable becomes its value, of an undefined one stays as it is; `$$` becomes `$`;
+    any other `$` stays."""
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c != "$" or i + 1 == len(text):
+            out.append(c)
+            i += 1
+        elif text[i + 1] == "$":
+            out.append("$")
+            i += 2
+        elif text[i + 1] == "(" and (end := text.find(")", i + 2)) != -1:
+            name = text[i + 2 : end]
+            out.append(env.get(name, f"$({name})"))
+            i = end + 1
+        else:  # `$(` never closed, or `$x`: as written
+            out.append(text[i : i + 2])
+            i += 2
+    return "".join(out)
 
 
 @contextlib.contextmanager
