@@ -25,7 +25,7 @@ from planops.cli import steppods
 from planops.cli.exit_codes import EXIT_FAILED, EXIT_INPUT, EXIT_OK
 from planops.cli.plan_report import full_report
 from planops.kube.api import CliApi
-from planops.kube.client import ApiError
+from planops.kube.client import UNREACHABLE, ApiError
 from planops.kube.manifests import CONTAINER, LABEL_ATTEMPT, LABEL_STEP, PlanRef, full_value
 
 FINISHED = ("Succeeded", "Failed", "Invalid")
@@ -123,6 +123,8 @@ async def _stream(kube: CliApi, ns: str, pod: str, head: str) -> None:
                 sys.stdout.flush()
     except ApiError as e:  # the pod went, or its container never ran: say so, go on
         sys.stderr.write(f"note: {head.strip()} pod {pod}: {e.status} {e.message}\n")
+    except UNREACHABLE as e:  # the stream broke (connection reset, cut short): say so, go on
+        sys.stderr.write(f"note: {head.strip()} pod {pod}: the log stream broke: {e!r}\n")
 
 
 async def cmd_follow(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
