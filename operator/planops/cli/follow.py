@@ -43,8 +43,13 @@ def prefix(step: str, attempt: int) -> str:
 
 def prefixed(head: str, text: str) -> str:
     """`text` with `head` before every line, each ending in a newline (a last line the
-    container did not end is ended here, so the next step's line starts on its own line)."""
-    return "".join(f"{head}{line}\n" for line in text.splitlines())
+    container did not end is ended here, so the next step's line starts on its own line).
+    Lines end at newlines only: a CR or another separator inside one stays in it (shown
+    escaped on a terminal: cli/terminal.py), never a line of its own without the prefix."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return "".join(f"{head}{line}\n" for line in lines)
 
 
 def pod_step(pod: Obj) -> tuple[str, int] | None:
