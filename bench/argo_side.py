@@ -1,7 +1,8 @@
 """Argo Workflows as a side of bench/vs_peers.py: its workflow-controller (built by
 `tests/cluster/build argo`) run out of the cluster with its documented defaults, or with its
 documented throughput tuning (more workflow workers, higher client QPS/burst, a pod-creation rate
-limit; its docs/scaling.md), and the workloads as Workflow DAGs of one `true` template.
+limit; Argo's scaling guide, argo-workflows.readthedocs.io/en/latest/scaling/), and the workloads
+as Workflow DAGs of one `true` template.
 
 Every Argo pod carries the emissary executor (argoexec as an init container and a `wait`
 sidecar): its image is made here from the built argoexec without Docker (image/ocitar.py), and

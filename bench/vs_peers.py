@@ -8,7 +8,7 @@ run, with the same workloads.
 Four sides run one after another, each alone on the cluster and in namespaces of its own (a
 clean slate): the planops operator (the chart's defaults: 8 workers), Argo's workflow-controller
 with its documented defaults, Argo again with its documented throughput tuning (more workflow
-workers, higher client QPS/burst, a higher pod-creation rate limit; its docs/scaling.md), and
+workers, higher client QPS/burst, a higher pod-creation rate limit; Argo's scaling guide), and
 Tekton's controller with the release's defaults. Each controller runs out of the cluster as the
 operator does in tests, against the same API server, and every step runs `true` on the one real
 node in the same busybox image. How each peer is run: bench/argo_side.py, bench/tekton_side.py.

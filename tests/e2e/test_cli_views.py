@@ -20,7 +20,7 @@ import yaml
 from tests.conftest import ROOT, Kube
 from tests.e2e.conftest import capsule, cli, plan, wait_plan
 from tests.e2e.own_operator import namespace_with_operator
-from tests.e2e.test_ui_browser import start_ui, stop
+from tests.e2e.test_ui_browser import address, start_ui, stop
 
 pytestmark = [pytest.mark.cluster, pytest.mark.node]
 CHART = ROOT / "charts" / "planops"
@@ -186,7 +186,8 @@ def test_the_ui_serves_a_plan_author_with_their_own_rights(
     kube.apply(plan("listed", {"id": "a", "shell": "echo"}), "-n", views_ns)
     proc, url = start_ui(author_kubeconfig)  # the namespace: their kubeconfig's context
     try:
-        with urllib.request.urlopen(url + "api/plans", timeout=30) as r:
+        base, token = address(url)
+        with urllib.request.urlopen(f"{base}/api/plans?token={token}", timeout=30) as r:
             listed = json.loads(r.read())
     finally:
         stop(proc)

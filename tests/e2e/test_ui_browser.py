@@ -71,7 +71,7 @@ def ui_ns(
 
 
 def start_ui(kubeconfig: str, *args: str) -> tuple[subprocess.Popen[str], str]:
-    """`kubectl-plan ui ARGS --no-open` and the address it printed."""
+    """`kubectl-plan ui ARGS --no-open` and the address it printed (with its `?token=`)."""
     proc = subprocess.Popen(
         [*UI, *args, "--no-open", "--kubeconfig", kubeconfig],
         stdout=subprocess.PIPE,
@@ -97,11 +97,27 @@ def stop(proc: subprocess.Popen[str]) -> None:
         proc.wait()
 
 
+def address(printed: str) -> tuple[str, str]:
+    """The printed address as (its base `http://127.0.0.1:PORT`, its session token)."""
+    found = re.fullmatch(r"(http://127\.0\.0\.1:\d+)/(?:[^?]*)\?token=([\w-]+)", printed)
+    assert found is not None, f"no token in the address: {printed!r}"
+    return found.group(1), found.group(2)
+
+
+#: the session token of each running UI, by its base address
+TOKENS: dict[str, str] = {}
+
+
 @pytest.fixture(scope="module")
-def ui(kubeconfig: str, ui_ns: str) -> Iterator[str]:
+def ui(kubeconfig: str, ui_ns: str, browser: Any) -> Iterator[str]:
+    """The UI's base address, opened once in the browser by the printed address (its token
+    becomes the page's cookie, so every later page of the test opens by its plain address)."""
     proc, url = start_ui(kubeconfig, "-n", ui_ns)
     try:
-        yield url.rstrip("/")
+        base, TOKENS[base] = address(url)
+        browser.get(url)
+        assert browser.current_url == base + "/"  # the token dropped from the address
+        yield base
     finally:
         stop(proc)
 
@@ -213,7 +229,8 @@ def test_a_steps_output_with_markup_is_shown_as_text_and_runs_nothing(
     assert severe == []
     # once the step's pod is gone, its log is the output the report recorded
     kube.run("delete", "pods", "-n", ui_ns, "-l", "planops.dev/plan=hostile", "--wait=true")
-    with urllib.request.urlopen(f"{ui}/api/plans/hostile/log?step=say", timeout=30) as r:
+    log = f"{ui}/api/plans/hostile/log?step=say&token={TOKENS[ui]}"
+    with urllib.request.urlopen(log, timeout=30) as r:
         after = json.loads(r.read())
     assert (after["source"], after["text"]) == ("report", XSS + "\n")
 
@@ -260,11 +277,17 @@ def test_a_waiting_ask_shows_its_answer_command_and_a_child_plan_is_linked(
 
 
 def test_what_the_server_refuses_on_the_real_cluster(kubeconfig: str, ui_ns: str, ui: str):
-    port = int(ui.rsplit(":", 1)[1])
-    # a page of another site that rebinds its name to 127.0.0.1 sends its own name as Host
-    for host, want in ((f"127.0.0.1:{port}", 200), ("rebound.example", 403)):
+    port, token = int(ui.rsplit(":", 1)[1]), TOKENS[ui]
+    # a page of another site that rebinds its name to 127.0.0.1 sends its own name as Host;
+    # another user of the machine reaches the port but has no token
+    for host, query, want in (
+        (f"127.0.0.1:{port}", f"?token={token}", 200),
+        ("rebound.example", f"?token={token}", 403),
+        (f"127.0.0.1:{port}", "", 403),
+        (f"127.0.0.1:{port}", f"?token={token[::-1]}", 403),
+    ):
         with socket.create_connection(("127.0.0.1", port)) as s:
-            request = f"GET /api/plans HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+            request = f"GET /api/plans{query} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
             s.sendall(request.encode())
             answer = b""
             while chunk := s.recv(65536):

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT, Kube
-from tests.e2e.conftest import wait_plan
+from tests.e2e.conftest import EXAMPLE_IMAGE, wait_plan
 from tests.faults.conftest import Pair
 
 pytestmark = [pytest.mark.cluster, pytest.mark.node, pytest.mark.faults]
@@ -28,7 +28,7 @@ PLANS = ("deploy-1", "deploy-2", "deploy-3")
 
 
 def _example(busybox: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    text = EXAMPLE.read_text().replace("local/busybox:1.35.0", busybox)
+    text = EXAMPLE.read_text().replace(EXAMPLE_IMAGE, busybox)  # image and `images`
     capsule, plan = yaml.safe_load_all(text)
     return capsule, plan
 

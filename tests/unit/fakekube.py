@@ -20,6 +20,7 @@ from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from planops.kube import loglines
 from planops.kube.api import CliApi, Keep, Obj, ScheduleApi
 from planops.kube.client import ApiError
 
@@ -390,7 +391,12 @@ class FakeKube:
         await self._call("follow_log", namespace, pod)
         if pod not in self.logs:
             raise ApiError(404, "NotFound", f'pods "{pod}" not found')
-        for line in self.logs[pod].splitlines(keepends=True):
+        # in chunks, through the client's own line reading (kube/loglines.py: long lines cut)
+        data, lines = self.logs[pod].encode(), loglines.LineCutter()
+        for start in range(0, len(data), 1 << 16):
+            for line in lines.feed(data[start : start + (1 << 16)]):
+                yield line
+        for line in lines.end():
             yield line
 
     async def close(self) -> None:

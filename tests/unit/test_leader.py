@@ -1,6 +1,7 @@
 """Leader election's rules (planops.kube.leader) on an in-memory Lease store that behaves like the
 API server where it matters (resourceVersion conflicts), with injected clocks; the real Lease on
-the real cluster is tested in tests/e2e/test_failover.py."""
+the real cluster is tested in tests/faults/test_faults.py (the leader killed) and
+tests/e2e/test_chart_install.py (the leader's pod deleted)."""
 
 from __future__ import annotations
 

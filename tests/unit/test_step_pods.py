@@ -127,11 +127,11 @@ def test_kubectl_plan_logs_never_reads_a_forged_pod_even_when_it_is_the_only_one
 async def _ui_log(kube: FakeKube) -> Any:
     sock = server.listen(0)
     port = int(sock.getsockname()[1])
-    runner = web.AppRunner(server.make_app(kube, "team", port), access_log=None)
+    runner = web.AppRunner(server.make_app(kube, "team", port, "t"), access_log=None)
     await runner.setup()
     await web.SockSite(runner, sock).start()
     try:
-        url = f"http://127.0.0.1:{port}/api/plans/nightly/log?step=build"
+        url = f"http://127.0.0.1:{port}/api/plans/nightly/log?step=build&token=t"
         async with aiohttp.ClientSession() as s, s.get(url) as r:
             return await r.json()
     finally:

@@ -25,6 +25,7 @@ from planops.kube.client import Kube
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 XSS = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">&amp;'
+TOKEN = "a-session-token"
 
 
 def test_only_this_servers_loopback_names_pass_the_host_check():
@@ -222,14 +223,19 @@ async def _serve(requests: list[tuple[str, str, dict[str, str]]]) -> list[tuple[
     cluster (a None client would fail loudly if one did)."""
     sock = server.listen(0)
     port = int(sock.getsockname()[1])
-    runner = web.AppRunner(server.make_app(cast(Kube, None), "team", port), access_log=None)
+    app = server.make_app(cast(Kube, None), "team", port, TOKEN)
+    runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.SockSite(runner, sock).start()
     out = []
     try:
         async with aiohttp.ClientSession() as session:
             for method, path, headers in requests:
-                hdrs = {"Host": f"127.0.0.1:{port}", **headers}
+                hdrs = {
+                    "Host": f"127.0.0.1:{port}",
+                    "Cookie": f"{server.cookie_name(port)}={TOKEN}",
+                    **headers,
+                }
                 async with session.request(
                     method, f"http://127.0.0.1:{port}{path}", headers=hdrs
                 ) as r:
@@ -274,13 +280,14 @@ def test_a_localhost_host_of_the_right_port_is_served():
     async def go() -> int:
         sock = server.listen(0)
         port = int(sock.getsockname()[1])
-        runner = web.AppRunner(server.make_app(cast(Kube, None), "team", port))
+        runner = web.AppRunner(server.make_app(cast(Kube, None), "team", port, TOKEN))
         await runner.setup()
         await web.SockSite(runner, sock).start()
         try:
+            hdrs = {"Host": f"localhost:{port}", "Cookie": f"{server.cookie_name(port)}={TOKEN}"}
             async with (
                 aiohttp.ClientSession() as s,
-                s.get(f"http://127.0.0.1:{port}/", headers={"Host": f"localhost:{port}"}) as r,
+                s.get(f"http://127.0.0.1:{port}/", headers=hdrs) as r,
             ):
                 return r.status
         finally:

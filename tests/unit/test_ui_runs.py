@@ -69,7 +69,7 @@ def test_the_view_lists_the_current_run_then_the_earlier_ones():
 async def _get(paths: list[str]) -> list[tuple[int, Any]]:
     sock = server.listen(0)
     port = int(sock.getsockname()[1])
-    runner = web.AppRunner(server.make_app(_api(), "team", port), access_log=None)
+    runner = web.AppRunner(server.make_app(_api(), "team", port, "t"), access_log=None)
     await runner.setup()
     await web.SockSite(runner, sock).start()
     out = []
@@ -77,7 +77,8 @@ async def _get(paths: list[str]) -> list[tuple[int, Any]]:
         async with aiohttp.ClientSession() as session:
             for path in paths:
                 url = f"http://127.0.0.1:{port}{path}"
-                async with session.get(url, headers={"Host": f"127.0.0.1:{port}"}) as r:
+                hdrs = {"Host": f"127.0.0.1:{port}", "Cookie": f"{server.cookie_name(port)}=t"}
+                async with session.get(url, headers=hdrs) as r:
                     out.append((r.status, await r.json()))
     finally:
         await runner.cleanup()

@@ -143,3 +143,46 @@ an author. */}}
     !variables.newMarks.all(m, m in variables.oldMarks) ||
     !variables.oldMarks.all(m, m in variables.newMarks)
 {{- end -}}
+
+{{/* The version of admissionregistration.k8s.io in which the cluster serves `.kind` (an
+admission policy kind): "v1", else "v1beta1" (a beta turned on by the cluster's admin), else ""
+(not served: the chart leaves the object out, and NOTES.txt says what is then lost).
+`helm install` and `helm upgrade` read it from the API server's discovery, which names every
+group/version/Kind it serves. `helm template` has no cluster: it reads `--api-versions` when
+they name a kind of admissionregistration.k8s.io (Argo CD passes the cluster's, kinds included);
+otherwise the kind counts as served, as v1, when `--kube-version` (default: helm's own
+Kubernetes version) is at least `.ga`, the release that serves it on by default. Call with
+(dict "root" $ "kind" "ValidatingAdmissionPolicy" "ga" "1.30"). */}}
+{{- define "planops.admissionVersion" -}}
+{{- $versions := .root.Capabilities.APIVersions -}}
+{{- $group := "admissionregistration.k8s.io" -}}
+{{- $kinds := false -}}
+{{- range $versions -}}
+{{- if regexMatch "^admissionregistration\\.k8s\\.io/[^/]+/[^/]+$" . -}}{{- $kinds = true -}}{{- end -}}
+{{- end -}}
+{{- if $versions.Has (printf "%s/v1/%s" $group .kind) -}}
+v1
+{{- else if $versions.Has (printf "%s/v1beta1/%s" $group .kind) -}}
+v1beta1
+{{- else if and (not $kinds) (semverCompare (printf ">=%s-0" .ga) .root.Capabilities.KubeVersion.Version) -}}
+v1
+{{- end -}}
+{{- end -}}
+
+{{/* The capsule-use, managed-plans, plan-reports and owned-objects policies' version ("": none
+rendered). ValidatingAdmissionPolicy: v1 GA (on by default) since Kubernetes 1.30; v1beta1 in
+1.28 and 1.29, off unless the admin turns it on. */}}
+{{- define "planops.validatingPolicyVersion" -}}
+{{- if .Values.admissionPolicy.enabled -}}
+{{- include "planops.admissionVersion" (dict "root" . "kind" "ValidatingAdmissionPolicy" "ga" "1.30") -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The record-author policy's version ("": none rendered, and the operator is not told to
+require the record). MutatingAdmissionPolicy: v1 GA (on by default) since Kubernetes 1.36;
+v1beta1 in 1.34 and 1.35, off unless the admin turns it on. */}}
+{{- define "planops.mutatingPolicyVersion" -}}
+{{- if and .Values.admissionPolicy.enabled .Values.admissionPolicy.recordAuthor -}}
+{{- include "planops.admissionVersion" (dict "root" . "kind" "MutatingAdmissionPolicy" "ga" "1.36") -}}
+{{- end -}}
+{{- end -}}

@@ -192,9 +192,10 @@ def render() -> str:
         "# Reference: every field of the planops resources",
         "",
         "Generated from the CRD schemas by `python -m planops.api.reference` (a test keeps it",
-        "current); the descriptions are what `kubectl explain plan.spec.steps` shows. Seed: 1 =",
-        "`shared/seeds/000_*` (Plans), 2 = `004_*` (Plan file schema), planops = what Kubernetes",
-        "needs. The language itself, with examples and rules: "
+        "current); the descriptions are what `kubectl explain plan.spec.steps` shows. Seed: the",
+        "layer of the language a field comes from (1 = the core: steps, dependsOn, onError,",
+        "references, the report; 2 = input schema, templates, control steps, output; planops =",
+        "what Kubernetes needs). The language itself, with examples and rules: "
         "[plan-language.md](plan-language.md).",
         "",
         "## Plan (`plans.planops.dev`, short name `pl`): `spec`",

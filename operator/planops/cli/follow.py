@@ -25,7 +25,7 @@ from planops.cli import steppods
 from planops.cli.exit_codes import EXIT_FAILED, EXIT_INPUT, EXIT_OK
 from planops.cli.plan_report import full_report
 from planops.kube.api import CliApi
-from planops.kube.client import ApiError
+from planops.kube.client import UNREACHABLE, ApiError
 from planops.kube.manifests import CONTAINER, LABEL_ATTEMPT, LABEL_STEP, PlanRef, full_value
 
 FINISHED = ("Succeeded", "Failed", "Invalid")
@@ -43,8 +43,13 @@ def prefix(step: str, attempt: int) -> str:
 
 def prefixed(head: str, text: str) -> str:
     """`text` with `head` before every line, each ending in a newline (a last line the
-    container did not end is ended here, so the next step's line starts on its own line)."""
-    return "".join(f"{head}{line}\n" for line in text.splitlines())
+    container did not end is ended here, so the next step's line starts on its own line).
+    Lines end at newlines only: a CR or another separator inside one stays in it (shown
+    escaped on a terminal: cli/terminal.py), never a line of its own without the prefix."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return "".join(f"{head}{line}\n" for line in lines)
 
 
 def pod_step(pod: Obj) -> tuple[str, int] | None:
@@ -123,6 +128,8 @@ async def _stream(kube: CliApi, ns: str, pod: str, head: str) -> None:
                 sys.stdout.flush()
     except ApiError as e:  # the pod went, or its container never ran: say so, go on
         sys.stderr.write(f"note: {head.strip()} pod {pod}: {e.status} {e.message}\n")
+    except UNREACHABLE as e:  # the stream broke (connection reset, cut short): say so, go on
+        sys.stderr.write(f"note: {head.strip()} pod {pod}: the log stream broke: {e!r}\n")
 
 
 async def cmd_follow(kube: CliApi, args: argparse.Namespace, ns: str) -> int:

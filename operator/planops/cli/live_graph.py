@@ -10,7 +10,7 @@ from contextlib import aclosing
 from typing import Any, TextIO
 
 from planops.api import PlanDocument, parse_document
-from planops.cli import graph
+from planops.cli import graph, terminal
 from planops.cli.exit_codes import EXIT_FAILED, EXIT_INPUT, EXIT_OK
 from planops.cli.plan_report import full_report
 from planops.kube.api import CliApi
@@ -31,7 +31,8 @@ class Screen:
     each changed frame follows the one before, after a blank line."""
 
     def __init__(self, out: TextIO, output: str) -> None:
-        self.out, self.output = out, output
+        # its own redraw and colours reach the terminal; the text in them is cleaned
+        self.out, self.output = terminal.trusted(out), output
         self.tty = out.isatty()
         self.colour = output == "text" and self.tty and not os.environ.get("NO_COLOR")
         self.last: str | None = None

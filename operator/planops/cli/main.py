@@ -20,7 +20,7 @@ from pathlib import Path
 
 from planops import __version__
 from planops.api import PlanSpec
-from planops.cli import cluster_args, history, render
+from planops.cli import cluster_args, history, render, terminal
 from planops.cli.exit_codes import (
     EXIT_BROKEN_PIPE,
     EXIT_ERROR_EXIT,
@@ -128,6 +128,8 @@ def _parser() -> argparse.ArgumentParser:
     u.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     u.add_argument("--no-open", action="store_true", help="print the address, open no browser")
     cluster_args.add_common(u, output=False)
+    for verb in sub.choices.values():  # every verb writes through cli/terminal.py
+        terminal.add_raw(verb)
     return p
 
 
@@ -399,7 +401,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
     from planops.cli import graph  # noqa: PLC0415 - `graph` only
 
     drawn = [graph.render(graph.from_spec(p.plan_id, p.spec), args.output, colour) for p in plans]
-    sys.stdout.write("\n".join(drawn))
+    terminal.trusted(sys.stdout).write("\n".join(drawn))  # its colours; its text is cleaned
     return EXIT_OK
 
 
@@ -437,6 +439,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)
+    with terminal.guarded(args.raw):  # a terminal gets text, never escape sequences
+        return _verb(args)
+
+
+def _verb(args: argparse.Namespace) -> int:
     if args.command == "validate":
         return cmd_validate(args)
     if args.command == "run":

@@ -44,7 +44,8 @@ def detail(error: str | None, output: str | None, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def errors(errs: Sequence[PlanError], out: TextIO = sys.stderr, source: str = "") -> None:
+def errors(errs: Sequence[PlanError], out: TextIO | None = None, source: str = "") -> None:
+    out = out or sys.stderr  # looked up now: the stream of the moment (cli/terminal.py)
     head = f"{source}: " if source else ""
     out.write(
         f"{head}plan refused, {len(errs)} error{'s' if len(errs) != 1 else ''} (nothing ran):\n"
@@ -57,8 +58,8 @@ def errors(errs: Sequence[PlanError], out: TextIO = sys.stderr, source: str = ""
 class Progress:
     """Prints one line per trace record that matters to a person watching a run."""
 
-    def __init__(self, out: TextIO = sys.stderr) -> None:
-        self.out = out
+    def __init__(self, out: TextIO | None = None) -> None:
+        self.out = out or sys.stderr
         self.started: dict[tuple[str, str], float] = {}
 
     def __call__(self, rec: dict[str, Any]) -> None:
@@ -94,7 +95,8 @@ class Progress:
         self.out.flush()
 
 
-def summary(report: Report, out: TextIO = sys.stdout) -> None:
+def summary(report: Report, out: TextIO | None = None) -> None:
+    out = out or sys.stdout
     rows = [["STEP", "STATUS", "ATTEMPTS", "DURATION", "DETAIL"]]
     for s in report.steps:
         took = f"{s.duration:.2f}s" if s.duration is not None else "-"

@@ -27,7 +27,7 @@ import aiohttp
 
 from planops.api.documents import API_GROUP
 from planops.kube import credentials as credentials_
-from planops.kube import jsontext
+from planops.kube import jsontext, loglines
 from planops.kube import kubeconfig as kubeconfig_
 from planops.kube.transport import Query, Transport
 
@@ -438,7 +438,9 @@ class Kube:
         self, namespace: str, pod: str, container: str
     ) -> AsyncGenerator[str, None]:
         """A pod's log line by line as the container writes it (`follow=true`), from its start;
-        it ends when the container ends. Close it (`aclosing`) when leaving early."""
+        it ends when the container ends. Read in chunks, so a line of any length is shown (one
+        over 1 MiB cut, with a mark: kube/loglines.py). Close it (`aclosing`) when leaving
+        early."""
         resp = await self.api.request(
             "GET",
             _core("pods", namespace, pod, "log"),
@@ -447,9 +449,13 @@ class Kube:
         )
         if resp.status >= 300:
             await _json(resp)  # raises ApiError
+        lines = loglines.LineCutter()
         try:
-            while line := await resp.content.readline():
-                yield line.decode("utf-8", errors="replace")
+            async for chunk in resp.content.iter_any():
+                for line in lines.feed(chunk):
+                    yield line
+            for line in lines.end():
+                yield line
         finally:
             resp.release()
 

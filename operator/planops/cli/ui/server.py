@@ -9,6 +9,14 @@ Server-Sent Events: one long GET per open page, no polling, and the browser's Ev
 reconnects by itself when the stream ends.
 
 Security, since the page reads a cluster with the user's credentials:
+- every request needs this session's token (a random 256-bit value made at start, as Jupyter
+  does): the printed address carries it (`?token=...`), which sets an HttpOnly cookie and
+  redirects to the same page without it, so the page's own requests (its data, its live
+  stream, the logs, its scripts) carry the cookie; anything else is refused (403). Loopback is
+  shared by every user of the machine: without it any of them could read the user's Plans and
+  step logs with the user's credentials. Compared in constant time. The browser is opened on a
+  private file that redirects to the address (Jupyter's way too), so the token is never on a
+  command line other users may read (`ps`);
 - it listens on 127.0.0.1 only, and refuses (403) any request whose Host header is not
   `127.0.0.1:PORT` or `localhost:PORT`: a page on another site that rebinds its DNS name to
   127.0.0.1 sends its own name as the Host, so it cannot read these answers;
@@ -16,7 +24,9 @@ Security, since the page reads a cluster with the user's credentials:
 - the page's DOM is built with `textContent` (static/app.js), never from markup, under a
   Content-Security-Policy that allows scripts from this server's files only (no inline
   script, no eval, no other origin); JSON answers escape `<`, `>`, `&` (view.to_json);
-- no cookies, no CORS headers (another origin's script cannot read an answer), frames refused.
+- one cookie, the token's (HttpOnly, SameSite=Lax, named after the port: two pages of two
+  servers keep theirs); no CORS headers (another origin's script cannot read an answer);
+  frames refused.
 """
 
 from __future__ import annotations
@@ -24,14 +34,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import hmac
+import html
 import os
+import secrets
+import shutil
 import socket
 import sys
+import tempfile
 import webbrowser
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from aiohttp import web
 
@@ -68,15 +83,54 @@ STREAM_ENDED: tuple[type[BaseException], ...] = (ConnectionError, *WATCH_FAILED)
 KUBE = web.AppKey("kube", CliApi)
 NAMESPACE = web.AppKey("namespace", str)
 PORT = web.AppKey("port", int)
+TOKEN = web.AppKey("token", str)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def new_token() -> str:
+    """A session's token: 256 random bits, URL-safe."""
+    return secrets.token_urlsafe(32)
+
+
+def cookie_name(port: int) -> str:
+    """The token's cookie: one per port, since cookies are kept per host, not per port."""
+    return f"planops-ui-{port}"
+
+
+def _same(given: str | None, token: str) -> bool:
+    return given is not None and hmac.compare_digest(given.encode(), token.encode())
+
+
+def _authorized(request: web.Request) -> web.StreamResponse | None:
+    """None when the request carries this session's token (its cookie, or `?token=`); a page
+    opened with `?token=` is redirected to itself without it, setting the cookie; else 403."""
+    token, port = request.app[TOKEN], request.app[PORT]
+    if _same(request.cookies.get(cookie_name(port)), token):
+        return None
+    if not _same(request.query.get("token"), token):
+        return web.Response(
+            status=403,
+            text="forbidden: this page needs the token of its session: open the address "
+            "`kubectl plan ui` printed (http://127.0.0.1:PORT/?token=...)\n",
+        )
+    if not (request.path == "/" or request.path.startswith("/plans/")):
+        return None  # not a page (the API, a static file) asked with the token: served
+    rest = urlencode([(k, v) for k, v in request.query.items() if k != "token"])
+    path = request.rel_url.raw_path
+    found = web.Response(status=303, headers={"Location": path + (f"?{rest}" if rest else "")})
+    found.set_cookie(cookie_name(port), token, httponly=True, samesite="Lax", path="/")
+    return found
 
 
 @web.middleware
 async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Loopback names only (DNS rebinding), read-only methods only; the cluster's refusals and
-    an unreachable API server as a JSON error the page shows."""
+    """Loopback names only (DNS rebinding), this session's token only (other local users), read-
+    only methods only; the cluster's refusals and an unreachable API server as a JSON error the
+    page shows."""
     if not view.host_allowed(request.headers.get("Host"), request.app[PORT]):
         return web.Response(status=403, text="forbidden: open this page as http://127.0.0.1:PORT/")
+    if (refused := _authorized(request)) is not None:
+        return refused
     if request.method not in READ_ONLY:
         return web.Response(
             status=405, headers={"Allow": ", ".join(READ_ONLY)}, text="read-only: GET only"
@@ -218,9 +272,9 @@ async def log(request: web.Request) -> web.StreamResponse:
     return _json({"error": f"no pod and no recorded output for step {step!r} of {name!r}"}, 404)
 
 
-def make_app(kube: CliApi, namespace: str, port: int) -> web.Application:
+def make_app(kube: CliApi, namespace: str, port: int, token: str) -> web.Application:
     app = web.Application(middlewares=[guard])
-    app[KUBE], app[NAMESPACE], app[PORT] = kube, namespace, port
+    app[KUBE], app[NAMESPACE], app[PORT], app[TOKEN] = kube, namespace, port, token
     app.on_response_prepare.append(_headers)
     app.router.add_get("/", page)
     app.router.add_get("/plans/{name}", page)
@@ -246,6 +300,26 @@ def listen(port: int) -> socket.socket:
     return sock
 
 
+@contextlib.contextmanager
+def redirect_file(url: str) -> Iterator[str]:
+    """A file:// address of a page that sends the browser on to `url`, in a directory only this
+    user may read (removed after): the browser is started with it, so `url`'s token never
+    appears on a command line, which every local user may read."""
+    folder = tempfile.mkdtemp(prefix="planops-ui-")  # mode 0700
+    try:
+        page = Path(folder) / "open.html"
+        fd = os.open(page, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        link = html.escape(url, quote=True)
+        with os.fdopen(fd, "w") as f:
+            f.write(
+                f'<!doctype html><meta charset="utf-8"><meta http-equiv="refresh" '
+                f'content="0;url={link}"><title>planops</title><a href="{link}">planops UI</a>\n'
+            )
+        yield page.as_uri()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def browser_here() -> bool:
     """A graphical browser can be opened: macOS, Windows, or a Linux/BSD desktop session (on a
     bare terminal `webbrowser` would start a text browser in it, over this command's output)."""
@@ -266,19 +340,28 @@ async def serve(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
     except OSError as e:
         sys.stderr.write(f"error: --port {args.port}: cannot listen on 127.0.0.1: {e.strerror}\n")
         return EXIT_INPUT
-    port = int(sock.getsockname()[1])
-    runner = web.AppRunner(make_app(kube, ns, port), access_log=None, shutdown_timeout=2.0)
+    port, token = int(sock.getsockname()[1]), new_token()
+    app = make_app(kube, ns, port, token)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
     await runner.setup()
     try:
         await web.SockSite(runner, sock).start()
         url = f"http://127.0.0.1:{port}/"
         if args.name:
             url += f"plans/{quote(args.name, safe='')}"
+        url += f"?token={token}"
         print(f"planops UI of namespace {ns}: {url}", flush=True)
-        print("read-only, on this machine only; Ctrl-C stops it", file=sys.stderr, flush=True)
-        if not args.no_open and browser_here():
-            await asyncio.get_running_loop().run_in_executor(None, webbrowser.open, url)
-        await asyncio.Event().wait()
+        print(
+            "read-only, for this address only (its token is this session's: keep it to "
+            "yourself); Ctrl-C stops it",
+            file=sys.stderr,
+            flush=True,
+        )
+        with contextlib.ExitStack() as opened:
+            if not args.no_open and browser_here():  # the file stays while the page may load
+                page = opened.enter_context(redirect_file(url))
+                await asyncio.get_running_loop().run_in_executor(None, webbrowser.open, page)
+            await asyncio.Event().wait()
     finally:
         await runner.cleanup()
     return EXIT_OK
