@@ -87,10 +87,14 @@ def test_a_tool_does_not_start_in_what_earlier_steps_wrote(
 ):
     """A shell step plants `config.txt` in the workspace; a tool that reads `config.txt`
     relative to its working directory (with its Capsule's credentials) finds none: it starts in
-    an empty directory of its own, and reads the workspace only where it names it."""
+    an empty directory of its own, and reads the workspace only where it names it (/workspace,
+    which PLANOPS_WORKSPACE names: a local run's tool finds its workspace by it too)."""
     sc, _ = static_class
     cap = capsule(busybox, workspace={"storageClassNames": [sc]})
-    reader = "pwd; ls -A; cat config.txt 2>/dev/null || echo no-config; cat /workspace/config.txt"
+    reader = (
+        "pwd; ls -A; cat config.txt 2>/dev/null || echo no-config; cat /workspace/config.txt; "
+        'echo "$PLANOPS_WORKSPACE"'
+    )
     cap["spec"]["tools"].append(
         {"name": "reader", "image": busybox, "command": ["sh", "-c", reader]}
     )
@@ -107,4 +111,4 @@ def test_a_tool_does_not_start_in_what_earlier_steps_wrote(
     )
     rep = steps(wait_plan(kube, ns, "planted", timeout=180))
     assert rep["tool"]["status"] == "success", rep["tool"]
-    assert rep["tool"]["output"] == "/planops/tool\nno-config\nplanted\n"
+    assert rep["tool"]["output"] == "/planops/tool\nno-config\nplanted\n/workspace\n"

@@ -600,3 +600,93 @@ def test_every_record_has_its_kind_for_metrics_body_steps_included():
     run = Run("p", spec)
     assert run.kind_of("d.then.call") == "tool" and run.kind_of("d.else.q") == "ask"
     assert run.kind_of("d.nope.x") == "shell"
+
+
+# -- a failed body step is a failure like any other (issue 41) -----------------------------------
+
+FAILING_BODIES = {
+    "a map's body fails": {"id": "m", "map": {"over": [1], "do": {"shell": "false"}}},
+    "a decide's then fails": {
+        "id": "d",
+        "decide": {"if": {"value": 1, "op": "eq", "to": 1}, "then": {"shell": "false"}},
+    },
+    "a reduce's body step retries, then fails": {
+        "id": "r",
+        "reduce": {"over": [1, 2], "do": [{"id": "x", "shell": "false", "retries": 1}]},
+    },
+}
+
+
+@pytest.mark.parametrize("step", FAILING_BODIES.values(), ids=list(FAILING_BODIES))
+def test_a_failed_body_step_fails_its_control_step_in_the_local_runners_report(step):
+    records: list[dict] = []
+    report = run_local(plan(step), observer=records.append)
+    ctl = step["id"]
+    by = results(report)
+    assert not report.completed and report.failed_step == ctl
+    assert by[ctl].status == "failed" and "failed: step " in (by[ctl].error or "")
+    body = [r for r in report.steps if r.step_id.startswith(f"{ctl}.")]
+    assert [(r.status, r.error) for r in body] == [("failed", "exit code 1")]
+    retried = [r for r in records if r["event"] == "plan_step_retry"]
+    assert [(r["stepId"], r["attempt"]) for r in retried] == ([("r.0.x", 1)] if ctl == "r" else [])
+
+
+def test_whether_a_body_step_is_settled_is_answered_by_its_item():
+    spec = plan({"id": "m", "map": {"over": [1, 2], "do": {"shell": "true", "retries": 1}}})
+    run = Run("p", spec)
+    assert ids(run.decide(0)) == ["m.0.call"]
+    assert not run.is_settled("m.0.call") and not run.is_settled("m.1.call")
+    run.finish_attempt("m.0.call", 1, "failed", None, "exit code 1", 1)
+    assert not run.is_settled("m.0.call")  # its retry follows
+    assert ids(run.decide(1)) == ["m.0.call"]
+    run.finish_attempt("m.0.call", 2, "failed", None, "exit code 1", 2)
+    assert run.is_settled("m.0.call")
+    run.decide(2)
+    assert run.is_settled("m") and run.is_settled("m.0.call") and run.is_settled("m.1.call")
+    with pytest.raises(KeyError):
+        run.is_settled("nope.0.call")
+
+
+def test_a_body_step_owing_a_retry_in_a_stopped_plan_is_settled():
+    spec = plan(
+        {"id": "bad", "shell": "false"},
+        {"id": "m", "map": {"over": [1, 2], "do": {"shell": "true", "retries": 3}}},
+    )
+    run = Run("p", spec)
+    run.decide(0)
+    run.finish_attempt("bad", 1, "failed", None, "exit code 1", 1)  # the plan stops
+    run.finish_attempt("m.0.call", 1, "failed", None, "exit code 1", 1)
+    assert run.is_settled("m.0.call")  # the retry it owed never starts
+
+
+def test_run_local_prints_the_report_of_a_plan_whose_body_step_failed(tmp_path):
+    f = tmp_path / "p.yaml"
+    f.write_text(
+        "apiVersion: planops.dev/v1alpha1\nkind: Plan\nmetadata: {name: m}\n"
+        "spec:\n  steps:\n  - {id: m, map: {over: [1], do: {shell: 'false'}}}\n"
+    )
+    r = run_local_cli(f)
+    assert r.returncode == 1, r.stderr
+    assert "Traceback" not in r.stderr
+    report = json.loads(r.stdout)
+    assert report["failedStep"] == "m"
+    assert [(s["stepId"], s["status"]) for s in report["steps"]] == [
+        ("m.0.call", "failed"),
+        ("m", "failed"),
+    ]
+
+
+def test_a_finally_maps_failing_body_step_retries_and_fails_it_locally():
+    spec = plan(
+        {"id": "a", "shell": "true"},
+        **{"finally": [{"id": "m", "map": {"over": [1], "do": {"shell": "false", "retries": 1}}}]},
+    )
+    records: list[dict] = []
+    report = run_local(spec, observer=records.append)
+    assert report.failed_step == "m"
+    assert [(s.step_id, s.status, s.attempts) for s in report.steps] == [
+        ("a", "success", 1),
+        ("m.0.call", "failed", 2),
+        ("m", "failed", 1),
+    ]
+    assert [r["stepId"] for r in records if r["event"] == "plan_step_retry"] == ["m.0.call"]

@@ -274,3 +274,70 @@ def test_validate_judges_a_scheduled_plans_schedule_and_template(tmp_path):
         ("shell-not-allowed", "steps[0].shell"),
     ]
     assert cli("validate", str(EXAMPLES / "scheduled.yaml"), "--capsule", CAPSULE).returncode == 0
+
+
+# -- which plan, under which Capsules (issue 41) ---------------------------------------------------
+
+PLAN_ON = (
+    "apiVersion: planops.dev/v1alpha1\nkind: Plan\nmetadata: {{name: {name}}}\n"
+    "spec:\n  capsule: {capsule}\n  steps:\n  - {{id: s, shell: '{shell}'}}\n"
+)
+CAPSULE_ALLOWING = (
+    "apiVersion: planops.dev/v1alpha1\nkind: Capsule\nmetadata: {{name: {name}}}\n"
+    "spec: {{shell: {{allow: [{binary}]}}}}\n"
+)
+
+
+def test_run_picks_one_plan_of_a_file_holding_several_with_plan():
+    f = str(EXAMPLES / "scheduled.yaml")
+    r = cli("run", "--local", f, "--capsule", CAPSULE, "-o", "json")
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr == (
+        f"error: {f} holds 2 plans (refresh, tenant-audit): pick one with --plan NAME\n"
+    )
+    r = cli("run", "--local", f, "--capsule", CAPSULE, "--plan", "nope")
+    assert r.returncode == 2
+    assert r.stderr == f"error: {f} holds no plan 'nope' (it holds refresh, tenant-audit)\n"
+    r = cli("run", "--local", f, "--capsule", CAPSULE, "--plan", "refresh", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["planId"] == "refresh"
+    assert [s["stepId"] for s in report["steps"]] == ["fetch", "report"]
+
+
+def test_run_plan_judges_only_the_plan_it_runs(tmp_path):
+    f = write(
+        tmp_path,
+        "two.yaml",
+        PLAN_ON.format(name="good", capsule="default", shell="echo hi")
+        + "---\n"
+        + PLAN_ON.format(name="bad", capsule="default", shell="rm -rf x"),
+    )
+    assert cli("run", "--local", f, "--capsule", CAPSULE, "--plan", "good").returncode == 0
+    r = cli("run", "--local", f, "--capsule", CAPSULE, "--plan", "bad")
+    assert r.returncode == 2 and "1 error (nothing ran)" in r.stderr and "'rm'" in r.stderr
+
+
+def test_two_capsule_files_are_both_loaded(tmp_path):
+    caps = [
+        write(tmp_path, f"{n}.yaml", CAPSULE_ALLOWING.format(name=n, binary=b))
+        for n, b in (("a", "echo"), ("b", "'true'"))
+    ]
+    given = [arg for c in caps for arg in ("--capsule", c)]
+    for name, shell in (("a", "echo hi"), ("b", "true")):
+        f = write(tmp_path, f"on-{name}.yaml", PLAN_ON.format(name="p", capsule=name, shell=shell))
+        assert cli("validate", f, *given).returncode == 0
+        r = cli("run", "--local", f, *given, "-o", "json")
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["completed"] is True
+
+
+def test_a_capsule_given_twice_is_refused_naming_both_places(tmp_path):
+    first = write(tmp_path, "a.yaml", CAPSULE_ALLOWING.format(name="a", binary="echo"))
+    second = write(tmp_path, "a2.yaml", CAPSULE_ALLOWING.format(name="a", binary="'true'"))
+    f = write(tmp_path, "p.yaml", PLAN_ON.format(name="p", capsule="a", shell="true"))
+    expected = f"error: {second}: metadata.name: Capsule 'a' is defined twice (also in {first})\n"
+    for verb in (["run", "--local"], ["validate"]):
+        r = cli(*verb, f, "--capsule", first, "--capsule", second)
+        assert r.returncode == 2 and expected in r.stderr, r.stderr
+        assert "success" not in r.stdout  # nothing ran under either

@@ -284,8 +284,22 @@ def test_values_without_a_json_meaning_are_exit_2_naming_the_field(tmp_path, val
 # -- files and directories ------------------------------------------------------------------------
 
 
-def test_a_workdir_whose_parent_does_not_exist_is_exit_2(tmp_path):
+def test_a_workdir_for_a_plan_without_a_workspace_is_exit_2_and_nothing_runs(tmp_path):
     f = write(tmp_path, "ok.yaml", "id: p\nsteps:\n- {id: a, shell: 'echo hi'}\n")
+    work = tmp_path / "work"
+    r = cli("run", "--local", f, "--capsule", CAPSULE, "--workdir", str(work))
+    assert r.returncode == 2 and r.stdout == "", r.stderr
+    assert r.stderr.startswith(
+        f"error: --workdir {work}: plan p declares no workspace (spec.workspace), so its steps "
+        "share no directory"
+    )
+    assert not work.exists()
+
+
+def test_a_workdir_whose_parent_does_not_exist_is_exit_2(tmp_path):
+    f = write(
+        tmp_path, "ok.yaml", "id: p\nworkspace: {size: 1Mi}\nsteps:\n- {id: a, shell: 'echo hi'}\n"
+    )
     missing = tmp_path / "no" / "such"
     r = cli("run", "--local", f, "--capsule", CAPSULE, "--workdir", str(missing))
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr

@@ -1,5 +1,7 @@
 """One set of dispatch rules: the cluster and `kubectl-plan run --local` start the same attempts,
-refuse the same ones with the same words, and give them the same deadline and memory limit.
+refuse the same ones with the same words, and give them the same deadline, memory limit,
+environment (planops' variables, the tool's own, nothing of the host's) and working directory
+(their own, or the workspace).
 
 Each case runs twice: through the reconciler's path (reconciler.dispatching: the Job or child
 Plan it would create, or its refusal) and through the local runner (a real subprocess), and
@@ -9,8 +11,11 @@ directly, one by one."""
 from __future__ import annotations
 
 import asyncio
+import os
+import shlex
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,11 +35,24 @@ PY = sys.executable
 RLIMIT = f"{PY} -c 'import resource; print(resource.getrlimit(resource.RLIMIT_DATA)[0])'"
 
 
+#: prints where it runs and what it finds there (the local runner's side of "cwd")
+WHERE = f"{PY} -c 'import os; print(os.getcwd()); print(os.listdir()); print(os.environ[\"HOME\"])'"
+#: in a pod, what the image and the container runtime add to the Job's env (PATH, HOME; the
+#: clock's zone is the image's, UTC): locally, the runner's HOST_ENV and its own HOME and TZ
+POD_ADDS = {"PATH", "HOME", "TZ"}
+#: PLANOPS_WORKSPACE's value, /workspace in a pod, the run's directory locally
+WORKSPACE = "<the workspace>"
+
+
 def cap(**kw: Any) -> CapsuleSpec:
     base: dict[str, Any] = {
         "image": "busybox:1",
-        "shell": {"allow": ["sleep", "true", PY]},
-        "tools": [{"name": "notes", "command": ["cat"]}],
+        "shell": {"allow": ["sleep", "true", "env", PY]},
+        "tools": [
+            {"name": "notes", "command": ["cat"]},
+            {"name": "env", "command": ["env"], "env": [{"name": "MODE", "value": "fast"}]},
+            {"name": "where", "command": shlex.split(WHERE)},
+        ],
     }
     base.update(kw)
     return capsule(**base)
@@ -49,6 +67,8 @@ class Case:
     #: the capsules of the plans above this one (a child Plan's lineage)
     above: tuple[str, ...] = ()
     policy: Policy = field(default_factory=Policy)
+    #: the plan's other fields (its workspace)
+    spec: dict[str, Any] = field(default_factory=dict)
 
 
 CASES = [
@@ -141,29 +161,96 @@ CASES = [
         ("refused", "call denied: plans nest at most 8 deep"),
         above=tuple(f"c{i}" for i in range(7)),
     ),
+    Case(
+        "a shell step gets the plan, the step and the attempt, and nothing of the host's",
+        {"id": "s", "shell": "env"},
+        cap(),
+        ("env", {"PLANOPS_PLAN": "p", "PLANOPS_STEP": "s", "PLANOPS_ATTEMPT": "1"}),
+    ),
+    Case(
+        "a tool gets its JSON input and its own env",
+        {"id": "s", "tool": "env", "input": {"n": 1}},
+        cap(),
+        (
+            "env",
+            {
+                "PLANOPS_PLAN": "p",
+                "PLANOPS_STEP": "s",
+                "PLANOPS_ATTEMPT": "1",
+                "PLANOPS_INPUT": '{"n": 1}',
+                "MODE": "fast",
+            },
+        ),
+    ),
+    Case(
+        "a step of a run with a workspace is told where it is",
+        {"id": "s", "shell": "env"},
+        cap(),
+        (
+            "env",
+            {
+                "PLANOPS_PLAN": "p",
+                "PLANOPS_STEP": "s",
+                "PLANOPS_ATTEMPT": "1",
+                "PLANOPS_WORKSPACE": WORKSPACE,
+            },
+        ),
+        spec={"workspace": {"size": "1Mi"}},
+    ),
+    Case(
+        "a shell step without a workspace starts in a directory of its own",
+        {"id": "s", "shell": WHERE},
+        cap(),
+        ("cwd", "its own"),
+    ),
+    Case(
+        "a shell step of a run with a workspace starts in the workspace",
+        {"id": "s", "shell": WHERE},
+        cap(),
+        ("cwd", "the workspace"),
+        spec={"workspace": {"size": "1Mi"}},
+    ),
+    Case(
+        "a tool starts in a directory of its own, even with a workspace",
+        {"id": "s", "tool": "where"},
+        cap(),
+        ("cwd", "its own"),
+        spec={"workspace": {"size": "1Mi"}},
+    ),
 ]
 
 
 def in_the_cluster(case: Case, spec: PlanSpec) -> tuple[str, Any]:
     (d,) = Run("p", spec).decide(0.0).dispatch
     ref = PlanRef("ns", "p", "uid", "run", depth=len(case.above), lineage=case.above)
+    claim = "claim" if spec.workspace is not None else None
     if d.kind == "capsule":
         target = {"spec": {}}  # the cases' targets have no plan (or are refused before)
         made = dispatching.admit(ref, d, case.capsule, spec, case.policy) or dispatching.child(
             ref, d, spec, target
         )
     else:
-        made = dispatching.job(ref, d, case.capsule, spec, case.policy, None)
+        made = dispatching.job(ref, d, case.capsule, spec, case.policy, claim)
     if isinstance(made, str):
         return ("refused", made)
     pod = made["spec"]["template"]["spec"]
+    container = pod["containers"][0]
     if case.expected[0] == "timeout":
         return ("timeout", pod["activeDeadlineSeconds"])
+    if case.expected[0] == "env":  # the kubelet turns $$ back into $
+        env = {e["name"]: e["value"].replace("$$", "$") for e in container["env"]}
+        if env.get("PLANOPS_WORKSPACE") == "/workspace":
+            env["PLANOPS_WORKSPACE"] = WORKSPACE
+        return ("env", env)
+    if case.expected[0] == "cwd":  # none: the image's, in the pod's own filesystem
+        workdir = container.get("workingDir")
+        return ("cwd", "the workspace" if workdir == "/workspace" else "its own")
     return ("memory", int(parse(pod["containers"][0]["resources"]["limits"]["memory"])))
 
 
 def locally(case: Case, spec: PlanSpec) -> tuple[str, Any]:
-    runner = LocalRunner({"default": case.capsule}, policy=case.policy)
+    records: list[dict[str, Any]] = []
+    runner = LocalRunner({"default": case.capsule}, policy=case.policy, observer=records.append)
     report = asyncio.run(runner.run("p", spec, case.above))
     (record,) = report.steps
     error = record.error or ""
@@ -171,12 +258,31 @@ def locally(case: Case, spec: PlanSpec) -> tuple[str, Any]:
         return ("timeout", int(error.removeprefix("timed out after ").removesuffix("s")))
     if error:
         return ("refused", error)
+    (workspace,) = [r.get("workspace") for r in records if r["event"] == "plan_start"]
+    if case.expected[0] == "env":
+        lines = (record.output or "").splitlines()
+        env = dict(line.split("=", 1) for line in lines)
+        assert env["TZ"] == "UTC" and env["PATH"] == os.environ["PATH"]
+        assert env["HOME"] != os.environ["HOME"] and not Path(env["HOME"]).exists()
+        if workspace is not None and env.get("PLANOPS_WORKSPACE") == workspace:
+            env["PLANOPS_WORKSPACE"] = WORKSPACE
+        return ("env", {k: v for k, v in env.items() if k not in POD_ADDS})
+    if case.expected[0] == "cwd":
+        cwd, found, home = (record.output or "").splitlines()
+        if cwd == workspace:
+            return ("cwd", "the workspace")
+        # the attempt's own directory (its HOME too): fresh, empty, removed after it
+        assert cwd == home and found == "[]" and not Path(cwd).exists(), (cwd, found, home)
+        return ("cwd", "its own")
     return ("memory", int(record.output or "0"))
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_the_cluster_and_the_local_runner_apply_the_same_dispatch_rules(case: Case):
-    spec = plan(case.step)
+def test_the_cluster_and_the_local_runner_apply_the_same_dispatch_rules(
+    case: Case, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "the user's own")  # must reach no step
+    spec = plan(case.step, **case.spec)
     assert in_the_cluster(case, spec) == case.expected
     assert locally(case, spec) == case.expected
 

@@ -288,6 +288,23 @@ def test_a_tool_works_in_a_private_empty_directory_not_in_the_workspace():
     assert {"name": "workspace", "mountPath": "/workspace"} in container["volumeMounts"]
 
 
+def test_every_step_of_a_run_with_a_workspace_is_told_where_it_is():
+    for job in (tool_job(workspace_claim="c"), shell_job(workspace_claim="c")):
+        env = {
+            e["name"]: e.get("value")
+            for e in job["spec"]["template"]["spec"]["containers"][0]["env"]
+        }
+        assert env["PLANOPS_WORKSPACE"] == "/workspace"
+    for job in (tool_job(), shell_job()):
+        env = {e["name"] for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+        assert "PLANOPS_WORKSPACE" not in env
+
+
+def shell_job(**kw: Any) -> dict[str, Any]:
+    d = dispatch("shell", shell="make")
+    return manifests.job(REF, d, TOOL_CAPSULE, "busybox", timeout_seconds=1, **kw)
+
+
 def test_a_tool_without_a_workspace_keeps_its_images_working_directory():
     (container,) = tool_job()["spec"]["template"]["spec"]["containers"]
     assert "workingDir" not in container

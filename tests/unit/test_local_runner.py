@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from planops.api import CapsuleSpec
+from planops.runners import podlike
 from planops.runners.local import MAX_DEPTH, LocalRunner
 
 from .helpers import capsule, plan
@@ -91,22 +92,115 @@ def test_tool_gets_json_input_on_stdin_and_in_env_with_references_resolved():
     assert s["c"].output == '{"y": "success"}'
 
 
-def test_steps_share_one_working_directory(tmp_path: Path):
-    report, _ = run(
-        plan(
-            {"id": "w", "shell": "sh -c 'echo data > f.txt'"},
-            {"id": "r", "shell": "cat f.txt", "dependsOn": ["w"]},
-        ),
-        workdir=tmp_path,
-    )
+WORKSPACE = {"workspace": {"size": "1Mi"}}
+SHARING = (
+    {"id": "w", "shell": "sh -c 'echo data > f.txt'"},
+    {"id": "r", "shell": "cat f.txt", "dependsOn": ["w"]},
+)
+
+
+def test_the_steps_of_a_plan_with_a_workspace_share_it(tmp_path: Path):
+    report, _ = run(plan(*SHARING, **WORKSPACE), workdir=tmp_path)
     assert by_id(report)["r"].output == "data\n"
     assert (tmp_path / "f.txt").read_text() == "data\n"
 
 
-def test_a_fresh_temporary_workdir_per_run_is_removed_afterwards():
-    report, records = run(plan({"id": "w", "shell": "sh -c 'pwd; touch x'"}))
-    workdir = by_id(report)["w"].output.strip()
-    assert records[0]["workdir"] == workdir and not Path(workdir).exists()
+def test_the_steps_of_a_plan_without_a_workspace_share_no_files():
+    """As pods without a volume: each attempt starts in a fresh directory of its own."""
+    report, _ = run(plan(*SHARING))
+    r = by_id(report)["r"]
+    assert r.status == "failed" and "No such file" in (r.output or ""), r
+
+
+def test_a_workdir_is_for_a_plan_with_a_workspace(tmp_path: Path):
+    with pytest.raises(ValueError, match="declares no workspace"):
+        run(plan({"id": "w", "shell": "true"}), workdir=tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_fresh_temporary_workspace_per_run_is_removed_afterwards():
+    report, records = run(plan({"id": "w", "shell": "sh -c 'pwd; touch x'"}, **WORKSPACE))
+    workspace = by_id(report)["w"].output.strip()
+    assert records[0]["workspace"] == workspace and not Path(workspace).exists()
+
+
+def test_a_sub_plan_has_a_workspace_of_its_own_when_its_plan_declares_one(tmp_path: Path):
+    child_plan = {"steps": [{"id": "c", "shell": "sh -c 'pwd; ls'"}], **WORKSPACE}
+    caps = {"default": cap(spawn={"allow": ["child"]}), "child": cap(plan=child_plan)}
+    spec = plan(
+        {"id": "w", "shell": "sh -c 'touch mine'"},
+        {"id": "d", "capsule": "child", "input": "go", "dependsOn": ["w"]},
+        **WORKSPACE,
+    )
+    report, records = run(spec, caps, workdir=tmp_path)
+    child_start = next(r for r in records if r["event"] == "plan_start" and r["depth"] == 1)
+    assert child_start["workspace"] not in (None, str(tmp_path))
+    assert (tmp_path / "mine").exists() and "mine" not in (by_id(report)["d"].output or "")
+
+
+SECRET_TOOLS = [
+    {
+        "name": "needs-secrets",
+        "command": ["sh", "-c", 'touch "$PLANOPS_WORKSPACE/ran"'],
+        "env": [
+            {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "t"}}},
+            {"name": "MODE", "value": "fast"},
+        ],
+        "secretMounts": [{"secretName": "kube", "mountPath": "/etc/kube"}],
+    },
+    {
+        "name": "may-use-secrets",
+        "command": ["sh", "-c", 'echo "token=${TOKEN-unset} mode=${MODE-unset} $LEVEL"'],
+        "env": [
+            {
+                "name": "TOKEN",
+                "valueFrom": {"secretKeyRef": {"name": "creds", "key": "t", "optional": True}},
+            },
+            {
+                "name": "MODE",
+                "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "m", "optional": True}},
+            },
+            {"name": "LEVEL", "value": "high"},
+        ],
+    },
+]
+
+
+def test_a_tool_whose_env_needs_a_secret_is_refused_locally_saying_why(tmp_path: Path):
+    """The kubelet reads a Secret for a pod; a local run has none to read: the attempt fails
+    before anything starts, naming every value it cannot have (never an empty one)."""
+    c = cap(tools=SECRET_TOOLS)
+    spec = plan({"id": "t", "tool": "needs-secrets"}, **WORKSPACE)
+    report, _ = run(spec, {"default": c}, workdir=tmp_path)
+    t = by_id(report)["t"]
+    assert t.status == "failed"
+    assert t.error == (
+        "tool 'needs-secrets': env TOKEN comes from Secret 'creds' (key 't'), which a local run "
+        "cannot read (run the plan in a cluster, or give the tool a value in a Capsule file of "
+        "your own for local runs); tool 'needs-secrets' mounts Secret 'kube' at /etc/kube, which "
+        "a local run cannot (run the plan in a cluster)"
+    )
+    assert not (tmp_path / "ran").exists()
+
+
+def test_an_optional_value_from_a_secret_or_config_map_is_left_unset_with_a_notice():
+    c = cap(tools=SECRET_TOOLS)
+    report, records = run(plan({"id": "t", "tool": "may-use-secrets"}), {"default": c})
+    assert by_id(report)["t"].output == "token=unset mode=unset high\n"
+    notices = [r["message"] for r in records if r["event"] == "notice" and r.get("stepId") == "t"]
+    assert notices == [
+        "tool 'may-use-secrets': env TOKEN is left unset: its value is optional, from Secret "
+        "'creds' (key 't'), and a local run reads no Secret",
+        "tool 'may-use-secrets': env MODE is left unset: its value is optional, from ConfigMap "
+        "'cfg' (key 'm'), and a local run reads no ConfigMap",
+    ]
+
+
+def test_the_capsules_read_only_paths_are_noticed_as_not_enforced_locally():
+    c = cap(readOnlyPaths=["inputs"])
+    _, records = run(plan({"id": "a", "shell": "true"}, **WORKSPACE), {"default": c})
+    (notice,) = [r["message"] for r in records if r["event"] == "notice"]
+    assert notice.startswith("the Capsule's readOnlyPaths (inputs) are read-only in a pod only")
 
 
 def test_exit_code_and_output_of_a_failing_command():
@@ -156,7 +250,7 @@ def test_empty_output_is_null():
 def test_a_dispatch_time_refusal_fails_the_step_with_call_denied_and_runs_nothing(tmp_path: Path):
     # validation passed under an earlier capsule; at dispatch the binary is no longer allowed
     c = cap(shell={"allow": ["true"]})
-    spec = plan({"id": "x", "shell": "sh -c 'touch ran'", "onError": "continue"})
+    spec = plan({"id": "x", "shell": "sh -c 'touch ran'", "onError": "continue"}, **WORKSPACE)
     report, records = run(spec, {"default": c}, workdir=tmp_path)
     s = by_id(report)["x"]
     assert s.status == "failed" and s.error.startswith("call denied: binary 'sh'")
@@ -317,3 +411,34 @@ def test_sub_plans_under_a_limited_parent_ride_its_slot():
     spans = list(_sub_plan_spans(records).values())
     assert len(spans) == 3 and all(a[0] < b[1] and b[0] < a[1] for a in spans for b in spans)
     assert not [r for r in records if r["event"] == "notice"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expanded"),
+    [
+        ("$(A)-$(B)", "x-$(B)"),  # an undefined variable stays as written
+        ("$$(A) $$ $", "$(A) $ $"),  # $$ is one $; a last $ stays
+        ("$A $(A", "$A $(A"),  # no reference
+        ("$()", "$()"),
+        ("$($(A))", "$($(A))"),  # the name ends at the first `)`: `$(A` is undefined
+    ],
+)
+def test_a_tools_references_are_expanded_as_the_kubelet_expands_them(text, expanded):
+    assert podlike.expand(text, {"A": "x"}) == expanded
+
+
+def test_a_tools_env_and_command_see_the_variables_declared_before_them():
+    """The kubelet expands `$(VAR)` in a container's env values (by the variables declared
+    before each) and in its command (by all of them); never by the image's or the host's."""
+    tools = [
+        {
+            "name": "refs",
+            "command": ["sh", "-c", "echo \"$URL $(MODE) $0\" '$(PATH)'", "$(PLANOPS_STEP)"],
+            "env": [
+                {"name": "URL", "value": "https://$(HOST)/$(MODE)/$(PLANOPS_ATTEMPT)"},
+                {"name": "MODE", "value": "fast"},
+            ],
+        }
+    ]
+    report, _ = run(plan({"id": "t", "tool": "refs"}), {"default": cap(tools=tools)})
+    assert by_id(report)["t"].output == "https://$(HOST)/$(MODE)/1 fast t $(PATH)\n"

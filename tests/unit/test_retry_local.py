@@ -19,6 +19,7 @@ PLAN = {
     "metadata": {"name": "flip"},
     "spec": {
         "capsule": "default",
+        "workspace": {"size": "10Mi"},  # check reads what the test writes there
         "steps": [
             {"id": "prepare", "shell": "date +%N"},
             {"id": "check", "shell": "cat flag.txt", "dependsOn": ["prepare"]},

@@ -112,6 +112,7 @@ def test_a_tools_credentials_reach_its_containers_only():
         "PLANOPS_PLAN",
         "PLANOPS_STEP",
         "PLANOPS_ATTEMPT",
+        "PLANOPS_WORKSPACE",  # the run has a workspace (claim "ws")
     }
     other_tool = job_for({"id": "n", "tool": "notes"}, cap)
     assert "volumes" not in other_tool["spec"]["template"]["spec"]

@@ -180,6 +180,7 @@ def load(
     validator judges it: `validate` reports every error at once."""
     loaded = Loaded()
     problems: list[FileProblem] = []
+    capsule_at: dict[str, str] = {}  # where each Capsule was read first
     files = [(f, False) for f in plan_files] + [(f, True) for f in capsule_files]
     for path, capsules_only in files:
         try:
@@ -200,12 +201,11 @@ def load(
                     FileProblem(path, where, p.path, p.message, p.code, line, column, name)
                 )
             if isinstance(doc, CapsuleDocument) and (lenient or not doc_problems):
-                if doc.name in loaded.capsules:
-                    problems.append(
-                        FileProblem(
-                            path, where, "metadata.name", f"Capsule {doc.name!r} is defined twice"
-                        )
-                    )
+                if doc.name in capsule_at:  # refused, whichever file: neither one wins
+                    first = capsule_at[doc.name]
+                    again = f"Capsule {doc.name!r} is defined twice (also in {first})"
+                    problems.append(FileProblem(path, where, "metadata.name", again))
+                capsule_at.setdefault(doc.name, where)
                 loaded.capsules[doc.name] = doc.spec
                 loaded.capsule_documents.append((path, doc))
             elif isinstance(doc, PlanDocument) and (lenient or not doc_problems):

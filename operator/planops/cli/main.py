@@ -69,10 +69,12 @@ def _parser() -> argparse.ArgumentParser:
         help="run on this machine with the embedded runner (in a cluster: submit --wait)",
     )
     r.add_argument("--capsule", action="append", default=[], metavar="FILE")
+    r.add_argument("--plan", metavar="NAME", help="the plan to run, of files holding several")
     r.add_argument(
         "--workdir",
         type=Path,
-        help="working directory shared by the steps (default: a fresh temporary directory)",
+        help="the plan's workspace (spec.workspace): the directory its shell steps share "
+        "(default: a fresh temporary directory)",
     )
     r.add_argument("-o", "--output", choices=["text", "json"], default="text")
     r.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
@@ -257,8 +259,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     loaded = _load(args)
     if loaded is None:
         return EXIT_INPUT
-    if len(loaded.plans) != 1:
-        sys.stderr.write(f"error: run takes exactly one plan; found {len(loaded.plans)}\n")
+    if (problem := _one_plan(loaded, args.plan, " ".join(args.files))) is not None:
+        sys.stderr.write(f"error: {problem}\n")
         return EXIT_INPUT
     found = _errors(loaded)
     if found:
@@ -275,6 +277,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     answers = _answers(args.answer)
     if answers is None:
+        return EXIT_INPUT
+    if args.workdir is not None and plan.spec.workspace is None:
+        sys.stderr.write(
+            f"error: --workdir {args.workdir}: plan {plan.plan_id} declares no workspace "
+            "(spec.workspace), so its steps share no directory (each starts in one of its own, "
+            "as in a pod); declare one for steps to share files\n"
+        )
         return EXIT_INPUT
     if args.workdir is not None and (problem := _workdir(args.workdir)) is not None:
         sys.stderr.write(f"error: --workdir {args.workdir}: {problem}\n")
@@ -303,6 +312,23 @@ def cmd_run(args: argparse.Namespace) -> int:
     if report.exit is not None and report.exit.status == "error":
         return EXIT_ERROR_EXIT  # seed 2: an exit step with status error
     return EXIT_OK if report.completed else EXIT_FAILED
+
+
+def _one_plan(loaded: Loaded, name: str | None, source: str) -> str | None:
+    """Keep only the plan `run` runs: the one the files hold, or the one `--plan NAME` picks
+    (the others are neither judged nor run). Why there is no such one plan, or None."""
+    names = ", ".join(p.plan_id for _, p in loaded.plans)
+    picked = [i for i, (_, p) in enumerate(loaded.plans) if name in (None, p.plan_id)]
+    if not picked:
+        return f"{source} holds no plan {name!r} (it holds {names})"
+    if len(picked) > 1 and name is None:
+        return f"{source} holds {len(picked)} plans ({names}): pick one with --plan NAME"
+    if len(picked) > 1:
+        files = ", ".join(dict.fromkeys(loaded.plans[i][0] for i in picked))
+        return f"{source} holds {len(picked)} plans named {name!r} (in {files}): give one file"
+    (i,) = picked
+    loaded.plans, loaded.origins = [loaded.plans[i]], [loaded.origins[i]]
+    return None
 
 
 def _retry_seed(

@@ -291,6 +291,27 @@ class Bodies:
         if sub is not None:
             sub.finish_attempt(local, attempt, *args)
 
+    def is_settled(self, step_id: str) -> bool:
+        """Whether no further attempt of body step `<control>.<key>.<step>` will start: its
+        item's run settled it, or its control step is over, or the run stopped (an item owing a
+        retry then never starts it). A KeyError for a step that is no body step of this run."""
+        ctl, _, rest = step_id.partition(".")
+        key, _, local = rest.partition(".")
+        run = self.run
+        i = run.graph.index[ctl]
+        if run.kind(i) not in bodies.BODY_KINDS or not local:
+            raise KeyError(step_id)
+        a = self.active.get(i)
+        if a is None:  # not begun (nothing of it ran yet), or settled with its bodies
+            return run.is_settled(ctl)
+        sub = a.runs.get(a.positions[key])
+        if sub is None:  # its item has not started
+            return False
+        if sub.is_settled(local):
+            return True
+        stopped = run.failed_step is not None or run.exited is not None
+        return stopped and all(sid != local for sid, _ in sub.in_flight_attempts())
+
     def planned(self) -> int:
         """Records the running bodies have yet to add."""
         return sum(

@@ -15,9 +15,13 @@ of its own:
   the Capsule's and the operator's maximum; a Job's run time and an ask's wait alike.
 - `resources` / `memory_limit_bytes`: requests and limits as api.resources merges them (step,
   then Capsule, then planops' defaults), so a local process gets the memory limit a pod would.
+- `environment`: the PLANOPS_* variables of a tool or shell step's attempt (a Job's container
+  env, a local process's environment alike).
 """
 
 from __future__ import annotations
+
+import json
 
 from planops.api.models import CapsuleSpec, Step
 from planops.api.quantity import parse
@@ -116,3 +120,18 @@ def memory_limit_bytes(step: Step, capsule: CapsuleSpec) -> int:
     RLIMIT_DATA). Raises ValueError when it is not a quantity (a Capsule's: a step's own is
     refused by the validator)."""
     return int(parse(resources(step, capsule)["limits"]["memory"]))
+
+
+def environment(plan: str, d: Dispatch, workspace: str | None) -> dict[str, str]:
+    """The variables planops gives an attempt of a tool or shell step, in this order:
+    PLANOPS_PLAN (the name of the plan it belongs to), PLANOPS_STEP (a body step's qualified
+    name), PLANOPS_ATTEMPT (from 1), a tool's PLANOPS_INPUT (its JSON input, `{}` when it has
+    none) and, when the run has a workspace, PLANOPS_WORKSPACE (where it is: /workspace in a
+    pod, a directory of this machine locally). A tool's own `env` follows them; no name of it
+    starts with PLANOPS_ (api.models refuses it)."""
+    env = {"PLANOPS_PLAN": plan, "PLANOPS_STEP": d.step.id, "PLANOPS_ATTEMPT": str(d.attempt)}
+    if d.kind == "tool":
+        env["PLANOPS_INPUT"] = json.dumps(d.input if d.input is not None else {})
+    if workspace is not None:
+        env["PLANOPS_WORKSPACE"] = workspace
+    return env

@@ -213,8 +213,14 @@ class RunState:
         return self._order if self._final is None else [*self._order, *self._final.settled]
 
     def is_settled(self, step_id: str) -> bool:
+        """Whether no further attempt of the step will start: it has its record, or, a body step
+        (`<control>.<key>.<step>`, as dispatched), its item is over (engine.bodyrun). Every id
+        this run dispatches is known here; an unknown one is a KeyError."""
         if self._final is not None and self._final.declares(step_id):
             return self._final.is_settled(step_id)
+        i = self.graph.index.get(step_id)
+        if i is None and "." in step_id:
+            return self._bodies.is_settled(step_id)
         return self._states[self.graph.index[step_id]].settled is not None
 
     def declares(self, step_id: str) -> bool:

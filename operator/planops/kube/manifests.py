@@ -19,7 +19,6 @@ stored several times over).
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +26,7 @@ from typing import Any
 from planops.api import API_VERSION, CapsuleSpec, names
 from planops.api.resources import resources
 from planops.engine import Dispatch, delegation, shell_words
+from planops.engine import dispatch as dispatch_
 
 #: the keys (api.names), importable from here too, where the objects carrying them are made
 ANNOTATION_ANSWER_PREFIX = names.ANNOTATION_ANSWER_PREFIX
@@ -233,19 +233,12 @@ def job(
     labels = ref.labels(d.step.id, d.attempt)
     # the full values of shortened labels; none (no `annotations` key) when every label is whole
     annotated = {"annotations": a} if (a := ref.annotations(d.step.id)) else {}
+    workspace = WORKSPACE_MOUNT if workspace_claim is not None else None
     env = [
-        {"name": "PLANOPS_PLAN", "value": ref.name},
-        {"name": "PLANOPS_STEP", "value": d.step.id},
-        {"name": "PLANOPS_ATTEMPT", "value": str(d.attempt)},
+        {"name": name, "value": literal(value)}
+        for name, value in dispatch_.environment(ref.name, d, workspace).items()
     ]
     tool = capsule.tool(d.step.tool or "") if d.kind == "tool" else None
-    if d.kind == "tool":
-        env.append(
-            {
-                "name": "PLANOPS_INPUT",
-                "value": literal(json.dumps(d.input if d.input is not None else {})),
-            }
-        )
     volumes: list[dict[str, Any]] = []
     mounts: list[dict[str, Any]] = []
     if tool is not None:  # the tool's credentials: on its own containers only

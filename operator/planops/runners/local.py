@@ -4,7 +4,8 @@ It is an *executor* of the engine's decider (planops.engine.Run), exactly as the
 it asks what to start, starts it, and reports results back. No scheduling rule lives here.
 
 - shell: the step's words (shlex) as a subprocess, first word looked up on PATH, never a shell.
-- tool: the tool's `command`, with the JSON input on stdin and in env PLANOPS_INPUT.
+- tool: the tool's `command`, with the JSON input on stdin and in env PLANOPS_INPUT (stdin is
+  local only: in a pod the input is in PLANOPS_INPUT alone).
 - capsule: the target Capsule's `plan` run in-process as a sub-plan (nesting capped at 8,
   cycles refused), the step's task text given to the child as `input.objective` and the child's
   output taken back as the step's (engine.delegation: the same contract as in the cluster).
@@ -13,7 +14,10 @@ it asks what to start, starts it, and reports results back. No scheduling rule l
   its sub-plans run on the Capsule at once, the others wait for a slot. As in the cluster, a
   sub-plan with a limited Capsule above it (the top plan's included: it holds its Capsule's
   only place here) rides that slot and is not counted, so waiting never closes a cycle.
-- Every step of a run shares one working directory (seed 1: "the same accessible workdir").
+- Each attempt gets what a step pod gets (runners.podlike): planops' PLANOPS_* variables, its
+  tool's `env` (a Secret's value refused), of this machine's environment only PATH, a fresh
+  directory of its own; the steps share files only through the plan's workspace (`workdir`,
+  else a fresh temporary directory), as pods share only a volume.
 - Limits: the step's timeout and the memory limit (RLIMIT_DATA, the closest per-process
   equivalent of the cgroup limit a Job gets); output capped at the capsule's outputLimitBytes.
 - Each subprocess is its own process group; cancelling the run (Ctrl-C) kills every group and
@@ -35,14 +39,13 @@ import os
 import resource
 import shutil
 import signal
-import tempfile
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from planops.api import CapsuleSpec, PlanSpec
+from planops.api import CapsuleSpec, PlanSpec, Tool
 from planops.engine import (
     Dispatch,
     Facts,
@@ -57,6 +60,7 @@ from planops.engine import (
 )
 from planops.engine import dispatch as dispatch_
 from planops.engine.policy import capsules as capsule_resolver
+from planops.runners import podlike
 
 #: Trace records, by the seed's names: plan_start, plan_step_start, plan_step, plan_end,
 #: delegation_start, delegation, call_denied, notice.
@@ -81,6 +85,7 @@ class LocalRunner:
     """Runs plans on this machine. `capsules` are all Capsules known (by name)."""
 
     capsules: Mapping[str, CapsuleSpec]
+    #: the top plan's workspace (it must declare `spec.workspace`); None: a fresh one
     workdir: Path | None = None
     observer: Observer = field(default=lambda _record: None)
     policy: Policy = field(default_factory=Policy)
@@ -108,11 +113,11 @@ class LocalRunner:
         lineage = (*lineage, capsule_name(spec))
         capsule = self.capsules[lineage[-1]]
         self._notice_images(spec, capsule)
-        if self.workdir is not None and top:
-            self.workdir.mkdir(parents=True, exist_ok=True)
-            return await self._run_in(plan_id, spec, capsule, lineage, self.workdir, seed)
-        with tempfile.TemporaryDirectory(prefix=f"planops-{plan_id}-") as tmp:
-            return await self._run_in(plan_id, spec, capsule, lineage, Path(tmp), seed)
+        with podlike.workspace(plan_id, spec, self.workdir, top) as workspace:
+            if workspace is not None and (notice := podlike.read_only_notice(capsule)):
+                self.observer({"time": self.clock(), "event": "notice", "message": notice})
+            where = podlike.Where(plan_id, workspace)
+            return await self._run_in(plan_id, spec, capsule, lineage, where, seed)
 
     async def _run_in(
         self,
@@ -120,7 +125,7 @@ class LocalRunner:
         spec: PlanSpec,
         capsule: CapsuleSpec,
         lineage: tuple[str, ...],
-        workdir: Path,
+        where: podlike.Where,
         seed: Facts | None = None,
     ) -> Report:
         backoff = capsule.retry_backoff
@@ -130,7 +135,8 @@ class LocalRunner:
             else Run.restore(plan_id, spec, seed, retry_backoff=backoff)
         )
         emit = self._emitter(plan_id, lineage)
-        start: Record = {"event": "plan_start", "steps": len(spec.steps), "workdir": str(workdir)}
+        workspace = str(where.workspace) if where.workspace is not None else None
+        start: Record = {"event": "plan_start", "steps": len(spec.steps), "workspace": workspace}
         if seed is not None:
             start["kept"] = len(seed.settled)  # a retry: records of the earlier run kept
         emit(start)
@@ -149,7 +155,7 @@ class LocalRunner:
                             "kind": d.kind,
                         }
                     )
-                    task = asyncio.create_task(self._execute(d, capsule, lineage, workdir, emit))
+                    task = asyncio.create_task(self._execute(d, capsule, lineage, where, emit))
                     tasks[task] = d
                 if decision.finished:
                     break
@@ -226,7 +232,7 @@ class LocalRunner:
         d: Dispatch,
         capsule: CapsuleSpec,
         lineage: tuple[str, ...],
-        workdir: Path,
+        where: podlike.Where,
         emit: Callable[[Record], None],
     ) -> Result:
         refusal = dispatch_.admit(
@@ -244,9 +250,36 @@ class LocalRunner:
             tool = capsule.tool(d.step.tool or "")
             assert tool is not None  # admitted
             payload = json.dumps(d.input if d.input is not None else {})
-            return await self._process(tool.command, d, capsule, workdir, payload)
+            return await self._attempt(tool.command, d, capsule, where, payload, tool, emit)
         words = d.words or shell_words(d.step.shell or "")
-        return await self._process(words, d, capsule, workdir, None)
+        return await self._attempt(words, d, capsule, where, None, None, emit)
+
+    async def _attempt(
+        self,
+        argv: list[str],
+        d: Dispatch,
+        capsule: CapsuleSpec,
+        where: podlike.Where,
+        stdin: str | None,
+        tool: Tool | None,
+        emit: Callable[[Record], None],
+    ) -> Result:
+        """One process where a pod would run it: in a fresh directory of its own (a shell step
+        of a run with a workspace: in the workspace), with the environment a pod would give it."""
+        own: dict[str, str] = {}
+        if tool is not None:  # its env and command as the kubelet makes them
+            declared = podlike.declared(where, d)
+            own, unset, refusals = podlike.tool_env(tool, declared)
+            if refusals:
+                return Result("failed", None, "; ".join(refusals))
+            for message in unset:
+                emit({"event": "notice", "stepId": d.step.id, "message": message})
+            argv = [podlike.expand(word, declared | own) for word in argv]
+        with podlike.private_dir(d) as private:
+            env = podlike.environment(where, d, private) | own
+            shared = where.workspace if tool is None else None  # a tool: never in the workspace
+            cwd = shared if shared is not None else private
+            return await self._process(argv, d, capsule, cwd, env, stdin)
 
     async def _ask(self, d: Dispatch) -> Result:
         spec: dict[str, Any] = d.input
@@ -336,14 +369,15 @@ class LocalRunner:
         return self._slots.setdefault(target, asyncio.Semaphore(limit))
 
     async def _process(
-        self, argv: list[str], d: Dispatch, capsule: CapsuleSpec, workdir: Path, stdin: str | None
+        self,
+        argv: list[str],
+        d: Dispatch,
+        capsule: CapsuleSpec,
+        cwd: Path,
+        env: dict[str, str],
+        stdin: str | None,
     ) -> Result:
         timeout = dispatch_.timeout_seconds(d.step, capsule, self.policy)
-        env = dict(os.environ)
-        env["PLANOPS_STEP"] = d.step.id
-        env["PLANOPS_ATTEMPT"] = str(d.attempt)
-        if stdin is not None:
-            env["PLANOPS_INPUT"] = stdin
         try:
             memory = dispatch_.memory_limit_bytes(d.step, capsule)
         except ValueError as e:  # a Capsule's default (a step's own is refused by the validator)
@@ -354,7 +388,7 @@ class LocalRunner:
             proc = await _spawn(
                 asyncio.create_subprocess_exec(
                     *argv,
-                    cwd=workdir,
+                    cwd=cwd,
                     env=env,
                     stdin=asyncio.subprocess.PIPE
                     if stdin is not None
