@@ -235,6 +235,7 @@ async def plan_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_
         memo.archiver.offer(dict(event["object"]))  # never waits: the archive's own writers
     if event["type"] == "DELETED":
         memo.reconciler.forget(ns, name)
+        memo.queue.forget((ns, name))
     elif not memo.reconciler.own_write(ns, name, meta.get("resourceVersion")):
         # (the echo of the reconciler's own status write is no news to it; a parent or a
         # schedule below still hears of it)
@@ -286,6 +287,7 @@ async def scheduled_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo
     key = ("scheduledplans", body["metadata"]["namespace"], body["metadata"]["name"])
     if event["type"] == "DELETED":
         memo.scheduled.discard(key)
+        memo.schedules.forget(key)
     else:
         memo.scheduled.add(key)
         memo.schedules.put(key)
@@ -298,6 +300,7 @@ async def cluster_scheduled_event(
     name = body["metadata"]["name"]
     if event["type"] == "DELETED":
         memo.cluster_schedules.discard(name)
+        memo.schedules.forget(("clusterscheduledplans", "", name))
     else:
         memo.cluster_schedules.add(name)
         memo.schedules.put(("clusterscheduledplans", "", name))
