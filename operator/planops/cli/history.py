@@ -245,12 +245,14 @@ def run(args: argparse.Namespace, now: float) -> int:
     ns = cluster.namespace_of(args)
     import asyncio  # noqa: PLC0415 - not for the offline verbs (docs/performance.md)
 
+    from planops.archive.dsn import redacted  # noqa: PLC0415
     from planops.archive.store import DatabaseError  # noqa: PLC0415
 
     try:
         rows = asyncio.run(_archived(dsn, args, ns, at))
-    except DatabaseError as e:
-        sys.stderr.write(f"error: cannot read the archive: {type(e).__name__}: {e}\n")
+    except DatabaseError as e:  # (its password kept out of a CI job's log)
+        said = redacted(str(e), dsn)
+        sys.stderr.write(f"error: cannot read the archive: {type(e).__name__}: {said}\n")
         return EXIT_CLUSTER
     show(rows, args.output, ns, "archive")
     return EXIT_OK

@@ -166,6 +166,7 @@ def _archiver(kube: Kube, plans: WatchCache, poster: Poster, gate: asyncio.Event
         events=poster,
         gate=gate,
         capacity=CONFIG.archive_queue,
+        dsn=dsn,
     )
     archiver.start()
     return archiver
