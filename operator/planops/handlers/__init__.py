@@ -35,6 +35,7 @@ from planops.reconciler import (
     Reconciler,
     ScheduleReconciler,
     SlotCounting,
+    SlotStanding,
     job_event_matters,
     pod_event_matters,
     slot_group,
@@ -111,7 +112,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     memo.gate = gate
     memo.capsules = WatchCache()
     # also the admission webhook's judge
-    memo.plans = WatchCache(index=slot_group)  # grouped by (namespace, Capsule): slots
+    memo.plans = WatchCache(index=slot_group, group=SlotStanding)  # each Capsule's queue: slots
     memo.counting = SlotCounting()  # the Plans counted on a Capsule, as the watch shows them
     memo.runs = RunObjects(LABEL_PLAN, LABEL_RUN)
     memo.poster = Poster(kube)
