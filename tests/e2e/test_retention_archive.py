@@ -1,7 +1,8 @@
-"""A TTL waits for the archive, on the real cluster and a real PostgreSQL: with the database
-stopped, a finished Plan whose ttlSecondsAfterFinished passed long ago stays (deleting it would
-lose its run: its PlanReports go with it); once the database is back and the run is archived,
-the Plan is deleted, and its row is in the archive."""
+"""Retention waits for the archive, on the real cluster and a real PostgreSQL: with the
+database stopped, a finished Plan whose ttlSecondsAfterFinished passed long ago stays (deleting
+it would lose its run: its PlanReports go with it), and so does a ScheduledPlan's run past its
+history limits (`successfulRunsHistoryLimit: 0`); once the database is back and the run is
+archived, the Plan is deleted, and its row is in the archive."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,6 +76,63 @@ def test_a_ttld_plan_is_not_deleted_until_its_run_is_archived(
         rows = [r for r in _rows(dsn, ns) if r["name"] == "kept"]
         assert [(r["run_id"], r["phase"]) for r in rows] == [(run, "Succeeded")]
         assert _metric(op, "planops_plans_deleted_by_ttl_total") == 1
+    finally:
+        if not postgres.running():
+            postgres.start()
+        op.stop()
+
+
+def test_a_scheduled_plan_with_history_limit_zero_keeps_its_run_until_archived(
+    kube: Kube,
+    kubeconfig: str,
+    retention_ns: str,
+    postgres: Postgres,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """`successfulRunsHistoryLimit: 0` deleted each run as soon as it succeeded, before the
+    archive wrote it: the author's runs never reached the archive. With the database stopped,
+    the run that succeeds is kept past the limit (a gauge counts it); once the database is back
+    and the run archived, the limit deletes it, and its row is in the archive."""
+    ns = retention_ns
+    dsn = postgres.create_database(f"t_{uuid.uuid4().hex[:12]}")
+    monkeypatch.setenv("PLANOPS_ARCHIVE_DSN", dsn)
+    op = start_operator(kubeconfig, [ns], tmp_path / "operator.log", "--archive")
+    scheduled = {
+        "apiVersion": "planops.dev/v1alpha1",
+        "kind": "ScheduledPlan",
+        "metadata": {"name": "nightly"},
+        "spec": {
+            "schedule": "* * * * *",
+            "concurrencyPolicy": "Forbid",
+            "successfulRunsHistoryLimit": 0,
+            "planTemplate": {"spec": {"steps": [FILTER]}},
+        },
+    }
+    try:
+        postgres.stop()
+        kube.apply(scheduled, "-n", ns)
+
+        def succeeded() -> list[dict[str, Any]]:
+            runs = kube.get("plans", "-n", ns, "-l", "planops.dev/scheduled-by=nightly")["items"]
+            return [r for r in runs if (r.get("status") or {}).get("phase") == "Succeeded"]
+
+        (run,) = _wait("a scheduled run that succeeded", succeeded, 150, op)[:1]
+        name, run_id = run["metadata"]["name"], run["status"]["run"]["id"]
+        time.sleep(10)  # several resyncs (3 s), each a reconcile of the schedule
+        assert kube.run("get", "plan", name, "-n", ns, check=False).returncode == 0
+        assert (_metric(op, "planops_scheduled_runs_kept_for_archive") or 0) >= 1
+        kube.apply({**scheduled, "spec": {**scheduled["spec"], "suspend": True}}, "-n", ns)
+        postgres.start()
+        _wait(
+            "the run deleted once archived",
+            lambda: kube.run("get", "plan", name, "-n", ns, check=False).returncode != 0,
+            90,
+            op,
+        )
+        rows = [(r["name"], r["run_id"], r["phase"]) for r in _rows(dsn, ns)]
+        assert (name, run_id, "Succeeded") in rows
+        assert (_metric(op, "planops_runs_deleted_unarchived_total") or 0) == 0
     finally:
         if not postgres.running():
             postgres.start()

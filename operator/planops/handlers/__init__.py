@@ -137,7 +137,11 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     memo.queue = Coalescer(memo.reconciler.reconcile, workers=CONFIG.workers, gate=gate)
     memo.queue.start()
     memo.schedule_judge = ScheduleReconciler(
-        kube, CONFIG.policy, poster=memo.poster, require_author=CONFIG.require_author
+        kube,
+        CONFIG.policy,
+        poster=memo.poster,
+        require_author=CONFIG.require_author,
+        archived=archived if memo.archiver is not None else None,  # the history limits wait
     )
     memo.schedules = Coalescer(memo.schedule_judge.reconcile, workers=2, gate=gate)
     memo.schedules.start()

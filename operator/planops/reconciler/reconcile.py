@@ -197,6 +197,7 @@ class Reconciler:
                     now,
                     archive=self.archive,
                     budget=self.history_report_bytes,
+                    archived=self.archived,
                 )
             previous = {"conditions": previous.get("conditions", []), "history": history or None}
             self._reader.trust((namespace, name))  # nothing yet; its creations are written back
