@@ -9,23 +9,20 @@ key=value words. No database is needed: the DSN never reaches one.
 from __future__ import annotations
 
 import json
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.conftest import Kube
 from tests.e2e.conftest import capsule, plan, start_operator, wait_plan
 from tests.e2e.test_archive import _wait
+from tests.e2e.test_tenancy import AUTHOR, chart_docs, grant
 
 pytestmark = [pytest.mark.cluster]
 
-CHART = Path(__file__).resolve().parents[2] / "charts" / "planops"
-AUTHOR = "alice"
 FILTER = {
     "id": "f",
     "filter": {"over": [1, 2, 3], "where": {"value": "{{item}}", "op": "gt", "to": 1}},
@@ -46,43 +43,18 @@ def tenant(kube: Kube, helm: str, crds: None, busybox: str) -> Iterator[str]:
     (rendered under a release name of this test's own: other sessions' roles are left alone)."""
     tag = uuid.uuid4().hex[:8]
     ns, release = f"secrets-{tag}", f"secrets-{tag}"
-    out = subprocess.run(
-        [
-            helm,
-            "template",
-            release,
-            str(CHART),
-            "--set",
-            "rbac.aggregateToDefaultRoles=false",
-            "--show-only",
-            "templates/rbac-users.yaml",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    roles = [d for d in yaml.safe_load_all(out) if d]
-    text = "\n---\n".join(json.dumps(d) for d in roles)
+    roles = "\n---\n".join(
+        json.dumps(d) for d in chart_docs(helm, "rbac-users.yaml", release=release)
+    )
     kube.run("create", "namespace", ns)
     kube.apply(capsule(busybox), "-n", ns)
-    kube.run("apply", "-f", "-", input=text)
-    binding: dict[str, Any] = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "RoleBinding",
-        "metadata": {"name": "alice-plan-author", "namespace": ns},
-        "roleRef": {
-            "apiGroup": "rbac.authorization.k8s.io",
-            "kind": "ClusterRole",
-            "name": f"{release}-planops-plan-author",
-        },
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": AUTHOR}],
-    }
-    kube.apply(binding)
+    kube.run("apply", "-f", "-", input=roles)
+    grant(kube, ns, [], release=release)
     try:
         yield ns
     finally:
         kube.run("delete", "namespace", ns, "--wait=false", check=False)
-        kube.run("delete", "-f", "-", "--ignore-not-found", input=text, check=False)
+        kube.run("delete", "-f", "-", "--ignore-not-found", input=roles, check=False)
 
 
 @pytest.mark.parametrize("form", sorted(DSNS))

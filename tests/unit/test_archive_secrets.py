@@ -107,27 +107,31 @@ class _Events:
         self.bodies.append(body)
 
 
+def _archive_until(connect: Any, dsn: str, done: Any, events: _Events | None = None) -> None:
+    """The archive's writer, the database reached by `connect` (the DSN `dsn`), fed one
+    finished run, until `done()` says so."""
+    cache = WatchCache()
+    cache.seen("ADDED", plan("p"))
+
+    async def scenario() -> None:
+        archiver = Archiver(connect, FakeKube(), cache, events=events, retry_max=0.01, dsn=dsn)
+        assert archiver.offer(plan("p"))
+        archiver.start()
+        while not done():
+            await asyncio.sleep(0.01)
+        await archiver.stop()
+
+    asyncio.run(scenario())
+
+
 @pytest.mark.parametrize("case", sorted(MALFORMED))
 def test_a_tenant_sees_the_archive_is_behind_and_the_operator_log_says_why_redacted(
     case: str, caplog: pytest.LogCaptureFixture
 ):
     dsn, pieces = MALFORMED[case]
-    cache = WatchCache()
-    cache.seen("ADDED", plan("p"))
     events = _Events()
-
-    async def scenario() -> None:
-        archiver = Archiver(
-            lambda: Store.connect(dsn), FakeKube(), cache, events=events, retry_max=0.01, dsn=dsn
-        )
-        assert archiver.offer(plan("p"))
-        archiver.start()
-        while not events.bodies:
-            await asyncio.sleep(0.01)
-        await archiver.stop()
-
     with caplog.at_level(logging.WARNING, logger="planops.archive"):
-        asyncio.run(scenario())
+        _archive_until(lambda: Store.connect(dsn), dsn, lambda: events.bodies, events)
     (told,) = {e["message"] for e in events.bodies}
     assert told.startswith("run abc123 is not archived yet: the archive is behind")
     assert "Error" not in told and "DSN" not in told and "connection" not in told
@@ -141,22 +145,12 @@ def test_an_unexpected_errors_traceback_is_logged_without_the_password(
     caplog: pytest.LogCaptureFixture,
 ):
     dsn = "postgresql://planops:Tr4ceback-Secret@db/archive"
-    cache = WatchCache()
-    cache.seen("ADDED", plan("p"))
 
     async def connect() -> Store:
         raise ValueError(f"cannot use {dsn}")
 
-    async def scenario() -> None:
-        archiver = Archiver(connect, FakeKube(), cache, dsn=dsn)
-        archiver.offer(plan("p"))
-        archiver.start()
-        while not caplog.records:
-            await asyncio.sleep(0.01)
-        await archiver.stop()
-
     with caplog.at_level(logging.ERROR, logger="planops.archive"):
-        asyncio.run(scenario())
+        _archive_until(connect, dsn, lambda: caplog.records)
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert "ValueError" in logged and "Traceback" in logged
     assert "Tr4ceback-Secret" not in logged
