@@ -117,6 +117,18 @@ archive_write = Histogram(
     registry=REGISTRY,
 )
 
+scheduled_runs_kept_for_archive = Gauge(
+    "planops_scheduled_runs_kept_for_archive",
+    "Finished scheduled runs kept past their schedule's history limits until the archive holds "
+    "them (growing while its database is down; at most 100 per schedule and namespace).",
+    registry=REGISTRY,
+)
+runs_deleted_unarchived = Counter(
+    "planops_runs_deleted_unarchived_total",
+    "Finished runs deleted before the archive held them: a schedule's history limits, past the "
+    "100 runs kept for the archive.",
+    registry=REGISTRY,
+)
 plans_deleted_by_ttl = Counter(
     "planops_plans_deleted_by_ttl_total",
     "Finished Plans deleted because their ttlSecondsAfterFinished (or the operator's) passed.",

@@ -31,12 +31,12 @@ AUTHOR = "alice"
 AUTHOR_KEY = "planops.dev/author"  # who last changed what a Plan does (the API server writes it)
 
 
-def chart_docs(helm: str, *show: str) -> list[dict[str, Any]]:
+def chart_docs(helm: str, *show: str, release: str = RELEASE) -> list[dict[str, Any]]:
     out = subprocess.run(
         [
             helm,
             "template",
-            RELEASE,
+            release,
             str(CHART),
             "--set",
             "rbac.aggregateToDefaultRoles=false",
@@ -89,8 +89,9 @@ def policies(kube: Kube, helm: str) -> Iterator[None]:
         kube.run("delete", "-f", "-", "--ignore-not-found", input=text, check=False)
 
 
-def grant(kube: Kube, ns: str, capsules: list[str]) -> None:
-    """alice: plan-author in `ns`, and `use` on exactly `capsules` there."""
+def grant(kube: Kube, ns: str, capsules: list[str], release: str = RELEASE) -> None:
+    """alice: plan-author in `ns` (the role of the chart's release `release`), and `use` on
+    exactly `capsules` there."""
     kube.apply(
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -99,7 +100,7 @@ def grant(kube: Kube, ns: str, capsules: list[str]) -> None:
             "roleRef": {
                 "apiGroup": "rbac.authorization.k8s.io",
                 "kind": "ClusterRole",
-                "name": f"{RELEASE}-planops-plan-author",
+                "name": f"{release}-planops-plan-author",
             },
             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": AUTHOR}],
         }

@@ -105,7 +105,21 @@ def test_the_row_takes_every_record_from_the_report_objects_when_given():
 def test_a_spec_changed_after_the_run_started_is_not_recorded_as_the_runs():
     r = row(plan(generation=2, run_generation=1))
     assert r.spec is None and r.spec_digest is None and r.inputs is None
-    assert r.capsule == "builders"  # still the Plan's Capsule
+    # a run of another generation that recorded no Capsule (an older operator's): unknown,
+    # rather than the Plan's Capsule now, which may not be the one it ran under
+    assert r.capsule is None
+
+
+def test_the_row_names_the_capsule_the_run_ran_under_not_the_plans_now():
+    """The run started on `builders`; the Plan was switched to `other` (a new generation) before
+    its row was written: the row says `builders`, as the run's status recorded it."""
+    p = plan(generation=2, run_generation=1)
+    p["status"]["run"]["capsule"] = "builders"
+    p["spec"]["capsule"] = "other"
+    assert row(p).capsule == "builders"
+    same = plan()
+    same["status"]["run"]["capsule"] = "builders"
+    assert row(same).capsule == "builders"
 
 
 def test_the_digest_is_the_same_for_equal_specs_whatever_the_key_order():

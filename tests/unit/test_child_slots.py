@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 
 from planops.kube.cache import WatchCache
-from planops.reconciler import slots
+from planops.reconciler import slots, standing
 from planops.reconciler.reconcile import Reconciler
 
 from .test_capsule_concurrency import SLEEP, Cluster, capsule_spec
@@ -136,7 +136,7 @@ class _Caches:
             obj = copy.deepcopy(obj)
             self.plans.seen("MODIFIED", obj)
             if self.counting.moved_out("MODIFIED", obj):
-                woken += slots.to_wake(obj, self.plans, self.capsules)
+                woken += standing.to_wake(obj, self.plans, self.capsules)
         return woken
 
     def reconciler(self) -> Reconciler:

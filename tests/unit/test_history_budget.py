@@ -114,7 +114,7 @@ def test_a_retry_of_an_entry_without_records_reseeds_nothing_and_runs_every_step
 def test_the_worst_entry_with_its_byte_fields_stays_within_entry_bytes() -> None:
     long = "é<" * 100_000
     status = {
-        "run": {"id": "r" * 300, "generation": 2**31, "rerun": long},
+        "run": {"id": "r" * 300, "generation": 2**31, "rerun": long, "capsule": long},
         "phase": "Failed",
         "startedAt": "2026-11-30T00:00:00.123456Z",
         "finishedAt": "2026-11-30T00:00:00.123456Z",

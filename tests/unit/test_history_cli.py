@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from planops.cli.history import in_cluster_row, select, since
+from planops.cli.history import in_cluster_row, in_cluster_rows, select, since
 from tests.unit.test_archive_row import plan
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC).timestamp()
@@ -63,3 +63,21 @@ def test_a_cluster_row_has_the_archives_fields():
     assert r["durationSeconds"] == 42.0
     assert r["specDigest"].startswith("sha256:")
     assert r["capsule"] == "builders"
+
+
+def test_a_cluster_row_names_the_capsule_each_run_ran_under():
+    """As the archive's row does (archive.row.capsule_ran): the run's recorded Capsule, and each
+    earlier run's from its history entry, not the Plan's Capsule now."""
+    p = plan("p", generation=2, run_generation=2)
+    p["spec"]["capsule"] = "other"
+    p["status"]["run"]["capsule"] = "other"
+    p["status"]["history"] = [
+        {"id": "old1", "generation": 1, "phase": "Failed", "capsule": "builders"},
+        {"id": "old0", "generation": 1, "phase": "Failed"},  # an older operator recorded none
+    ]
+    rows = in_cluster_rows(p)
+    assert [(r["runId"], r["capsule"]) for r in rows] == [
+        ("abc123", "other"),
+        ("old1", "builders"),
+        ("old0", None),
+    ]

@@ -9,13 +9,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from planops.archive.queue import earlier_row
+from planops.archive.row import row
 from planops.kube import manifests
+from planops.reconciler import reports as reports_
 from planops.reconciler import run_history
 from planops.reconciler import status as status_
 from planops.reconciler.earlier_runs import earlier_run
 from planops.reconciler.reconcile import Reconciler
 
-from .test_reconcile_rules import World
+from .test_reconcile_rules import CAPSULE, World
 from .test_status_bound import stored_size, worst_status
 
 REFUSED = 'admission webhook "x" denied the request'
@@ -164,7 +167,7 @@ def test_the_limit_is_read_within_its_bounds():
 def test_the_worst_history_stays_within_its_share_of_the_status():
     long = "é<" * 100_000
     status = {
-        "run": {"id": "r" * 300, "generation": 2**31, "rerun": long},
+        "run": {"id": "r" * 300, "generation": 2**31, "rerun": long, "capsule": long},
         "phase": "Failed",
         "startedAt": "2026-11-30T00:00:00.123456Z",
         "finishedAt": "2026-11-30T00:00:00.123456Z",
@@ -203,3 +206,29 @@ def test_an_earlier_runs_status_shows_its_entry_and_every_record():
     assert st["report"]["steps"] == records and st["report"]["records"] == 2
     assert st["duration"] == "1m30s" and st["progress"] == "2/2"
     assert st["conditions"][0]["status"] == "False"
+
+
+def test_a_run_records_its_capsule_as_it_starts_and_its_history_entry_and_row_keep_it():
+    """A run records the Capsule it runs under in status.run when it starts; switched to another
+    Capsule (a new generation), the Plan's next run records that one, and the run it replaced
+    keeps its own in its history entry: the archive's row of each names the Capsule it ran
+    under, whatever the Plan's is when the row is written."""
+    w = failing_world()
+    first = w.reconcile()
+    assert first["run"]["capsule"] == "default"
+    w.kube.put("capsule", {"metadata": {"name": "other", "namespace": "ns"}, "spec": CAPSULE})
+    w.plan["spec"]["capsule"] = "other"
+    w.plan["metadata"]["generation"] = 2
+    w.plan["metadata"]["resourceVersion"] += "1"
+    w.now += 60
+    second = w.reconcile()
+    assert second["run"]["capsule"] == "other"
+    [entry] = second["history"]
+    assert entry["id"] == first["run"]["id"] and entry["capsule"] == "default"
+    chunks = reports_of(w, entry["id"])
+    records = reports_.records_json(chunks, w.plan["metadata"]["uid"], entry["id"])
+    assert earlier_row(w.plan, entry, records).capsule == "default"
+    w.now += 60
+    w.reconcile()
+    w.plan["status"]["phase"] = "Failed"  # (however its run ends)
+    assert row(w.plan).capsule == "other"

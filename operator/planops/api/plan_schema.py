@@ -304,6 +304,7 @@ def history_schema() -> Schema:
                 "id": text("The run id (its PlanReports' planops.dev/run label)."),
                 "generation": integer("The Plan generation the run ran."),
                 "rerun": text("The re-run annotation's value that started it, if any."),
+                "capsule": text("The Capsule it ran under (as it started)."),
                 "phase": text("Succeeded or Failed (a run replaced while running: Failed)."),
                 "reason": text(
                     "Why it ended: the Succeeded condition's reason (Replaced: a new run "

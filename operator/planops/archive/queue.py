@@ -13,7 +13,9 @@ a new leader neither loses a run nor doubles one.
 
 While the database is down, the writers retry with a capped backoff, the run stays at the head
 of the queue, planops_archive_database_up is 0, and each Plan whose run waits gets one Warning
-Event `ArchivePending`.
+Event `ArchivePending`. That Event is in the tenant's namespace: it says the archive is behind,
+never why (the database's error is the operator's: it may name hosts, users, and for a malformed
+DSN the password). The operator's log says why, with nothing of the DSN's password (archive.dsn).
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import traceback
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
 from planops import metrics
+from planops.archive.dsn import redacted
 from planops.archive.row import (
     Row,
     needs_report_objects,
@@ -91,8 +95,11 @@ class Archiver:
         capacity: int = CAPACITY,
         writers: int = WRITERS,
         retry_max: float = RETRY_MAX,
+        dsn: str | None = None,
     ) -> None:
         self.connect = connect
+        #: what `connect` reaches: only to keep its password out of the log
+        self.dsn = dsn
         self.kube = kube
         self.plans = plans
         self.events = events
@@ -186,18 +193,18 @@ class Archiver:
                 raise
             except RowRejected as e:  # this run's row, not the database: the others go on
                 metrics.archive_failures.labels("rejected").inc()
-                log.error("archive: %s/%s: the database refused its row: %s", *key, e)
+                log.error("archive: %s/%s: the database refused its row: %s", *key, self._said(e))
                 # not queued again now; its status still lacks the mark: the next sweep retries
             except (DatabaseError, TimeoutError) as e:
                 metrics.archive_up.set(0)
                 kind = "timeout" if isinstance(e, TimeoutError) else "database"
                 metrics.archive_failures.labels(kind).inc()
-                self._tell(key, e)
+                self._tell(key)
                 self._requeue(key)
                 if store is not None:
                     await _close_quietly(store)
                 store = None
-                log.warning("archive: %s/%s: %s: %s", *key, type(e).__name__, e)
+                log.warning("archive: %s/%s: %s: %s", *key, type(e).__name__, self._said(e))
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, self.retry_max)
             except NotLeading:
@@ -207,10 +214,11 @@ class Archiver:
                 self._requeue(key, front=False)
                 log.warning("archive: %s/%s: the cluster answered %s: %s", *key, e.status, e)
                 await asyncio.sleep(1.0)
-            except Exception:
+            except Exception as e:
                 metrics.archive_failures.labels("unexpected").inc()
                 self._requeue(key, front=False)
-                log.exception("archive: %s/%s: unexpected error", *key)
+                said = redacted("".join(traceback.format_exception(e)), self.dsn)
+                log.error("archive: %s/%s: unexpected error\n%s", *key, said)
                 await asyncio.sleep(1.0)
             finally:
                 self._busy.discard(key)
@@ -294,8 +302,13 @@ class Archiver:
         metrics.archive_write.observe(time.monotonic() - started)
         metrics.archive_runs.labels("written" if written else "already").inc()
 
-    def _tell(self, key: Key, error: Exception) -> None:
-        """One Warning Event per waiting run: its Plan says why it is not archived yet."""
+    def _said(self, error: BaseException) -> str:
+        """An error as the operator's log says it: without the DSN's password."""
+        return redacted(str(error), self.dsn)
+
+    def _tell(self, key: Key) -> None:
+        """One Warning Event per waiting run: its Plan says it is not archived yet (not why:
+        the Event is in the tenant's namespace, the database's error the operator's)."""
         plan = self.plans.get(*key)
         run = pending_run(plan) if plan is not None else None
         if plan is None or run is None or self.events is None:
@@ -307,9 +320,8 @@ class Archiver:
             self._told.clear()
         self._told.add(told)
         message = (
-            f"run {run} is not archived yet: the archive database is unavailable "
-            f"({type(error).__name__}: {str(error)[:300]}); it stays queued and is written "
-            "when the database is back"
+            f"run {run} is not archived yet: the archive is behind; the run stays queued and is "
+            "written when the archive catches up (the operator's log and metrics say why)"
         )
         self.events.put(key[0], event(plan, "ArchivePending", message, warning=True))
 

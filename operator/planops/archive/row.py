@@ -46,7 +46,7 @@ class Row:
     name: str
     generation: int | None
     phase: str
-    capsule: str
+    capsule: str | None
     created_by: str | None
     labels: dict[str, str]
     spec_digest: str | None
@@ -129,6 +129,21 @@ def created_by(meta: dict[str, Any]) -> str | None:
     return None
 
 
+def capsule_ran(run: dict[str, Any], plan: dict[str, Any]) -> str | None:
+    """The Capsule the run `run` (a status.run, or a status.history entry) of `plan` ran under:
+    as the operator recorded it when the run started. A run recorded before it did so: the
+    Plan's Capsule while the run's generation is the Plan's (another Capsule is another
+    generation), else unknown (None: a wrong one is worse than none)."""
+    recorded = run.get("capsule")
+    if isinstance(recorded, str) and recorded:
+        return recorded
+    generation = run.get("generation")
+    if generation is not None and generation != (plan.get("metadata") or {}).get("generation"):
+        return None
+    spec = plan.get("spec") if isinstance(plan.get("spec"), dict) else {}
+    return str((spec or {}).get("capsule") or DEFAULT_CAPSULE)
+
+
 def row(plan: dict[str, Any], records: list[dict[str, Any]] | None = None) -> Row:
     """The row of the Plan's finished run. `records` are every record of the run (from its
     PlanReports) when the status holds only the last ones; None when the status holds all.
@@ -161,7 +176,7 @@ def row(plan: dict[str, Any], records: list[dict[str, Any]] | None = None) -> Ro
         name=str(meta.get("name") or ""),
         generation=generation if isinstance(generation, int) else None,
         phase=str(status["phase"]),
-        capsule=str((plan.get("spec") or {}).get("capsule") or DEFAULT_CAPSULE),
+        capsule=capsule_ran(run, plan),
         created_by=created_by(meta),
         labels={str(k): str(v) for k, v in labels.items()},
         spec_digest=spec_digest(spec) if spec is not None else None,

@@ -39,7 +39,7 @@ def add_parser(sub: Any) -> None:
     h.add_argument(
         "--since", help="runs finished since: a duration back from now (90m, 2d, 1h30m) or a time"
     )
-    h.add_argument("--capsule", help="runs of Plans under this Capsule")
+    h.add_argument("--capsule", help="runs that ran under this Capsule")
     h.add_argument(
         "--archive-dsn",
         help=f"the archive's PostgreSQL DSN (default: env {DSN_ENV}; none: read the cluster)",
@@ -73,7 +73,7 @@ def since(text: str, now: float) -> float:
 
 def in_cluster_row(plan: dict[str, Any]) -> dict[str, Any]:
     """A Plan's current run as a history row (the archive's columns, from its status)."""
-    from planops.archive.row import created_by, run_of, spec_digest  # noqa: PLC0415
+    from planops.archive.row import capsule_ran, created_by, run_of, spec_digest  # noqa: PLC0415
 
     meta = plan.get("metadata") or {}
     status = plan.get("status") or {}
@@ -90,7 +90,7 @@ def in_cluster_row(plan: dict[str, Any]) -> dict[str, Any]:
         "generation": (status.get("run") or {}).get("generation"),
         "phase": status.get("phase"),
         "completed": (status.get("report") or {}).get("completed"),
-        "capsule": (spec or {}).get("capsule") or "default",
+        "capsule": capsule_ran(status.get("run") or {}, plan),
         "createdBy": created_by(meta),
         "labels": meta.get("labels") or {},
         "specDigest": spec_digest(spec or {}),
@@ -106,6 +106,7 @@ def in_cluster_row(plan: dict[str, Any]) -> dict[str, Any]:
 def in_cluster_rows(plan: dict[str, Any]) -> list[dict[str, Any]]:
     """A Plan's runs as history rows: its current run, then the earlier runs its status keeps
     (status.history, newest first)."""
+    from planops.archive.row import capsule_ran  # noqa: PLC0415
     from planops.reconciler import history_entries  # noqa: PLC0415
 
     current = in_cluster_row(plan)
@@ -119,6 +120,7 @@ def in_cluster_rows(plan: dict[str, Any]) -> list[dict[str, Any]]:
                 "runId": e["id"],
                 "generation": e.get("generation"),
                 "phase": e.get("phase"),
+                "capsule": capsule_ran(e, plan),
                 "completed": e.get("completed"),
                 # the spec it ran is the Plan's only while the generation is the same
                 "specDigest": current["specDigest"] if e.get("generation") == generation else None,
@@ -245,12 +247,14 @@ def run(args: argparse.Namespace, now: float) -> int:
     ns = cluster.namespace_of(args)
     import asyncio  # noqa: PLC0415 - not for the offline verbs (docs/performance.md)
 
+    from planops.archive.dsn import redacted  # noqa: PLC0415
     from planops.archive.store import DatabaseError  # noqa: PLC0415
 
     try:
         rows = asyncio.run(_archived(dsn, args, ns, at))
-    except DatabaseError as e:
-        sys.stderr.write(f"error: cannot read the archive: {type(e).__name__}: {e}\n")
+    except DatabaseError as e:  # (its password kept out of a CI job's log)
+        said = redacted(str(e), dsn)
+        sys.stderr.write(f"error: cannot read the archive: {type(e).__name__}: {said}\n")
         return EXIT_CLUSTER
     show(rows, args.output, ns, "archive")
     return EXIT_OK

@@ -35,6 +35,7 @@ from planops.reconciler import (
     Reconciler,
     ScheduleReconciler,
     SlotCounting,
+    SlotStanding,
     job_event_matters,
     pod_event_matters,
     slot_group,
@@ -111,7 +112,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     memo.gate = gate
     memo.capsules = WatchCache()
     # also the admission webhook's judge
-    memo.plans = WatchCache(index=slot_group)  # grouped by (namespace, Capsule): slots
+    memo.plans = WatchCache(index=slot_group, group=SlotStanding)  # each Capsule's queue: slots
     memo.counting = SlotCounting()  # the Plans counted on a Capsule, as the watch shows them
     memo.runs = RunObjects(LABEL_PLAN, LABEL_RUN)
     memo.poster = Poster(kube)
@@ -136,7 +137,11 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     memo.queue = Coalescer(memo.reconciler.reconcile, workers=CONFIG.workers, gate=gate)
     memo.queue.start()
     memo.schedule_judge = ScheduleReconciler(
-        kube, CONFIG.policy, poster=memo.poster, require_author=CONFIG.require_author
+        kube,
+        CONFIG.policy,
+        poster=memo.poster,
+        require_author=CONFIG.require_author,
+        archived=archived if memo.archiver is not None else None,  # the history limits wait
     )
     memo.schedules = Coalescer(memo.schedule_judge.reconcile, workers=2, gate=gate)
     memo.schedules.start()
@@ -166,6 +171,7 @@ def _archiver(kube: Kube, plans: WatchCache, poster: Poster, gate: asyncio.Event
         events=poster,
         gate=gate,
         capacity=CONFIG.archive_queue,
+        dsn=dsn,
     )
     archiver.start()
     return archiver
@@ -235,6 +241,7 @@ async def plan_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_
         memo.archiver.offer(dict(event["object"]))  # never waits: the archive's own writers
     if event["type"] == "DELETED":
         memo.reconciler.forget(ns, name)
+        memo.queue.forget((ns, name))
     elif not memo.reconciler.own_write(ns, name, meta.get("resourceVersion")):
         # (the echo of the reconciler's own status write is no news to it; a parent or a
         # schedule below still hears of it)
@@ -286,6 +293,7 @@ async def scheduled_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo
     key = ("scheduledplans", body["metadata"]["namespace"], body["metadata"]["name"])
     if event["type"] == "DELETED":
         memo.scheduled.discard(key)
+        memo.schedules.forget(key)
     else:
         memo.scheduled.add(key)
         memo.schedules.put(key)
@@ -298,6 +306,7 @@ async def cluster_scheduled_event(
     name = body["metadata"]["name"]
     if event["type"] == "DELETED":
         memo.cluster_schedules.discard(name)
+        memo.schedules.forget(("clusterscheduledplans", "", name))
     else:
         memo.cluster_schedules.add(name)
         memo.schedules.put(("clusterscheduledplans", "", name))

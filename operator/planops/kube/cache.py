@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 Obj = dict[str, Any]
 #: ended runs remembered, so that late events of their objects do not bring them back
@@ -206,26 +206,64 @@ def _newer(new: Obj, old: Obj | None) -> bool:
     return not (a.isdigit() and b.isdigit()) or int(a) >= int(b)
 
 
+class Group(Protocol):
+    """The objects a WatchCache's index puts under one key, kept by the cache as they change:
+    a dict of them by default (Members), or a structure its reader keeps in order as it goes
+    (reconciler.standing.Standing: a Capsule's queue)."""
+
+    def put(self, key: tuple[str, str], obj: Obj) -> None: ...
+
+    def pop(self, key: tuple[str, str]) -> None: ...
+
+    def __len__(self) -> int: ...
+
+    def values(self) -> list[Obj]: ...
+
+
+class Members:
+    """A group as a dict of its objects by (namespace, name)."""
+
+    def __init__(self) -> None:
+        self._objects: dict[tuple[str, str], Obj] = {}
+
+    def put(self, key: tuple[str, str], obj: Obj) -> None:
+        self._objects[key] = obj
+
+    def pop(self, key: tuple[str, str]) -> None:
+        self._objects.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._objects)
+
+    def values(self) -> list[Obj]:
+        return list(self._objects.values())
+
+
 class WatchCache:
     """Namespaced objects by (namespace, name), fed by watch events; with `index`, also grouped
     by the key it gives each object, if any (the Plans of one Capsule are read without a pass over
-    every Plan of the cluster)."""
+    every Plan of the cluster), each group a `group()` (Members unless told)."""
 
-    def __init__(self, index: Callable[[Obj], tuple[str, str] | None] | None = None) -> None:
+    def __init__(
+        self,
+        index: Callable[[Obj], tuple[str, str] | None] | None = None,
+        group: Callable[[], Group] = Members,
+    ) -> None:
         self._objects: dict[tuple[str, str], Obj] = {}
         self._index = index
-        self._groups: dict[tuple[str, str], dict[tuple[str, str], Obj]] = {}
+        self._new_group = group
+        self._groups: dict[tuple[str, str], Group] = {}
 
     def _drop(self, key: tuple[str, str]) -> None:
         old = self._objects.pop(key, None)
         if old is None or self._index is None:
             return
         group = self._index(old)
-        if group is None:
+        members = self._groups.get(group) if group is not None else None
+        if group is None or members is None:
             return
-        members = self._groups.get(group, {})
-        members.pop(key, None)
-        if not members:
+        members.pop(key)
+        if not len(members):
             self._groups.pop(group, None)
 
     def seen(self, event_type: str | None, obj: Obj) -> None:
@@ -238,7 +276,10 @@ class WatchCache:
             self._objects[key] = kept = _slim(obj)
             group = self._index(kept) if self._index is not None else None
             if group is not None:
-                self._groups.setdefault(group, {})[key] = kept
+                members = self._groups.get(group)
+                if members is None:
+                    members = self._groups[group] = self._new_group()
+                members.put(key, kept)
 
     def get(self, namespace: str, name: str) -> Obj | None:
         """The object as last seen, or None when the cache has not seen it (ask the API)."""
@@ -252,7 +293,17 @@ class WatchCache:
         """The objects the index puts under `key` (a copy), or None without an index."""
         if self._index is None:
             return None
-        return list(self._groups.get(key, {}).values())
+        found = self._groups.get(key)
+        return found.values() if found is not None else []
+
+    def grouped(self, key: tuple[str, str]) -> Group | None:
+        """The group the index keeps under `key` itself (an empty one when it holds nothing
+        there), or None without an index. Not a copy: read it before the next await, since the
+        watch changes it."""
+        if self._index is None:
+            return None
+        found = self._groups.get(key)
+        return found if found is not None else self._new_group()
 
 
 RunKey = tuple[str, str, str]  # namespace, the Plan's label value, run id

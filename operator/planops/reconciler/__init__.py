@@ -32,7 +32,8 @@ if TYPE_CHECKING:
     from planops.reconciler.scheduled import ScheduleReconciler
     from planops.reconciler.slots import Counting as SlotCounting
     from planops.reconciler.slots import capsule_key as slot_group
-    from planops.reconciler.slots import to_wake as slot_waiters
+    from planops.reconciler.standing import Standing as SlotStanding
+    from planops.reconciler.standing import to_wake as slot_waiters
     from planops.reconciler.status import STATUS_RECORDS, STATUS_RECORDS_MAX
 
 #: public name -> (module, its name there)
@@ -55,9 +56,10 @@ _PUBLIC = {
     "reports_selector": ("reports", "selector"),
     "STATUS_RECORDS": ("status", "STATUS_RECORDS"),
     "STATUS_RECORDS_MAX": ("status", "STATUS_RECORDS_MAX"),
-    "slot_waiters": ("slots", "to_wake"),
+    "slot_waiters": ("standing", "to_wake"),
     "slot_group": ("slots", "capsule_key"),
     "SlotCounting": ("slots", "Counting"),
+    "SlotStanding": ("standing", "Standing"),
 }
 
 
@@ -78,6 +80,7 @@ __all__ = [
     "Reconciler",
     "ScheduleReconciler",
     "SlotCounting",
+    "SlotStanding",
     "controller_uid",
     "earlier_run",
     "earlier_status",

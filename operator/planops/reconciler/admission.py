@@ -34,7 +34,7 @@ from planops.engine import capsule_name, finally_steps
 from planops.kube.api import KubeApi
 from planops.kube.cache import WatchCache
 from planops.kube.events import Recorder
-from planops.reconciler import run_history, slots
+from planops.reconciler import run_history, slots, standing
 from planops.reconciler import status as status_
 from planops.reconciler.writing import StatusWriter
 
@@ -103,7 +103,8 @@ def admitted_status(
             status_.condition(
                 "Unknown",
                 Phase.PENDING.value,
-                f"started on Capsule {capsule}: slot {len(verdict.running) + 1} of {verdict.limit}",
+                f"started on Capsule {capsule}: "
+                f"slot {verdict.running_count + 1} of {verdict.limit}",
                 generation,
                 previous.get("conditions", []),
                 now,
@@ -143,7 +144,11 @@ class Gate:
         slot any more (the limit gone, or a child whose ancestor's Capsule got one) starts, as
         one admitted does."""
         namespace = str(plan["metadata"]["namespace"])
-        limited = await self._limited(namespace, [plan]) if capsule.concurrency else frozenset()
+        limited = (
+            await self._limited(namespace, set(slots.exemption(plan)))
+            if capsule.concurrency
+            else frozenset()
+        )
         if capsule.concurrency is None or slots.exempt(plan, limited):
             if not (slots.waiting(plan) and (previous.get("run") or {}).get("id") == run["id"]):
                 return "held"
@@ -165,11 +170,11 @@ class Gate:
             may_start,
         )
 
-    async def _limited(self, namespace: str, plans: list[dict[str, Any]]) -> frozenset[str]:
-        """Which Capsules above the child Plans among `plans` have a limit now (the cache, else
-        the API server: a Capsule the cache has not seen is not taken as absent)."""
+    async def _limited(self, namespace: str, wanted: set[str]) -> frozenset[str]:
+        """Which of the Capsules `wanted` (above some child Plans) have a limit now (the cache,
+        else the API server: a Capsule the cache has not seen is not taken as absent)."""
         found = set()
-        for name in slots.lineage_capsules(plans, namespace):
+        for name in wanted:
             obj = self.capsules.get(namespace, name) if self.capsules is not None else None
             if obj is None:
                 obj = await self.kube.get_capsule(namespace, name)
@@ -178,26 +183,17 @@ class Gate:
         return frozenset(found)
 
     async def _judge(
-        self,
-        plan: dict[str, Any],
-        capsule: str,
-        limit: int,
-        plans: list[dict[str, Any]],
-        joined: str,
+        self, plan: dict[str, Any], limit: int, plans: standing.Standing, joined: str
     ) -> slots.Verdict:
-        """slots.judge, with the limits of the Capsules above the Capsule's children."""
-        namespace = str(plan["metadata"]["namespace"])
-        limited = await self._limited(
-            namespace, [p for p in plans if slots.capsule_of(p) == capsule]
-        )
-        return slots.judge(plan, capsule, limit, plans, limited, joined)
+        """Standing.verdict, with the limits of the Capsules above the Capsule's children."""
+        limited = await self._limited(str(plan["metadata"]["namespace"]), plans.lineage_capsules())
+        return plans.verdict(plan, limit, limited, joined)
 
-    def _cached(self, namespace: str, capsule: str) -> list[dict[str, Any]] | None:
+    def _cached(self, namespace: str, capsule: str) -> standing.Standing | None:
         """The live Plans of the Capsule as the watch shows them (None: no cache)."""
         if self.plans is None:
             return None
-        group = self.plans.group((namespace, capsule))
-        return group if group is not None else self.plans.values()
+        return standing.standing(self.plans, namespace, capsule)
 
     async def _decide(
         self,
@@ -221,10 +217,11 @@ class Gate:
             verdict = None
             cached = self._cached(namespace, capsule)
             if cached is not None:
-                verdict = await self._judge(plan, capsule, limit, cached, joined)
+                verdict = await self._judge(plan, limit, cached, joined)
             if verdict is None or verdict.admitted:  # the truth before a slot is taken
                 listed = await self.kube.list_plans(namespace, "")
-                verdict = await self._judge(plan, capsule, limit, listed, joined)
+                mine = (p for p in listed if slots.capsule_key(p) == (namespace, capsule))
+                verdict = await self._judge(plan, limit, standing.Standing.of(mine), joined)
             if verdict.admitted and queued and may_start is not None and not await may_start():
                 return "refused"  # it waited: its author's `use` is asked again as it starts
             if verdict.admitted:

@@ -69,21 +69,64 @@ class Retainer:
 
     async def finished(self, plan: dict[str, Any], ref: manifests.PlanRef) -> float | None:
         """A finished run's retention: delete the Plan when its TTL has passed (and its run is
-        archived, while the archive is on), else collect its Jobs if its podGC says so; returns
-        seconds until the Plan is to be looked at again, or None."""
+        archived, and its child Plans' runs, while the archive is on), else collect its Jobs if
+        its podGC says so; returns seconds until the Plan is to be looked at again, or None. A
+        child Plan of a run its parent replaced, kept for the archive, is deleted once archived
+        (what its parent's new run would have done)."""
         now = self.clock()
+        if self.archived is not None and retention.replaced_child(plan, await self._parent(plan)):
+            return await self._replaced_child(plan)
         verdict = retention.ttl_verdict(plan, now, self.default_ttl, self.archived)
+        if verdict.action == "delete" and await self._children_wait(ref):
+            verdict = retention.Verdict("hold")  # they go with it: their archive marks wake it
         if verdict.action == "delete":
             return await self._delete_plan(plan)
         if verdict.action == "hold":
-            log.info("%s/%s: its TTL passed; kept until its run is archived", *_key(plan))
+            log.info("%s/%s: its TTL passed; kept until its runs are archived", *_key(plan))
         if retention.collects_at_end(plan):
             await self._collect(plan, ref)
         if verdict.action == "wait" and verdict.at is not None:
             return max(0.0, verdict.at - now) + 0.05
         return None
 
+    async def _parent(self, plan: dict[str, Any]) -> dict[str, Any] | None:
+        """The Plan whose capsule step made `plan`, if it is a child (the watch's cache, else
+        the API)."""
+        meta = plan.get("metadata") or {}
+        name = manifests.full_value(meta, manifests.LABEL_PARENT)
+        if not name:
+            return None
+        found = self.plans.get(meta["namespace"], name) if self.plans is not None else None
+        return found if found is not None else await self.kube.get_plan(meta["namespace"], name)
+
+    async def _children_wait(self, ref: manifests.PlanRef) -> bool:
+        """Whether a child Plan of the Plan (of any of its runs) waits for the archive: deleting
+        the Plan would delete it (its owner reference)."""
+        if self.archived is None:
+            return False
+        selector = f"{manifests.LABEL_PARENT}={manifests.label_value(ref.name)}"
+        children = owned(await self.kube.list_plans(ref.namespace, selector), ref.uid)
+        return any(retention.waits_for_archive(c, self.archived) for c in children)
+
+    async def _replaced_child(self, plan: dict[str, Any]) -> float | None:
+        if retention.waits_for_archive(plan, self.archived):
+            log.info("%s/%s: its parent's run was replaced; kept until archived", *_key(plan))
+            return None  # its archive mark is a change of it: that reconcile deletes it
+        if await self._delete_as_seen(plan):
+            log.info("%s/%s: archived; deleted (its parent's run was replaced)", *_key(plan))
+            return None
+        return CHANGED_SECONDS
+
     async def _delete_plan(self, plan: dict[str, Any]) -> float | None:
+        if not await self._delete_as_seen(plan):
+            return CHANGED_SECONDS
+        metrics.plans_deleted_by_ttl.inc()
+        log.info("%s/%s: deleted, %ss after its run finished (TTL)", *_key(plan), _ttl(plan))
+        return None
+
+    async def _delete_as_seen(self, plan: dict[str, Any]) -> bool:
+        """Delete the Plan as it was read; False when it changed since (a re-run, a mark): it is
+        judged again on what it is now."""
         meta = plan["metadata"]
         try:
             await self.kube.delete_plan_as_seen(
@@ -92,11 +135,8 @@ class Retainer:
         except ApiError as e:
             if e.status != 409:
                 raise
-            # changed since it was read (a re-run, a mark): judged again on what it is now
-            return CHANGED_SECONDS
-        metrics.plans_deleted_by_ttl.inc()
-        log.info("%s/%s: deleted, %ss after its run finished (TTL)", *_key(plan), _ttl(plan))
-        return None
+            return False
+        return True
 
     async def _collect(self, plan: dict[str, Any], ref: manifests.PlanRef) -> None:
         """Delete every Job of the finished run (this Plan's own, by UID), then mark it done."""

@@ -26,6 +26,7 @@ from planops.reconciler import reports as reports_
 from planops.reconciler import run_history
 from planops.reconciler import runs as plan_runs
 from planops.reconciler.observe import owned
+from planops.reconciler.retention import Archived
 
 
 async def start(
@@ -37,9 +38,11 @@ async def start(
     *,
     archive: bool = False,
     budget: int | None = None,
+    archived: Archived = None,
 ) -> list[dict[str, Any]]:
     """The new run `ref.run` replaces the run `previous` (the Plan's status) holds: stop the
-    earlier runs' objects, keep the PlanReports of the runs the history keeps (writing those of
+    earlier runs' objects (their finished child Plans the archive, `archived` when on, does not
+    hold yet are kept), keep the PlanReports of the runs the history keeps (writing those of
     a run whose status held them), delete the others; returns the new run's status.history."""
     kept, dropped = run_history.replaced(
         previous, ref.run, run_history.limit(plan.get("spec")), now, archive=archive
@@ -57,7 +60,7 @@ async def start(
         for chunk in owned(await kube.list_plan_reports(ref.namespace, ref.selector()), ref.uid):
             await kube.delete_plan_report(ref.namespace, chunk["metadata"]["name"])
     keep = frozenset(e["id"] for e in kept if run_history.records_kept(e))
-    await plan_runs.stop_other_runs(kube, ref, keep)
+    await plan_runs.stop_other_runs(kube, ref, keep, archived)
     return kept
 
 

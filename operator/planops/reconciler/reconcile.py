@@ -45,6 +45,7 @@ from planops.reconciler import (
     earlier_runs,
     retrying,
     run_history,
+    slots,
 )
 from planops.reconciler import reports as reports_
 from planops.reconciler import runs as plan_runs
@@ -173,6 +174,10 @@ class Reconciler:
             "generation": generation,
             "rerun": retrying.token_of(rerun) or None,  # bounded: an annotation may be 256 KiB
             "startedAt": (previous.get("run") or {}).get("startedAt") if not fresh else None,
+            # the Capsule it runs under, recorded as it starts (the archive's row reads it: the
+            # Plan's may change before the row is written)
+            "capsule": ((previous.get("run") or {}).get("capsule") if not fresh else None)
+            or slots.capsule_of(plan),
         }
         run_info["startedAt"] = run_info["startedAt"] or status_.rfc3339(now)
         run_info.update(choice.info)
@@ -192,6 +197,7 @@ class Reconciler:
                     now,
                     archive=self.archive,
                     budget=self.history_report_bytes,
+                    archived=self.archived,
                 )
             previous = {"conditions": previous.get("conditions", []), "history": history or None}
             self._reader.trust((namespace, name))  # nothing yet; its creations are written back

@@ -16,9 +16,13 @@ The rules:
   limits keep it (an explicit TTL in the schedule's template applies as well, and whichever
   deletes the run first wins).
 - While the archive is on, a due Plan is held until its run is archived: deleting it earlier
-  would lose the run (its PlanReports go with it). The question is the archive's
+  would lose the run (its PlanReports go with it), and so is one whose capsule steps' child
+  Plans are not all archived (they go with it). The question is the archive's
   (planops.archive.row.archived), handed in by the operator when the archive is on: the
-  archive is a layer above the reconciler.
+  archive is a layer above the reconciler. Every other deletion of a finished Plan asks it too
+  (`waits_for_archive`): a schedule's history limits (reconciler.scheduled), a parent's new run
+  (reconciler.runs), which leaves such a child to delete itself once archived
+  (`replaced_child`).
 - podGC collects only the Jobs of settled steps (their records, outputs included, are in the
   status or the PlanReports before any Job is deleted): the Job of an attempt in flight is never
   deleted, so a collected Job is never taken for one that vanished (reading.vanished reads only
@@ -89,6 +93,38 @@ class Verdict:
 Archived = Callable[[dict[str, Any]], bool] | None
 
 
+def waits_for_archive(plan: dict[str, Any], archived: Archived) -> bool:
+    """Whether deleting the finished Plan now would lose a run to the archive: the archive is on
+    and its run (or an earlier run its status keeps) ended, Succeeded or Failed, and is not
+    archived yet. Whatever deletes a finished Plan asks it first: its TTL, its schedule's
+    history limits, its parent's next run (a run not ended, or Invalid, is not the archive's)."""
+    status = plan.get("status") or {}
+    return (
+        archived is not None
+        and status.get("phase") in (Phase.SUCCEEDED, Phase.FAILED)
+        and not archived(plan)
+    )
+
+
+def replaced_child(child: dict[str, Any], parent: dict[str, Any] | None) -> bool:
+    """Whether `child` is a capsule step's child Plan of an earlier run of `parent`, which a new
+    run replaced (the child's run label is not the parent's run; the parent is its controller,
+    by UID). Its parent's new run deletes such a child at once, but one the archive does not
+    hold yet: that one deletes itself once archived."""
+    if parent is None:
+        return False
+    meta, parent_meta = child.get("metadata") or {}, parent.get("metadata") or {}
+    controlled = any(
+        isinstance(ref, dict)
+        and ref.get("controller") is True
+        and ref.get("kind") == "Plan"
+        and ref.get("uid") == parent_meta.get("uid")
+        for ref in meta.get("ownerReferences") or []
+    )
+    run = ((parent.get("status") or {}).get("run") or {}).get("id")
+    return controlled and (meta.get("labels") or {}).get(names.LABEL_RUN) not in (None, run)
+
+
 def ttl_verdict(
     plan: dict[str, Any], now: float, default: int | None, archived: Archived
 ) -> Verdict:
@@ -104,7 +140,7 @@ def ttl_verdict(
     due = finished + seconds
     if now < due:
         return Verdict("wait", due)
-    if archived is not None and not archived(plan):
+    if waits_for_archive(plan, archived):
         return Verdict("hold")
     return Verdict("delete")
 

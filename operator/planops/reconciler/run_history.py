@@ -3,11 +3,11 @@ earlier run's report put back together from its entry and its PlanReports.
 
 A Plan object runs one run at a time (its current run, `status.run`). When a new run replaces
 it (a re-run, a new generation), the replaced run becomes the first entry of `status.history`,
-newest first: its id, generation, phase, reason, start and finish, failed step, counts by
-outcome, how many records it has and whether it is archived. Its records stay in its own
-PlanReports (labelled with its run id), which are kept while its entry is in the history and
-deleted when the entry falls off, so `kubectl plan get NAME --run ID` still shows the whole
-report of a failure someone re-ran.
+newest first: its id, generation, the Capsule it ran under, phase, reason, start and finish,
+failed step, counts by outcome, how many records it has and whether it is archived. Its records
+stay in its own PlanReports (labelled with its run id), which are kept while its entry is in
+the history and deleted when the entry falls off, so `kubectl plan get NAME --run ID` still
+shows the whole report of a failure someone re-ran.
 
 The history is bounded twice: by `spec.historyLimit` (HISTORY_LIMIT by default, at most
 HISTORY_LIMIT_MAX, the CRD's bound) and, in bytes, by ENTRIES_MAX entries of at most
@@ -42,7 +42,7 @@ ENTRIES_MAX = HISTORY_ENTRIES_MAX
 #: the bytes of earlier runs' PlanReports a Plan keeps (JSON of the objects as listed)
 HISTORY_REPORT_BYTES = 16 << 20
 #: the most one entry takes in the status (tests/unit/test_run_history.py checks the worst case)
-ENTRY_BYTES = 1152
+ENTRY_BYTES = 1216
 #: the texts of an entry at most (bytes before a truncation mark): its message, its failed step
 #: (a body step's qualified id may be long), its re-run value and reason (short words)
 MESSAGE_LIMIT = 160
@@ -93,6 +93,7 @@ def entry(status: dict[str, Any], replaced_by: str, now: float) -> dict[str, Any
         "id": rid[:WORD_LIMIT],
         "generation": _count(generation) or None,
         "rerun": cap_text(str(run["rerun"]), WORD_LIMIT) if run.get("rerun") else None,
+        "capsule": cap_text(str(run["capsule"]), WORD_LIMIT) if run.get("capsule") else None,
         "phase": phase if ended else Phase.FAILED.value,
         "reason": cap_text(str(cond.get("reason") or ""), WORD_LIMIT) if ended else REPLACED,
         "message": cap_text(str(cond.get("message") or ""), MESSAGE_LIMIT)
@@ -230,6 +231,7 @@ def earlier_status(
             "generation": e.get("generation"),
             "rerun": e.get("rerun"),
             "startedAt": e.get("startedAt"),
+            "capsule": e.get("capsule"),
         },
         "phase": e.get("phase"),
         "progress": f"{top}/{top}",

@@ -14,8 +14,10 @@ from planops.engine import dispatch as dispatch_
 from planops.kube import manifests
 from planops.kube.api import KubeApi
 from planops.kube.client import ApiError
+from planops.reconciler import retention
 from planops.reconciler import status as status_
 from planops.reconciler.observe import owned
+from planops.reconciler.retention import Archived
 from planops.reconciler.status import rfc3339
 
 
@@ -35,16 +37,22 @@ def plan_ref(namespace: str, name: str, meta: dict[str, Any], run_id: str) -> ma
 
 
 async def stop_other_runs(
-    kube: KubeApi, ref: manifests.PlanRef, keep: frozenset[str] = frozenset()
+    kube: KubeApi,
+    ref: manifests.PlanRef,
+    keep: frozenset[str] = frozenset(),
+    archived: Archived = None,
 ) -> None:
     """A new run (new generation or re-run): stop the in-flight objects of earlier runs, and
-    delete their PlanReports but those of the runs in `keep` (the history: run_history)."""
+    delete their PlanReports but those of the runs in `keep` (the history: run_history). A
+    finished child Plan the archive (`archived`, when on) does not hold yet is kept: it deletes
+    itself once archived (reconciler.collecting)."""
     other = ref.other_runs_selector()
     for job in owned(await kube.list_jobs(ref.namespace, other), ref.uid):
         await kube.delete_job(ref.namespace, job["metadata"]["name"])
     other_children = ref.other_runs_children_selector()
     for child in owned(await kube.list_plans(ref.namespace, other_children), ref.uid):
-        await kube.delete_plan(ref.namespace, child["metadata"]["name"])
+        if not retention.waits_for_archive(child, archived):
+            await kube.delete_plan(ref.namespace, child["metadata"]["name"])
     for pvc in owned(await kube.list_pvcs(ref.namespace, other), ref.uid):
         await kube.delete_pvc(ref.namespace, pvc["metadata"]["name"])
     for chunk in owned(await kube.list_plan_reports(ref.namespace, other), ref.uid):

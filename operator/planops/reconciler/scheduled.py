@@ -52,12 +52,17 @@ from planops.kube.manifests import (
     RESERVED_LABELS,
     label_value,
 )
-from planops.reconciler import authors, schedule_status
+from planops.reconciler import authors, retention, schedule_status
 from planops.reconciler.observe import controller_uid, owned
+from planops.reconciler.retention import Archived
 
 log = logging.getLogger("planops.scheduled")
 FINISHED = names.FINISHED
 MIN_WAKE, MAX_WAKE = 0.5, 3600.0
+#: finished runs a schedule keeps past its history limits while the archive does not hold them
+#: yet (per namespace), at most: past it, the oldest are deleted unarchived (the archive's
+#: database down for that many runs' time); as many as a Plan's history keeps waiting for it
+KEPT_FOR_ARCHIVE = 100
 
 
 @dataclass
@@ -84,11 +89,16 @@ class ScheduleReconciler:
     poster: Poster | None = None
     #: runs need a recorded author (the chart records authors: reconciler.authors)
     require_author: bool = False
+    #: whether a finished run is archived (planops.archive.row.archived); None: no archive
+    archived: Archived = None
+    #: finished runs kept past the history limits for the archive, per schedule and namespace
+    _kept: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
 
     async def reconcile(self, plural: str, namespace: str, name: str) -> float | None:
         cluster = plural == "clusterscheduledplans"
         obj = await self.kube.get_object(plural, None if cluster else namespace, name)
         if obj is None or obj["metadata"].get("deletionTimestamp"):
+            self._count_kept((plural, namespace, name), {})
             return None
         now = datetime.fromtimestamp(self.clock(), UTC)
         previous = obj.get("status") or {}
@@ -306,7 +316,9 @@ class ScheduleReconciler:
         if decision.skipped_by_policy and before.get("skippedFor") != schedule_status.iso(last):
             metrics.scheduled_runs.labels("skipped").inc()
             events("RunSkipped", f"a run is due{where} but another is active (Forbid): it waits")
-        await self._prune(ns, runs, spec)
+        kept = await self._prune(ns, runs, spec, events)
+        plural = "clusterscheduledplans" if cluster else "scheduledplans"
+        self._count_kept((plural, owner["metadata"].get("namespace") or "", name), {ns: kept})
         succeeded = [
             parse_rfc3339((r["metadata"].get("annotations") or {}).get(ANNOTATION_SCHEDULED_TIME))
             for r in runs
@@ -365,12 +377,19 @@ class ScheduleReconciler:
             "spec": tmpl.spec.dump(),
         }
 
-    async def _prune(self, ns: str, runs: list[dict[str, Any]], spec: ScheduledPlanSpec) -> None:
-        """History limits: keep the newest finished runs of each outcome, delete the rest."""
+    async def _prune(
+        self, ns: str, runs: list[dict[str, Any]], spec: ScheduledPlanSpec, events: Recorder
+    ) -> int:
+        """History limits: keep the newest finished runs of each outcome, delete the rest. While
+        the archive is on, a run it does not hold yet is kept past the limits, deleted by a later
+        reconcile once archived (its archive mark wakes this schedule); at most KEPT_FOR_ARCHIVE
+        of them, past which the oldest are deleted anyway, said by a Warning Event. Returns how
+        many runs are kept for the archive."""
 
         def when(r: dict[str, Any]) -> str:
             return str((r["metadata"].get("annotations") or {}).get(ANNOTATION_SCHEDULED_TIME, ""))
 
+        waiting: list[dict[str, Any]] = []
         for phases, keep in (
             ((Phase.SUCCEEDED,), spec.successful_runs_history_limit),
             ((Phase.FAILED, Phase.INVALID), spec.failed_runs_history_limit),
@@ -381,7 +400,34 @@ class ScheduleReconciler:
                 reverse=True,
             )
             for r in done[keep:]:
-                await self.kube.delete_plan(ns, r["metadata"]["name"])
+                if retention.waits_for_archive(r, self.archived):
+                    waiting.append(r)
+                else:
+                    await self.kube.delete_plan(ns, r["metadata"]["name"])
+        waiting.sort(key=when, reverse=True)
+        for r in waiting[KEPT_FOR_ARCHIVE:]:  # the archive is down for long: the status is bound
+            await self.kube.delete_plan(ns, r["metadata"]["name"])
+            metrics.runs_deleted_unarchived.inc()
+            events(
+                "RunNotArchived",
+                f"run {r['metadata']['name']} deleted by the history limits before the archive "
+                f"held it: {KEPT_FOR_ARCHIVE} finished runs past the limits already wait for the "
+                "archive (is its database down? see the operator's log and metrics)",
+                warning=True,
+            )
+        return min(len(waiting), KEPT_FOR_ARCHIVE)
+
+    def _count_kept(self, key: tuple[str, str, str], per_ns: dict[str, int]) -> None:
+        """The runs a schedule keeps for the archive, per namespace, in the gauge (their sum)."""
+        for ns, n in per_ns.items():
+            if n:
+                self._kept[(*key, ns)] = n
+            else:
+                self._kept.pop((*key, ns), None)
+        if not per_ns:  # the schedule is gone
+            for k in [k for k in self._kept if k[:3] == key]:
+                del self._kept[k]
+        metrics.scheduled_runs_kept_for_archive.set(sum(self._kept.values()))
 
     async def _invalid(
         self,

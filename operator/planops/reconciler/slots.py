@@ -54,6 +54,9 @@ namespace whose `spec.capsule` names it:
   follows (the Plans' grouping by Capsule, a Plan's move out of the running) depends on the
   Plan alone, never on Capsules: whether a child is exempt is asked, of the Capsules as they
   are then, only when a verdict is made, so a limit changed leaves no stale grouping.
+
+The queue's order is kept by reconciler.standing (Standing: each Capsule's Plans sorted as they
+change, so a verdict costs no sort of the queue; whom a freed slot wakes).
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ from planops.api import names
 from planops.api.names import Phase
 from planops.engine.policy import DEFAULT_CAPSULE
 from planops.engine.report import parse_rfc3339, rfc3339
+from planops.kube.cache import Group
 
 #: the most Plan names a waiting Plan's status lists (running, and ahead in the queue)
 NAMES_LISTED = 20
@@ -104,28 +108,24 @@ def lineage(plan: dict[str, Any]) -> tuple[str, ...]:
     return tuple(a for a in text.split(",") if a and a != own) if isinstance(text, str) else ()
 
 
-def lineage_capsules(plans: list[dict[str, Any]], namespace: str) -> set[str]:
-    """The Capsules named above the child Plans of `namespace` among `plans`: those whose limit
-    a verdict about them needs."""
-    return {
-        c
-        for p in plans
-        if (p.get("metadata") or {}).get("namespace") == namespace and is_child(p)
-        for c in lineage(p)
-    }
+def exemption(plan: dict[str, Any]) -> tuple[str, ...]:
+    """The Capsules whose limit makes a Plan's run exempt: the lineage of a child Plan's run as
+    its parent started it; none for any other Plan, or for a re-run or retry of a child
+    (annotations a user writes; the operator never does): that is counted and queued like any
+    Plan's run."""
+    notes = (plan.get("metadata") or {}).get("annotations") or {}
+    if not is_child(plan) or any(
+        notes.get(a) for a in (names.ANNOTATION_RERUN, names.ANNOTATION_RETRY)
+    ):
+        return ()
+    return lineage(plan)
 
 
 def exempt(plan: dict[str, Any], limited: Container[str]) -> bool:
     """A child Plan's run as its parent started it, with a Capsule above it among `limited`
     (the Capsules of its namespace with a limit now): it runs inside that ancestor's slot. A
-    re-run or retry of a child (annotations a user writes; the operator never does) is counted
-    and queued like any Plan's run, and so is a child with no limited Capsule above it."""
-    notes = (plan.get("metadata") or {}).get("annotations") or {}
-    return (
-        is_child(plan)
-        and not any(notes.get(a) for a in (names.ANNOTATION_RERUN, names.ANNOTATION_RETRY))
-        and any(c in limited for c in lineage(plan))
-    )
+    child with no limited Capsule above it is counted and queued like any Plan."""
+    return any(c in limited for c in exemption(plan))
 
 
 def _status(plan: dict[str, Any]) -> dict[str, Any]:
@@ -146,14 +146,16 @@ def counted(plan: dict[str, Any], limited: Container[str]) -> bool:
     return live(plan) and not exempt(plan, limited)
 
 
+def started(plan: dict[str, Any]) -> bool:
+    """Whether a Plan's status says its current run started (Pending or Running, not queued):
+    a slot held, when the Plan is counted."""
+    status = _status(plan)
+    return status.get("phase") in (Phase.PENDING, Phase.RUNNING) and not status.get("queue")
+
+
 def holds(plan: dict[str, Any], limited: Container[str]) -> bool:
     """Whether a Plan holds a slot of its Capsule (the module's rule)."""
-    status = _status(plan)
-    return (
-        counted(plan, limited)
-        and status.get("phase") in (Phase.PENDING, Phase.RUNNING)
-        and not status.get("queue")
-    )
+    return counted(plan, limited) and started(plan)
 
 
 def holds_run(plan: dict[str, Any], run_id: str, limited: Container[str]) -> bool:
@@ -208,63 +210,32 @@ class Verdict:
 
     admitted: bool
     limit: int
-    #: the Plans holding a slot (names, in queue order)
+    #: the Plans holding a slot: the first NAMES_LISTED names in queue order, and how many
     running: tuple[str, ...]
-    #: the Plans waiting ahead of this one (names, in queue order)
+    running_count: int
+    #: the Plans waiting ahead of this one: the first NAMES_LISTED names in queue order, and
+    #: how many
     ahead: tuple[str, ...]
+    ahead_count: int
 
     @property
     def position(self) -> int:
         """This Plan's place among the waiting (1: next to start)."""
-        return len(self.ahead) + 1
+        return self.ahead_count + 1
 
 
-def judge(
-    plan: dict[str, Any],
-    capsule: str,
-    limit: int,
-    plans: list[dict[str, Any]],
-    limited: Container[str],
-    joined: str | None = None,
-) -> Verdict:
-    """Whether `plan` may start on `capsule` whose maxRunningPlans is `limit`, the namespace's
-    Plans being `plans` (it need not be among them: it is counted as waiting) and its Capsules
-    with a limit `limited`, its run having joined the queue at `joined` (else as its status
-    says)."""
-    me = (plan.get("metadata") or {}).get("uid")
-    mine = [
-        p
-        for p in plans
-        if capsule_of(p) == capsule
-        and counted(p, limited)
-        and (p.get("metadata") or {}).get("uid") != me
-        and (p.get("metadata") or {}).get("namespace")
-        == (plan.get("metadata") or {}).get("namespace")
-    ]
-    running = sorted((p for p in mine if holds(p, limited)), key=order)
-    mine_order = order(plan, joined)
-    ahead = sorted((p for p in mine if not holds(p, limited) and order(p) < mine_order), key=order)
-    free = limit - len(running)
-    return Verdict(
-        admitted=len(ahead) < free,
-        limit=limit,
-        running=tuple(str(p["metadata"]["name"]) for p in running),
-        ahead=tuple(str(p["metadata"]["name"]) for p in ahead),
-    )
-
-
-def _listed(names_: tuple[str, ...]) -> str:
+def _listed(names_: tuple[str, ...], count: int) -> str:
     shown = ", ".join(names_[:NAMES_LISTED])
-    more = len(names_) - NAMES_LISTED
+    more = count - min(len(names_), NAMES_LISTED)
     return shown + (f" and {more} more" if more > 0 else "")
 
 
 def message(capsule: str, verdict: Verdict) -> str:
     """What a waiting Plan's condition says: the Capsule, its limit, the Plans ahead."""
     text = f"waiting for one of the {verdict.limit} slot(s) of Capsule {capsule}: "
-    text += f"running: {_listed(verdict.running) or 'none'}"
-    if verdict.ahead:
-        text += f"; ahead in the queue: {_listed(verdict.ahead)}"
+    text += f"running: {_listed(verdict.running, verdict.running_count) or 'none'}"
+    if verdict.ahead_count:
+        text += f"; ahead in the queue: {_listed(verdict.ahead, verdict.ahead_count)}"
     return text
 
 
@@ -323,36 +294,6 @@ class Counting:
         return was
 
 
-def first_waiters(
-    freed: dict[str, Any],
-    plans: list[dict[str, Any]],
-    limit: int | None,
-    limited: Container[str],
-) -> list[tuple[str, str]]:
-    """The Plans (namespace, name) to look again now that `freed` freed a slot of its Capsule
-    (limit `limit`; None: unknown or unlimited), `plans` being the Plans of that Capsule the
-    cache holds and `limited` the Capsules of the namespace with a limit: the first waiting
-    ones in the queue's order, as many as slots are free (at least one), not the whole queue.
-    Nobody when `freed` was exempt (it held no slot)."""
-    if exempt(freed, limited):
-        return []
-    meta = freed.get("metadata") or {}
-    namespace, capsule = meta.get("namespace"), capsule_of(freed)
-    mine = [
-        p
-        for p in plans
-        if (p.get("metadata") or {}).get("namespace") == namespace
-        and capsule_of(p) == capsule
-        and counted(p, limited)
-        and (p.get("metadata") or {}).get("uid") != meta.get("uid")
-    ]
-    waiters = sorted((p for p in mine if not holds(p, limited)), key=order)
-    free = (
-        len(waiters) if limit is None else max(1, limit - sum(1 for p in mine if holds(p, limited)))
-    )
-    return [(str(namespace), str(p["metadata"]["name"])) for p in waiters[:free]]
-
-
 class Cache(Protocol):
     """What to_wake reads of the watch's caches (kube.cache.WatchCache)."""
 
@@ -360,7 +301,7 @@ class Cache(Protocol):
 
     def values(self) -> list[dict[str, Any]]: ...
 
-    def group(self, key: tuple[str, str]) -> list[dict[str, Any]] | None: ...
+    def grouped(self, key: tuple[str, str]) -> Group | None: ...
 
 
 def limit_of(capsule: dict[str, Any] | None) -> int | None:
@@ -375,19 +316,3 @@ def limited_in(capsules: Cache, namespace: str, wanted: set[str]) -> frozenset[s
     """Which of the Capsules `wanted` of `namespace` have a limit, as the Capsules' cache shows
     them (one it has not seen: none)."""
     return frozenset(c for c in wanted if limit_of(capsules.get(namespace, c)) is not None)
-
-
-def to_wake(freed: dict[str, Any], plans: Cache, capsules: Cache) -> list[tuple[str, str]]:
-    """The Plans (namespace, name) to look again at once now that `freed` left the count of its
-    Capsule (Counting.moved_out): the first waiting Plans of its Capsule (first_waiters), read
-    from the caches."""
-    meta = freed.get("metadata") or {}
-    namespace, capsule = str(meta.get("namespace", "")), capsule_of(freed)
-    group = plans.group((namespace, capsule))
-    members = plans.values() if group is None else group
-    return first_waiters(
-        freed,
-        members,
-        limit_of(capsules.get(namespace, capsule)),
-        limited_in(capsules, namespace, lineage_capsules([freed, *members], namespace)),
-    )
