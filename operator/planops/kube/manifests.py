@@ -10,7 +10,8 @@ a body step's qualified id (`scan.12.probe`) has no bound: every label value mad
 an id goes through `label_value` (itself when it fits, else a readable prefix and a hash of the
 whole), and so does every selector that matches one. The full value of a shortened label is in an
 annotation: `planops.dev/step-id` for the step, the label's own key for the others
-(`planops.dev/plan`, `planops.dev/parent`); `full_value` reads it back, else the label itself.
+(`planops.dev/plan`, `planops.dev/parent`); `full_value` reads it back when it agrees with the
+label (shortened, it gives the label), else the label itself.
 Child Plans always carry these annotations; a Job and its pod only for a label that was
 shortened (a label that holds its whole value needs no copy, and the pod template's bytes are
 stored several times over).
@@ -93,15 +94,24 @@ def label_value(text: str) -> str:
 
 
 def full_value(meta: dict[str, Any], label: str) -> str | None:
-    """The full value behind one of our labels that `label_value` may have shortened: from its
-    annotation (the step's is ANNOTATION_STEP_ID, the others' the label's own key), else the
-    label itself (objects made before the annotation existed); None when neither is a string."""
+    """The full value behind one of our labels that `label_value` may have shortened: its
+    annotation (the step's is ANNOTATION_STEP_ID, the others' the label's own key) when it
+    agrees with the label, that is when shortening it gives the label exactly; else the label
+    itself (a label that holds its whole value carries no annotation); None without the label.
+
+    The label is what selectors match and the admission policy guards; the annotation only
+    completes it. One that disagrees (`kubectl annotate job <build's Job>
+    planops.dev/step-id=tests`) is not read: it would make an attempt of one step pass for
+    another's."""
+    labels, notes = meta.get("labels"), meta.get("annotations")
+    shown = labels.get(label) if isinstance(labels, dict) else None
+    if not isinstance(shown, str) or not shown:
+        return None
     key = ANNOTATION_STEP_ID if label == LABEL_STEP else label
-    for source, k in ((meta.get("annotations"), key), (meta.get("labels"), label)):
-        value = source.get(k) if isinstance(source, dict) else None
-        if isinstance(value, str) and value:
-            return value
-    return None
+    full = notes.get(key) if isinstance(notes, dict) else None
+    if isinstance(full, str) and full and full != shown and label_value(full) == shown:
+        return full
+    return shown
 
 
 def step_selector(plan: str, step: str, attempt: int | None = None) -> str:
