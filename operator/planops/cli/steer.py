@@ -115,7 +115,8 @@ def checked_answer(ask: dict[str, Any], items: list[str]) -> dict[str, Any]:
 
 async def cmd_answer(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
     """Check the answer against the waiting question's schema here (exit 2 with the reason),
-    then write it as an annotation naming the run; the operator checks it again."""
+    then write it as an annotation naming the run and the question (reconciler.asks: an answer
+    answers that one question); the operator checks it again."""
     plan = await kube.get_plan(ns, args.name)
     if plan is None:
         sys.stderr.write(f"error: plan {args.name!r} not found in namespace {ns}\n")
@@ -131,6 +132,8 @@ async def cmd_answer(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
         )
         return EXIT_INPUT
     value: dict[str, Any] = {"run": (st.get("run") or {}).get("id")}
+    if ask.get("question"):  # (an operator before questions had ids wrote none)
+        value["question"] = ask["question"]
     if args.decline:
         value["declined"] = True
     else:

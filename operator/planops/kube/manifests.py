@@ -199,9 +199,14 @@ class PlanRef:
         return f"{LABEL_PARENT}={label_value(self.name)},{LABEL_RUN}!={self.run}"
 
 
-def run_id(uid: str, generation: int, rerun: str) -> str:
-    """A run: one generation of a Plan, and each re-run requested by annotation."""
-    return hashlib.sha256(f"{uid}/{generation}/{rerun}".encode()).hexdigest()[:10]
+def run_id(uid: str, generation: int, rerun: str, serial: int) -> str:
+    """A run: one generation of a Plan, and each re-run requested by annotation; `serial`
+    counts the Plan's runs (status.run.serial, one more for each new run), so a re-run value
+    used again, or taken away, never names an earlier run's id again (reconciler.retrying).
+    Hashed from a JSON list: text that starts with `["run"`, unlike the ids of runs started
+    before serials were counted (`<uid>/<generation>/<rerun>`) and of retries (`["retry-of"`)."""
+    text = json.dumps(["run", uid, generation, rerun, serial])
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
 def child_name(plan: str, run: str, step: str, attempt: int) -> str:

@@ -12,8 +12,14 @@ Why these rules:
   is never used twice within a Plan: an earlier run's PlanReports, history entry and archive row
   are keyed by it, and a second run of that id would replace the first's or never be archived.
   So a token used again (t1, t2, t1) names a new run (it retries another run), a re-run value
-  cannot spell a retry's id (another hash input: JSON, where a run's starts with the Plan's uid),
-  and a retry whose id the status already knows (current run or history) is refused.
+  cannot spell a retry's id (another hash input), and a retry whose id the status already knows
+  (current run or history) is refused.
+- Every new run (a generation, a re-run, a retry) counts one more in `run.serial`, and a full
+  run's id hashes that number (manifests.run_id): a re-run value used again, or the annotation
+  taken away, is a new run under a new id, never an earlier run's again (its answers, its
+  history entry, its PlanReports and its archive row stay its own). The count lives in the
+  status, which only the operator writes, and is derived from it alone: a restarted operator or
+  a new leader that reads the same status computes the same id.
 - It waits for the run it retries to end: a token written while a run is under way is taken up
   when that run ends.
 - The earlier run's records are read before anything of it is stopped (its PlanReports go when
@@ -93,9 +99,15 @@ def token_of(value: str) -> str:
     return value[:64] + "...sha256:" + hashlib.sha256(value.encode()).hexdigest()[:32]
 
 
+def serial(previous: dict[str, Any]) -> int:
+    """How many runs the Plan's status counts (status.run.serial: its current run's number; 0
+    before the first run, and for a run started before runs were counted)."""
+    n = (previous.get("run") or {}).get("serial")
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 0
+
+
 def choose(meta: dict[str, Any], previous: dict[str, Any], generation: int, rerun: str) -> Choice:
     """The run for this Plan now, given its annotations and its status. Pure."""
-    rid = manifests.run_id(meta["uid"], generation, rerun)  # its generation's and re-run's
     value = (meta.get("annotations") or {}).get(ANNOTATION, "")
     before = previous.get("run") or {}
     same = (
@@ -103,9 +115,15 @@ def choose(meta: dict[str, Any], previous: dict[str, Any], generation: int, reru
         and before.get("generation") == generation
         and (before.get("rerun") or "") == token_of(rerun)
     )
+    number = {"serial": serial(previous) + 1}  # a new run's: one more than the status counts
     if not same:  # a new generation or re-run: a full run; the annotation is no request
-        return Choice(rid, {"retry": token_of(value)} if value else {})
-    kept = {k: before[k] for k in ("retry", "retryOf", "retryFrom") if before.get(k)}
+        rid = manifests.run_id(meta["uid"], generation, rerun, number["serial"])
+        return Choice(rid, number | ({"retry": token_of(value)} if value else {}))
+    kept = {
+        k: before[k]
+        for k in ("serial", "retry", "retryOf", "retryFrom", "ignored")
+        if before.get(k)
+    }
     if token_of(value) in ("", before.get("retry") or "") or not names.ended(previous.get("phase")):
         # nothing new asked (or taken away: nothing to undo), or the run is under way
         unstarted = bool(before.get("retryOf")) and not before.get("startedAt")
@@ -115,8 +133,10 @@ def choose(meta: dict[str, Any], previous: dict[str, Any], generation: int, reru
     if new_rid in run_history.run_ids(previous):
         why = f"its run id {new_rid} is one this Plan already ran (a run id is never used twice)"
         return Choice(new_rid, kept, Request(token, from_step, str(before["id"]), why))
-    info = {"retry": token, "retryOf": before["id"]} | (
-        {"retryFrom": from_step} if from_step else {}
+    info = (
+        number
+        | {"retry": token, "retryOf": before["id"]}
+        | ({"retryFrom": from_step} if from_step else {})
     )
     return Choice(new_rid, info, Request(token, from_step, str(before["id"])))
 
