@@ -38,9 +38,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from planops.api import names
-from planops.engine import Facts, StepRecord
-from planops.engine.retry import RetryRefused, plan_retry
+from pydantic import ValidationError
+
+from planops.api import CapsuleSpec, PlanSpec, names
+from planops.engine import CapsuleResolver, Facts, StepRecord, capsules
+from planops.engine.retry import RetryRefused, plan_retry, unread_capsule
 from planops.kube import manifests
 from planops.kube.api import KubeApi
 from planops.kube.events import Recorder
@@ -193,7 +195,12 @@ async def seed(
         ref = manifests.PlanRef(meta["namespace"], meta["name"], meta["uid"], choice.rid)
         records, completed, exited = await earlier_records(kube, ref, previous)
         retry = plan_retry(
-            spec, records, completed=completed, exited=exited, from_step=request.from_step
+            spec,
+            records,
+            completed=completed,
+            exited=exited,
+            from_step=request.from_step,
+            capsules=await capsule_plans(kube, ref.namespace, spec),
         )
     except RetryRefused as e:
         events(REASON_REFUSED, f"retry {request.token} of run {request.of_run}: {e}", warning=True)
@@ -230,7 +237,22 @@ async def _reseed(
             completed=bool(report.get("completed")),
             exited=report.get("exit") is not None,
             from_step=before.get("retryFrom"),
+            capsules=await capsule_plans(kube, str(plan["metadata"]["namespace"]), spec),
         )
     except RetryRefused:
         return Facts()
     return retry.facts
+
+
+async def capsule_plans(kube: KubeApi, namespace: str, spec: PlanSpec) -> CapsuleResolver:
+    """The Capsules the retry of `spec` looks at (whether a kept capsule step's child plan may
+    ask: engine.retry), read from the API once each; one that is missing or cannot be read is
+    None (its steps run again)."""
+    read: dict[str, CapsuleSpec | None] = {}
+    while (name := unread_capsule(spec, read)) is not None:
+        raw = await kube.get_capsule(namespace, name)
+        try:
+            read[name] = CapsuleSpec.model_validate(raw.get("spec") or {}) if raw else None
+        except ValidationError:
+            read[name] = None
+    return capsules({n: c for n, c in read.items() if c is not None})
