@@ -17,8 +17,12 @@ from planops.kube.manifests import (
     ANNOTATION_CANCEL,
     ANNOTATION_RERUN,
     ANNOTATION_RETRY,
+    LABEL_PARENT,
+    LABEL_STEP,
     answer_annotation,
+    full_value,
 )
+from planops.reconciler.slots import is_child
 
 
 async def _annotate(kube: CliApi, ns: str, name: str, key: str, value: str) -> int:
@@ -36,7 +40,25 @@ def request_token() -> str:
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(2)
 
 
+def child_refusal(plan: dict[str, Any]) -> str | None:
+    """Why a re-run or retry of this Plan is refused before anything is written: a capsule
+    step's child Plan runs only as its parent starts it (the operator refuses the annotation
+    too: reconciler.retrying.child_requests)."""
+    if not is_child(plan):
+        return None
+    meta = plan["metadata"]
+    parent, step = full_value(meta, LABEL_PARENT), full_value(meta, LABEL_STEP)
+    return (
+        f"plan {meta['name']} is the child of step {step} of plan {parent}: its runs are its "
+        f"parent's (kubectl plan rerun {parent}, or kubectl plan retry {parent} --from {step})"
+    )
+
+
 async def cmd_rerun(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
+    plan = await kube.get_plan(ns, args.name)
+    if plan is not None and (why := child_refusal(plan)) is not None:
+        sys.stderr.write(f"error: {why}\n")
+        return EXIT_INPUT
     token = request_token()
     rc = await _annotate(kube, ns, args.name, ANNOTATION_RERUN, token)
     if rc == EXIT_OK:
@@ -72,7 +94,7 @@ async def cmd_retry(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
     if plan is None:
         sys.stderr.write(f"error: plan {args.name!r} not found in namespace {ns}\n")
         return EXIT_INPUT
-    why = retry_refusal(plan, args.from_step)
+    why = child_refusal(plan) or retry_refusal(plan, args.from_step)
     if why is not None:
         sys.stderr.write(f"error: {why}\n")
         return EXIT_INPUT

@@ -417,7 +417,8 @@ def child_plan(ref: PlanRef, d: Dispatch, target: str, spec: dict[str, Any]) -> 
                     :16
                 ],
                 ANNOTATION_OBJECTIVE: str(objective)[:4096],
-                # a re-run of the child is started for the parent's author (reconciler.authors)
+                # a run of the child started later (it waited as Invalid) is started for the
+                # parent's author (reconciler.authors)
                 **({ANNOTATION_AUTHOR: ref.author} if ref.author else {}),
             },
             "ownerReferences": [ref.owner()],

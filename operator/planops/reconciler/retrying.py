@@ -54,6 +54,8 @@ from planops.reconciler.writing import StatusWriter
 ANNOTATION = names.ANNOTATION_RETRY
 REASON_STARTED = "RetryStarted"
 REASON_REFUSED = "RetryRefused"
+#: a re-run or retry asked of a capsule step's child Plan (child_requests)
+REASON_CHILD_REFUSED = "RerunRefused"
 
 
 @dataclass(frozen=True)
@@ -141,6 +143,39 @@ def choose(meta: dict[str, Any], previous: dict[str, Any], generation: int, reru
         | ({"retryFrom": from_step} if from_step else {})
     )
     return Choice(new_rid, info, Request(token, from_step, str(before["id"])))
+
+
+async def child_requests(
+    plan: dict[str, Any], previous: dict[str, Any], status: StatusWriter, events: Recorder
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A capsule step's child Plan takes no re-run and no retry: its runs are its parent's step
+    attempts, inside its parent's run (and, on a Capsule with a limit, inside the slot an
+    ancestor holds: reconciler.slots). A re-run, which needs no `use`, once took a child out of
+    that slot and into the queue, where two such children could wait for ever for the slots
+    their parents hold. Returns the Plan's metadata without those annotations, and its status;
+    a request not refused yet is refused now, with a RerunRefused Warning Event, and recorded
+    (`run.ignored`) so that it is told once."""
+    meta = plan["metadata"]
+    notes = meta.get("annotations") or {}
+    asked = ", ".join(
+        f"{k}={token_of(notes[k])}" for k in (names.ANNOTATION_RERUN, ANNOTATION) if notes.get(k)
+    )
+    run = previous.get("run") or {}
+    if asked and run and run.get("ignored") != asked:
+        parent = manifests.full_value(meta, names.LABEL_PARENT)
+        step = manifests.full_value(meta, names.LABEL_STEP)
+        events(
+            REASON_CHILD_REFUSED,
+            f"{asked[:300]}: not taken: this Plan is the child of step {step} of Plan {parent}, "
+            f"and its runs are its parent's (re-run Plan {parent}, or retry it with --from "
+            f"{step})",
+            warning=True,
+        )
+        previous = {**previous, "run": {**run, "ignored": asked}}
+        await status.write(plan, previous)
+        await events.flush()
+    kept = {k: v for k, v in notes.items() if k not in (names.ANNOTATION_RERUN, ANNOTATION)}
+    return {**meta, "annotations": kept}, previous
 
 
 def retry_run_id(uid: str, generation: int, rerun: str, of_run: str, token: str) -> str:
