@@ -22,7 +22,7 @@ from planops.kube.manifests import (
     answer_annotation,
     full_value,
 )
-from planops.reconciler.slots import is_child
+from planops.reconciler import is_child_plan
 
 
 async def _annotate(kube: CliApi, ns: str, name: str, key: str, value: str) -> int:
@@ -44,7 +44,7 @@ def child_refusal(plan: dict[str, Any]) -> str | None:
     """Why a re-run or retry of this Plan is refused before anything is written: a capsule
     step's child Plan runs only as its parent starts it (the operator refuses the annotation
     too: reconciler.retrying.child_requests)."""
-    if not is_child(plan):
+    if not is_child_plan(plan):
         return None
     meta = plan["metadata"]
     parent, step = full_value(meta, LABEL_PARENT), full_value(meta, LABEL_STEP)
