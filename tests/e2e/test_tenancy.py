@@ -13,7 +13,7 @@ import json
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -89,21 +89,22 @@ def policies(kube: Kube, helm: str) -> Iterator[None]:
         kube.run("delete", "-f", "-", "--ignore-not-found", input=text, check=False)
 
 
-def grant(kube: Kube, ns: str, capsules: list[str]) -> None:
-    """alice: plan-author in `ns`, and `use` on exactly `capsules` there."""
+def bind(kube: Kube, ns: str, name: str, user: str, role: str, kind: str = "ClusterRole") -> None:
+    """The RoleBinding `name` in `ns`: `user` gets the `kind` `role` there."""
     kube.apply(
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "RoleBinding",
-            "metadata": {"name": "alice-plan-author", "namespace": ns},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": f"{RELEASE}-planops-plan-author",
-            },
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": AUTHOR}],
+            "metadata": {"name": name, "namespace": ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
         }
     )
+
+
+def grant(kube: Kube, ns: str, capsules: list[str]) -> None:
+    """alice: plan-author in `ns`, and `use` on exactly `capsules` there."""
+    bind(kube, ns, "alice-plan-author", AUTHOR, f"{RELEASE}-planops-plan-author")
     if not capsules:
         return
     kube.apply(
@@ -121,19 +122,7 @@ def grant(kube: Kube, ns: str, capsules: list[str]) -> None:
             ],
         }
     )
-    kube.apply(
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": "alice-use-capsules", "namespace": ns},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "Role",
-                "name": "use-capsules",
-            },
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": AUTHOR}],
-        }
-    )
+    bind(kube, ns, "alice-use-capsules", AUTHOR, "use-capsules", kind="Role")
 
 
 @pytest.fixture
@@ -566,19 +555,15 @@ EDITOR = "mallory"  # Kubernetes `edit` in the namespace: may create Jobs and po
 def grant_edit(kube: Kube, ns: str) -> None:
     """mallory: Kubernetes' `edit` in `ns` (Jobs, pods; the chart's roles do not aggregate
     into it here, so no Plans)."""
-    kube.apply(
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": "mallory-edit", "namespace": ns},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": "edit",
-            },
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": EDITOR}],
-        }
-    )
+    bind(kube, ns, "mallory-edit", EDITOR, "edit")
+
+
+def running(
+    kube: Kube, ns: str, obj: dict[str, Any], until: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any]:
+    """`obj` applied (as an admin), once it runs as `until` wants it."""
+    kube.apply(obj, "-n", ns)
+    return wait_plan(kube, ns, obj["metadata"]["name"], phases=("Running",), until=until)
 
 
 def step_job(name: str, ns: str, busybox: str, labels: dict[str, str], owner: dict[str, Any]):
@@ -615,21 +600,15 @@ def test_someone_with_edit_cannot_make_the_job_or_pod_the_operator_would_take_fo
     as the step's output. The API server refuses it (only the operator makes a run's Jobs and,
     through the Job controller, their pods); the step's output is its own."""
     grant_edit(kube, tenant)
-    kube.apply(
+    obj = running(
+        kube,
+        tenant,
         plan(
             "target",
             {"id": "first", "shell": "sleep 15"},  # the forger is well ahead of the operator
             {"id": "next", "shell": "echo real", "dependsOn": ["first"]},
             capsule="safe",
         ),
-        "-n",
-        tenant,
-    )
-    obj = wait_plan(
-        kube,
-        tenant,
-        "target",
-        phases=("Running",),
         until=lambda o: bool((o.get("status") or {}).get("run", {}).get("id")),
     )
     ref = manifests.PlanRef(tenant, "target", obj["metadata"]["uid"], obj["status"]["run"]["id"])
@@ -673,7 +652,9 @@ def test_a_finished_jobs_annotation_cannot_make_it_pass_for_a_running_step(kube:
     the policy out of the way (an admin, who holds `manage`, writes it), the operator does not
     read an annotation that disagrees with the label it completes."""
     grant_edit(kube, tenant)
-    kube.apply(
+    obj = running(
+        kube,
+        tenant,
         plan(
             "gated",
             {"id": "build", "shell": "echo built"},
@@ -681,17 +662,9 @@ def test_a_finished_jobs_annotation_cannot_make_it_pass_for_a_running_step(kube:
             {"id": "deploy", "shell": "echo deployed", "dependsOn": ["tests"]},
             capsule="safe",
         ),
-        "-n",
-        tenant,
-    )
-    running = wait_plan(
-        kube,
-        tenant,
-        "gated",
-        phases=("Running",),
         until=lambda o: [f["stepId"] for f in o["status"].get("inFlight") or []] == ["tests"],
     )
-    run = running["status"]["run"]["id"]
+    run = obj["status"]["run"]["id"]
     selector = f"planops.dev/plan=gated,planops.dev/run={run},planops.dev/step=build"
     (build,) = kube.get("jobs", "-n", tenant, "-l", selector)["items"]
     (pod,) = kube.get("pods", "-n", tenant, "-l", selector)["items"]
@@ -728,19 +701,7 @@ def test_an_old_rerun_value_brings_back_no_earlier_run_and_no_approval(
     re-run value back to one used before, then takes it away: each is a new run with an id of
     its own, which asks again; the answer given to an earlier run approves none of them, and
     every earlier run keeps its history entry."""
-    kube.apply(
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": "bob-plan-author", "namespace": tenant},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": f"{RELEASE}-planops-plan-author",
-            },
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": READER}],
-        }
-    )
+    bind(kube, tenant, "bob-plan-author", READER, f"{RELEASE}-planops-plan-author")
     ask = {
         "prompt": "deploy?",
         "outputSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}},
