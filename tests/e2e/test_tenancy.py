@@ -13,7 +13,7 @@ import json
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -89,22 +89,23 @@ def policies(kube: Kube, helm: str) -> Iterator[None]:
         kube.run("delete", "-f", "-", "--ignore-not-found", input=text, check=False)
 
 
-def grant(kube: Kube, ns: str, capsules: list[str], release: str = RELEASE) -> None:
-    """alice: plan-author in `ns` (the role of the chart's release `release`), and `use` on
-    exactly `capsules` there."""
+def bind(kube: Kube, ns: str, name: str, user: str, role: str, kind: str = "ClusterRole") -> None:
+    """The RoleBinding `name` in `ns`: `user` gets the `kind` `role` there."""
     kube.apply(
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "RoleBinding",
-            "metadata": {"name": "alice-plan-author", "namespace": ns},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": f"{release}-planops-plan-author",
-            },
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": AUTHOR}],
+            "metadata": {"name": name, "namespace": ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
         }
     )
+
+
+def grant(kube: Kube, ns: str, capsules: list[str], release: str = RELEASE) -> None:
+    """alice: plan-author in `ns` (the role of the chart's release `release`), and `use` on
+    exactly `capsules` there."""
+    bind(kube, ns, "alice-plan-author", AUTHOR, f"{release}-planops-plan-author")
     if not capsules:
         return
     kube.apply(
@@ -122,19 +123,7 @@ def grant(kube: Kube, ns: str, capsules: list[str], release: str = RELEASE) -> N
             ],
         }
     )
-    kube.apply(
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": "alice-use-capsules", "namespace": ns},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "Role",
-                "name": "use-capsules",
-            },
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": AUTHOR}],
-        }
-    )
+    bind(kube, ns, "alice-use-capsules", AUTHOR, "use-capsules", kind="Role")
 
 
 @pytest.fixture
@@ -564,6 +553,20 @@ def test_a_job_squatting_a_steps_name_is_not_adopted(kube: Kube, ns: str, busybo
 EDITOR = "mallory"  # Kubernetes `edit` in the namespace: may create Jobs and pods, is no author
 
 
+def grant_edit(kube: Kube, ns: str) -> None:
+    """mallory: Kubernetes' `edit` in `ns` (Jobs, pods; the chart's roles do not aggregate
+    into it here, so no Plans)."""
+    bind(kube, ns, "mallory-edit", EDITOR, "edit")
+
+
+def running(
+    kube: Kube, ns: str, obj: dict[str, Any], until: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any]:
+    """`obj` applied (as an admin), once it runs as `until` wants it."""
+    kube.apply(obj, "-n", ns)
+    return wait_plan(kube, ns, obj["metadata"]["name"], phases=("Running",), until=until)
+
+
 def step_job(name: str, ns: str, busybox: str, labels: dict[str, str], owner: dict[str, Any]):
     return {
         "apiVersion": "batch/v1",
@@ -597,34 +600,16 @@ def test_someone_with_edit_cannot_make_the_job_or_pod_the_operator_would_take_fo
     UID all right) and the step's labels, so that the operator would adopt it and read its log
     as the step's output. The API server refuses it (only the operator makes a run's Jobs and,
     through the Job controller, their pods); the step's output is its own."""
-    kube.apply(
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": "mallory-edit", "namespace": tenant},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": "edit",
-            },
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": EDITOR}],
-        }
-    )
-    kube.apply(
+    grant_edit(kube, tenant)
+    obj = running(
+        kube,
+        tenant,
         plan(
             "target",
             {"id": "first", "shell": "sleep 15"},  # the forger is well ahead of the operator
             {"id": "next", "shell": "echo real", "dependsOn": ["first"]},
             capsule="safe",
         ),
-        "-n",
-        tenant,
-    )
-    obj = wait_plan(
-        kube,
-        tenant,
-        "target",
-        phases=("Running",),
         until=lambda o: bool((o.get("status") or {}).get("run", {}).get("id")),
     )
     ref = manifests.PlanRef(tenant, "target", obj["metadata"]["uid"], obj["status"]["run"]["id"])
@@ -659,6 +644,126 @@ def test_someone_with_edit_cannot_make_the_job_or_pod_the_operator_would_take_fo
     result = wait_plan(kube, tenant, "target", timeout=120)
     assert result["status"]["phase"] == "Succeeded", result["status"]
     assert steps(result)["next"]["output"] == "real\n"
+
+
+def test_a_finished_jobs_annotation_cannot_make_it_pass_for_a_running_step(kube: Kube, tenant: str):
+    """`kubectl annotate job <build's Job> planops.dev/step-id=tests`: the running `tests` would
+    settle with build's log, and `deploy` start while the real tests still ran. `edit` is
+    refused by the API server (planops annotations on Jobs and pods are the operator's); with
+    the policy out of the way (an admin, who holds `manage`, writes it), the operator does not
+    read an annotation that disagrees with the label it completes."""
+    grant_edit(kube, tenant)
+    obj = running(
+        kube,
+        tenant,
+        plan(
+            "gated",
+            {"id": "build", "shell": "echo built"},
+            {"id": "tests", "shell": "sh -c 'sleep 25; echo tested'", "dependsOn": ["build"]},
+            {"id": "deploy", "shell": "echo deployed", "dependsOn": ["tests"]},
+            capsule="safe",
+        ),
+        until=lambda o: [f["stepId"] for f in o["status"].get("inFlight") or []] == ["tests"],
+    )
+    run = obj["status"]["run"]["id"]
+    selector = f"planops.dev/plan=gated,planops.dev/run={run},planops.dev/step=build"
+    (build,) = kube.get("jobs", "-n", tenant, "-l", selector)["items"]
+    (pod,) = kube.get("pods", "-n", tenant, "-l", selector)["items"]
+    forged = "planops.dev/step-id=tests"
+    for kind, name in (("job", build["metadata"]["name"]), ("pod", pod["metadata"]["name"])):
+        done = kube.run(f"--as={EDITOR}", "annotate", kind, name, "-n", tenant, forged, check=False)
+        assert done.returncode != 0, f"`edit` annotated the {kind}"
+        assert "that carries planops marks (annotation planops.dev/step-id=tests)" in done.stderr
+        # ... and may not take the operator's own annotations away either
+        kube.run("annotate", kind, name, "-n", tenant, "planops.dev/plan=gated")
+        gone = kube.run(
+            f"--as={EDITOR}", "annotate", kind, name, "-n", tenant, "planops.dev/plan-", check=False
+        )
+        assert gone.returncode != 0 and "removed annotation planops.dev/plan=gated" in gone.stderr
+    kube.run("annotate", "job", build["metadata"]["name"], "-n", tenant, forged)  # (admin)
+    time.sleep(8)  # the Job's event, and two resyncs (3 s in these tests)
+    status = kube.get("plan", "gated", "-n", tenant)["status"]
+    assert [f["stepId"] for f in status.get("inFlight") or []] == ["tests"], status
+    assert [s["stepId"] for s in status["report"]["steps"]] == ["build"], "tests settled early"
+    done = wait_plan(kube, tenant, "gated", timeout=120)
+    assert done["status"]["phase"] == "Succeeded", done["status"]
+    got = steps(done)
+    assert got["tests"]["output"] == "tested\n" and got["deploy"]["output"] == "deployed\n"
+    assert got["deploy"]["startedAt"] >= got["tests"]["finishedAt"]
+
+
+READER = "bob"  # plan-author in the namespace, `use` on no Capsule: may re-run, may not answer
+
+
+def test_an_old_rerun_value_brings_back_no_earlier_run_and_no_approval(
+    kube: Kube, kubeconfig: str, tenant: str
+):
+    """Someone who may annotate Plans but use no Capsule (a re-run needs no `use`) sets the
+    re-run value back to one used before, then takes it away: each is a new run with an id of
+    its own, which asks again; the answer given to an earlier run approves none of them, and
+    every earlier run keeps its history entry."""
+    bind(kube, tenant, "bob-plan-author", READER, f"{RELEASE}-planops-plan-author")
+    ask = {
+        "prompt": "deploy?",
+        "outputSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}},
+    }
+    gated = plan(
+        "approved",
+        {"id": "approve", "ask": ask},
+        {"id": "deploy", "shell": "echo deployed", "dependsOn": ["approve"]},
+        capsule="safe",
+    )
+    gated["metadata"]["annotations"] = {"planops.dev/rerun": "a"}
+    done = apply_as_author(kube, tenant, gated)
+    assert done.returncode == 0, done.stderr
+
+    def run_of(rerun: str | None) -> dict[str, Any]:
+        """The status of the run the re-run value `rerun` started (once it asked or ended)."""
+        return wait_plan(
+            kube,
+            tenant,
+            "approved",
+            phases=("Running", "Succeeded", "Failed"),
+            until=lambda o: (
+                o["status"]["run"].get("rerun") == rerun
+                and (bool(o["status"].get("asks")) or o["status"]["phase"] != "Running")
+            ),
+        )["status"]
+
+    def as_reader(*args: str) -> None:
+        done = kube.run(
+            f"--as={READER}", "annotate", "plan", "approved", "-n", tenant, *args, check=False
+        )
+        assert done.returncode == 0, done.stderr  # a re-run is no author's act
+
+    ids = [run_of("a")["run"]["id"]]
+    answered = cli(kubeconfig, "answer", "approved", "approve", "--set", "ok=true", "-n", tenant)
+    assert answered.returncode == 0, answered.stderr
+    assert wait_plan(kube, tenant, "approved")["status"]["phase"] == "Succeeded"
+    as_reader("--overwrite", "planops.dev/rerun=b")
+    ids.append(run_of("b")["run"]["id"])
+    for value in ("a", None):  # a value used before; none
+        as_reader("--overwrite", f"planops.dev/rerun={value}" if value else "planops.dev/rerun-")
+        run_of(value)
+        time.sleep(6)  # an earlier answer would have settled the ask by now
+        status = kube.get("plan", "approved", "-n", tenant)["status"]
+        assert [s["stepId"] for s in status["report"]["steps"]] == [], "approved by an old answer"
+        assert status["phase"] == "Running" and [a["stepId"] for a in status["asks"]] == ["approve"]
+        assert status["run"]["id"] not in ids, f"run id {status['run']['id']} used again"
+        ids.append(status["run"]["id"])
+        assert [e["id"] for e in status["history"]] == ids[-2::-1]
+    refused = kube.run(
+        f"--as={READER}",
+        "annotate",
+        "plan",
+        "approved",
+        "-n",
+        tenant,
+        "--overwrite",
+        'answer.planops.dev/approve={"run": "x", "answer": {"ok": true}}',
+        check=False,
+    )
+    assert refused.returncode != 0 and "may not use Capsule safe" in refused.stderr
 
 
 # -- an edit is an author's act ----------------------------------------------------------------

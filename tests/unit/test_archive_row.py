@@ -132,6 +132,7 @@ def test_the_digest_is_the_same_for_equal_specs_whatever_the_key_order():
 
 def test_the_creator_is_the_schedule_when_the_cluster_says_so_and_the_capsule_defaults():
     p = plan()
+    p["metadata"].setdefault("labels", {})[LABEL_SCHEDULED_BY] = "nightly"  # (and its full value)
     p["metadata"]["annotations"][LABEL_SCHEDULED_BY] = "nightly"
     del p["spec"]["capsule"]
     r = row(p)

@@ -5,6 +5,7 @@ the e2e test (tests/faults/test_capsule_concurrency.py) runs it on the real clus
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import copy
 from typing import Any
@@ -12,6 +13,8 @@ from typing import Any
 import pytest
 
 from planops.api.documents import parse_document
+from planops.cli import steer
+from planops.cli.exit_codes import EXIT_INPUT
 from planops.kube import manifests
 from planops.kube.cache import WatchCache
 from planops.reconciler import slot_waiters, slots
@@ -313,7 +316,10 @@ def test_capsule_steps_into_each_others_capsules_run_inside_their_parents_slots(
 
 
 @pytest.mark.parametrize("annotation", [manifests.ANNOTATION_RERUN, manifests.ANNOTATION_RETRY])
-def test_a_childs_rerun_or_retry_waits_for_a_slot_like_any_run(annotation: str):
+def test_a_childs_rerun_or_retry_is_refused_and_starts_nothing(annotation: str):
+    """A child's runs are its parent's (reconciler.retrying.child_requests): a re-run or retry
+    written on it starts no run, in a slot or out of one; a RerunRefused event says so, once,
+    and names the parent to re-run instead."""
     c = Cluster(limit=1)
     c.capsule("deploy", capsule_spec(1, plan={"steps": SLEEP}))
     c.capsule("default", capsule_spec(1, spawn={"allow": ["deploy"]}))
@@ -325,11 +331,19 @@ def test_a_childs_rerun_or_retry_waits_for_a_slot_like_any_run(annotation: str):
     c.reconcile(name, "holder")  # the child, exempt, runs; holder holds deploy's slot
     assert c.jobs(name) and c.jobs("holder")
     c.finish(name)
+    before = c.status(name)
     child["metadata"]["annotations"] = {annotation: "again"}
     c.now += 60
     c.reconcile(name)
+    c.reconcile(name)
     status = c.status(name)
-    assert status["phase"] == "Pending" and status["queue"]["running"] == ["holder"], status
+    assert status["phase"] == "Succeeded" and status["run"]["id"] == before["run"]["id"]
+    assert "queue" not in status and status["run"]["ignored"] == f"{annotation}=again"
+    refused = [e for e in c.kube.events if e["reason"] == "RerunRefused"]
+    assert (
+        len(refused) == 1
+        and "re-run Plan build, or retry it with --from ship" in (refused[0]["message"])
+    )
 
 
 def test_a_plan_posing_as_a_child_by_its_label_alone_still_waits():
@@ -677,3 +691,26 @@ def test_a_run_replaced_while_it_waited_for_a_slot_is_no_run_in_the_history():
     assert status["queue"]["running"] == ["holder"]
     assert status["run"]["generation"] == 2
     assert not status.get("history"), status.get("history")  # the waiting run ran nothing
+
+
+def test_kubectl_plan_rerun_and_retry_refuse_a_child_before_writing_anything():
+    c = Cluster(limit=None)
+    c.capsule("deploy", capsule_spec(None, plan={"steps": SLEEP}))
+    c.capsule("default", capsule_spec(None, spawn={"allow": ["deploy"]}))
+    c.plan("build", 1, steps=[{"id": "ship", "capsule": "deploy", "input": "go"}])
+    c.reconcile("build")
+    (child,) = [p for p in c.kube.of("plan") if slots.is_child(p)]
+    name = child["metadata"]["name"]
+    c.reconcile(name)
+    c.finish(name, "Failed")
+    for verb in (steer.cmd_rerun, steer.cmd_retry):
+        args = argparse.Namespace(name=name, from_step=None)
+        assert asyncio.run(verb(c.kube, args, "ns")) == EXIT_INPUT
+    notes = child["metadata"]["annotations"]
+    assert manifests.ANNOTATION_RERUN not in notes and manifests.ANNOTATION_RETRY not in notes
+    assert steer.child_refusal(child) == (
+        f"plan {name} is the child of step ship of plan build: its runs are its parent's "
+        "(kubectl plan rerun build, or kubectl plan retry build --from ship)"
+    )
+    parent = c.kube.get("plan", "ns", "build")
+    assert parent is not None and steer.child_refusal(parent) is None

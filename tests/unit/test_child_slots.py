@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 
+from planops.kube import manifests
 from planops.kube.cache import WatchCache
 from planops.reconciler import slots, standing
 from planops.reconciler.reconcile import Reconciler
@@ -168,3 +169,37 @@ def test_the_watch_keeps_no_stale_grouping_when_a_limit_above_a_child_changes():
     assert caches.sync() == [("ns", "direct")]  # a counted child's end frees the slot
     c.reconcile("direct")
     assert c.jobs("direct")
+
+
+def test_rerun_annotations_on_two_children_bring_back_no_slot_deadlock():
+    """Two one-slot Capsules whose plans each delegate to the other's: each parent holds its
+    Capsule's slot and runs its child inside it. Someone who may annotate Plans (a re-run needs
+    no `use`) re-runs both children: counted, each would wait for the slot the other parent
+    holds while that parent waits for its own child, for ever. A child's runs are its parent's:
+    the re-run is refused (a RerunRefused event names the parent), the children run on, and both
+    parents finish."""
+    c = _ci_and_deploy(ci_limit=1)
+    c.capsule("deploy", capsule_spec(1, spawn={"allow": ["ci"]}, plan={"steps": SLEEP}))
+    c.capsule("ci", capsule_spec(1, spawn={"allow": ["deploy"]}, plan={"steps": SLEEP}))
+    c.plan("build", 1, steps=SHIP, capsule="ci")
+    c.plan("release", 2, steps=[{"id": "back", "capsule": "ci", "input": "x"}], capsule="deploy")
+    c.reconcile("build", "release")
+    kids = [_child_of(c, "build"), _child_of(c, "release")]
+    c.reconcile(*kids)
+    assert all(c.jobs(k) for k in kids)  # exempt: each runs inside its parent's slot
+    for k in kids:
+        child = c.kube.get("plan", "ns", k)
+        assert child is not None
+        child["metadata"].setdefault("annotations", {})[manifests.ANNOTATION_RERUN] = "again"
+        child["metadata"]["resourceVersion"] += "1"
+    c.now += 60
+    c.reconcile(*kids)
+    for k in kids:
+        status = c.status(k)
+        assert "queue" not in status and status["phase"] == "Running", status
+        assert c.jobs(k), f"{k} stopped and waits for a slot its parent's partner holds"
+        assert "RerunRefused" in _events(c, k)
+    for k in kids:
+        c.finish(k)
+    c.reconcile("build", "release")
+    assert {c.status(p)["phase"] for p in ("build", "release")} != {"Running"}

@@ -12,7 +12,13 @@ import pytest
 from planops.cli import follow, show
 from planops.cli.cluster_args import add_parsers
 from planops.cli.exit_codes import EXIT_FAILED, EXIT_INPUT, EXIT_OK
-from planops.kube.manifests import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_STEP, PlanRef
+from planops.kube.manifests import (
+    ANNOTATION_STEP_ID,
+    LABEL_ATTEMPT,
+    LABEL_STEP,
+    PlanRef,
+    label_value,
+)
 
 from .fakekube import FakeKube
 
@@ -21,7 +27,7 @@ def pod(name: str, step: str, phase: str = "Running", attempt: int = 1, **meta: 
     return {
         "metadata": {
             "name": name,
-            "labels": {LABEL_STEP: step[:10], LABEL_ATTEMPT: str(attempt)},
+            "labels": {LABEL_STEP: label_value(step), LABEL_ATTEMPT: str(attempt)},
             "annotations": {ANNOTATION_STEP_ID: step},
             "creationTimestamp": meta.get("created", "2026-12-03T10:00:00Z"),
         },
@@ -31,9 +37,9 @@ def pod(name: str, step: str, phase: str = "Running", attempt: int = 1, **meta: 
 
 def test_a_started_pod_not_yet_followed_is_followed_by_its_full_step_id():
     seen = follow.Followed(pods={"p-old"})
-    pods = [pod("p-old", "a"), pod("p-new", "a-step-with-a-long-name")]
+    pods = [pod("p-old", "a"), pod("p-new", "a-step-with-a-name-too-long-for-a-label-" + "x" * 40)]
     assert [(p["metadata"]["name"], s, n) for p, s, n in follow.to_follow(pods, seen, None)] == [
-        ("p-new", "a-step-with-a-long-name", 1)
+        ("p-new", "a-step-with-a-name-too-long-for-a-label-" + "x" * 40, 1)
     ]
 
 

@@ -607,8 +607,8 @@ def test_the_depth_label_never_stops_a_reconcile(raw):
 @given(st.one_of(text, json_value.map(json.dumps), deep_json))
 def test_an_answer_annotation_is_an_outcome_a_rejection_or_nothing(raw):
     schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
-    w = asks.Waiting("q", 1, {"prompt": "?", "outputSchema": schema}, 0.0, 10.0)
-    answer = '{"run": "r", "answer": {"ok": true, "extra": %s}}' % raw  # noqa: UP031
+    w = asks.Waiting("q", 1, {"prompt": "?", "outputSchema": schema}, 0.0, 10.0, question="q1")
+    answer = '{"run": "r", "question": "q1", "answer": {"ok": true, "extra": %s}}' % raw  # noqa: UP031
     for annotation in (raw, answer):
         outcome = asks.judge(w, {manifests.answer_annotation("q"): annotation}, "r", 1.0)
         assert outcome is None or isinstance(outcome, str | asks.Outcome)

@@ -218,8 +218,10 @@ def test_the_answer_to_a_long_body_ask_is_a_valid_annotation_read_back_by_the_re
     key = manifests.answer_annotation(step_id)
     assert valid_key(key)
     schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
-    waiting = asks.Waiting(step_id, 1, {"prompt": "?", "outputSchema": schema}, 0.0, 100.0)
-    given = {key: json.dumps({"run": "r", "answer": {"ok": True}})}
+    waiting = asks.Waiting(
+        step_id, 1, {"prompt": "?", "outputSchema": schema}, 0.0, 100.0, question="q1"
+    )
+    given = {key: json.dumps({"run": "r", "question": "q1", "answer": {"ok": True}})}
     outcome = asks.judge(waiting, given, "r", 1.0)
     assert isinstance(outcome, asks.Outcome) and outcome.status == "success"
 

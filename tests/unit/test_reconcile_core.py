@@ -243,16 +243,24 @@ def test_an_answer_annotation_for_this_run_settles_the_ask():
         "outputSchema": {"type": "object"},
         "since": "2027-01-15T08:00:00Z",
         "deadline": "2027-01-15T09:00:00Z",
+        "question": "q-1",
     }
     facts = Facts((), (AttemptFact("q", 1, NOW - 5),))
-    answer = {manifests.answer_annotation("q"): json.dumps({"run": RUN, "answer": {"ok": True}})}
-    s = situation(spec, facts=facts, previous={"asks": [waiting]}, annotations=answer)
+
+    def answer(**given: Any) -> dict[str, str]:
+        return {manifests.answer_annotation("q"): json.dumps({**given, "answer": {"ok": True}})}
+
+    s = situation(
+        spec, facts=facts, previous={"asks": [waiting]}, annotations=answer(run=RUN, question="q-1")
+    )
     intents = advance(core.plan_step(s))
     assert intents.status["phase"] == "Succeeded"
-    other = {manifests.answer_annotation("q"): json.dumps({"run": "r0", "answer": {"ok": 1}})}
-    still = advance(core.plan_step(replace(s, annotations=other)))
-    assert still.status["phase"] != "Succeeded"
-    assert [a["stepId"] for a in still.status["asks"]] == ["q"]
+    # another run's, another question's (an earlier attempt, an earlier run), or one that
+    # names no question (written before questions had ids) is no answer to this one
+    for other in ({"run": "r0", "question": "q-1"}, {"run": RUN, "question": "q-0"}, {"run": RUN}):
+        still = advance(core.plan_step(replace(s, annotations=answer(**other))))
+        assert still.status["phase"] != "Succeeded", other
+        assert [a["stepId"] for a in still.status["asks"]] == ["q"]
 
 
 def test_a_dispatched_ask_waits_in_the_status_and_wakes_the_plan_at_its_deadline():
@@ -523,8 +531,13 @@ def test_an_answer_that_does_not_fit_the_question_is_told_and_the_question_waits
         "outputSchema": schema,
         "since": "2027-01-15T08:00:00Z",
         "deadline": "2027-01-15T09:00:00Z",
+        "question": "q-1",
     }
-    wrong = {manifests.answer_annotation("q"): json.dumps({"run": RUN, "answer": {"ok": "yes"}})}
+    wrong = {
+        manifests.answer_annotation("q"): json.dumps(
+            {"run": RUN, "question": "q-1", "answer": {"ok": "yes"}}
+        )
+    }
     s = situation(
         spec,
         facts=Facts((), (AttemptFact("q", 1, NOW - 5),)),

@@ -68,7 +68,7 @@ class World:
         self.plan["metadata"]["resourceVersion"] += "1"
 
     def job_name(self, step: str, attempt: int) -> str:
-        run = manifests.run_id(UID, 1, "")
+        run = manifests.run_id(UID, 1, "", 1)
         return manifests.child_name("p", run, step, attempt)
 
 
@@ -146,9 +146,10 @@ ASK = {
 def test_an_answer_annotation_settles_the_ask():
     w = World([{"id": "q", "ask": ASK}])
     first = w.reconcile()
-    assert [a["stepId"] for a in first["asks"]] == ["q"]
-    run = first["run"]["id"]
-    w.annotate(manifests.answer_annotation("q"), json.dumps({"run": run, "answer": {"ok": True}}))
+    (ask,) = first["asks"]
+    assert ask["stepId"] == "q" and ask["question"]
+    given = {"run": first["run"]["id"], "question": ask["question"], "answer": {"ok": True}}
+    w.annotate(manifests.answer_annotation("q"), json.dumps(given))
     second = w.reconcile()
     assert second["phase"] == "Succeeded"
     assert "asks" not in second

@@ -340,7 +340,8 @@ def test_no_rerun_value_spells_a_retrys_run_id():
     w.reconcile()
     retried = w.status["run"]["id"]
     for rerun in ("/retry/t1", f"/retry-of/{before}/t1", f"/retry/{before}/t1"):
-        assert manifests.run_id(UID, 1, rerun) != retried
+        for serial in range(1, 4):
+            assert manifests.run_id(UID, 1, rerun, serial) != retried
     assert retried == retrying.retry_run_id(UID, 1, "", before, "t1")
 
 
@@ -366,7 +367,7 @@ def test_a_huge_rerun_value_is_recorded_bounded_and_its_run_is_still_retried():
     w.plan["metadata"]["annotations"][manifests.ANNOTATION_RERUN] = huge
     w.reconcile()
     rerun_run = w.status["run"]["id"]
-    assert rerun_run == manifests.run_id(UID, 1, huge)  # the whole value names the run
+    assert rerun_run == manifests.run_id(UID, 1, huge, 2)  # the whole value names the run
     assert len(w.status["run"]["rerun"]) < 200 and w.status["run"]["rerun"].startswith("rrr")
     w.finish("a", True)
     w.finish("c", True)

@@ -12,6 +12,7 @@ from planops.engine import Run, StepRecord
 from planops.engine.report import Report
 from planops.engine.retry import RetryRefused, plan_retry, spec_digest
 
+from . import helpers
 from .helpers import plan
 
 Outcome = Callable[[str, int], str]
@@ -323,3 +324,45 @@ def test_a_control_step_with_an_ask_in_its_body_runs_again_whole():
     )
     r = plan_retry(spec, records, completed=False)
     assert r.rerun == ("d", "boom") and r.kept == ("m",)
+
+
+# -- capsule steps whose child plan asks (an approval given in another Capsule) ----------------
+
+GATE = helpers.capsule(plan={"steps": [{"id": "approve", "ask": ASK}]})
+QUIET = helpers.capsule(plan={"steps": [{"id": "work", "shell": "true"}]})
+GATED = plan(
+    {"id": "approval", "capsule": "gate", "input": "ship it?"},
+    {"id": "deploy", "shell": "true", "dependsOn": ["approval"]},
+    {"id": "build", "capsule": "quiet", "input": "build"},
+)
+
+
+def test_a_capsule_step_whose_child_plan_asks_runs_again_and_one_that_does_not_is_kept():
+    records = _succeeded("approval", "deploy", "build")
+    capsules = helpers.resolver(gate=GATE, quiet=QUIET)
+    r = plan_retry(GATED, records, completed=True, from_step="deploy", capsules=capsules)
+    assert r.rerun == ("approval", "deploy") and r.kept == ("build",)
+
+
+def test_an_ask_further_down_or_in_a_body_or_an_unknown_capsule_runs_again():
+    via = helpers.capsule(
+        plan={"steps": [{"id": "m", "map": {"over": [1], "do": {"capsule": "gate"}}}]}
+    )
+    looped = helpers.capsule(plan={"steps": [{"id": "x", "capsule": "looped"}]})  # a cycle
+    spec = plan(
+        {"id": "deep", "capsule": "via"},
+        {
+            "id": "body",
+            "decide": {"if": {"value": 1, "op": "eq", "to": 1}, "then": {"capsule": "gate"}},
+        },
+        {"id": "gone", "capsule": "nowhere"},
+        {"id": "loop", "capsule": "looped"},
+        {"id": "last", "shell": "true"},
+    )
+    records = _succeeded("deep", "body", "gone", "loop", "last")
+    capsules = helpers.resolver(gate=GATE, via=via, looped=looped)
+    r = plan_retry(spec, records, completed=True, from_step="last", capsules=capsules)
+    assert r.rerun == ("deep", "body", "gone", "last") and r.kept == ("loop",)
+    # without the Capsules (an executor that cannot read them) every capsule step runs again
+    r = plan_retry(spec, records, completed=True, from_step="last")
+    assert r.kept == ()

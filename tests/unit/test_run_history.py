@@ -129,15 +129,37 @@ def test_a_new_generation_replaces_the_run_too_and_the_history_goes_on_with_each
     assert third["history"] == second["history"]
 
 
-def test_a_rerun_value_used_again_starts_its_run_afresh_without_the_earlier_records():
+def test_a_rerun_value_used_again_or_taken_away_is_a_new_run_and_every_run_keeps_its_record():
+    """A re-run value used before, or the annotation removed, needs no `use`: it once named an
+    earlier run's id again, deleting that run's history entry and PlanReports (and its archive
+    row kept the new run out). Each run now has an id of its own (status.run.serial)."""
     w = failing_world(status_records=1)
     first = w.reconcile()
-    rerun(w, "1", refuse=True)
-    again = rerun(w, "", refuse=False)  # the annotation emptied: the first run's id again
-    assert again["run"]["id"] == first["run"]["id"]
-    assert first["run"]["id"] not in [e["id"] for e in again["history"]]
-    assert reports_of(w, first["run"]["id"]) == []  # its earlier chunks are not the new run's
-    assert again["report"]["records"] == 0
+    second = rerun(w, "1", refuse=True)
+    third = rerun(w, "", refuse=True)  # the annotation emptied
+    fourth = rerun(w, "1", refuse=True)  # a value used before
+    ids = [s["run"]["id"] for s in (first, second, third, fourth)]
+    assert len(set(ids)) == 4, ids
+    assert [s["run"]["serial"] for s in (first, second, third, fourth)] == [1, 2, 3, 4]
+    assert [e["id"] for e in fourth["history"]] == ids[2::-1]
+    for rid in ids:
+        assert reports_of(w, rid) != [], rid  # every run's records are its own, still there
+
+
+def test_run_ids_stay_new_with_no_history_kept_and_across_an_operator_restart():
+    """The count is in the status (only the operator writes it), not in the history (bounded,
+    possibly empty) nor in the operator's memory: a restarted operator, or another leader, that
+    reads the status goes on counting."""
+    w = failing_world(historyLimit=0)
+    ids = [w.reconcile()["run"]["id"]]
+    for value in ("1", "", "1", ""):
+        w.reconciler = Reconciler(w.kube, clock=lambda: w.now)  # a restart: nothing kept
+        ids.append(rerun(w, value, refuse=True)["run"]["id"])
+        assert "history" not in w.status
+    assert len(set(ids)) == len(ids), ids
+    again = Reconciler(w.kube, clock=lambda: w.now)  # the same status: the same run, no new one
+    asyncio.run(again.reconcile("ns", "p"))
+    assert w.status["run"]["id"] == ids[-1]
 
 
 def test_while_the_archive_is_on_a_run_not_archived_stays_past_the_limit():

@@ -261,7 +261,12 @@ def render() -> str:
         "are author's acts, like a spec change: they need `use`, and record their writer as "
         "the author.",
         "",
-        f"- `{names.ANNOTATION_RERUN}: TOKEN`: a fresh run of the same spec, once per token.",
+        f"- `{names.ANNOTATION_RERUN}: TOKEN`: a fresh run of the same spec, each time the "
+        "value changes (removed too), under",
+        "  a new run id (`status.run.serial` counts the runs): a value used before starts a new "
+        "run, never an earlier one again.",
+        "  A capsule step's child Plan takes no re-run and no retry (a `RerunRefused` event): "
+        "re-run or retry its parent.",
         f'- `{names.ANNOTATION_RETRY}: "TOKEN[:from=STEP]"`: a new run that keeps what '
         "the last run's succeeded steps recorded",
         "  and runs again what failed, what that stopped and what never ran (with `from`, STEP "
@@ -272,7 +277,9 @@ def render() -> str:
         f"- `{names.ANNOTATION_CANCEL}: REASON`: stop the run; what runs is stopped, the plan "
         "ends Failed (Cancelled).",
         f"- `{names.ANNOTATION_ANSWER_PREFIX}STEP: JSON`: the answer to a waiting ask step "
-        "(docs/cli.md, `answer`).",
+        "(docs/cli.md, `answer`): it names the run",
+        "  and the question (`status.asks[].question`, written when the step asks), and answers "
+        "that one question only.",
         "",
         "## Limits",
         "",

@@ -40,7 +40,7 @@ from planops.cli.inputs import (
     with_default_capsule,
     with_inputs,
 )
-from planops.engine import Facts, PlanError, capsules, validate
+from planops.engine import CapsuleResolver, Facts, PlanError, capsules, validate
 
 # Imported where a verb needs them, so `validate` starts fast (docs/performance.md): the local
 # runner and asyncio (run), croniter (a ScheduledPlan's schedule), the graph drawing (graph),
@@ -272,7 +272,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_NO_CAPSULE if _verdict(found) == EXIT_NO_CAPSULE else EXIT_INPUT
     _warn(_warnings(loaded))
     ((_, plan),) = loaded.plans
-    ok, seed = _retry_seed(args, plan.plan_id, plan.spec)
+    ok, seed = _retry_seed(args, plan.plan_id, plan.spec, capsules(loaded.capsules))
     if not ok:
         return EXIT_INPUT
     answers = _answers(args.answer)
@@ -332,7 +332,7 @@ def _one_plan(loaded: Loaded, name: str | None, source: str) -> str | None:
 
 
 def _retry_seed(
-    args: argparse.Namespace, plan_id: str, spec: PlanSpec
+    args: argparse.Namespace, plan_id: str, spec: PlanSpec, resolve: CapsuleResolver
 ) -> tuple[bool, Facts | None]:
     """--retry REPORT [--from STEP]: (usable, the records the retried run keeps: None, no
     retry). Not usable: refused, the reason written."""
@@ -345,7 +345,7 @@ def _retry_seed(
     from planops.engine.retry import RetryRefused  # noqa: PLC0415
 
     try:
-        retry = retry_report.read(args.retry, plan_id, spec, args.from_step)
+        retry = retry_report.read(args.retry, plan_id, spec, args.from_step, resolve)
     except RetryRefused as e:
         sys.stderr.write(f"error: --retry {args.retry}: {e}\n")
         return False, None

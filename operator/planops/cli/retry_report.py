@@ -20,13 +20,20 @@ from pydantic import ValidationError
 
 from planops.api import PlanSpec
 from planops.cli import yamljson
-from planops.engine import StepRecord
+from planops.engine import CapsuleResolver, StepRecord
 from planops.engine.retry import Retry, RetryRefused, plan_retry, spec_digest
 
 
-def read(path: Path, plan_id: str, spec: PlanSpec, from_step: str | None) -> Retry:
-    """The retry of the run `path` reports. Raises RetryRefused (the reason) for anything that
-    cannot be retried, unreadable files included."""
+def read(
+    path: Path,
+    plan_id: str,
+    spec: PlanSpec,
+    from_step: str | None,
+    capsules: CapsuleResolver | None = None,
+) -> Retry:
+    """The retry of the run `path` reports (`capsules`: the Capsules given, whose plans a capsule
+    step's child runs). Raises RetryRefused (the reason) for anything that cannot be retried,
+    unreadable files included."""
     try:
         docs = yamljson.parse(str(path), path.read_text())
     except OSError as e:
@@ -65,6 +72,7 @@ def read(path: Path, plan_id: str, spec: PlanSpec, from_step: str | None) -> Ret
         completed=bool(report.get("completed")),
         exited=report.get("exit") is not None,
         from_step=from_step,
+        capsules=capsules,
     )
 
 

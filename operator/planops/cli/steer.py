@@ -17,8 +17,12 @@ from planops.kube.manifests import (
     ANNOTATION_CANCEL,
     ANNOTATION_RERUN,
     ANNOTATION_RETRY,
+    LABEL_PARENT,
+    LABEL_STEP,
     answer_annotation,
+    full_value,
 )
+from planops.reconciler import is_child_plan
 
 
 async def _annotate(kube: CliApi, ns: str, name: str, key: str, value: str) -> int:
@@ -36,7 +40,25 @@ def request_token() -> str:
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(2)
 
 
+def child_refusal(plan: dict[str, Any]) -> str | None:
+    """Why a re-run or retry of this Plan is refused before anything is written: a capsule
+    step's child Plan runs only as its parent starts it (the operator refuses the annotation
+    too: reconciler.retrying.child_requests)."""
+    if not is_child_plan(plan):
+        return None
+    meta = plan["metadata"]
+    parent, step = full_value(meta, LABEL_PARENT), full_value(meta, LABEL_STEP)
+    return (
+        f"plan {meta['name']} is the child of step {step} of plan {parent}: its runs are its "
+        f"parent's (kubectl plan rerun {parent}, or kubectl plan retry {parent} --from {step})"
+    )
+
+
 async def cmd_rerun(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
+    plan = await kube.get_plan(ns, args.name)
+    if plan is not None and (why := child_refusal(plan)) is not None:
+        sys.stderr.write(f"error: {why}\n")
+        return EXIT_INPUT
     token = request_token()
     rc = await _annotate(kube, ns, args.name, ANNOTATION_RERUN, token)
     if rc == EXIT_OK:
@@ -72,7 +94,7 @@ async def cmd_retry(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
     if plan is None:
         sys.stderr.write(f"error: plan {args.name!r} not found in namespace {ns}\n")
         return EXIT_INPUT
-    why = retry_refusal(plan, args.from_step)
+    why = child_refusal(plan) or retry_refusal(plan, args.from_step)
     if why is not None:
         sys.stderr.write(f"error: {why}\n")
         return EXIT_INPUT
@@ -115,7 +137,8 @@ def checked_answer(ask: dict[str, Any], items: list[str]) -> dict[str, Any]:
 
 async def cmd_answer(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
     """Check the answer against the waiting question's schema here (exit 2 with the reason),
-    then write it as an annotation naming the run; the operator checks it again."""
+    then write it as an annotation naming the run and the question (reconciler.asks: an answer
+    answers that one question); the operator checks it again."""
     plan = await kube.get_plan(ns, args.name)
     if plan is None:
         sys.stderr.write(f"error: plan {args.name!r} not found in namespace {ns}\n")
@@ -131,6 +154,8 @@ async def cmd_answer(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
         )
         return EXIT_INPUT
     value: dict[str, Any] = {"run": (st.get("run") or {}).get("id")}
+    if ask.get("question"):  # (an operator before questions had ids wrote none)
+        value["question"] = ask["question"]
     if args.decline:
         value["declined"] = True
     else:

@@ -23,7 +23,10 @@ The rules:
 - An `ask` step always asks again (its record, the answer, is never kept), and so does a control
   step with an `ask` in its body: an answer approves one run, never a retried one, whoever asks
   for the retry (a retry with --from would otherwise run an approved action again on an old
-  approval).
+  approval). A capsule step runs again when its child plan may ask: the target Capsule's `plan`
+  has an `ask` (in a step, a body, or further down through its own capsule steps), or the
+  Capsule cannot be read (`capsules`, the executor's resolver, does not find it, or none is
+  given). Kept, its output would carry an approval given in another Capsule, for another run.
 - Settle order: the kept records come first, in their original order, then the new ones as
   they settle (the retried run's report reads as the earlier run's kept part, continued).
 - Refused: a retry of a run that succeeded (or that an exit step ended) without `from_step`:
@@ -35,13 +38,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from planops.api.models import PlanSpec, Step
+from planops.api.models import CapsuleSpec, PlanSpec, Step
 from planops.engine import references
 from planops.engine.facts import Facts
+from planops.engine.policy import CapsuleResolver
 from planops.engine.report import StepRecord
 from planops.engine.shape import shape_of
 
@@ -78,9 +82,12 @@ def plan_retry(
     completed: bool,
     exited: bool = False,
     from_step: str | None = None,
+    capsules: CapsuleResolver | None = None,
 ) -> Retry:
     """The retry of an earlier run of `spec` whose report held `records` (settle order).
-    `completed` / `exited`: that report's verdict (an exit step ended it). Raises RetryRefused."""
+    `completed` / `exited`: that report's verdict (an exit step ended it); `capsules`: the
+    Capsules the capsule steps name (their plans may ask; None: every capsule step is taken to
+    ask). Raises RetryRefused."""
     main = [s.id for s in spec.steps]
     index = {sid: i for i, sid in enumerate(main)}
     finals = {s.id for s in spec.finally_}
@@ -107,7 +114,7 @@ def plan_retry(
             "an exit step ended the run: nothing failed to retry (--from STEP runs a step "
             "again, and what depends on it)"
         )
-    rerun = _rerun(spec, index, records, from_step)
+    rerun = _rerun(spec, index, records, from_step, _Asks(capsules))
     kept = tuple(
         r
         for r in records
@@ -121,7 +128,11 @@ def plan_retry(
 
 
 def _rerun(
-    spec: PlanSpec, index: dict[str, int], records: Sequence[StepRecord], from_step: str | None
+    spec: PlanSpec,
+    index: dict[str, int],
+    records: Sequence[StepRecord],
+    from_step: str | None,
+    asks: _Asks,
 ) -> set[int]:
     """The main steps that run again: those not kept as they were, closed over what waits for
     or reads them."""
@@ -142,7 +153,7 @@ def _rerun(
         for i in range(len(spec.steps))
         if not _keepable(own.get(i))
         or (i in body_failed and _is_body_control(spec, i))
-        or _asks(spec.steps[i])
+        or asks.step(spec.steps[i])
     }
     if from_step is not None:
         roots.add(index[from_step])
@@ -164,21 +175,69 @@ def _keepable(record: StepRecord | None) -> bool:
     return record.status == "success" or (record.status == "skipped" and not record.error)
 
 
-def _asks(step: Step) -> bool:
-    """Whether the step is an `ask`, or has one anywhere in its body (decide / map / reduce)."""
-    return step.ask is not None or any(_body_asks(getattr(step, k)) for k in BODY_KINDS)
+class _Asks:
+    """Whether a step may ask: it is an `ask`, has one in its body (decide / map / reduce), or
+    calls a Capsule whose plan may (a capsule step, or a capsule call in a body), through the
+    Capsules' own capsule steps. A Capsule that cannot be read may ask; one met again on the way
+    down (a cycle, which dispatch refuses) adds nothing. Each Capsule is looked at once."""
+
+    def __init__(self, capsules: CapsuleResolver | None) -> None:
+        self.capsules = capsules
+        self.known: dict[str, bool] = {}
+
+    def step(self, step: Step) -> bool:
+        if step.ask is not None or (step.capsule is not None and self.capsule(step.capsule)):
+            return True
+        return any(self.body(getattr(step, k)) for k in BODY_KINDS)
+
+    def body(self, value: Any) -> bool:
+        """An `ask` step, or a call of a Capsule that may ask, among the (loosely typed) body
+        steps of `value`; a step's `input` is data, not steps, and is not searched."""
+        if isinstance(value, list):
+            return any(self.body(v) for v in value)
+        if not isinstance(value, dict):
+            return False
+        if "id" in value and value.get("ask") is not None:
+            return True
+        if isinstance(value.get("capsule"), str) and self.capsule(value["capsule"]):
+            return True
+        return any(self.body(v) for k, v in value.items() if k != "input")
+
+    def capsule(self, name: str) -> bool:
+        if name in self.known:
+            return self.known[name]
+        self.known[name] = False  # met again below it: a cycle adds nothing
+        found = self.capsules(name) if self.capsules is not None else None
+        child = found.plan if found is not None else None
+        asks = found is None or (
+            child is not None and any(self.step(s) for s in (*child.steps, *child.finally_))
+        )
+        self.known[name] = asks
+        return asks
 
 
-def _body_asks(value: Any) -> bool:
-    """An `ask` step among the (loosely typed) body steps of `value`; a step's `input` is data,
-    not steps, and is not searched."""
-    if isinstance(value, list):
-        return any(_body_asks(v) for v in value)
-    if not isinstance(value, dict):
-        return False
-    if "id" in value and value.get("ask") is not None:
-        return True
-    return any(_body_asks(v) for k, v in value.items() if k != "input")
+class _Unread(Exception):  # noqa: N818 - a signal, not an error
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def unread_capsule(spec: PlanSpec, read: Mapping[str, CapsuleSpec | None]) -> str | None:
+    """A Capsule whose plan the retry of `spec` looks at (plan_retry's `capsules`) that `read`
+    (name -> the Capsule, None when there is none) does not hold: an executor that reads
+    Capsules one request at a time (the operator) reads it and asks again, until None."""
+
+    def resolve(name: str) -> CapsuleSpec | None:
+        if name not in read:
+            raise _Unread(name)
+        return read[name]
+
+    asks = _Asks(resolve)
+    try:
+        for step in spec.steps:
+            asks.step(step)
+    except _Unread as e:
+        return e.name
+    return None
 
 
 def _is_body_control(spec: PlanSpec, i: int) -> bool:

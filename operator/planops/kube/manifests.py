@@ -10,7 +10,8 @@ a body step's qualified id (`scan.12.probe`) has no bound: every label value mad
 an id goes through `label_value` (itself when it fits, else a readable prefix and a hash of the
 whole), and so does every selector that matches one. The full value of a shortened label is in an
 annotation: `planops.dev/step-id` for the step, the label's own key for the others
-(`planops.dev/plan`, `planops.dev/parent`); `full_value` reads it back, else the label itself.
+(`planops.dev/plan`, `planops.dev/parent`); `full_value` reads it back when it agrees with the
+label (shortened, it gives the label), else the label itself.
 Child Plans always carry these annotations; a Job and its pod only for a label that was
 shortened (a label that holds its whole value needs no copy, and the pod template's bytes are
 stored several times over).
@@ -19,6 +20,7 @@ stored several times over).
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -93,15 +95,24 @@ def label_value(text: str) -> str:
 
 
 def full_value(meta: dict[str, Any], label: str) -> str | None:
-    """The full value behind one of our labels that `label_value` may have shortened: from its
-    annotation (the step's is ANNOTATION_STEP_ID, the others' the label's own key), else the
-    label itself (objects made before the annotation existed); None when neither is a string."""
+    """The full value behind one of our labels that `label_value` may have shortened: its
+    annotation (the step's is ANNOTATION_STEP_ID, the others' the label's own key) when it
+    agrees with the label, that is when shortening it gives the label exactly; else the label
+    itself (a label that holds its whole value carries no annotation); None without the label.
+
+    The label is what selectors match and the admission policy guards; the annotation only
+    completes it. One that disagrees (`kubectl annotate job <build's Job>
+    planops.dev/step-id=tests`) is not read: it would make an attempt of one step pass for
+    another's."""
+    labels, notes = meta.get("labels"), meta.get("annotations")
+    shown = labels.get(label) if isinstance(labels, dict) else None
+    if not isinstance(shown, str) or not shown:
+        return None
     key = ANNOTATION_STEP_ID if label == LABEL_STEP else label
-    for source, k in ((meta.get("annotations"), key), (meta.get("labels"), label)):
-        value = source.get(k) if isinstance(source, dict) else None
-        if isinstance(value, str) and value:
-            return value
-    return None
+    full = notes.get(key) if isinstance(notes, dict) else None
+    if isinstance(full, str) and full and full != shown and label_value(full) == shown:
+        return full
+    return shown
 
 
 def step_selector(plan: str, step: str, attempt: int | None = None) -> str:
@@ -189,9 +200,14 @@ class PlanRef:
         return f"{LABEL_PARENT}={label_value(self.name)},{LABEL_RUN}!={self.run}"
 
 
-def run_id(uid: str, generation: int, rerun: str) -> str:
-    """A run: one generation of a Plan, and each re-run requested by annotation."""
-    return hashlib.sha256(f"{uid}/{generation}/{rerun}".encode()).hexdigest()[:10]
+def run_id(uid: str, generation: int, rerun: str, serial: int) -> str:
+    """A run: one generation of a Plan, and each re-run requested by annotation; `serial`
+    counts the Plan's runs (status.run.serial, one more for each new run), so a re-run value
+    used again, or taken away, never names an earlier run's id again (reconciler.retrying).
+    Hashed from a JSON list: text that starts with `["run"`, unlike the ids of runs started
+    before serials were counted (`<uid>/<generation>/<rerun>`) and of retries (`["retry-of"`)."""
+    text = json.dumps(["run", uid, generation, rerun, serial])
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
 def child_name(plan: str, run: str, step: str, attempt: int) -> str:
@@ -395,7 +411,8 @@ def child_plan(ref: PlanRef, d: Dispatch, target: str, spec: dict[str, Any]) -> 
                     :16
                 ],
                 ANNOTATION_OBJECTIVE: str(objective)[:4096],
-                # a re-run of the child is started for the parent's author (reconciler.authors)
+                # a run of the child started later (it waited as Invalid) is started for the
+                # parent's author (reconciler.authors)
                 **({ANNOTATION_AUTHOR: ref.author} if ref.author else {}),
             },
             "ownerReferences": [ref.owner()],

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from planops.reconciler.scheduled import ScheduleReconciler
     from planops.reconciler.slots import Counting as SlotCounting
     from planops.reconciler.slots import capsule_key as slot_group
+    from planops.reconciler.slots import is_child as is_child_plan
     from planops.reconciler.standing import Standing as SlotStanding
     from planops.reconciler.standing import to_wake as slot_waiters
     from planops.reconciler.status import STATUS_RECORDS, STATUS_RECORDS_MAX
@@ -60,6 +61,7 @@ _PUBLIC = {
     "slot_group": ("slots", "capsule_key"),
     "SlotCounting": ("slots", "Counting"),
     "SlotStanding": ("standing", "Standing"),
+    "is_child_plan": ("slots", "is_child"),
 }
 
 
@@ -85,6 +87,7 @@ __all__ = [
     "earlier_run",
     "earlier_status",
     "history_entries",
+    "is_child_plan",
     "job_event_matters",
     "owned",
     "pod_event_matters",

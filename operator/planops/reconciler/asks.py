@@ -1,22 +1,29 @@
 """Ask steps in the cluster: a question waits in the Plan's status until somebody answers.
 
 No Job runs for an ask. When the decider dispatches one, the reconciler records it in
-`status.asks` (the rendered prompt, the answer's schema, when it started and its deadline) and
-announces it with an `AskWaiting` event that says how to answer. The answer arrives as an
-annotation on the Plan, written by `kubectl plan answer PLAN STEP --set k=v` (or `--decline`):
+`status.asks` (the rendered prompt, the answer's schema, when it started and its deadline, and
+the question's id) and announces it with an `AskWaiting` event that says how to answer. The
+answer arrives as an annotation on the Plan, written by `kubectl plan answer PLAN STEP --set k=v`
+(or `--decline`):
 
-    answer.planops.dev/<step>: {"run": "<run id>", "answer": {...}}
-                           or {"run": "<run id>", "declined": true}
+    answer.planops.dev/<step>: {"run": "<run id>", "question": "<id>", "answer": {...}}
+                           or {"run": "<run id>", "question": "<id>", "declined": true}
 
-The annotation names the run, so an answer given to one run never answers the next. The
-reconciler checks it against the schema (the CLI did too; a hand-written annotation might not
-conform: it is rejected with an event and the question keeps waiting). Past the deadline (the
-step's timeout, bounded like a Job's), `whenUnanswered` applies: the default answer, or the step
-fails. Restart-safe: `status.asks` is the fact that the ask is in flight.
+The annotation carries the id of the one question it answers (`status.asks[].question`,
+written by the operator when it asks: a digest of the Plan, the run, the step, the attempt and
+the time it asked), so an answer approves that ask of that run and nothing else: not the next
+run (a re-run, a retry, a re-run value used again), not a later attempt of the same step, not
+the same ask of a child Plan asked again. An annotation without it (written for an operator
+that did not ask for one) is not taken. The reconciler checks the answer against the schema
+(the CLI did too; a hand-written annotation might not conform: it is rejected with an event and
+the question keeps waiting). Past the deadline (the step's timeout, bounded like a Job's),
+`whenUnanswered` applies: the default answer, or the step fails. Restart-safe: `status.asks` is
+the fact that the ask is in flight.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -26,7 +33,7 @@ from planops.engine import control, references
 from planops.engine.decider import Run
 from planops.engine.facts import AttemptFact, Dispatch
 from planops.engine.report import parse_rfc3339, rfc3339
-from planops.kube.manifests import answer_annotation
+from planops.kube.manifests import PlanRef, answer_annotation
 from planops.reconciler.intents import Tell
 
 
@@ -40,11 +47,15 @@ class Waiting:
     since: float
     deadline: float
     rejected: str | None = None  # the last annotation value rejected (announced once)
+    #: the question's id, which its answer must carry (None: recorded by an operator that did
+    #: not write one; `settle` gives it one)
+    question: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "stepId": self.step_id,
             "attempt": self.attempt,
+            "question": self.question,
             "prompt": self.spec.get("prompt"),
             "outputSchema": self.spec.get("outputSchema"),
             "whenUnanswered": self.spec.get("whenUnanswered", "fail"),
@@ -66,6 +77,7 @@ class Waiting:
             parse_rfc3339(data.get("since")) or 0.0,
             parse_rfc3339(data.get("deadline")) or 0.0,
             data.get("rejected"),
+            data["question"] if isinstance(data.get("question"), str) else None,
         )
 
     def fact(self) -> AttemptFact:
@@ -76,8 +88,17 @@ def waiting(status: dict[str, Any]) -> list[Waiting]:
     return [Waiting.from_json(a) for a in status.get("asks") or []]
 
 
-def start(d: Dispatch, now: float, timeout_seconds: int) -> Waiting:
-    return Waiting(d.step.id, d.attempt, dict(d.input), now, now + timeout_seconds)
+def question(uid: str, run_id: str, step_id: str, attempt: int, since: float) -> str:
+    """The id of the question an ask step's attempt asks in a run of a Plan: what its answer
+    carries. Run ids are never used twice within a Plan (manifests.run_id), the attempt tells
+    the same step's questions apart, and the time it was asked makes it unknown before."""
+    text = json.dumps(["ask", uid, run_id, step_id, attempt, rfc3339(since)])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def start(d: Dispatch, now: float, timeout_seconds: int, uid: str, run_id: str) -> Waiting:
+    q = question(uid, run_id, d.step.id, d.attempt, now)
+    return Waiting(d.step.id, d.attempt, dict(d.input), now, now + timeout_seconds, question=q)
 
 
 @dataclass(frozen=True)
@@ -98,7 +119,11 @@ def judge(w: Waiting, annotations: dict[str, str], run_id: str, now: float) -> O
             return "the answer annotation is not JSON (use kubectl plan answer)"
         if (unusable := values.problem(given)) is not None:  # recorded as the step's JSON
             return f"the answer annotation cannot be used: {unusable.message}"
-        if isinstance(given, dict) and given.get("run") == run_id:
+        if (
+            isinstance(given, dict)
+            and given.get("run") == run_id
+            and given.get("question") == w.question
+        ):
             if given.get("declined"):
                 return _unanswered(w, "declined")
             answer = given.get("answer")
@@ -122,17 +147,22 @@ def settle(
     run: Run,
     previous: dict[str, Any],
     annotations: dict[str, str],
+    uid: str,
     run_id: str,
     events: Tell,
     now: float,
 ) -> list[Waiting]:
     """Settle the questions of `run` that got an answer (or passed their deadline); the rest
-    wait (returned). A rejected answer is told once, with an AnswerRejected Event."""
+    wait (returned). A rejected answer is told once, with an AnswerRejected Event. A question
+    recorded without an id (by an earlier operator) gets one now: no answer written before
+    could carry it."""
     flying = set(run.in_flight_attempts())
     still: list[Waiting] = []
     for w in waiting(previous):
         if (w.step_id, w.attempt) not in flying:
             continue
+        if w.question is None:
+            w = replace(w, question=question(uid, run_id, w.step_id, w.attempt, w.since))
         outcome = judge(w, annotations, run_id, now)
         if isinstance(outcome, Outcome):
             run.finish_attempt(
@@ -146,9 +176,10 @@ def settle(
     return still
 
 
-def announce(d: Dispatch, timeout_seconds: int, plan: str, events: Tell, now: float) -> Waiting:
+def announce(d: Dispatch, timeout_seconds: int, ref: PlanRef, events: Tell, now: float) -> Waiting:
     """A dispatched ask starts waiting: an AskWaiting Event says how to answer, and until when."""
-    w = start(d, now, timeout_seconds)
+    plan = ref.name
+    w = start(d, now, timeout_seconds, ref.uid, ref.run)
     fields = ", ".join((w.spec.get("outputSchema") or {}).get("properties") or {})
     events(
         "AskWaiting",

@@ -187,7 +187,7 @@ class PlanStep:
         s, run, now, told = self.s, self.run, self.s.now, self.told
         self.waiting += [
             asks_.announce(
-                d, dispatch_.timeout_seconds(d.step, s.capsule, s.policy), s.ref.name, told, now
+                d, dispatch_.timeout_seconds(d.step, s.capsule, s.policy), s.ref, told, now
             )
             for d in self.dispatched
             if d.kind == "ask"
@@ -313,7 +313,7 @@ def plan_step(s: Situation, kept: keeping.Kept | None = None) -> PlanStep:
     step.stop = stopping.why_stop(cancel, spec, s.started_at, s.now, run.finished_as_restored())
     if step.stop is not None:
         return step
-    step.waiting = asks_.settle(run, s.previous, s.annotations, ref.run, step.told, s.now)
+    step.waiting = asks_.settle(run, s.previous, s.annotations, ref.uid, ref.run, step.told, s.now)
     with_object = {(o.step_id, o.attempt) for o in s.observed}
     step.refused = [
         f

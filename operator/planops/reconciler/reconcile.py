@@ -151,6 +151,9 @@ class Reconciler:
             self._set_running((namespace, name), 0)
             return None
         meta, previous = plan["metadata"], plan.get("status") or {}
+        if slots.is_child(plan):  # no re-run, no retry: its runs are its parent's
+            told = Recorder(self.kube, plan, self.poster)
+            meta, previous = await retrying.child_requests(plan, previous, self._status, told)
         generation = int(meta.get("generation", 1))
         rerun = (meta.get("annotations") or {}).get(manifests.ANNOTATION_RERUN, "")
         choice = retrying.choose(meta, previous, generation, rerun)

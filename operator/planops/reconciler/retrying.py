@@ -12,8 +12,14 @@ Why these rules:
   is never used twice within a Plan: an earlier run's PlanReports, history entry and archive row
   are keyed by it, and a second run of that id would replace the first's or never be archived.
   So a token used again (t1, t2, t1) names a new run (it retries another run), a re-run value
-  cannot spell a retry's id (another hash input: JSON, where a run's starts with the Plan's uid),
-  and a retry whose id the status already knows (current run or history) is refused.
+  cannot spell a retry's id (another hash input), and a retry whose id the status already knows
+  (current run or history) is refused.
+- Every new run (a generation, a re-run, a retry) counts one more in `run.serial`, and a full
+  run's id hashes that number (manifests.run_id): a re-run value used again, or the annotation
+  taken away, is a new run under a new id, never an earlier run's again (its answers, its
+  history entry, its PlanReports and its archive row stay its own). The count lives in the
+  status, which only the operator writes, and is derived from it alone: a restarted operator or
+  a new leader that reads the same status computes the same id.
 - It waits for the run it retries to end: a token written while a run is under way is taken up
   when that run ends.
 - The earlier run's records are read before anything of it is stopped (its PlanReports go when
@@ -32,9 +38,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from planops.api import names
-from planops.engine import Facts, StepRecord
-from planops.engine.retry import RetryRefused, plan_retry
+from pydantic import ValidationError
+
+from planops.api import CapsuleSpec, PlanSpec, names
+from planops.engine import CapsuleResolver, Facts, StepRecord, capsules
+from planops.engine.retry import RetryRefused, plan_retry, unread_capsule
 from planops.kube import manifests
 from planops.kube.api import KubeApi
 from planops.kube.events import Recorder
@@ -46,6 +54,8 @@ from planops.reconciler.writing import StatusWriter
 ANNOTATION = names.ANNOTATION_RETRY
 REASON_STARTED = "RetryStarted"
 REASON_REFUSED = "RetryRefused"
+#: a re-run or retry asked of a capsule step's child Plan (child_requests)
+REASON_CHILD_REFUSED = "RerunRefused"
 
 
 @dataclass(frozen=True)
@@ -93,9 +103,15 @@ def token_of(value: str) -> str:
     return value[:64] + "...sha256:" + hashlib.sha256(value.encode()).hexdigest()[:32]
 
 
+def serial(previous: dict[str, Any]) -> int:
+    """How many runs the Plan's status counts (status.run.serial: its current run's number; 0
+    before the first run, and for a run started before runs were counted)."""
+    n = (previous.get("run") or {}).get("serial")
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 0
+
+
 def choose(meta: dict[str, Any], previous: dict[str, Any], generation: int, rerun: str) -> Choice:
     """The run for this Plan now, given its annotations and its status. Pure."""
-    rid = manifests.run_id(meta["uid"], generation, rerun)  # its generation's and re-run's
     value = (meta.get("annotations") or {}).get(ANNOTATION, "")
     before = previous.get("run") or {}
     same = (
@@ -103,9 +119,15 @@ def choose(meta: dict[str, Any], previous: dict[str, Any], generation: int, reru
         and before.get("generation") == generation
         and (before.get("rerun") or "") == token_of(rerun)
     )
+    number = {"serial": serial(previous) + 1}  # a new run's: one more than the status counts
     if not same:  # a new generation or re-run: a full run; the annotation is no request
-        return Choice(rid, {"retry": token_of(value)} if value else {})
-    kept = {k: before[k] for k in ("retry", "retryOf", "retryFrom") if before.get(k)}
+        rid = manifests.run_id(meta["uid"], generation, rerun, number["serial"])
+        return Choice(rid, number | ({"retry": token_of(value)} if value else {}))
+    kept = {
+        k: before[k]
+        for k in ("serial", "retry", "retryOf", "retryFrom", "ignored")
+        if before.get(k)
+    }
     if token_of(value) in ("", before.get("retry") or "") or not names.ended(previous.get("phase")):
         # nothing new asked (or taken away: nothing to undo), or the run is under way
         unstarted = bool(before.get("retryOf")) and not before.get("startedAt")
@@ -115,10 +137,45 @@ def choose(meta: dict[str, Any], previous: dict[str, Any], generation: int, reru
     if new_rid in run_history.run_ids(previous):
         why = f"its run id {new_rid} is one this Plan already ran (a run id is never used twice)"
         return Choice(new_rid, kept, Request(token, from_step, str(before["id"]), why))
-    info = {"retry": token, "retryOf": before["id"]} | (
-        {"retryFrom": from_step} if from_step else {}
+    info = (
+        number
+        | {"retry": token, "retryOf": before["id"]}
+        | ({"retryFrom": from_step} if from_step else {})
     )
     return Choice(new_rid, info, Request(token, from_step, str(before["id"])))
+
+
+async def child_requests(
+    plan: dict[str, Any], previous: dict[str, Any], status: StatusWriter, events: Recorder
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A capsule step's child Plan takes no re-run and no retry: its runs are its parent's step
+    attempts, inside its parent's run (and, on a Capsule with a limit, inside the slot an
+    ancestor holds: reconciler.slots). A re-run, which needs no `use`, once took a child out of
+    that slot and into the queue, where two such children could wait for ever for the slots
+    their parents hold. Returns the Plan's metadata without those annotations, and its status;
+    a request not refused yet is refused now, with a RerunRefused Warning Event, and recorded
+    (`run.ignored`) so that it is told once."""
+    meta = plan["metadata"]
+    notes = meta.get("annotations") or {}
+    asked = ", ".join(
+        f"{k}={token_of(notes[k])}" for k in (names.ANNOTATION_RERUN, ANNOTATION) if notes.get(k)
+    )
+    run = previous.get("run") or {}
+    if asked and run and run.get("ignored") != asked:
+        parent = manifests.full_value(meta, names.LABEL_PARENT)
+        step = manifests.full_value(meta, names.LABEL_STEP)
+        events(
+            REASON_CHILD_REFUSED,
+            f"{asked[:300]}: not taken: this Plan is the child of step {step} of Plan {parent}, "
+            f"and its runs are its parent's (re-run Plan {parent}, or retry it with --from "
+            f"{step})",
+            warning=True,
+        )
+        previous = {**previous, "run": {**run, "ignored": asked}}
+        await status.write(plan, previous)
+        await events.flush()
+    kept = {k: v for k, v in notes.items() if k not in (names.ANNOTATION_RERUN, ANNOTATION)}
+    return {**meta, "annotations": kept}, previous
 
 
 def retry_run_id(uid: str, generation: int, rerun: str, of_run: str, token: str) -> str:
@@ -173,7 +230,12 @@ async def seed(
         ref = manifests.PlanRef(meta["namespace"], meta["name"], meta["uid"], choice.rid)
         records, completed, exited = await earlier_records(kube, ref, previous)
         retry = plan_retry(
-            spec, records, completed=completed, exited=exited, from_step=request.from_step
+            spec,
+            records,
+            completed=completed,
+            exited=exited,
+            from_step=request.from_step,
+            capsules=await capsule_plans(kube, ref.namespace, spec),
         )
     except RetryRefused as e:
         events(REASON_REFUSED, f"retry {request.token} of run {request.of_run}: {e}", warning=True)
@@ -210,7 +272,22 @@ async def _reseed(
             completed=bool(report.get("completed")),
             exited=report.get("exit") is not None,
             from_step=before.get("retryFrom"),
+            capsules=await capsule_plans(kube, str(plan["metadata"]["namespace"]), spec),
         )
     except RetryRefused:
         return Facts()
     return retry.facts
+
+
+async def capsule_plans(kube: KubeApi, namespace: str, spec: PlanSpec) -> CapsuleResolver:
+    """The Capsules the retry of `spec` looks at (whether a kept capsule step's child plan may
+    ask: engine.retry), read from the API once each; one that is missing or cannot be read is
+    None (its steps run again)."""
+    read: dict[str, CapsuleSpec | None] = {}
+    while (name := unread_capsule(spec, read)) is not None:
+        raw = await kube.get_capsule(namespace, name)
+        try:
+            read[name] = CapsuleSpec.model_validate(raw.get("spec") or {}) if raw else None
+        except ValidationError:
+            read[name] = None
+    return capsules({n: c for n, c in read.items() if c is not None})

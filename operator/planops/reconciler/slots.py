@@ -36,9 +36,10 @@ namespace whose `spec.capsule` names it:
   ancestor holds a slot, so its waiting cannot close a cycle, and an author who may use an
   unlimited Capsule cannot run more Plans on a limited one it may spawn into than its limit.
   A child is a Plan whose controller is a Plan and which carries the parent label (both, and
-  the lineage annotation, kept from plan authors by the admission policies). A re-run or
-  retry of a child (its annotations, which only users write) is counted and queued like any
-  other run: the exemption covers only the run its parent started.
+  the lineage annotation, kept from plan authors by the admission policies). A child runs only
+  as its parent started it: the operator takes no re-run or retry of a child (a re-run needs
+  no `use`, and counted, two re-run children could close the cycle above), so every run of a
+  child is an attempt its parent waits for, inside its parent's run.
 - A limit added to or removed from a Capsule of a lineage changes the child's part at once
   (every Plan of the namespace is looked at again on a Capsule's event): a waiting child that
   becomes exempt starts; a running child that becomes counted holds a slot (nothing is
@@ -109,22 +110,17 @@ def lineage(plan: dict[str, Any]) -> tuple[str, ...]:
 
 
 def exemption(plan: dict[str, Any]) -> tuple[str, ...]:
-    """The Capsules whose limit makes a Plan's run exempt: the lineage of a child Plan's run as
-    its parent started it; none for any other Plan, or for a re-run or retry of a child
-    (annotations a user writes; the operator never does): that is counted and queued like any
-    Plan's run."""
-    notes = (plan.get("metadata") or {}).get("annotations") or {}
-    if not is_child(plan) or any(
-        notes.get(a) for a in (names.ANNOTATION_RERUN, names.ANNOTATION_RETRY)
-    ):
-        return ()
-    return lineage(plan)
+    """The Capsules whose limit makes a Plan's run exempt: the lineage of a child Plan (its only
+    runs are those its parent starts: the operator takes no re-run or retry of a child,
+    reconciler.retrying, so a re-run annotation does not take it out of the slot); none for any
+    other Plan."""
+    return lineage(plan) if is_child(plan) else ()
 
 
 def exempt(plan: dict[str, Any], limited: Container[str]) -> bool:
-    """A child Plan's run as its parent started it, with a Capsule above it among `limited`
-    (the Capsules of its namespace with a limit now): it runs inside that ancestor's slot. A
-    child with no limited Capsule above it is counted and queued like any Plan."""
+    """A child Plan with a Capsule above it among `limited` (the Capsules of its namespace with
+    a limit now): it runs inside that ancestor's slot. A child with no limited Capsule above it
+    is counted and queued like any Plan."""
     return any(c in limited for c in exemption(plan))
 
 
