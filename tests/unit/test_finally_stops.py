@@ -6,6 +6,10 @@ stops those running. A restored run decides as the live one did."""
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 from planops.engine import AttemptFact, Facts, Run, finally_steps
 from planops.engine import dispatch as rules
 from planops.engine.report import Halt
@@ -220,3 +224,84 @@ def test_a_stop_without_finally_steps_ends_the_run_at_once():
     assert halt is not None
     run.halt(halt, 6.0)
     assert run.decide(6.0).finished
+
+
+# -- the local runner: the same rule, processes killed ----------------------------------------
+
+
+def test_run_local_stops_a_plan_at_its_deadline_runs_its_finally_steps_and_exits_1(tmp_path):
+    import time  # noqa: PLC0415
+
+    from .helpers import run_local_cli  # noqa: PLC0415
+
+    plan_file = tmp_path / "late.yaml"
+    plan_file.write_text(
+        json.dumps(
+            {
+                "apiVersion": "planops.dev/v1alpha1",
+                "kind": "Plan",
+                "metadata": {"name": "late"},
+                "spec": {
+                    "activeDeadlineSeconds": 1,
+                    "steps": [
+                        {"id": "slow", "shell": "sleep 30"},
+                        {"id": "never", "shell": "echo never", "dependsOn": ["slow"]},
+                    ],
+                    "finally": [
+                        {"id": "tell", "shell": "echo {{plan.status}} {{plan.json.stopped}}"}
+                    ],
+                },
+            }
+        )
+    )
+    began = time.monotonic()
+    r = run_local_cli(plan_file)
+    assert time.monotonic() - began < 20  # not the 30 s of the step it stopped
+    assert r.returncode == 1, r.stderr  # Failed, as the cluster's DeadlineExceeded
+    report = json.loads(r.stdout)
+    steps = {s["stepId"]: s for s in report["steps"]}
+    assert set(steps) == {"slow", "tell"}
+    assert (
+        steps["slow"]["error"]
+        == "stopped (the plan ran longer than its activeDeadlineSeconds (1s))"
+    )
+    assert steps["tell"]["output"] == "failed DeadlineExceeded\n"
+    assert (report["completed"], report["failedStep"]) == (False, None)
+    assert [h["reason"] for h in report["stopped"]] == ["DeadlineExceeded"]
+
+
+def test_the_local_runner_kills_finally_steps_past_their_budget(tmp_path):
+    import asyncio  # noqa: PLC0415
+    import os  # noqa: PLC0415
+
+    from planops.runners.local import LocalRunner  # noqa: PLC0415
+
+    pidfile = tmp_path / "pid"
+    spec = plan(
+        {"id": "work", "shell": "true"},
+        finallyTimeoutSeconds=1,
+        **{
+            "finally": [
+                {"id": "clean", "shell": f"sh -c 'echo $$ > {pidfile}; exec sleep 30'"},
+                {"id": "after", "shell": "true", "dependsOn": ["clean"]},
+            ]
+        },
+    )
+    records: list[dict] = []
+    runner = LocalRunner({"default": capsule()}, observer=records.append)
+    report = asyncio.run(runner.run("p", spec))
+    assert [(s.step_id, s.status) for s in report.steps] == [
+        ("work", "success"),
+        ("clean", "failed"),
+    ]
+    assert report.steps[1].error == (
+        "stopped (the finally steps ran longer than their finallyTimeoutSeconds (1s))"
+    )
+    assert not report.completed and [h.steps for h in report.stopped] == ["finally"]
+    pid = int(pidfile.read_text())
+    with pytest.raises(ProcessLookupError):  # killed and reaped
+        os.kill(pid, 0)
+    notices = [r["message"] for r in records if r["event"] == "notice"]
+    assert notices == [
+        "stopped (the finally steps ran longer than their finallyTimeoutSeconds (1s))"
+    ]
