@@ -293,3 +293,29 @@ def test_the_finally_steps_budget_stops_them_when_it_runs_out():
     (cond,) = status["conditions"]
     assert cond["reason"] == "DeadlineExceeded" and "finallyTimeoutSeconds (20s)" in cond["message"]
     assert status["report"]["completed"] is False
+
+
+def test_kubectl_plan_cancel_run_finally_writes_the_request_the_operator_runs_finally_for(
+    capsys: pytest.CaptureFixture[str],
+):
+    from planops.cli import steer  # noqa: PLC0415
+    from planops.cli.main import _parser  # noqa: PLC0415
+
+    w = World([{"id": "a", "shell": "sleep 100"}], **SLEEPY_FINALLY)
+    w.reconcile()
+    plain = _parser().parse_args(["cancel", "p", "-n", "ns"])
+    assert plain.run_finally is False  # the default stays: a cancel runs no finally step
+    args = _parser().parse_args(["cancel", "p", "--run-finally", "-n", "ns"])
+    assert asyncio.run(steer.cmd_cancel(w.kube, args, "ns")) == 0
+    assert "its finally steps run" in capsys.readouterr().out
+    annotations = w.plan["metadata"]["annotations"]
+    assert set(annotations) == {manifests.ANNOTATION_CANCEL_RUN_FINALLY}  # not the plain one
+    assert annotations[manifests.ANNOTATION_CANCEL_RUN_FINALLY].startswith(
+        "kubectl plan cancel --run-finally at "
+    )
+    w.now += 1
+    w.reconcile()
+    assert job_of(w, "a") is None and job_of(w, "clean") is not None
+    assert asyncio.run(steer.cmd_cancel(w.kube, plain, "ns")) == 0  # then a plain one stops them
+    w.now += 1
+    assert w.reconcile()["phase"] == "Failed" and job_of(w, "clean") is None
