@@ -24,6 +24,7 @@ BASE: dict[str, Any] = {
         "capsule": "default",
         "parallelism": 2,
         "activeDeadlineSeconds": 600,
+        "finallyTimeoutSeconds": 120,
         "workspace": {"size": "1Gi", "storageClassName": "standard", "claimName": "data"},
         "inputSchema": {"type": "object"},
         "input": {"n": 1},

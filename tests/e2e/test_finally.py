@@ -1,6 +1,8 @@
 """`finally` steps through the running operator, with real Jobs: the release example (a failed
 deploy, then a notification and a cleanup that run anyway), a finally step that fails the plan,
-and a cancel, after which no finally step runs."""
+a cancel, after which no finally step runs, and the stops after which they do: the plan's
+activeDeadlineSeconds and `kubectl plan cancel --run-finally`, within the finally steps' own
+budget (finallyTimeoutSeconds), which stops those still running when it ends."""
 
 from __future__ import annotations
 
@@ -80,3 +82,90 @@ def test_a_cancelled_plan_runs_no_finally_step(kube: Kube, kubeconfig: str, ns: 
     assert [s["stepId"] for s in obj["status"]["report"]["steps"]] == ["slow"]
     jobs = kube.get("jobs", "-n", ns, "-l", "planops.dev/plan=stopped")["items"]
     assert "notify" not in {j["metadata"]["labels"]["planops.dev/step"] for j in jobs}
+
+
+def jobs_by_step(kube: Kube, ns: str, name: str) -> dict[str, dict]:
+    found = kube.get("jobs", "-n", ns, "-l", f"planops.dev/plan={name}")["items"]
+    return {j["metadata"]["labels"]["planops.dev/step"]: j for j in found}
+
+
+def test_a_plan_past_its_deadline_stops_its_steps_and_runs_its_finally_step(kube: Kube, ns: str):
+    final = [{"id": "notify", "shell": "echo {{plan.status}} {{plan.json.stopped}}"}]
+    kube.apply(
+        plan(
+            "overdue",
+            {"id": "slow", "shell": "sleep 300"},
+            {"id": "never", "shell": "echo never", "dependsOn": ["slow"]},
+            activeDeadlineSeconds=8,
+            **{"finally": final},
+        ),
+        "-n",
+        ns,
+    )
+    obj = wait_plan(kube, ns, "overdue", timeout=150)
+    st = obj["status"]
+    assert st["phase"] == "Failed", st
+    (cond,) = st["conditions"]
+    assert cond["reason"] == "DeadlineExceeded" and "activeDeadlineSeconds (8s)" in cond["message"]
+    rep = steps(obj)
+    assert set(rep) == {"slow", "notify"}  # never did not run
+    assert (
+        rep["slow"]["error"] == "stopped (the plan ran longer than its activeDeadlineSeconds (8s))"
+    )
+    assert rep["notify"]["status"] == "success"
+    assert rep["notify"]["output"] == "failed DeadlineExceeded\n"
+    # after the stop (a Job's creationTimestamp has whole seconds)
+    assert rep["notify"]["startedAt"][:19] >= rep["slow"]["finishedAt"][:19]
+    assert (st["report"]["completed"], st["report"]["failedStep"]) == (False, None)
+    assert [h["reason"] for h in st["report"]["stopped"]] == ["DeadlineExceeded"]
+    jobs = jobs_by_step(kube, ns, "overdue")
+    assert "never" not in jobs
+    # the finally step's Job got what the budget (600 s from the deadline) left, not an hour
+    pod_deadline = jobs["notify"]["spec"]["template"]["spec"]["activeDeadlineSeconds"]
+    assert 0 < pod_deadline <= 600
+    assert "slow" not in jobs or jobs["slow"]["metadata"].get("deletionTimestamp")
+    assert "PlanStopped" in events(kube, ns, "overdue")
+
+
+def test_cancel_run_finally_runs_the_finally_steps_within_their_budget(
+    kube: Kube, kubeconfig: str, ns: str
+):
+    final = [
+        {"id": "tell", "shell": "echo {{plan.json.stopped}}"},
+        {"id": "hang", "shell": "sleep 300"},
+    ]
+    kube.apply(
+        plan(
+            "tidy",
+            {"id": "slow", "shell": "sleep 300"},
+            finallyTimeoutSeconds=20,
+            **{"finally": final},
+        ),
+        "-n",
+        ns,
+    )
+    wait_plan(
+        kube,
+        ns,
+        "tidy",
+        phases=("Running",),
+        until=lambda o: "slow" in jobs_by_step(kube, ns, "tidy"),
+    )
+    done = cli(kubeconfig, "cancel", "tidy", "--run-finally", "-n", ns)
+    assert done.returncode == 0, done.stderr
+    assert "its finally steps run" in done.stdout
+    obj = wait_plan(kube, ns, "tidy", phases=("Failed",), timeout=150)
+    st = obj["status"]
+    assert st["conditions"][0]["reason"] == "Cancelled"
+    rep = steps(obj)
+    assert rep["slow"]["error"].startswith("cancelled (kubectl plan cancel --run-finally at ")
+    assert rep["tell"]["output"] == "Cancelled\n"
+    assert rep["hang"]["error"] == (
+        "stopped (the finally steps ran longer than their finallyTimeoutSeconds (20s))"
+    )
+    assert [(h["reason"], h["steps"]) for h in st["report"]["stopped"]] == [
+        ("Cancelled", "main"),
+        ("DeadlineExceeded", "finally"),
+    ]
+    hang = jobs_by_step(kube, ns, "tidy").get("hang")
+    assert hang is None or hang["metadata"].get("deletionTimestamp")

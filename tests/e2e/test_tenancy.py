@@ -811,6 +811,8 @@ def test_every_edit_of_what_a_plan_does_needs_use_on_its_capsule(kube: Kube, unw
         ("plan", {"spec": {"input": {"x": 2}}}),
         ("plan", {"spec": {"workspace": {"size": "1Gi"}}}),
         ("plan", {"metadata": {"annotations": {"answer.planops.dev/a": answer}}}),
+        # a cancel that runs the finally steps starts steps on the Capsule: an author's act
+        ("plan", {"metadata": {"annotations": {"planops.dev/cancel-run-finally": "please"}}}),
         (
             "scheduledplan",
             {"spec": {"planTemplate": {"spec": {"steps": [{"id": "x", "shell": token}]}}}},

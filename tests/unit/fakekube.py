@@ -128,6 +128,39 @@ class FakeKube:
     def get(self, kind: str, namespace: str, name: str) -> Obj | None:
         return self.objects.get((kind, namespace, name))
 
+    def finish_job(self, job: Obj, ok: bool, at: str, log: str) -> None:
+        """Let a step's Job end as the Job controller and the kubelet would show it: its
+        Complete (or Failed) condition at `at` (RFC 3339), its pod ended with exit code 0 (or
+        1), and the pod's log."""
+        kind = "Complete" if ok else "Failed"
+        job["status"] = {
+            "succeeded" if ok else "failed": 1,
+            "conditions": [{"type": kind, "status": "True", "lastTransitionTime": at}],
+        }
+        pod = f"{job['metadata']['name']}-pod"
+        owner = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "name": job["metadata"]["name"],
+            "uid": job["metadata"]["uid"],
+            "controller": True,
+        }
+        self.put(
+            "pod",
+            {
+                "metadata": {
+                    "name": pod,
+                    "labels": job["metadata"]["labels"],
+                    "ownerReferences": [owner],
+                },
+                "status": {
+                    "phase": "Succeeded" if ok else "Failed",
+                    "containerStatuses": [{"state": {"terminated": {"exitCode": 0 if ok else 1}}}],
+                },
+            },
+        )
+        self.logs[pod] = log
+
     def methods(self) -> list[str]:
         """The methods called, in order (what `calls` records, without their arguments)."""
         return [method for method, _, _ in self.calls]

@@ -299,7 +299,8 @@ def test_the_admission_policies_reserve_exactly_the_keys_the_operator_writes(hel
         manifests.ANNOTATION_CANCEL,
         manifests.ANNOTATION_RERUN,
         manifests.ANNOTATION_AUTHOR,
-    ]  # not retry: with --from it picks what runs again, an act that needs `use`
+    ]  # not retry: with --from it picks what runs again, an act that needs `use`; not
+    # cancel-run-finally either: it makes the finally steps run (a plain cancel runs none)
     assert manifests.ANNOTATION_AUTHOR.replace("/", "~1") in str(record["spec"]["mutations"])
     off = render(helm, "--set", "admissionPolicy.enabled=false")
     assert kinds(off, "ValidatingAdmissionPolicy") == kinds(off, "MutatingAdmissionPolicy") == []

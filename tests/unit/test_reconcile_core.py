@@ -210,16 +210,23 @@ def test_cancel_deletes_each_attempt_in_flight_and_fails_the_plan():
         previous={"phase": "Running"},
     )
     step = core.plan_step(s)
-    assert step.stop == ("by alice", "Cancelled")
-    stop = step.stopped()
-    intents = step.conclude_stopped(stop, stop.report, 0)
+    assert step.halt is not None and (step.halt.reason, step.halt.why) == ("Cancelled", "by alice")
+    intents = advance(step)
     assert [(d.kind, d.name) for d in intents.deletes] == [("job", "job-a"), ("plan", "plan-c")]
     assert intents.status["phase"] == "Failed"
     assert intents.closes and intents.running == 0
-    assert events(intents) == ["PlanFailed"]
+    assert events(intents) == [
+        "PlanStopped",
+        "StepFailed",
+        "StepFailed",
+        "DelegationFinished",
+        "PlanFailed",
+    ]
     assert ("plans", ("cancelled",), 1.0, False) in intents.told.metrics
-    told = core.plan_step(replace(s, previous={"phase": "Failed"}))  # its end told already
-    again = told.conclude_stopped(told.stopped(), stop.report, 0)
+    written = Facts(step.run.report().steps, ())  # what the next reconcile reads back
+    told = core.plan_step(replace(s, facts=written, previous=intents.status))
+    again = advance(told)  # its end told already
+    assert again.status["phase"] == "Failed" and again.deletes == ()
     assert again.told.events == [] and again.told.metrics == []
 
 
@@ -227,9 +234,10 @@ def test_a_plan_past_its_deadline_stops_and_one_before_it_wakes_at_it():
     spec = plan({"id": "a", "shell": "sleep 60"}, activeDeadlineSeconds=30)
     facts = Facts((), (AttemptFact("a", 1, NOW - 5),))
     late = core.plan_step(situation(spec, facts=facts, started_at=NOW - 31))
-    assert late.stop is not None and late.stop[1] == "DeadlineExceeded"
+    assert late.halt is not None and late.halt.reason == "DeadlineExceeded"
+    assert late.halt.at == NOW - 1  # the deadline itself, whenever it is noticed
     early = core.plan_step(situation(spec, facts=facts, started_at=NOW - 10))
-    assert early.stop is None
+    assert early.halt is None
     assert advance(early).wake == 20 + core.WAKE_MARGIN
 
 
@@ -362,23 +370,28 @@ def test_a_stopped_runs_status_says_who_stopped_it_and_what_it_holds():
         status_records=1,
     )
     step = core.plan_step(s)
-    stop = step.stopped()
-    assert [r.finished_at for r in stop.report.steps] == [NOW, NOW]
-    intents = step.conclude_stopped(stop, stop.report, 3)
+    assert [r.finished_at for r in step.run.report().steps] == [NOW, NOW]
+    step.decide()
+    intents = step.conclude(step.run.report(), 3)
     st = intents.status
     assert (st["observedGeneration"], st["phase"], st["progress"]) == (2, "Failed", "2/2")
     assert st["run"] == s.run_info and st["finishedAt"] == "2027-01-15T08:00:00.000Z"
     (cond,) = st["conditions"]
     assert (cond["reason"], cond["message"]) == ("Cancelled", "cancelled: by alice")
     assert st["report"]["reportObjects"] == 3 and len(st["report"]["steps"]) == 1
-    assert intents.told.events == [
-        Event("PlanFailed", "cancelled (by alice); 2 running step(s) stopped", True, True, {})
-    ]
+    assert intents.told.events[-1] == Event(
+        "PlanFailed",
+        "cancelled (by alice); 2 running step(s) stopped; 2/2 steps settled",
+        True,
+        True,
+        {},
+    )
     timed = plan(*spec.model_dump(by_alias=True)["steps"], activeDeadlineSeconds=5)
     late = core.plan_step(replace(s, spec=timed, annotations={}, started_at=NOW - 100))
-    ended = late.conclude_stopped(late.stopped(), late.stopped().report, 0)
+    ended = advance(late)
     assert ended.status["conditions"][0]["reason"] == "DeadlineExceeded"
-    assert ended.told.metrics == [Metric("plans", ("failed",), 1.0, False)]
+    assert Metric("plans", ("failed",), 1.0, False) in ended.told.metrics
+    assert Metric("plans", ("cancelled",), 1.0, False) not in ended.told.metrics
 
 
 def test_told_events_are_no_warnings_and_posted_unless_said():
@@ -518,7 +531,8 @@ def test_a_run_that_finished_is_not_stopped_by_its_deadline_afterwards():
     spec = plan({"id": "a", "shell": "true"}, {"id": "b", "shell": "true"}, activeDeadlineSeconds=5)
     done = StepRecord("a", "failed", None, "exit 1", 1, NOW - 9, NOW - 8)  # it stopped the plan
     step = core.plan_step(situation(spec, facts=Facts((done,), ()), started_at=NOW - 10))
-    assert step.stop is None
+    assert step.halt is not None and step.run.stops() == ()  # the deadline stops nothing
+    assert advance(step).status["conditions"][0]["reason"] == "Failed"
 
 
 def test_an_answer_that_does_not_fit_the_question_is_told_and_the_question_waits():

@@ -205,3 +205,118 @@ def test_a_slow_api_server_slows_a_reconcile_but_changes_nothing():
     w.kube.delay = 0.01
     status = w.reconcile()
     assert status["phase"] == "Running" and len(w.kube.of("job")) == 20
+
+
+# -- finally steps after a stop (engine.finally_steps, reconciler.stopping) --------------------
+
+SLEEPY_FINALLY = {"finally": [{"id": "clean", "shell": "sleep 100"}]}
+
+
+def job_of(w: World, step: str) -> dict[str, Any] | None:
+    return w.kube.get("job", "ns", w.job_name(step, 1))
+
+
+def pod_deadline(job: dict[str, Any]) -> int:
+    return int(job["spec"]["template"]["spec"]["activeDeadlineSeconds"])
+
+
+def test_past_its_deadline_a_plan_stops_its_steps_and_runs_its_finally_steps():
+    w = World(
+        [{"id": "a", "shell": "sleep 100"}, {"id": "b", "shell": "true", "dependsOn": ["a"]}],
+        activeDeadlineSeconds=30,
+        **{"finally": [{"id": "clean", "shell": "true"}]},
+    )
+    w.reconcile()
+    w.now += 31
+    status = w.reconcile()
+    assert job_of(w, "a") is None  # stopped
+    clean = job_of(w, "clean")
+    assert clean is not None and pod_deadline(clean) == 599  # the budget's rest, not an hour
+    assert status["phase"] == "Running"
+    assert "the finally steps run" in status["conditions"][0]["message"]
+    w.kube.finish_job(clean, True, "2027-01-15T08:00:35Z", "cleaned\n")
+    w.now += 4
+    status = w.reconcile()
+    assert status["phase"] == "Failed"
+    (cond,) = status["conditions"]
+    assert cond["reason"] == "DeadlineExceeded" and "activeDeadlineSeconds (30s)" in cond["message"]
+    report = status["report"]
+    assert [(s["stepId"], s["status"]) for s in report["steps"]] == [
+        ("a", "failed"),
+        ("clean", "success"),
+    ]  # b never ran
+    assert (report["completed"], report["failedStep"]) == (False, None)
+    assert [(h["reason"], h["steps"]) for h in report["stopped"]] == [("DeadlineExceeded", "main")]
+    assert job_of(w, "b") is None
+
+
+def test_a_cancel_that_asks_for_the_finally_steps_runs_them_and_holds_once_written():
+    w = World(
+        [{"id": "a", "shell": "sleep 100"}, {"id": "b", "shell": "true", "dependsOn": ["a"]}],
+        **SLEEPY_FINALLY,
+    )
+    w.reconcile()
+    w.annotate(manifests.ANNOTATION_CANCEL_RUN_FINALLY, "tidy up")
+    status = w.reconcile()
+    assert job_of(w, "a") is None and job_of(w, "clean") is not None
+    assert status["phase"] == "Running"
+    # taking the annotation away does not resume the steps the cancel stopped
+    del w.plan["metadata"]["annotations"][manifests.ANNOTATION_CANCEL_RUN_FINALLY]
+    w.now += 1
+    assert w.reconcile()["phase"] == "Running"
+    assert job_of(w, "b") is None
+    # a plain cancel stops the finally steps too
+    w.annotate(manifests.ANNOTATION_CANCEL, "enough")
+    w.now += 1
+    status = w.reconcile()
+    assert job_of(w, "clean") is None
+    assert status["phase"] == "Failed"
+    assert status["conditions"][0]["reason"] == "Cancelled"
+    errors = {s["stepId"]: s["error"] for s in status["report"]["steps"]}
+    assert errors == {"a": "cancelled (tidy up)", "clean": "cancelled (enough)"}
+
+
+def test_the_finally_steps_budget_stops_them_when_it_runs_out():
+    w = World([{"id": "a", "shell": "true"}], finallyTimeoutSeconds=20, **SLEEPY_FINALLY)
+    w.reconcile()
+    a = job_of(w, "a")
+    assert a is not None
+    w.kube.finish_job(a, True, "2027-01-15T08:00:02Z", "")
+    w.now += 2
+    wake = asyncio.run(w.reconciler.reconcile("ns", "p"))
+    clean = job_of(w, "clean")
+    assert clean is not None and pod_deadline(clean) == 20
+    assert wake is not None and 19.9 < wake < 20.1  # looked at again when the budget ends
+    w.now += 21
+    status = w.reconcile()
+    assert job_of(w, "clean") is None
+    assert status["phase"] == "Failed"
+    (cond,) = status["conditions"]
+    assert cond["reason"] == "DeadlineExceeded" and "finallyTimeoutSeconds (20s)" in cond["message"]
+    assert status["report"]["completed"] is False
+
+
+def test_kubectl_plan_cancel_run_finally_writes_the_request_the_operator_runs_finally_for(
+    capsys: pytest.CaptureFixture[str],
+):
+    from planops.cli import steer  # noqa: PLC0415
+    from planops.cli.main import _parser  # noqa: PLC0415
+
+    w = World([{"id": "a", "shell": "sleep 100"}], **SLEEPY_FINALLY)
+    w.reconcile()
+    plain = _parser().parse_args(["cancel", "p", "-n", "ns"])
+    assert plain.run_finally is False  # the default stays: a cancel runs no finally step
+    args = _parser().parse_args(["cancel", "p", "--run-finally", "-n", "ns"])
+    assert asyncio.run(steer.cmd_cancel(w.kube, args, "ns")) == 0
+    assert "its finally steps run" in capsys.readouterr().out
+    annotations = w.plan["metadata"]["annotations"]
+    assert set(annotations) == {manifests.ANNOTATION_CANCEL_RUN_FINALLY}  # not the plain one
+    assert annotations[manifests.ANNOTATION_CANCEL_RUN_FINALLY].startswith(
+        "kubectl plan cancel --run-finally at "
+    )
+    w.now += 1
+    w.reconcile()
+    assert job_of(w, "a") is None and job_of(w, "clean") is not None
+    assert asyncio.run(steer.cmd_cancel(w.kube, plain, "ns")) == 0  # then a plain one stops them
+    w.now += 1
+    assert w.reconcile()["phase"] == "Failed" and job_of(w, "clean") is None

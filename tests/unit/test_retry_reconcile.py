@@ -87,38 +87,7 @@ class World:
         }
 
     def finish(self, step: str, ok: bool) -> None:
-        job = self.jobs()[step]
-        kind = "Complete" if ok else "Failed"
-        job["status"] = {
-            "succeeded" if ok else "failed": 1,
-            "conditions": [
-                {"type": kind, "status": "True", "lastTransitionTime": rfc3339(self.now)}
-            ],
-        }
-        pod = f"{job['metadata']['name']}-pod"
-        self.kube.put(
-            "pod",
-            {
-                "metadata": {
-                    "name": pod,
-                    "labels": job["metadata"]["labels"],
-                    "ownerReferences": [
-                        {
-                            "apiVersion": "batch/v1",
-                            "kind": "Job",
-                            "name": job["metadata"]["name"],
-                            "uid": job["metadata"]["uid"],
-                            "controller": True,
-                        }
-                    ],
-                },
-                "status": {
-                    "phase": "Succeeded" if ok else "Failed",
-                    "containerStatuses": [{"state": {"terminated": {"exitCode": 0 if ok else 1}}}],
-                },
-            },
-        )
-        self.kube.logs[pod] = f"{step} said hi\n"
+        self.kube.finish_job(self.jobs()[step], ok, rfc3339(self.now), f"{step} said hi\n")
 
     def events(self, reason: str) -> list[str]:
         return [e["message"] for e in self.kube.events if e.get("reason") == reason]

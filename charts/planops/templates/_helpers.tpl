@@ -98,7 +98,9 @@ disagree. planops.dev/ keys are compared as a set of "key=value" strings, but fo
 operator asks first whether they still may) and the author record itself (the mutating policy
 writes it). retry is an act: with --from it picks which steps run again and which earlier
 results (outputs) they build on, a choice of what the plan does this time, so it needs `use` as
-any change does (the operator still asks for the recorded author before the retried run starts). Owner references: the garbage collector may remove them (orphan deletion) without being
+any change does (the operator still asks for the recorded author before the retried run starts).
+So is cancel-run-finally (kubectl plan cancel --run-finally): it makes the finally steps run,
+which a plain cancel does not. Owner references: the garbage collector may remove them (orphan deletion) without being
 an author. */}}
 {{- define "planops.authorsActVariables" -}}
 - name: notActs

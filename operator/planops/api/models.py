@@ -202,8 +202,17 @@ class PlanSpec(Model):
         default=None,
         ge=1,
         le=30 * 24 * 3600,
-        description="The longest a run may take: past it, what runs is stopped and the plan "
-        "fails (reason DeadlineExceeded).",
+        description="The longest the main steps may run: past it, those running are stopped, "
+        "the finally steps run (within finallyTimeoutSeconds) and the plan fails (reason "
+        "DeadlineExceeded).",
+    )
+    finally_timeout_seconds: int | None = Field(
+        default=None,
+        ge=1,
+        le=30 * 24 * 3600,
+        description="The finally steps' budget, counted from when the main steps were over or "
+        "stopped: past it, those running are stopped and the plan fails (reason "
+        "DeadlineExceeded). Default 600.",
     )
     history_limit: int | None = Field(
         default=None,
@@ -235,9 +244,10 @@ class PlanSpec(Model):
         default_factory=list,
         alias="finally",
         max_length=100,  # api.plan_schema.MAX_FINALLY_STEPS
-        description="Steps that run once the main steps have settled, whatever their outcome "
-        "(also after a failure or an exit; not after cancel or the deadline); they read every "
-        "step's result and the main steps' outcome as $plan.status.",
+        description="Steps that run once the main steps are over, whatever their outcome "
+        "(after a failure, an exit or activeDeadlineSeconds too; after a cancel only with "
+        "--run-finally), within finallyTimeoutSeconds; they read every step's result and the "
+        "main steps' outcome as $plan.status.",
     )
     output: dict[str, Any] | None = Field(
         default=None,

@@ -63,6 +63,9 @@ ANNOTATION_RERUN = f"{GROUP}/rerun"
 #: retry from the failure: `<token>[:from=STEP]` (reconciler.retrying has the rules)
 ANNOTATION_RETRY = f"{GROUP}/retry"
 ANNOTATION_CANCEL = f"{GROUP}/cancel"
+#: a cancel that runs the finally steps after it (`kubectl plan cancel --run-finally`): what
+#: runs then is a choice of what the Plan does, so writing it is an author's act (needs `use`)
+ANNOTATION_CANCEL_RUN_FINALLY = f"{GROUP}/cancel-run-finally"
 #: who last changed what a Plan or ScheduledPlan does, written by the API server (the chart's
 #: record-author admission policy; reconciler.authors reads it)
 ANNOTATION_AUTHOR = f"{GROUP}/author"

@@ -213,9 +213,18 @@ def plan_spec_schema(description: str) -> Schema:
                 "output) once every step settled, e.g. {count: '{{list.json.count}}'}.",
             },
             "activeDeadlineSeconds": integer(
-                "The longest a run may take, in seconds: past it, what runs is stopped and the "
-                "plan fails (condition reason DeadlineExceeded). Default: no deadline.",
+                "The longest the main steps may run, in seconds from the run's start: past it, "
+                "those running are stopped, the finally steps run (within "
+                "finallyTimeoutSeconds) and the plan fails (condition reason DeadlineExceeded). "
+                "Default: no deadline.",
                 **bounds(PlanSpec, "activeDeadlineSeconds"),
+            ),
+            "finallyTimeoutSeconds": integer(
+                "The finally steps' budget, in seconds from the moment the main steps were "
+                "over or stopped (a failure, an exit, activeDeadlineSeconds, a cancel with "
+                "--run-finally): each attempt's deadline is its end, and past it those running "
+                "are stopped and the plan fails (reason DeadlineExceeded). Default: 600.",
+                **bounds(PlanSpec, "finallyTimeoutSeconds"),
             ),
             "historyLimit": integer(
                 "Earlier runs kept in status.history, newest first, each with its PlanReports "
@@ -245,8 +254,9 @@ def plan_spec_schema(description: str) -> Schema:
                 maxItems=MAX_STEPS,
             ),
             "finally": array(
-                "Steps that run once the main steps have settled, whatever their outcome (after "
-                "a failure or an exit too; not after cancel or activeDeadlineSeconds). They read "
+                "Steps that run once the main steps are over, whatever their outcome (after a "
+                "failure, an exit or activeDeadlineSeconds too; after kubectl plan cancel only "
+                "with --run-finally), within finallyTimeoutSeconds. They read "
                 "every step's $id.status/$id.output and the main steps' outcome as $plan.status "
                 "(success or failed); dependsOn may name other finally steps. They follow the main "
                 "steps in the report, and fail the plan only when one fails with onError: fail.",

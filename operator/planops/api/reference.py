@@ -26,6 +26,7 @@ SEED: dict[str, str] = {
     "capsule": "planops",
     "parallelism": "planops",
     "activeDeadlineSeconds": "planops",
+    "finallyTimeoutSeconds": "planops",
     "historyLimit": "planops",
     "ttlSecondsAfterFinished": "planops",
     "podGC": "planops",
@@ -61,6 +62,7 @@ EXAMPLE: dict[str, Any] = {
     "capsule": "default",
     "parallelism": 10,
     "activeDeadlineSeconds": 3600,
+    "finallyTimeoutSeconds": 300,
     "historyLimit": 10,
     "ttlSecondsAfterFinished": 86400,
     "podGC": "OnPlanSuccess",
@@ -257,9 +259,10 @@ def render() -> str:
         "cancel change nothing the Plan does: they need no `use` on its Capsule (before a "
         "re-run starts on the recorded",
         "author's behalf, the operator asks whether they still may). A retry (it picks what "
-        "runs again) and an answer",
-        "are author's acts, like a spec change: they need `use`, and record their writer as "
-        "the author.",
+        "runs again), a cancel",
+        "that runs the finally steps and an answer are author's acts, like a spec change: "
+        "they need `use`, and record",
+        "their writer as the author.",
         "",
         f"- `{names.ANNOTATION_RERUN}: TOKEN`: a fresh run of the same spec, each time the "
         "value changes (removed too), under",
@@ -274,8 +277,13 @@ def render() -> str:
         "  too); once per token, after the run under way ended. `status.run.retry`, "
         "`retryOf` and `retryFrom` say",
         '  which retry a run is (docs/runs.md, "Retry from the failure").',
-        f"- `{names.ANNOTATION_CANCEL}: REASON`: stop the run; what runs is stopped, the plan "
-        "ends Failed (Cancelled).",
+        f"- `{names.ANNOTATION_CANCEL}: REASON`: stop the run; what runs is stopped (finally "
+        "steps too), the plan ends Failed",
+        "  (Cancelled).",
+        f"- `{names.ANNOTATION_CANCEL_RUN_FINALLY}: REASON`: stop the main steps, then run the "
+        "finally steps (within",
+        "  `spec.finallyTimeoutSeconds`); the plan ends Failed (Cancelled). A plain cancel "
+        "written too wins.",
         f"- `{names.ANNOTATION_ANSWER_PREFIX}STEP: JSON`: the answer to a waiting ask step "
         "(docs/cli.md, `answer`): it names the run",
         "  and the question (`status.asks[].question`, written when the step asks), and answers "

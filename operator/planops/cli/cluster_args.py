@@ -91,6 +91,12 @@ def add_parsers(sub: Any) -> None:
     add_common(rt, output=False)
     c = sub.add_parser("cancel", help="stop a running Plan")
     c.add_argument("name")
+    c.add_argument(
+        "--run-finally",
+        action="store_true",
+        help="run the Plan's finally steps after stopping its steps (within its "
+        "finallyTimeoutSeconds); needs `use` on its Capsule. Without it, none runs",
+    )
     add_common(c, output=False)
     a = sub.add_parser("answer", help="answer an ask step that is waiting")
     a.add_argument("name")

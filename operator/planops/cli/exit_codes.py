@@ -20,8 +20,9 @@ TABLE: tuple[tuple[int, str], ...] = (
     ),
     (
         EXIT_FAILED,
-        "a plan is invalid (`validate`, `graph FILE`: the validator's refusals), the plan stopped "
-        "on a failure (`run --local`), Failed or still running at `--timeout` (`submit --wait`), "
+        "a plan is invalid (`validate`, `graph FILE`: the validator's refusals), the plan did "
+        "not complete: a failure or its `activeDeadlineSeconds` stopped it (`run --local`, as "
+        "the cluster's Failed), Failed or still running at `--timeout` (`submit --wait`), "
         "Failed or deleted (`graph --watch`)",
     ),
     (

@@ -107,6 +107,8 @@ def summary(report: Report, out: TextIO | None = None) -> None:
         verdict = "completed"
     elif report.failed_step:
         verdict = f"stopped: step {report.failed_step!r} failed"
+    elif report.stopped:  # a deadline, the finally steps' budget (a cancel, in a cluster)
+        verdict = "; ".join(f"{h.label}: {h.why}" for h in report.stopped)
     else:
         verdict = "did not complete"
     if report.exit is not None:

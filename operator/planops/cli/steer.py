@@ -15,6 +15,7 @@ from planops.engine import control
 from planops.kube.api import CliApi
 from planops.kube.manifests import (
     ANNOTATION_CANCEL,
+    ANNOTATION_CANCEL_RUN_FINALLY,
     ANNOTATION_RERUN,
     ANNOTATION_RETRY,
     LABEL_PARENT,
@@ -106,15 +107,16 @@ async def cmd_retry(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
 
 
 async def cmd_cancel(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
-    rc = await _annotate(
-        kube,
-        ns,
-        args.name,
-        ANNOTATION_CANCEL,
-        f"kubectl plan cancel at {time.strftime('%H:%M:%SZ', time.gmtime())}",
-    )
+    """A cancel: the plain one (no finally step runs, those running stop), or one that runs the
+    finally steps (--run-finally: its own annotation, since choosing what runs is an author's
+    act the cluster's admission policy checks; docs/security.md)."""
+    key = ANNOTATION_CANCEL_RUN_FINALLY if args.run_finally else ANNOTATION_CANCEL
+    how = " --run-finally" if args.run_finally else ""
+    at = time.strftime("%H:%M:%SZ", time.gmtime())
+    rc = await _annotate(kube, ns, args.name, key, f"kubectl plan cancel{how} at {at}")
     if rc == EXIT_OK:
-        print(f"plan {args.name}: cancel requested")
+        then = "; its finally steps run after its steps stop" if args.run_finally else ""
+        print(f"plan {args.name}: cancel requested{then}")
     return rc
 
 

@@ -46,7 +46,7 @@ from planops.engine.facts import (
     exit_report,
     step_kind,
 )
-from planops.engine.report import ExitReport, StepRecord
+from planops.engine.report import ExitReport, Halt, StepRecord
 
 
 @dataclass
@@ -276,6 +276,15 @@ class Bodies:
                 "result": a.done.get(0),
             }
         self.run.control_settled(a.index, result, None, now)
+
+    def halt(self, i: int, h: Halt, now: float) -> None:
+        """A halt stops control step `i`'s bodies: each running item's attempts are stopped
+        (recorded failed in its Run), their records move to the enclosing run, and no item
+        starts again; the caller settles the control step itself."""
+        a = self.active.pop(i)
+        for pos, sub in list(a.live.items()):
+            sub.halt(h, now)
+            self._harvest(a, pos)
 
     # -- executors' reports and questions -------------------------------------------------------
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import heapq
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from planops.api.models import PlanSpec, RetryBackoff
@@ -39,8 +39,14 @@ from planops.engine import bodies, conditions, control, finally_steps, reference
 from planops.engine.allowlists import shell_words
 from planops.engine.bodyrun import Bodies
 from planops.engine.budget import exit_result
-from planops.engine.facts import NEVER_RAN_AGAIN, AttemptFact, Decision, Dispatch, Facts
-from planops.engine.report import StepRecord
+from planops.engine.facts import (
+    NEVER_RAN_AGAIN,
+    AttemptFact,
+    Decision,
+    Dispatch,
+    Facts,
+)
+from planops.engine.report import Halt, StepRecord
 from planops.engine.runstate import RunState, Status
 
 CONTROL = ("exit", "filter")  # evaluated by the decider itself: no Job, no process
@@ -54,6 +60,8 @@ class Run(RunState):
     def __post_init__(self) -> None:
         super().__post_init__()
         self._bodies = Bodies(self)
+        #: attempts the finally steps' budget stopped since the last decision (Decision.stop)
+        self._stopping: list[tuple[str, int]] = []
 
     # -- restoring from facts -----------------------------------------------------------------
 
@@ -76,6 +84,11 @@ class Run(RunState):
         run._restore_main(facts)
         if final_facts.settled or final_facts.attempts:  # the main steps were over
             run._final = run._finally_run(final_facts)
+            if not run._order:  # no main record: their budget began as the first of them
+                starts = [f.started_at for f in final_facts.attempts] + [
+                    r.started_at or r.finished_at or 0.0 for r in final_facts.settled
+                ]
+                run._began = min(starts)
         return run
 
     def _restore_main(self, facts: Facts) -> None:
@@ -216,17 +229,20 @@ class Run(RunState):
         self._dispatch_ready(now, dispatch)
         while self._bodies.active and self._bodies.pump(now, dispatch):
             self._dispatch_ready(now, dispatch)
-        if self.spec.finally_ and self._main_finished:
+        if self._final is not None or (
+            self.spec.finally_ and self._main_finished and not self._stops_finally()
+        ):
             self._decide_finally(now, dispatch)
         new, self._new = tuple(self._new), []
+        stop, self._stopping = tuple(self._stopping), []
         # stopped at the body items a decide may start: decide again at once (engine.budget)
         wake = now if top and self.budget.capped and not self.finished else self.wake_at()
-        return Decision(tuple(dispatch), new, self.finished, wake)
+        return Decision(tuple(dispatch), new, self.finished, wake, stop)
 
     def _dispatch_ready(self, now: float, dispatch: list[Dispatch]) -> None:
         cap = self.spec.parallelism
         others, tools, states = self._ready_other, self._ready_tools, self._states
-        while self.failed_step is None and self.exited is None:
+        while self.failed_step is None and self.exited is None and self.halted is None:
             # the lowest declaration index among ready steps that may start now
             if others and (not tools or self._tool_busy or others[0] < tools[0]):
                 heap = others
@@ -256,8 +272,9 @@ class Run(RunState):
 
     def _finally_run(self, facts: Facts) -> Run:
         """The finally steps' Run: it reads the main steps through this one, and their outcome
-        as `plan` (made when the main steps are over, so the outcome is final)."""
-        outcome = finally_steps.outcome(self._main_completed(), self.failed_step)
+        as `plan` (made when the main steps are over, so the outcome is final; a halt applied
+        to a restored run afterwards says so again: `halt`)."""
+        outcome = finally_steps.outcome(self._main_completed(), self.failed_step, self.halted)
         return Run.restore(
             self.plan_id,
             finally_steps.finally_spec(self.spec),
@@ -269,13 +286,64 @@ class Run(RunState):
         )
 
     def _decide_finally(self, now: float, dispatch: list[Dispatch]) -> None:
-        """The main steps are over: start the finally steps (once), then advance them."""
+        """The main steps are over: start the finally steps (once), then advance them within
+        their budget: each attempt must end by its end, and past it those in flight stop."""
         if self._final is None:
             self._final = self._finally_run(Facts())
-        assert isinstance(self._final, Run)
-        decision = self._final.decide(now)
-        dispatch.extend(decision.dispatch)
+        final = self._final
+        assert isinstance(final, Run)
+        ends = self._finally_began(now) + self._finally_budget()
+        if now >= ends and not final.finished and final.halted is None:
+            self._stopping += final.halt(finally_steps.out_of_budget(self.spec, ends), now)
+        decision = final.decide(now)
+        dispatch.extend(d._replace(deadline=ends) for d in decision.dispatch)
         self._new.extend(decision.settled)
+
+    # -- halts: a cancel, the deadline (engine.finally_steps) -----------------------------------
+
+    def halt(self, h: Halt, now: float) -> list[tuple[str, int]]:
+        """Stop the run from outside (a cancel, the plan's deadline): the attempts in flight it
+        stops, in dispatch order, each recorded failed with `h.error` (the executor stops them:
+        a Job deleted, a process killed). Main steps not over stop, and nothing more of them
+        starts; the finally steps then run when `h.run_finally`. A halt that runs no finally
+        steps also stops those running, or keeps them from starting. A halt that stops nothing
+        more (applied again: the same cancel seen again, a restored run) changes nothing, and
+        one that runs the finally steps does nothing once the main steps are over by
+        themselves: the finally steps run anyway (so the deadline bounds the main steps only).
+        """
+        stopped: list[tuple[str, int]] = []
+        if self.halted is None and (self._stopped_any or not self._main_over()):
+            self.halted = h
+            self._began = h.at if h.run_finally else None
+            stopped = self._stop_main(h, now)
+            if self._final is not None:  # restored before the halt was known: say it now
+                outcome = finally_steps.outcome(False, self.failed_step, h)
+                self._final.scope[finally_steps.PLAN] = outcome
+        if h.run_finally or not self.spec.finally_:
+            return stopped
+        if self._final is not None:  # they run: they stop
+            assert isinstance(self._final, Run)
+            stopped += self._final.halt(replace(h, steps="finally"), now)
+        elif self.halted is None or self.halted.run_finally:
+            self.halted = h  # they never start
+        return stopped
+
+    def _stop_main(self, h: Halt, now: float) -> list[tuple[str, int]]:
+        """Each main attempt in flight recorded failed with the halt's error: no retry, no
+        onError (the step did not fail: it was stopped), a running decide/map/reduce with its
+        body steps in flight; the retries waiting never start."""
+        stopped = self._in_flight_main()
+        for i in list(self._flying):
+            st = self._states[i]
+            if i in self._bodies.active:
+                self._bodies.halt(i, h, now)
+            st.in_flight = False
+            del self._flying[i]
+            if self._kinds[i] == "tool":
+                self._tools_flying -= 1
+            self._settle(i, self._record(i, "failed", None, h.error, now))
+        self._delayed.clear()
+        return stopped
 
     def control_settled(
         self, i: int, result: Any, error: str | None, now: float, skipped: bool = False

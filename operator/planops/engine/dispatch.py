@@ -13,6 +13,7 @@ of its own:
   cycle), and plans nested at most MAX_DEPTH deep.
 - `timeout_seconds`: the step's timeout (else the Capsule's default, else an hour), bounded by
   the Capsule's and the operator's maximum; a Job's run time and an ask's wait alike.
+  `attempt_timeout` bounds it by what the attempt's deadline leaves (a finally step's budget).
 - `resources` / `memory_limit_bytes`: requests and limits as api.resources merges them (step,
   then Capsule, then planops' defaults), so a local process gets the memory limit a pod would.
 - `environment`: the PLANOPS_* variables of a tool or shell step's attempt (a Job's container
@@ -22,6 +23,7 @@ of its own:
 from __future__ import annotations
 
 import json
+import math
 
 from planops.api.models import CapsuleSpec, Step
 from planops.api.quantity import parse
@@ -107,6 +109,15 @@ def timeout_seconds(step: Step, capsule: CapsuleSpec, policy: Policy) -> int:
         capsule.max_timeout_seconds or policy.max_timeout_seconds,
         policy.max_timeout_seconds,
     )
+
+
+def attempt_timeout(d: Dispatch, capsule: CapsuleSpec, policy: Policy, now: float) -> int:
+    """The seconds attempt `d` may run from `now`: its step's timeout, bounded by its deadline
+    when it has one (a finally step: the end of the finally steps' budget), at least 1."""
+    seconds = timeout_seconds(d.step, capsule, policy)
+    if d.deadline is None:
+        return seconds
+    return max(1, min(seconds, math.ceil(d.deadline - now)))
 
 
 def resources(step: Step, capsule: CapsuleSpec) -> dict[str, dict[str, str]]:

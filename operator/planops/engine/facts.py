@@ -16,7 +16,7 @@ from typing import Any, Literal, NamedTuple, Protocol
 from planops.api.models import PlanSpec, Step
 from planops.engine.budget import TextBudget
 from planops.engine.dag import Graph
-from planops.engine.report import ExitReport, StepRecord
+from planops.engine.report import ExitReport, Halt, StepRecord
 
 Kind = Literal["tool", "shell", "capsule", "ask", "exit", "filter", "decide", "map", "reduce"]
 
@@ -41,6 +41,9 @@ class Dispatch(NamedTuple):
     input: Any
     #: a shell step's words, templates rendered per word (None: no shell step)
     words: list[str] | None = None
+    #: when the attempt must have ended, whatever its own timeout (a finally step's: the end of
+    #: the finally steps' budget, engine.finally_steps); None: its timeout alone bounds it
+    deadline: float | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,9 @@ class Decision:
     finished: bool
     #: when a retry waiting out its backoff becomes due: decide again then (None: nothing waits)
     wake_at: float | None = None
+    #: attempts in flight the engine stopped (the finally steps' budget ran out): the executor
+    #: stops them now (deletes the Job, kills the process); they are recorded failed already
+    stop: tuple[tuple[str, int], ...] = ()
 
 
 def exit_report(step_id: str, record: StepRecord) -> ExitReport | None:
@@ -126,6 +132,7 @@ class BodyHost(Protocol):
     def decide(self, now: float) -> Decision: ...
     def in_flight_attempts(self) -> list[tuple[str, int]]: ...
     def is_settled(self, step_id: str) -> bool: ...
+    def halt(self, h: Halt, now: float) -> list[tuple[str, int]]: ...
     def last_record(self) -> StepRecord | None: ...
     def wake_at(self) -> float | None: ...
     def finish_attempt(

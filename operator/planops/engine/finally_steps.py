@@ -5,15 +5,23 @@ the main steps, as a body's do), so every rule of the main steps holds among the
 dependsOn (naming other finally steps only), `if`, retries, onError. What they add:
 
 - They start when the main steps are over: all settled, or stopped by a failure (onError: fail)
-  or a fired `exit` once the steps in flight have settled. Cancel and activeDeadlineSeconds do
-  not run them: both are a stop that must hold (docs/plan-language.md says why).
+  or a fired `exit` once the steps in flight have settled, or stopped from outside (a `Halt`):
+  past the plan's activeDeadlineSeconds, or cancelled with the finally steps asked for
+  (`kubectl plan cancel --run-finally`). A plain cancel runs none, and stops those running.
+- They run within a budget of their own, `finallyTimeoutSeconds` (default
+  FINALLY_TIMEOUT_SECONDS), counted from the moment the main steps were over (or stopped):
+  each attempt's deadline is the budget's end (Dispatch.deadline: a Job's activeDeadlineSeconds,
+  a process's timeout), and once it has passed the attempts in flight are stopped (recorded
+  failed, Decision.stop) and nothing more starts. So a run ends within activeDeadlineSeconds +
+  finallyTimeoutSeconds, whatever its finally steps do.
 - They read every main step's `$id.status` / `$id.output` (and `{{id.*}}`): all have settled,
   so no dependsOn is needed. The main steps' outcome is `plan`: `$plan.status` is `success` when
   the main steps completed, else `failed`; `$plan.output` is `{"completed", "failedStep"}` as
-  JSON (`{{plan.json.failedStep}}`).
+  JSON (`{{plan.json.failedStep}}`), with `"stopped": "DeadlineExceeded"` (or `Cancelled`)
+  when a Halt stopped the main steps.
 - Their records follow the main steps' in the report. The plan completed when its main steps
-  completed and no finally step failed with onError: fail (the first such step is the report's
-  failedStep when the main steps named none).
+  completed, nothing stopped it and no finally step failed with onError: fail (the first such
+  step is the report's failedStep when the main steps named none).
 
 A plan without `finally` is untouched: none of this runs, and its report is the seeds'.
 """
@@ -25,11 +33,54 @@ import weakref
 
 from planops.api.models import PlanSpec
 from planops.engine.facts import AttemptFact, Facts
-from planops.engine.report import StepRecord
+from planops.engine.report import Halt, StepRecord
 from planops.engine.templates import StepResult
 
 #: the name finally steps read the main steps' outcome by ($plan.status, {{plan.json.failedStep}})
 PLAN = "plan"
+#: the finally steps' budget when the plan sets no finallyTimeoutSeconds: cleanup and a
+#: notification take minutes, and a plan stopped at its deadline must still end soon after it
+FINALLY_TIMEOUT_SECONDS = 600
+
+
+def deadline(spec: PlanSpec, started_at: float) -> float | None:
+    """When the main steps must be over (activeDeadlineSeconds after the run started), or None."""
+    seconds = spec.active_deadline_seconds
+    return started_at + seconds if seconds else None
+
+
+def past_deadline(spec: PlanSpec, started_at: float, now: float) -> Halt | None:
+    """The plan's deadline as a Halt once it has passed (taking effect at the deadline itself,
+    so the finally steps' budget counts from there whenever the executor noticed), else None.
+    It stops only main steps: a run whose main steps are over ignores it (Run.halt)."""
+    ends = deadline(spec, started_at)
+    if ends is None or now < ends:
+        return None
+    why = f"the plan ran longer than its activeDeadlineSeconds ({spec.active_deadline_seconds}s)"
+    return Halt("DeadlineExceeded", why, ends, run_finally=True)
+
+
+#: the most of a cancel's text (an annotation's value: up to 256 KiB) a halt keeps
+WHY_LIMIT = 256
+
+
+def cancelled(why: str, now: float, *, run_finally: bool) -> Halt:
+    """A cancel: it stops the main steps, and runs the finally steps only when asked to."""
+    if len(why) > WHY_LIMIT:
+        why = why[: WHY_LIMIT - 1] + "…"
+    return Halt("Cancelled", why, now, run_finally=run_finally)
+
+
+def budget_seconds(spec: PlanSpec) -> int:
+    """The finally steps' budget: the plan's finallyTimeoutSeconds, else the default."""
+    return spec.finally_timeout_seconds or FINALLY_TIMEOUT_SECONDS
+
+
+def out_of_budget(spec: PlanSpec, ends: float) -> Halt:
+    """The finally steps' budget ran out (at `ends`): those in flight stop, none starts."""
+    why = f"the finally steps ran longer than their finallyTimeoutSeconds ({budget_seconds(spec)}s)"
+    return Halt("DeadlineExceeded", why, ends, run_finally=False, steps="finally")
+
 
 _specs: dict[int, PlanSpec] = {}
 
@@ -75,10 +126,12 @@ def split(spec: PlanSpec, facts: Facts) -> tuple[Facts, Facts]:
     )
 
 
-def outcome(completed: bool, failed_step: str | None) -> StepResult:
+def outcome(completed: bool, failed_step: str | None, halted: Halt | None = None) -> StepResult:
     """The main steps' outcome as finally steps read it under the name `plan`."""
-    text = json.dumps({"completed": completed, "failedStep": failed_step})
-    return StepResult("success" if completed else "failed", text)
+    value: dict[str, object] = {"completed": completed, "failedStep": failed_step}
+    if halted is not None:
+        value["stopped"] = halted.reason
+    return StepResult("success" if completed else "failed", json.dumps(value))
 
 
 def step_count(spec: PlanSpec) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 
 def rfc3339(t: float | None) -> str | None:
@@ -95,6 +95,68 @@ class ExitReport:
     output: Any = None
 
 
+#: why a run stopped before its end: somebody cancelled it, or it ran past a deadline
+StopReason = Literal["Cancelled", "DeadlineExceeded"]
+
+
+@dataclass(frozen=True)
+class Halt:
+    """A stop that comes from outside the plan's steps (engine.finally_steps has the rules): a
+    cancel, the plan's activeDeadlineSeconds, or the finally steps' budget running out. The
+    attempts in flight of the steps it stops are stopped and recorded failed with `error`;
+    nothing new of them starts. `run_finally`: the finally steps run after it (the deadline,
+    a cancel asking for them); `at`: when it took effect (the finally steps' budget counts from
+    then)."""
+
+    reason: StopReason
+    why: str
+    at: float
+    run_finally: bool
+    #: the steps it stopped: the main steps, or the finally steps (their budget, or a cancel
+    #: while they ran)
+    steps: Literal["main", "finally"] = "main"
+
+    @property
+    def label(self) -> str:
+        return "cancelled" if self.reason == "Cancelled" else "stopped"
+
+    @property
+    def error(self) -> str:
+        """What each attempt it stopped is recorded with (`cancelled (...)`, `stopped (...)`)."""
+        return f"{self.label} ({self.why})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "reason": self.reason,
+            "message": self.why,
+            "at": rfc3339(self.at),
+            "steps": self.steps,
+            "runFinally": self.run_finally,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> Halt | None:
+        """A halt as a report holds it; None when it is not one (a status edited by hand)."""
+        if not isinstance(data, dict):
+            return None
+        reason, steps, at = data.get("reason"), data.get("steps"), parse_rfc3339(data.get("at"))
+        if reason not in ("Cancelled", "DeadlineExceeded") or steps not in ("main", "finally"):
+            return None
+        if at is None or not isinstance(data.get("message"), str):
+            return None
+        return cls(reason, data["message"], at, data.get("runFinally") is True, steps)
+
+
+#: what a stopped attempt's error starts with, and no other error does (Halt.error)
+STOPPED_MARKS = ("cancelled (", "stopped (")
+
+
+def stopped_record(record: StepRecord) -> bool:
+    """Whether a failed record is an attempt a Halt stopped: it never names the failed step
+    (the plan was stopped, not failed by the step), restored or live."""
+    return record.status == "failed" and (record.error or "").startswith(STOPPED_MARKS)
+
+
 @dataclass(frozen=True)
 class Report:
     plan_id: str
@@ -106,6 +168,9 @@ class Report:
     #: records whose text the run's budget cut as they settled, and the bytes they had
     #: (engine.budget)
     cut: tuple[int, int] = (0, 0)
+    #: what stopped the run from outside, in order (a cancel, a deadline, the finally steps'
+    #: budget): absent from the JSON when nothing did
+    stopped: tuple[Halt, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -126,4 +191,6 @@ class Report:
                 "status": self.exit.status,
                 "message": self.exit.message,
             }
+        if self.stopped:
+            out["stopped"] = [h.to_json() for h in self.stopped]
         return out

@@ -16,12 +16,20 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from planops.api.models import PlanSpec, RetryBackoff
-from planops.engine import conditions, templates
+from planops.engine import conditions, finally_steps, templates
 from planops.engine.bodyrun import Bodies
 from planops.engine.budget import TextBudget
 from planops.engine.dag import Graph
 from planops.engine.facts import Kind, exit_report
-from planops.engine.report import NO_OUTPUT, ExitReport, OutputError, Report, StepRecord
+from planops.engine.report import (
+    NO_OUTPUT,
+    ExitReport,
+    Halt,
+    OutputError,
+    Report,
+    StepRecord,
+    stopped_record,
+)
 from planops.engine.shape import shape_of
 
 Status = Literal["success", "failed", "skipped"]
@@ -66,6 +74,14 @@ class RunState:
     _tools_flying: int = field(init=False, default=0)
     failed_step: str | None = field(init=False, default=None)
     exited: ExitReport | None = field(init=False, default=None)  # a fired exit step ended the plan
+    #: a cancel or a deadline stopped this run's steps (engine.finally_steps): nothing more of
+    #: them starts; the finally steps run after it when it says so
+    halted: Halt | None = field(init=False, default=None)
+    #: a record of an attempt a halt stopped was settled (live, or restored before the halt is
+    #: applied again): the steps were stopped, not over by themselves
+    _stopped_any: bool = field(init=False, default=False)
+    #: when the finally steps' budget started counting (engine.finally_steps), once known
+    _began: float | None = field(init=False, default=None)
     _conditions: Mapping[int, conditions.Or] = field(init=False)
     _kinds: Sequence[Kind] = field(init=False)
     _has_refs: Sequence[bool] = field(init=False)
@@ -116,9 +132,13 @@ class RunState:
 
     def wake_at(self) -> float | None:
         """The earliest time a waiting retry (here or in a running body) becomes due."""
-        if self._final is not None:  # the main steps are over
-            return self._final.wake_at()
-        if self.failed_step is not None or self.exited is not None:
+        if self._final is not None:  # the main steps are over: the finally steps' times
+            final = self._final.wake_at()
+            times = [final] if final is not None else []
+            if not self._final._main_over():  # their budget's end: they are stopped then
+                times.append(self._finally_began(0.0) + self._finally_budget())
+            return min(times, default=None)
+        if self.failed_step is not None or self.exited is not None or self.halted is not None:
             return None
         times = [self._delayed[0][0]] if self._delayed else []
         body = self._bodies.wake_at() if self._bodies.active else None
@@ -128,26 +148,37 @@ class RunState:
 
     @property
     def finished(self) -> bool:
-        """Nothing more will run: the main steps are over, and so are the finally steps."""
+        """Nothing more will run: the main steps are over, and so are the finally steps (or a
+        stop that runs none of them came first)."""
         if not self._main_finished:
             return False
-        return not self.spec.finally_ or (self._final is not None and self._final.finished)
+        if not self.spec.finally_:
+            return True
+        if self._final is not None:
+            return self._final.finished
+        return self._stops_finally()
 
-    def finished_as_restored(self) -> bool:
-        """What `finished` answers of this run restored from its facts, before it decides: its
-        ready heaps then still hold the steps that settled (a decide drops them lazily), so only
-        a failure or an exit has ended it. A kept run (engine.keeping) answers the same, so a
-        reconcile reads one answer whichever it has."""
-        main = not self._flying and (self.failed_step is not None or self.exited is not None)
-        if not main or not self.spec.finally_:
-            return main
-        return self._final is not None and self._final.finished_as_restored()
+    def _stops_finally(self) -> bool:
+        """A halt that runs no finally steps stopped the main steps (a cancel)."""
+        return self.halted is not None and not self.halted.run_finally
+
+    def _main_over(self) -> bool:
+        """Whether the main steps are over, exactly: a restored run's ready heaps still hold
+        steps that settled (a decide drops them lazily), so they are not asked."""
+        if self._flying:
+            return False
+        return (
+            self.failed_step is not None
+            or self.exited is not None
+            or self.halted is not None
+            or self._settled_count == len(self.spec.steps)
+        )
 
     @property
     def _main_finished(self) -> bool:
         if self._flying:
             return False
-        if self.failed_step is not None or self.exited is not None:
+        if self.failed_step is not None or self.exited is not None or self.halted is not None:
             return True
         return (
             not self._ready_other
@@ -162,15 +193,39 @@ class RunState:
         final = self._final
         return Report(
             main.plan_id,
-            main.completed and final.failed_step is None,
+            main.completed and final.failed_step is None and final.halted is None,
             main.failed_step or final.failed_step,
             (*main.steps, *final.settled),
             main.output,
             main.exit,
             cut=(self.budget.cut, self.budget.cut_bytes),
+            stopped=self.stops(),
         )
 
+    def stops(self) -> tuple[Halt, ...]:
+        """The halts that stopped this run, in order: the main steps' (a cancel, the deadline),
+        then the finally steps' (their budget, or a cancel while they ran)."""
+        final = self._final.halted if self._final is not None else None
+        return tuple(h for h in (self.halted, final) if h is not None)
+
+    def _finally_began(self, now: float) -> float:
+        """When the finally steps' budget started counting: when a halt stopped the main
+        steps, else when the last main record settled (`now`: a plan with no main step). Known
+        once the main steps are over, and the same for a restored run as for the live one."""
+        if self._began is None:
+            if self.halted is not None:
+                self._began = self.halted.at
+            else:
+                ends = [r.finished_at for r in self._order if r.finished_at is not None]
+                self._began = max(ends, default=now)
+        return self._began
+
+    def _finally_budget(self) -> float:
+        return float(finally_steps.budget_seconds(self.spec))
+
     def _main_completed(self) -> bool:
+        if self.halted is not None or self._stopped_any:  # stopped from outside
+            return False
         if self.exited is not None:  # seed 2: an exit ends the plan; success counts as completed
             return self.exited.status == "success" and self.failed_step is None
         return self._settled_count == len(self.spec.steps) and self.failed_step is None
@@ -187,6 +242,7 @@ class RunState:
                 self.exited.output,
                 self.exited,
                 cut=(self.budget.cut, self.budget.cut_bytes),
+                stopped=self.stops(),
             )
         if self.spec.output is not None:
             # seed 2: the output template map, rendered once every step settled; a template that
@@ -205,6 +261,7 @@ class RunState:
             output,
             self.exited,
             cut=(self.budget.cut, self.budget.cut_bytes),
+            stopped=self.stops(),
         )
 
     @property
@@ -247,8 +304,9 @@ class RunState:
         return self._unseen + (self._final.unseen_failures() if self._final is not None else 0)
 
     def ending(self) -> bool:
-        """Whether a failed step or a fired exit is ending the run (main or finally steps)."""
-        if self.failed_step is not None or self.exited is not None:
+        """Whether a failed step, a fired exit or a halt is ending the run (main or finally
+        steps)."""
+        if self.failed_step is not None or self.exited is not None or self.halted is not None:
             return True
         return self._final is not None and self._final.ending()
 
@@ -398,10 +456,13 @@ class RunState:
         step = self.spec.steps[i]
         if self._kinds[i] == "exit" and self.exited is None:
             self.exited = exit_report(step.id, record)
+        stopped = stopped_record(record)  # a halt's: the plan was stopped, not failed by it
+        self._stopped_any = self._stopped_any or stopped
         if (
             record.status == "failed"
             and step.on_error not in ("continue", "skip")
             and self.failed_step is None
+            and not stopped
         ):
             self.failed_step = step.id
         for d in self.graph.dependents[i]:

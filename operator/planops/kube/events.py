@@ -32,6 +32,7 @@ RECORDS = {
     "StepSucceeded": "plan_step",
     "StepFailed": "plan_step",
     "StepSkipped": "plan_step",
+    "PlanStopped": "plan_stopped",
     "PlanSucceeded": "plan_end",
     "PlanFailed": "plan_end",
     "DelegationStarted": "delegation_start",

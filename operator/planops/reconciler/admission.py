@@ -29,12 +29,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from planops.api import CapsuleSpec, PlanSpec
-from planops.api.names import ANNOTATION_CANCEL, Phase
+from planops.api.names import Phase
 from planops.engine import capsule_name, finally_steps
 from planops.kube.api import KubeApi
 from planops.kube.cache import WatchCache
 from planops.kube.events import Recorder
-from planops.reconciler import run_history, slots, standing
+from planops.reconciler import run_history, slots, standing, stopping
 from planops.reconciler import status as status_
 from planops.reconciler.writing import StatusWriter
 
@@ -156,8 +156,8 @@ class Gate:
         if slots.holds_run(plan, str(run["id"]), limited):
             return "held"
         annotations = plan["metadata"].get("annotations") or {}
-        if annotations.get(ANNOTATION_CANCEL):  # stopped before it started: reconcile cancels
-            return "cancelled"  # (a cancelled run creates nothing)
+        if stopping.cancel_of(annotations):  # stopped before it started: reconcile cancels
+            return "cancelled"  # (a cancelled run creates nothing, finally steps included)
         return await self._decide(
             plan,
             previous,

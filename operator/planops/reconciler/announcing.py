@@ -11,7 +11,9 @@ from typing import Any
 
 from planops.api import PlanSpec, names
 from planops.engine import Dispatch, Report, Run, StepRecord, finally_steps
+from planops.engine.report import stopped_record
 from planops.reconciler import status as status_
+from planops.reconciler import stopping
 from planops.reconciler.body_events import BodyEvents
 from planops.reconciler.intents import Told
 
@@ -68,14 +70,41 @@ def announce(
         events("BodyStepsSettled", message, warning=warning, step=ctl)
     if finished and not names.ended(previous.get("phase")):
         result = "succeeded" if report.completed else "failed"
+        if report.stopped and report.stopped[0].reason == "Cancelled":
+            result = "cancelled"
         events.inc("plans", result)
         events.observe("plan_duration", max(0.0, now - started_at))
+        settled = f"{status_.top_level(report)}/{finally_steps.step_count(spec)} steps settled"
+        if report.stopped:
+            stopped = sum(1 for r in report.steps if stopped_record(r))
+            why = "; ".join(f"{h.label} ({h.why})" for h in report.stopped)
+            message = f"{why}; {stopped} running step(s) stopped; {settled}"
+        else:
+            message = settled + (
+                f"; step {report.failed_step} stopped the plan" if report.failed_step else ""
+            )
         events(
             "PlanSucceeded" if report.completed else "PlanFailed",
-            f"{status_.top_level(report)}/{finally_steps.step_count(spec)} steps settled"
-            + (f"; step {report.failed_step} stopped the plan" if report.failed_step else ""),
+            message,
             warning=not report.completed,
         )
+
+
+def stops(events: Told, report: Report, previous: dict[str, Any], spec: PlanSpec) -> None:
+    """A PlanStopped Event for each stop of the run its status did not hold yet: a cancel or
+    the deadline (and whether the finally steps run now), the finally steps' budget."""
+    held = {(h.reason, h.why, h.steps) for h in stopping.held(previous)}
+    for h in report.stopped:
+        if (h.reason, h.why, h.steps) in held:
+            continue
+        if h.steps == "finally":
+            then = "the finally steps running were stopped"
+        elif h.run_finally and spec.finally_:
+            budget = finally_steps.budget_seconds(spec)
+            then = f"the finally steps run now, within {budget}s (finallyTimeoutSeconds)"
+        else:
+            then = "no finally step runs" if spec.finally_ else "nothing more runs"
+        events("PlanStopped", f"{h.label} ({h.why}): {then}", warning=True, stop=h.reason)
 
 
 def ready_at(finished: dict[str, float], d: Dispatch, default: float) -> float:

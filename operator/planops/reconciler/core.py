@@ -3,8 +3,9 @@
 Given what the reconcile read (a `Situation`: the Plan's run, its spec and Capsule, the facts
 of its attempts, the objects observed, the previous status, the clock), `plan_step` restores
 the engine's Run (or advances the one the last reconcile kept, when the facts line up with it:
-engine.keeping) and answers what to do: stop the run (the objects to delete) or advance it
-(the Jobs and child Plans to create). The actuator (reconciler.actuator) makes the requests;
+engine.keeping) and answers what to do: stop what a cancel or a deadline stops (Run.halt: the
+objects to delete) and advance the rest (the Jobs and child Plans to create: the finally
+steps after a stop too). The actuator (reconciler.actuator) makes the requests;
 the API server's answers come back as `Answer`s, and a refused create fails its attempt at
 once, which may make other steps ready (its retry, an onError): the step decides again, and
 the actuator creates again, a bounded number of rounds. Once the report is written (its
@@ -21,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from planops.api import CapsuleSpec, PlanSpec, names
+from planops.api import CapsuleSpec, PlanSpec
 from planops.engine import (
     AttemptFact,
     Dispatch,
@@ -34,6 +35,7 @@ from planops.engine import (
     keeping,
 )
 from planops.engine import dispatch as dispatch_
+from planops.engine.report import Halt
 from planops.kube import manifests
 from planops.reconciler import announcing, dispatching, runs, stopping
 from planops.reconciler import asks as asks_
@@ -71,6 +73,10 @@ class Situation:
     #: an output not readable yet (reconciler.observe): look again soon
     later: bool = False
     status_records: int = status_.STATUS_RECORDS
+    #: the run holds (or needs no) Capsule slot: False for a run that waited for one and is
+    #: cancelled before it started (reconciler.admission), which runs nothing, finally steps
+    #: included
+    admitted: bool = True
 
     @property
     def total(self) -> int:
@@ -84,8 +90,11 @@ class PlanStep:
     s: Situation
     run: Run
     told: Told = field(default_factory=Told)
-    #: why the run stops now (and the reason's name), or None: it advances
-    stop: tuple[str, stopping.Reason] | None = None
+    #: the stop this reconcile applied (a cancel, the deadline: Run.halt), or None
+    halt: Halt | None = None
+    #: attempts stopped in flight (by `halt`, or by the finally steps' budget): their objects
+    #: are deleted
+    stopped: list[tuple[str, int]] = field(default_factory=list)
     #: the questions waiting (reconciler.asks)
     waiting: list[asks_.Waiting] = field(default_factory=list)
     #: attempts that failed without an object: refused by the cluster or at dispatch
@@ -104,8 +113,8 @@ class PlanStep:
 
     def keep(self) -> keeping.Kept | None:
         """What the next reconcile may start from instead of restoring (engine.keeping); only
-        once this reconcile's status is written, and never of a run that stops."""
-        if self.stop is not None:
+        once this reconcile's status is written, and never of a run that was stopped."""
+        if self.run.stops():
             return None
         return keeping.keep(self.run, self.s.facts, self.refused)
 
@@ -119,6 +128,7 @@ class PlanStep:
         decision = run.decide(s.now)
         self.rounds += 1
         self.settled += decision.settled
+        self.stopped += decision.stop
         self.finished, self.wake_at = decision.finished, decision.wake_at
         self._round = list(decision.dispatch)
         return [c for d in decision.dispatch if (c := self._create(d)) is not None]
@@ -133,7 +143,7 @@ class PlanStep:
                 return Create(d, "plan")
             self._answered.append(Answer(d, refusal=refusal))
             return None
-        build = dispatching.job_later(s.ref, d, s.capsule, s.spec, s.policy, s.claim)
+        build = dispatching.job_later(s.ref, d, s.capsule, s.spec, s.policy, s.claim, s.now)
         if isinstance(build, str):
             self._answered.append(Answer(d, refusal=build))
             return None
@@ -187,7 +197,7 @@ class PlanStep:
         s, run, now, told = self.s, self.run, self.s.now, self.told
         self.waiting += [
             asks_.announce(
-                d, dispatch_.timeout_seconds(d.step, s.capsule, s.policy), s.ref, told, now
+                d, dispatch_.attempt_timeout(d, s.capsule, s.policy, now), s.ref, told, now
             )
             for d in self.dispatched
             if d.kind == "ask"
@@ -210,6 +220,7 @@ class PlanStep:
         waiting = [w for w in self.waiting if (w.step_id, w.attempt) in flying]
         new["asks"] = [w.to_json() for w in waiting] or None
         new["inFlight"] = runs.in_flight(run, s.previous, now)
+        announcing.stops(told, report, s.previous, s.spec)
         announcing.announce(
             told,
             run,
@@ -226,7 +237,7 @@ class PlanStep:
         # own deadline, when a retry's backoff ends, and soon for an output not readable yet
         wake = [w.deadline for w in waiting]
         deadline = stopping.deadline(s.spec, s.started_at)
-        if deadline is not None and not self.finished:
+        if deadline is not None and deadline > now and not self.finished:
             wake.append(deadline)
         if self.wake_at is not None:
             wake.append(self.wake_at)
@@ -238,62 +249,18 @@ class PlanStep:
             running=len(flying),
             closes=self.finished,
             wake=max(0.0, min(wake) - now) + WAKE_MARGIN if wake else None,
+            deletes=self.deletes(),
         )
 
-    # -- stop: cancel, or the plan's deadline ----------------------------------------------------
-
-    def stopped(self) -> stopping.Stop:
-        """What stopping the run means (only when `stop` is set): the objects to delete and the
-        report with each attempt in flight failed."""
-        assert self.stop is not None
-        why, reason = self.stop
-        return stopping.stop(self.run, self.s.observed, why, reason, self.s.now)
-
-    def conclude_stopped(self, stop: stopping.Stop, report: Report, chunks: int) -> Intents:
-        """The intents of a stopped run: its objects deleted, the status Failed (told once)."""
-        assert self.stop is not None
-        s, told = self.s, self.told
-        why, reason = self.stop
-        new = status_.running(
-            report,
-            total=s.total,
-            finished=True,
-            dispatched_any=True,
-            generation=int(s.run_info["generation"]),
-            run=s.run_info,
-            refused=[],
-            previous=s.previous,
-            started_at=s.started_at,
-            now=s.now,
-            cancelled=why,
-            stopped_reason=reason,
-            reports=chunks,
-            status_records=s.status_records,
-        )
-        if not names.ended(s.previous.get("phase")):
-            told.inc("plans", "cancelled" if reason == "Cancelled" else "failed")
-            told(
-                "PlanFailed",
-                f"{stop.label} ({why}); {stop.stopped} running step(s) stopped",
-                warning=True,
-            )
-        return Intents(
-            status=new,
-            told=told,
-            running=0,
-            closes=True,
-            deletes=deletes(stop),
-        )
+    def deletes(self) -> tuple[Delete, ...]:
+        """The objects of the attempts stopped in flight: each one's Job or child Plan."""
+        objects = stopping.deletes(self.stopped, self.s.observed)
+        return tuple(Delete(kind, name) for kind, name in objects)
 
     @property
     def records(self) -> int:
         """How many records the run's report will hold (what each record's text shares)."""
         return max(self.run.record_count(), self.s.total)
-
-
-def deletes(stop: stopping.Stop) -> tuple[Delete, ...]:
-    """The objects a stopped run deletes: each attempt in flight's Job or child Plan."""
-    return tuple(Delete(kind, name) for kind, name in stop.deletes)
 
 
 def plan_step(s: Situation, kept: keeping.Kept | None = None) -> PlanStep:
@@ -308,11 +275,12 @@ def plan_step(s: Situation, kept: keeping.Kept | None = None) -> PlanStep:
         kept=run is not None,
     )
     run = step.run
-    cancel = s.annotations.get(manifests.ANNOTATION_CANCEL)
-    # as restored: finished before deciding only by a failure or an exit (kept or not, the same)
-    step.stop = stopping.why_stop(cancel, spec, s.started_at, s.now, run.finished_as_restored())
-    if step.stop is not None:
-        return step
+    held = stopping.persisted(s.previous)  # a stop holds once written
+    if held is not None:
+        run.halt(held, held.at)  # its attempts were stopped then: none is in flight now
+    step.halt = stopping.why_stop(s.annotations, spec, s.started_at, s.now, admitted=s.admitted)
+    if step.halt is not None:
+        step.stopped += run.halt(step.halt, s.now)
     step.waiting = asks_.settle(run, s.previous, s.annotations, ref.uid, ref.run, step.told, s.now)
     with_object = {(o.step_id, o.attempt) for o in s.observed}
     step.refused = [

@@ -45,9 +45,10 @@ def job(
     spec: PlanSpec,
     policy: Policy,
     claim: str | None,
+    now: float = 0.0,
 ) -> Obj | str:
-    """The attempt's Job, or why it may not start."""
-    build = job_later(ref, d, capsule, spec, policy, claim)
+    """The attempt's Job, or why it may not start (`now`: when it is sent, for a deadline)."""
+    build = job_later(ref, d, capsule, spec, policy, claim, now)
     return build if isinstance(build, str) else build()
 
 
@@ -58,6 +59,7 @@ def job_later(
     spec: PlanSpec,
     policy: Policy,
     claim: str | None,
+    now: float,
 ) -> Callable[[], Obj] | str:
     """Why the attempt may not start, or what builds its Job when it is sent: a decision that
     starts 20,000 attempts holds no 20,000 Job bodies at once (92 MiB as dicts), only those
@@ -67,7 +69,7 @@ def job_later(
         return refusal
     image = rules.image_of(d, capsule)
     assert image is not None  # admitted
-    timeout = rules.timeout_seconds(d.step, capsule, policy)
+    timeout = rules.attempt_timeout(d, capsule, policy, now)  # a finally step: its budget's end
     return partial(
         manifests.job, ref, d, capsule, image, timeout_seconds=timeout, workspace_claim=claim
     )

@@ -289,6 +289,7 @@ class Reconciler:
             started_at=status_.parse_rfc3339(str(run_info["startedAt"])) or now,
             later=later,
             status_records=self.status_records,
+            admitted=gate != "cancelled",
         )
         return await self._act(plan, core.plan_step(situation, kept), events)
 
@@ -326,29 +327,24 @@ class Reconciler:
     ) -> float | None:
         s = step.s
         ref, key = s.ref, (s.ref.namespace, s.ref.name)
-        if step.stop is not None:
-            stop = step.stopped()
-            await actuator.delete(self.kube, ref.namespace, core.deletes(stop))
-            report = await self._reports.record(ref, stop.report, step.records, None, s.previous)
-            intents = step.conclude_stopped(stop, report, self._reports.chunks(key))
-            own = None
-        else:
+        creates = step.decide()
+        while step.answer(
+            await actuator.create(
+                self.kube, ref, creates, s.spec, self.runs, self.create_concurrency
+            )
+        ):
             creates = step.decide()
-            while step.answer(
-                await actuator.create(
-                    self.kube, ref, creates, s.spec, self.runs, self.create_concurrency
-                )
-            ):
-                creates = step.decide()
-            own = step.run.report()
-            report = await self._reports.record(ref, own, step.records, s.capsule, s.previous)
-            intents = step.conclude(report, self._reports.chunks(key))
+        # what a cancel, the deadline or the finally steps' budget stopped (reconciler.stopping)
+        await actuator.delete(self.kube, ref.namespace, step.deletes())
+        own = step.run.report()
+        report = await self._reports.record(ref, own, step.records, s.capsule, s.previous)
+        intents = step.conclude(report, self._reports.chunks(key))
         self._set_running(key, intents.running)
         actuator.tell(events, intents.told)
         version = await self._write(plan, s.previous, intents.status)
         if intents.closes:
             self._close(ref)
-        elif own is not None and written_as_run(own.steps, report.steps, len(s.facts.settled)):
+        elif written_as_run(own.steps, report.steps, len(s.facts.settled)):
             # written: the next reconcile of this run may start from this Run (reconciler.kept)
             kept = step.keep()
             basis = Basis(

@@ -201,8 +201,6 @@ def running(
     previous: dict[str, Any],
     started_at: float,
     now: float,
-    cancelled: str | None = None,
-    stopped_reason: str = "Cancelled",
     reports: int = 0,
     status_records: int = STATUS_RECORDS,
 ) -> dict[str, Any]:
@@ -222,11 +220,11 @@ def running(
             previous.get("conditions", []),
             now,
         )
-    elif phase == Phase.FAILED and cancelled:
+    elif phase == Phase.FAILED and report.stopped:  # a cancel, a deadline, the finally budget
         cond = condition(
             "False",
-            stopped_reason,
-            f"{'cancelled' if stopped_reason == 'Cancelled' else 'stopped'}: {cancelled}",
+            report.stopped[0].reason,
+            "; ".join(f"{h.label}: {h.why}" for h in report.stopped),
             generation,
             previous.get("conditions", []),
             now,
@@ -239,10 +237,11 @@ def running(
         )
         cond = condition("False", "Failed", why, generation, previous.get("conditions", []), now)
     else:
+        stops = "".join(f"; {h.label}: {h.why}, the finally steps run" for h in report.stopped)
         cond = condition(
             "Unknown",
             phase.value,
-            f"{top} of {total} steps settled",
+            f"{top} of {total} steps settled{stops}",
             generation,
             previous.get("conditions", []),
             now,
@@ -331,8 +330,21 @@ def summary(report: Report, status_records: int = STATUS_RECORDS) -> dict[str, A
         "records": len(report.steps),
         "stepsOmitted": len(report.steps) - len(recent),
     }
-    whole = Report(report.plan_id, report.completed, None, (), report.output, report.exit)
-    extra = {k: v for k, v in whole.to_json().items() if k in ("output", "outputError", "exit")}
+    # the stops too: a stop holds once written (reconciler.stopping reads them back)
+    whole = Report(
+        report.plan_id,
+        report.completed,
+        None,
+        (),
+        report.output,
+        report.exit,
+        stopped=report.stopped,
+    )
+    extra = {
+        k: v
+        for k, v in whole.to_json().items()
+        if k in ("output", "outputError", "exit", "stopped")
+    }
     if "exit" in extra:
         message = cap_text(extra["exit"]["message"], ERROR_LIMIT)
         extra["exit"] = {**extra["exit"], "message": message}

@@ -1,68 +1,80 @@
-"""Pure: whether a run must stop now, and what stopping it means.
+"""Pure: whether a run is stopped from outside its steps now, and the objects stopping deletes.
 
-A run stops when somebody cancels it (`kubectl plan cancel` writes the cancel annotation) or
-when it has run longer than the plan's `activeDeadlineSeconds`. Stopping deletes the object of
-every attempt in flight (its Job or child Plan), records each such attempt as failed with the
-reason, and ends the plan (Failed). The reconciler deletes what `stop` names (the actuator's
-part); everything here is decided from the run and what was observed, with the clock passed in.
+A run stops when somebody cancels it (`kubectl plan cancel` writes the cancel annotation; with
+`--run-finally` the cancel-run-finally annotation, and the finally steps run after) or when its
+main steps run past the plan's `activeDeadlineSeconds` (the finally steps run after, within
+their own budget). What a stop does to the run is the engine's rule (`Run.halt`, with the
+deadline and the budget in engine.finally_steps), which the local runner applies too; here is
+what the Plan asks for now, the stop its status already holds (a stop holds once written: taking
+the annotation away does not resume the steps it stopped), and each stopped attempt's object
+(its Job or child Plan) for the actuator to delete. Everything is decided from the Plan and what
+was observed, with the clock passed in.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
 
 from planops.api import PlanSpec
-from planops.engine import Report, Run, StepRecord
+from planops.engine import finally_steps
+from planops.engine.report import Halt
+from planops.kube import manifests
 from planops.reconciler.observe import Observed
 
-Reason = Literal["Cancelled", "DeadlineExceeded"]
+deadline = finally_steps.deadline
 
 
-def deadline(spec: PlanSpec, started_at: float) -> float | None:
-    """When the run must have ended (activeDeadlineSeconds after it started), or None."""
-    return started_at + spec.active_deadline_seconds if spec.active_deadline_seconds else None
-
-
-def why_stop(
-    cancel: str | None, spec: PlanSpec, started_at: float, now: float, finished: bool
-) -> tuple[str, Reason] | None:
-    """Why the run stops now, and the reason's name; None: it goes on."""
-    if cancel:
-        return str(cancel), "Cancelled"
-    ends = deadline(spec, started_at)
-    if ends is not None and now >= ends and not finished:
-        return (
-            f"the plan ran longer than its activeDeadlineSeconds ({spec.active_deadline_seconds}s)",
-            "DeadlineExceeded",
-        )
+def cancel_of(annotations: Mapping[str, str]) -> tuple[str, bool] | None:
+    """The cancel the Plan asks for: (its text, whether the finally steps run after it), or
+    None. A plain cancel wins over one that runs the finally steps: it is how a cleanup that
+    runs too long is stopped too."""
+    plain = annotations.get(manifests.ANNOTATION_CANCEL)
+    if plain:
+        return str(plain), False
+    run_finally = annotations.get(manifests.ANNOTATION_CANCEL_RUN_FINALLY)
+    if run_finally:
+        return str(run_finally), True
     return None
 
 
-@dataclass(frozen=True)
-class Stop:
-    """What stopping a run does: the objects to delete (kind "job" or "plan", name), the report
-    with each attempt in flight recorded as failed, and the word the Events use."""
+def why_stop(
+    annotations: Mapping[str, str],
+    spec: PlanSpec,
+    started_at: float,
+    now: float,
+    *,
+    admitted: bool = True,
+) -> Halt | None:
+    """The stop the Plan asks for now (a cancel first, then its deadline), or None: it goes on.
+    `admitted` False: the run never started (it waited for a Capsule's slot), so a cancel runs
+    no finally step either: nothing ran that needs cleaning up, and nothing may start without
+    a slot."""
+    cancel = cancel_of(annotations)
+    if cancel is not None:
+        why, run_finally = cancel
+        return finally_steps.cancelled(why, now, run_finally=run_finally and admitted)
+    return finally_steps.past_deadline(spec, started_at, now)
 
-    deletes: tuple[tuple[Literal["job", "plan"], str], ...]
-    report: Report
-    stopped: int
-    label: str
+
+def held(previous: Mapping[str, Any]) -> tuple[Halt, ...]:
+    """The stops the run's status holds (its report's `stopped`), in order."""
+    stops = (previous.get("report") or {}).get("stopped")
+    found = (Halt.from_json(data) for data in (stops if isinstance(stops, list) else []))
+    return tuple(h for h in found if h is not None)
 
 
-def stop(run: Run, observed: list[Observed], why: str, reason: Reason, now: float) -> Stop:
-    label = "cancelled" if reason == "Cancelled" else "stopped"
+def persisted(previous: Mapping[str, Any]) -> Halt | None:
+    """The stop of the main steps the run's status holds, if any."""
+    return next((h for h in held(previous) if h.steps == "main"), None)
+
+
+def deletes(
+    stopped: Iterable[tuple[str, int]], observed: Iterable[Observed]
+) -> tuple[tuple[Literal["job", "plan"], str], ...]:
+    """The objects of the attempts a stop recorded failed: each one's Job or child Plan (one
+    not observed has none to delete)."""
     objects = {(o.step_id, o.attempt): o for o in observed}
-    deletes: list[tuple[Literal["job", "plan"], str]] = []
-    records = []
-    for step_id, attempt in run.in_flight_attempts():
-        obj = objects.get((step_id, attempt))
-        if obj is not None:
-            deletes.append((obj.kind, obj.object_name))
-        started = obj.started_at if obj is not None else now
-        records.append(
-            StepRecord(step_id, "failed", None, f"{label} ({why})", attempt, started, now)
-        )
-    report = run.report()
-    report = Report(report.plan_id, False, None, (*report.steps, *records))
-    return Stop(tuple(deletes), report, len(records), label)
+    return tuple(
+        (obj.kind, obj.object_name) for key in stopped if (obj := objects.get(key)) is not None
+    )

@@ -22,6 +22,9 @@ it asks what to start, starts it, and reports results back. No scheduling rule l
   equivalent of the cgroup limit a Job gets); output capped at the capsule's outputLimitBytes.
 - Each subprocess is its own process group; cancelling the run (Ctrl-C) kills every group and
   waits for it, so no child is left behind.
+- `activeDeadlineSeconds` and the finally steps' budget as in the cluster (engine.finally_steps,
+  Run.halt): past the deadline the main steps' processes are killed and recorded failed, the
+  finally steps run within their budget, and those still running when it ends are killed.
 - ask (seed 2): the answer given on the command line (`--answer STEP.KEY=VALUE`), else the
   `asker` (an interactive prompt when a terminal is attached; Ctrl-D declines), else nobody can
   be asked: `whenUnanswered` decides (default answer, or the step fails).
@@ -40,7 +43,7 @@ import resource
 import shutil
 import signal
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -55,6 +58,7 @@ from planops.engine import (
     capsule_name,
     control,
     delegation,
+    finally_steps,
     shell_words,
     validate,
 )
@@ -71,6 +75,8 @@ MAX_DEPTH = dispatch_.MAX_DEPTH
 #: asks a person: (step id, rendered ask) -> an answer conforming to its schema, or None (declined)
 Asker = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any] | None]]
 TRUNCATION_MARK = "\n[planops: output truncated: {kept} of {total} bytes kept]"
+#: an attempt: (step id, attempt)
+Key = tuple[str, int]
 
 
 @dataclass(frozen=True)
@@ -141,9 +147,17 @@ class LocalRunner:
             start["kept"] = len(seed.settled)  # a retry: records of the earlier run kept
         emit(start)
         tasks: dict[asyncio.Task[Result], Dispatch] = {}
+        started = self.clock()
         try:
             while True:
-                decision = run.decide(self.clock())
+                now = self.clock()
+                stops = len(run.stops())
+                if (halt := finally_steps.past_deadline(spec, started, now)) is not None:
+                    await _stop(tasks, run.halt(halt, now))  # what ran past it: killed
+                decision = run.decide(now)
+                await _stop(tasks, decision.stop)  # the finally steps' budget ran out
+                for h in run.stops()[stops:]:
+                    emit({"event": "notice", "message": f"{h.label} ({h.why})"})
                 for rec in decision.settled:  # settled by the decider itself (skips, refs)
                     emit({"event": "plan_step", **rec.to_json()})
                 for d in decision.dispatch:
@@ -159,12 +173,13 @@ class LocalRunner:
                     tasks[task] = d
                 if decision.finished:
                     break
-                # a retry waiting out its backoff: decide again when it is due
-                wait = (
-                    max(0.0, decision.wake_at - self.clock())
-                    if decision.wake_at is not None
-                    else None
-                )
+                # a retry waiting out its backoff (or the finally steps' budget, the plan's
+                # deadline): decide again when it is due
+                ends = finally_steps.deadline(spec, started)
+                if ends is not None and ends <= now:  # passed: applied above
+                    ends = None
+                due = [t for t in (decision.wake_at, ends) if t is not None]
+                wait = max(0.0, min(due) - self.clock()) if due else None
                 if not tasks:
                     await asyncio.sleep(wait if wait is not None else 0.0)
                     continue
@@ -420,6 +435,18 @@ class LocalRunner:
             hint = f" (memory limit {memory} bytes in force)" if memory else ""
             return Result("failed", output, f"killed by {name}{hint}")
         return Result("failed", output, f"exit code {code}")
+
+
+async def _stop(tasks: dict[asyncio.Task[Result], Dispatch], attempts: Iterable[Key]) -> None:
+    """Kill the processes (and sub-plans) of attempts the engine stopped, and wait for them:
+    the engine recorded them failed already, so their results are not reported."""
+    stopping = set(attempts)
+    doomed = [t for t, d in tasks.items() if (d.step.id, d.attempt) in stopping]
+    for task in doomed:
+        del tasks[task]
+        task.cancel()
+    if doomed:
+        await asyncio.gather(*doomed, return_exceptions=True)
 
 
 async def _spawn(
