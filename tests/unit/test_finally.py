@@ -208,6 +208,17 @@ def test_a_finally_step_reads_main_steps_and_the_outcome_without_depending_on_th
     assert refusals(spec) == []
 
 
+def test_a_finally_step_reads_an_input_the_schema_alone_declares():
+    """`{{input.x}}` and `$input.x` in a finally step are judged against the plan's inputSchema,
+    as in a main step (the finally steps' own plan once dropped the schema: refused)."""
+    spec = release(
+        {"id": "deploy", "shell": "true"},
+        inputSchema={"type": "object", "properties": {"who": {"type": "string"}}},
+        final=[{"id": "tell", "shell": "echo {{input.who}}", "if": "$input.who != 'nobody'"}],
+    )
+    assert refusals(spec) == []
+
+
 def test_what_finally_steps_may_not_do_is_refused_before_anything_runs():
     spec = release(
         {"id": "deploy", "shell": "true", "dependsOn": ["notify"]},

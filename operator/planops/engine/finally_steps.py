@@ -86,14 +86,15 @@ _specs: dict[int, PlanSpec] = {}
 
 
 def finally_spec(spec: PlanSpec) -> PlanSpec:
-    """The finally steps as a plan of their own (the plan's Capsule, input and parallelism),
-    made once per spec object, so its Shape (engine.shape) is derived once too."""
+    """The finally steps as a plan of their own (the plan's Capsule, inputSchema, input and
+    parallelism), made once per spec object, so its Shape (engine.shape) is derived once too."""
     key = id(spec)
     found = _specs.get(key)
     if found is None:
         found = _specs[key] = PlanSpec.model_construct(
             capsule=spec.capsule,
             parallelism=spec.parallelism,
+            input_schema=spec.input_schema,
             input=spec.input,
             steps=list(spec.finally_),
             finally_=[],
