@@ -137,7 +137,7 @@ async def cmd_describe(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
         print("\nSteps (in the order they settled):")
         rows = [["STEP", "STATUS", "ATTEMPTS", "STARTED", "FINISHED", "DETAIL"]]
         for s in report["steps"]:
-            detail = render.detail(s.get("error"), s.get("output"), 80)
+            detail = render.detail(s.get("error"), s.get("output"), 80, s.get("stderr"))
             rows.append(
                 [
                     s["stepId"],
@@ -149,6 +149,7 @@ async def cmd_describe(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
                 ]
             )
         render.table(rows, sys.stdout)
+        _stderr_tails(args.name, report["steps"])
     _earlier_runs(args.name, st)
     events = timeline.order(await kube.list_events(ns, args.name), _spec(plan))[-10:]
     if events:
@@ -168,6 +169,26 @@ async def cmd_describe(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
             sys.stdout,
         )
     return EXIT_OK
+
+
+#: steps whose stderr `describe` shows, and the lines of each
+STDERR_STEPS, STDERR_LINES = 10, 3
+
+
+def _stderr_tails(name: str, steps: list[dict[str, Any]]) -> None:
+    """The last lines each step wrote on stderr, as its record keeps them (failed steps first)."""
+    said = [s for s in steps if s.get("stderr")]
+    if not said:
+        return
+    said.sort(key=lambda s: s.get("status") != "failed")  # stable: in settle order otherwise
+    print(f"\nStderr, last lines (kubectl plan logs {name} STEP for the whole log):")
+    for s in said[:STDERR_STEPS]:
+        lines = str(s["stderr"]).splitlines()[-STDERR_LINES:]
+        print(f"  {s['stepId']} ({s.get('status')}):")
+        for line in lines:
+            print(f"    {render.first_line(line, 110) if line.strip() else ''}")
+    if len(said) > STDERR_STEPS:
+        print(f"  ... and {len(said) - STDERR_STEPS} more steps (kubectl plan get {name} -o json)")
 
 
 def _earlier_runs(name: str, st: dict[str, Any]) -> None:
@@ -215,6 +236,12 @@ async def cmd_trace(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
     return EXIT_OK
 
 
+def _recorded(text: str | None, out: TextIO) -> None:
+    """A recorded text as its step printed it (its last line end was dropped from the value)."""
+    if text:
+        out.write(text + "\n")
+
+
 async def cmd_logs(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
     if getattr(args, "follow", False):  # a Namespace made by hand has no -f
         return await follow.cmd_follow(kube, args, ns)
@@ -230,9 +257,11 @@ async def cmd_logs(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
     for s in ((plan or {}).get("status") or {}).get("report", {}).get("steps", []):
         if s["stepId"] == args.step:
             sys.stderr.write(
-                "note: the step's pod is gone; showing the output recorded in the report\n"
+                "note: the step's pod is gone; showing the output recorded in the report (on "
+                "stdout) and the tail of its stderr (on stderr)\n"
             )
-            sys.stdout.write(s.get("output") or "")
+            _recorded(s.get("output"), sys.stdout)
+            _recorded(s.get("stderr"), sys.stderr)
             return EXIT_OK
     sys.stderr.write(
         f"error: no pod and no recorded output for step {args.step!r} of plan {args.name!r}\n"

@@ -261,6 +261,8 @@ class Reconciler:
         else:
             written = await self._reports.written(ref, previous)
             facts, observed, later = await self._reader.facts(ref, spec, capsule, previous, written)
+            if (merged := self._reader.merged(ref)) is not None:  # once per run
+                events("OutputMerged", merged, warning=True, run=rid)
             basis = Basis(
                 ref.uid, rid, generation, meta.get("resourceVersion"), spec, capsule, written
             )

@@ -139,7 +139,7 @@ def _record(rec: Mapping[str, Any]) -> dict[str, Any]:
     return {
         **{k: text(rec.get(k)) for k in ("stepId", "status", "startedAt", "finishedAt")},
         "attempts": attempts if isinstance(attempts, int) else 0,
-        **{k: text(rec.get(k)) for k in ("output", "error")},
+        **{k: text(rec.get(k)) for k in ("output", "error", "stderr")},
     }
 
 

@@ -194,6 +194,7 @@
     }
     if (rec.error) out.push(h("h2", {}, "Error"), h("pre", { id: "error" }, rec.error));
     if (rec.output) out.push(h("h2", {}, "Output (recorded)"), h("pre", { id: "output" }, rec.output));
+    if (rec.stderr) out.push(h("h2", {}, "Stderr (its last lines, recorded)"), h("pre", { id: "stderr" }, rec.stderr));
     const inner = view.records.filter((r) => (r.stepId || "").startsWith(n.id + "."));
     if (inner.length) {
       out.push(h("h2", {}, "Body steps"), h("table", {},
