@@ -71,6 +71,7 @@ def recorded_objects() -> tuple[dict[str, Any], list[dict[str, Any]]]:
         reports=len(chunks),
         status_records=5,
     )
+    st["report"]["stderrInOutput"] = True  # read where the cluster could not split logs
     plan = {
         "apiVersion": "planops.dev/v1alpha1",
         "kind": "Plan",
@@ -179,6 +180,7 @@ def test_describe_shows_every_step(
     assert rows == [r.step_id for r in records()]
     assert "old" not in out.split()  # another run's chunk is not this run's report
     # what steps wrote on stderr, each step's last lines, kept apart from the output
+    assert "Note: the steps' outputs hold what they wrote on stderr too" in out
     said = out.split("Stderr, last lines (kubectl plan logs big STEP for the whole log):\n")[1]
     assert said.startswith(
         "  s00 (success):\n    warning: v1 is deprecated\n    warning: use v2\n"

@@ -12,8 +12,8 @@ a small plan; both executors must give the same records, and the records the cas
 - `{{a.json}}` on text fails the step that reads it, saying so.
 
 Where the cluster cannot select a log stream (the feature gate PodLogsQuerySplitStreams off, or
-an older cluster), the output is the log as one and the run says so: the fallback's own tests,
-further down.
+an older cluster), the output is the log as one and the run's report says so
+(`stderrInOutput`): the fallback's own tests, further down.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import pytest
 from planops.api import CapsuleSpec
 from planops.engine import outputs
 from planops.kube import manifests
+from planops.reconciler import status as status_
 from planops.reconciler import step_logs
 from planops.runners.local import LocalRunner
 
@@ -275,7 +276,7 @@ WARNED = CASES[0]
         "ignored",  # an API server or kubelet older than 1.32: both streams, twice
     ],
 )
-def test_a_cluster_that_cannot_split_gives_the_log_as_one_and_says_so_once(streams: str):
+def test_a_cluster_that_cannot_split_gives_the_log_as_one_and_says_so(streams: str):
     w = in_the_cluster(WARNED, streams)
     got = records(w)
     a = got["a"]
@@ -283,9 +284,9 @@ def test_a_cluster_that_cannot_split_gives_the_log_as_one_and_says_so_once(strea
     assert "stderr" not in a  # nothing is kept apart: the output holds it
     assert got["b"]["status"] == "failed"
     assert "the output of step 'a' is not JSON" in got["b"]["error"]
-    (said,) = w.events("OutputMerged")  # once for the run, naming the steps and the fix
-    assert said.startswith("the output of a holds what it wrote on stderr too")
-    assert "PodLogsQuerySplitStreams" in said
+    # the run says so, in its report (one field: no request, no Event, nothing per record)
+    assert w.status["report"]["stderrInOutput"] is True
+    assert not w.events("OutputMerged")
 
 
 def test_once_refused_the_log_is_read_as_one_request_until_the_cluster_is_asked_again():
@@ -304,7 +305,7 @@ def test_split_reads_cost_one_more_request_per_attempt_and_nothing_more():
     w = in_the_cluster(WARNED, "split")
     reads = [c for c in w.kube.calls if c[0] == "stream_log"]
     assert len(reads) == 2 * 3  # stdout and stderr of a, b and c
-    assert not w.events("OutputMerged")
+    assert "stderrInOutput" not in w.status["report"]
 
 
 def test_a_log_that_cannot_be_read_says_nothing_about_stream_selection():
@@ -339,3 +340,14 @@ def test_the_job_of_a_step_stays_one_container():
     pod = w.jobs()["a"]["spec"]["template"]["spec"]
     assert [c["name"] for c in pod["containers"]] == [manifests.CONTAINER]
     assert not pod.get("initContainers")
+
+
+def test_the_report_keeps_saying_so_for_the_rest_of_the_run():
+    """Marked once a step's output was read as one, the run's report stays marked when later
+    reconciles read nothing merged (a gate turned on mid-run, or nothing more to read)."""
+    new: dict[str, Any] = {"report": {}}
+    status_.stderr_in_output(new, {"report": {"stderrInOutput": True}}, now=False)
+    assert new["report"]["stderrInOutput"] is True
+    fresh: dict[str, Any] = {"report": {}}
+    status_.stderr_in_output(fresh, {"report": {}}, now=False)
+    assert "stderrInOutput" not in fresh["report"]

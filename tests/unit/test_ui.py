@@ -157,6 +157,7 @@ def test_the_view_of_a_recorded_plan():
     assert records["fetch"]["output"] == XSS  # kept as it is: the page shows it as text
     assert records["flaky"]["error"] == "exit code 1 <b>"
     assert records["flaky"]["stderr"] == "fatal: <script>no</script>"  # its own, as text
+    assert v["stderrInOutput"] is False  # the cluster read the streams apart
     assert records["flaky"]["attempts"] == 3
     assert v["refused"] == [{"stepId": "slow", "attempt": "7", "error": '["not", "text"]'}]
     assert [c["name"] for c in v["children"]] == ["web-sub-1"]  # only this Plan's children

@@ -150,6 +150,8 @@ async def cmd_describe(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
             )
         render.table(rows, sys.stdout)
         _stderr_tails(args.name, report["steps"])
+    if report.get("stderrInOutput"):
+        print(f"\nNote: {STDERR_IN_OUTPUT}")
     _earlier_runs(args.name, st)
     events = timeline.order(await kube.list_events(ns, args.name), _spec(plan))[-10:]
     if events:
@@ -171,6 +173,11 @@ async def cmd_describe(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
     return EXIT_OK
 
 
+#: what `describe` says of a run whose outputs were read with their stderr (reconciler.step_logs)
+STDERR_IN_OUTPUT = (
+    "the steps' outputs hold what they wrote on stderr too: this cluster cannot read a pod "
+    'log\'s stdout and stderr apart (docs/operator.md, "Step output")'
+)
 #: steps whose stderr `describe` shows, and the lines of each
 STDERR_STEPS, STDERR_LINES = 10, 3
 

@@ -71,6 +71,8 @@ class Situation:
     #: an output not readable yet (reconciler.observe): look again soon
     later: bool = False
     status_records: int = status_.STATUS_RECORDS
+    #: a step's output was read as one with its stderr (reconciler.step_logs)
+    stderr_in_output: bool = False
 
     @property
     def total(self) -> int:
@@ -207,6 +209,7 @@ class PlanStep:
             reports=chunks,
             status_records=s.status_records,
         )
+        status_.stderr_in_output(new, s.previous, s.stderr_in_output)
         waiting = [w for w in self.waiting if (w.step_id, w.attempt) in flying]
         new["asks"] = [w.to_json() for w in waiting] or None
         new["inFlight"] = runs.in_flight(run, s.previous, now)
@@ -270,6 +273,7 @@ class PlanStep:
             reports=chunks,
             status_records=s.status_records,
         )
+        status_.stderr_in_output(new, s.previous, s.stderr_in_output)
         if not names.ended(s.previous.get("phase")):
             told.inc("plans", "cancelled" if reason == "Cancelled" else "failed")
             told(

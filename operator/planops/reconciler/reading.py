@@ -79,10 +79,8 @@ class RunReader:
     _listed: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
     #: reads ended attempts' logs (stdout and stderr apart where the cluster can)
     logs: LogStreams = field(init=False)
-    #: per Plan, the steps whose output was read as one with their stderr since the last
-    #: `merged` (the run's OutputMerged Event); the runs already told
-    _merged: dict[tuple[str, str], list[str]] = field(default_factory=dict)
-    _told: set[tuple[str, str, str]] = field(default_factory=set)
+    #: the Plans with a step whose output was read as one with its stderr since `merged`
+    _merged: set[tuple[str, str]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.logs = LogStreams(self.kube, self.clock)
@@ -118,24 +116,15 @@ class RunReader:
             self.runs.close((ref.namespace, manifests.label_value(ref.name), ref.run))
         self._trusted.discard((ref.namespace, ref.name))
         self._listed.pop((ref.namespace, ref.name), None)
-        self._merged.pop((ref.namespace, ref.name), None)
-        self._told.discard((ref.namespace, ref.name, ref.run))
+        self._merged.discard((ref.namespace, ref.name))
 
-    def merged(self, ref: manifests.PlanRef) -> str | None:
-        """The run's OutputMerged Event's message, once per run: the steps whose output holds
-        their stderr too (the cluster could not split their logs), and why."""
+    def merged(self, ref: manifests.PlanRef) -> bool:
+        """Whether the last `facts` read a step's output as one with its stderr (the cluster
+        could not read the log's streams apart: status.report.stderrInOutput)."""
         key = (ref.namespace, ref.name)
-        steps = self._merged.pop(key, None)
-        if not steps or (*key, ref.run) in self._told:
-            return None
-        self._told.add((*key, ref.run))
-        shown = ", ".join(steps[:10]) + (f" and {len(steps) - 10} more" if len(steps) > 10 else "")
-        return (
-            f"the output of {shown} holds what it wrote on stderr too, and no stderr is kept "
-            f"apart: this cluster cannot select a pod log's stream ({self.logs.why}); enable "
-            "the feature gate PodLogsQuerySplitStreams on the API server and the kubelets "
-            '(docs/operator.md, "Step output")'
-        )
+        found = key in self._merged
+        self._merged.discard(key)
+        return found
 
     async def facts(
         self,
@@ -196,7 +185,7 @@ class RunReader:
                 status, error = "failed", error or got.reason
             elif isinstance(got, StepLog):
                 if got.merged:
-                    self._merged.setdefault((ref.namespace, ref.name), []).append(obs.step_id)
+                    self._merged.add((ref.namespace, ref.name))
                 output, stderr = got.output, got.stderr
             else:
                 output = got

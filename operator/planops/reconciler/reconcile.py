@@ -261,8 +261,6 @@ class Reconciler:
         else:
             written = await self._reports.written(ref, previous)
             facts, observed, later = await self._reader.facts(ref, spec, capsule, previous, written)
-            if (merged := self._reader.merged(ref)) is not None:  # once per run
-                events("OutputMerged", merged, warning=True, run=rid)
             basis = Basis(
                 ref.uid, rid, generation, meta.get("resourceVersion"), spec, capsule, written
             )
@@ -282,6 +280,7 @@ class Reconciler:
             started_at=status_.parse_rfc3339(str(run_info["startedAt"])) or now,
             later=later,
             status_records=self.status_records,
+            stderr_in_output=self._reader.merged(ref),
         )
         return await self._act(plan, core.plan_step(situation, kept), events)
 

@@ -304,6 +304,14 @@ def running(
     }
 
 
+def stderr_in_output(new: dict[str, Any], previous: dict[str, Any], now: bool) -> None:
+    """Mark the run's report when a step's output was read as one with its stderr (the cluster
+    could not read the pod log's streams apart: docs/operator.md), now or by an earlier
+    reconcile of the run; one field for the run, nothing per record."""
+    if now or (previous.get("report") or {}).get("stderrInOutput"):
+        new["report"]["stderrInOutput"] = True
+
+
 def recut(record: dict[str, Any], records: int, output_limit: int) -> dict[str, Any]:
     """One record (StepRecord.to_json) within its share of REPORT_BUDGET: Job outputs were cut
     when read, but results the decider made itself (filter, map, ask...) are cut here, once,
