@@ -292,9 +292,9 @@ def test_a_cluster_that_cannot_split_gives_the_log_as_one_and_says_so(streams: s
 def test_once_refused_the_log_is_read_as_one_request_until_the_cluster_is_asked_again():
     w = in_the_cluster(WARNED, "api")
     reads = [c for c in w.kube.calls if c[0] == "stream_log"]
-    # a: the Stdout read refused, then read as one; c: read as one at once (b failed at
-    # dispatch: {{a.json.tag}} is not JSON, it has no Job)
-    assert [pod[:4] for _, _, pod in reads] == ["p-a-", "p-a-", "p-c-"]
+    # a: its Stdout and Stderr reads (at once) refused, then read as one; c: read as one at
+    # once (b failed at dispatch: {{a.json.tag}} is not JSON, it has no Job)
+    assert [pod[:4] for _, _, pod in reads] == ["p-a-", "p-a-", "p-a-", "p-c-"]
     streams = w.reconciler._reader.logs
     assert not streams.splits and "422" in streams.why
     w.now += step_logs.RECHECK_SECONDS
@@ -316,7 +316,7 @@ def test_a_log_that_cannot_be_read_says_nothing_about_stream_selection():
     w.finish("a", True)
     pod = f"{w.jobs()['a']['metadata']['name']}-pod"
     w.kube.logs[pod] = "hi\n"
-    w.kube.refuse("stream_log", 400, "container is waiting to start", times=2)
+    w.kube.refuse("stream_log", 400, "container is waiting to start", times=3)
     w.reconcile()
     assert w.reconciler._reader.logs.splits
 
@@ -330,7 +330,8 @@ def test_a_merged_read_keeps_what_the_kubelet_says_when_the_log_is_gone():
     status = w.reconcile()
     (a,) = status["report"]["steps"]
     assert a["status"] == "failed" and "node lost the container's log" in a["error"]
-    assert len([c for c in w.kube.calls if c[0] == "stream_log"]) == 1  # no stderr read after
+    assert len([c for c in w.kube.calls if c[0] == "stream_log"]) == 2  # both, nothing after
+    assert w.reconciler._reader.logs.splits  # a lost log says nothing of the cluster
 
 
 def test_the_job_of_a_step_stays_one_container():

@@ -6,9 +6,9 @@ request selects one (`stream=Stdout|Stderr`, KEP-3288). That selection is behind
 PodLogsQuerySplitStreams, alpha since Kubernetes 1.32 and off by default (1.36 included), on the
 API server *and* on each kubelet. So, per read:
 
-- split: two reads, `stream=Stdout` (the output) and `stream=Stderr` (its tail kept), each
-  streamed through a bounded Capture (engine.outputs): the step pod stays one container, and the
-  cost is one more log request per ended attempt;
+- split: two reads at once, `stream=Stdout` (the output) and `stream=Stderr` (its tail kept),
+  each streamed through a bounded Capture (engine.outputs): the step pod stays one container,
+  and the cost is one more log request per ended attempt (docs/performance.md);
 - the cluster cannot: the API server refuses the parameter (422, gate off), a kubelet refuses it
   (400, gate off on that node; the API server passes the kubelet's answer on), or an API server or
   kubelet older than 1.32 ignores it (both reads give the same text). Then the output is the log
@@ -24,6 +24,7 @@ stream selection.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -75,29 +76,32 @@ class LogStreams:
     ) -> StepLog:
         """The attempt's output within `limit` bytes (`why` that limit, for a cut's mark) and
         its stderr's tail; raises ApiError when the log cannot be read."""
-        if self.splits:
-            stdout = outputs.Capture.for_limit(limit)
-            try:
-                await self._read(namespace, pod, stdout, "Stdout")
-            except ApiError as e:
-                if e.status not in REFUSED:
-                    raise
-                merged = await self._merged(namespace, pod, limit, why)  # raises if unreadable
-                self._cannot(f"the log API answered {e.status} {e.reason}: {e.message[:300]}")
-                return merged
-            if stdout.total < 1024 and stdout.last(1024).startswith(LOG_LOST.encode()):
-                return StepLog(outputs.output_value(stdout, limit, why), None, merged=False)
-            stderr = outputs.stderr_capture()
-            await self._read(namespace, pod, stderr, "Stderr")
-            if stderr.total and _same(stdout, stderr):
-                self._cannot(
-                    "the log API gave the same text for stdout and for stderr (an API server "
-                    "or kubelet older than 1.32 ignores the selection)"
-                )
-                return StepLog(outputs.output_value(stdout, limit, why), None, merged=True)
-            output = outputs.output_value(stdout, limit, why)
-            return StepLog(output, outputs.stderr_value(stderr), merged=False)
-        return await self._merged(namespace, pod, limit, why)
+        if not self.splits:
+            return await self._merged(namespace, pod, limit, why)
+        stdout, stderr = outputs.Capture.for_limit(limit), outputs.stderr_capture()
+        got = await asyncio.gather(  # at once: the split adds a request, not its wait
+            self._read(namespace, pod, stdout, "Stdout"),
+            self._read(namespace, pod, stderr, "Stderr"),
+            return_exceptions=True,
+        )
+        failed = [e for e in got if isinstance(e, BaseException)]
+        if failed:
+            e = failed[0]
+            if not isinstance(e, ApiError) or e.status not in REFUSED:
+                raise e
+            merged = await self._merged(namespace, pod, limit, why)  # raises if unreadable
+            self._cannot(f"the log API answered {e.status} {e.reason}: {e.message[:300]}")
+            return merged
+        output = outputs.output_value(stdout, limit, why)
+        if stdout.total < 1024 and stdout.last(1024).startswith(LOG_LOST.encode()):
+            return StepLog(output, None, merged=False)  # the kubelet's word: the log is gone
+        if stderr.total and _same(stdout, stderr):
+            self._cannot(
+                "the log API gave the same text for stdout and for stderr (an API server "
+                "or kubelet older than 1.32 ignores the selection)"
+            )
+            return StepLog(output, None, merged=True)
+        return StepLog(output, outputs.stderr_value(stderr), merged=False)
 
     async def _merged(self, namespace: str, pod: str, limit: int, why: str) -> StepLog:
         both = outputs.Capture.for_limit(limit)
