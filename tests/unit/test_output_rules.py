@@ -352,3 +352,22 @@ def test_the_report_keeps_saying_so_for_the_rest_of_the_run():
     fresh: dict[str, Any] = {"report": {}}
     status_.stderr_in_output(fresh, {"report": {}}, now=False)
     assert "stderrInOutput" not in fresh["report"]
+
+
+def test_a_step_printing_the_same_on_both_streams_changes_only_its_own_record():
+    """What would look like a cluster ignoring the selection, a step can print: it must not make
+    the operator read every other tenant's logs as one."""
+    same = py("import sys; print('same'); print('same', file=sys.stderr)")
+    case = Case("same", [{"id": "a", "shell": same}, {"id": "b", "shell": WARN_THEN_JSON}], {})
+    w = in_the_cluster(case, "split")
+    got = records(w)
+    assert (got["a"]["output"], "stderr" in got["a"]) == ("same", False)  # its own: as one
+    assert got["b"]["stderr"] == "warning: the v1 API is deprecated"  # the next: apart
+    assert w.reconciler._reader.logs.splits
+
+
+def test_an_old_cluster_costs_two_requests_a_read_and_gives_the_log_as_one():
+    w = in_the_cluster(WARNED, "ignored")
+    reads = [c for c in w.kube.calls if c[0] == "stream_log"]
+    assert len(reads) == 2 * 2  # a and c (b never ran): both streams asked, the same text twice
+    assert w.status["report"]["stderrInOutput"] is True

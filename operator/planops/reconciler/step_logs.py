@@ -13,9 +13,11 @@ API server *and* on each kubelet. So, per read:
   (400, gate off on that node; the API server passes the kubelet's answer on), or an API server or
   kubelet older than 1.32 ignores it (both reads give the same text). Then the output is the log
   as one (stdout and stderr interleaved, as `kubectl logs` shows it), the record has no stderr,
-  and the run gets one `OutputMerged` Warning Event (RunReader). The cluster is asked again
-  after RECHECK_SECONDS (a gate turned on later is used), and until then each read is one
-  request, as before the split existed.
+  and the run's report says so (`stderrInOutput`: RunReader.merged). After a refusal, reads take
+  the log as one, one request each as before the split existed, for RECHECK_SECONDS, then the
+  cluster is asked again (a gate turned on later is used). A refusal is the cluster's answer to
+  the request, which no step can change; the same text on both streams is not remembered (a step
+  can print it: it changes only that step's record).
 
 A refusal is taken for the cluster's only when the same log read without the parameter
 succeeds: a log that cannot be read at all (a container that never started) says nothing about
@@ -96,10 +98,9 @@ class LogStreams:
         if stdout.total < 1024 and stdout.last(1024).startswith(LOG_LOST.encode()):
             return StepLog(output, None, merged=False)  # the kubelet's word: the log is gone
         if stderr.total and _same(stdout, stderr):
-            self._cannot(
-                "the log API gave the same text for stdout and for stderr (an API server "
-                "or kubelet older than 1.32 ignores the selection)"
-            )
+            # an API server or kubelet older than 1.32 ignores the selection: this read's
+            # log is one. Not remembered: a step can write the same to both streams, and one
+            # tenant's step must not change how every other step's log is read
             return StepLog(output, None, merged=True)
         return StepLog(output, outputs.stderr_value(stderr), merged=False)
 
@@ -128,5 +129,6 @@ class LogStreams:
 
 def _same(stdout: outputs.Capture, stderr: outputs.Capture) -> bool:
     """Both reads gave the same text: the selection was ignored (a program writing the very
-    same bytes to both streams is taken for that too, and loses nothing: its output is them)."""
+    same bytes to both streams is taken for that too, and loses nothing: its output is them,
+    and only its own record is read so)."""
     return stdout.total == stderr.total and stdout.last(256) == stderr.last(256)
