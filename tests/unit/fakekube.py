@@ -306,7 +306,7 @@ class FakeKube:
         await self._call("read_log", namespace, pod)
         if pod not in self.logs:
             raise ApiError(404, "NotFound", f'pods "{pod}" not found')
-        return self.logs[pod][:limit_bytes]
+        return (self.stderr.get(pod, "") + self.logs[pod])[:limit_bytes]  # both streams
 
     async def stream_log(
         self,

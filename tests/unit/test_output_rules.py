@@ -23,6 +23,7 @@ import json
 import os
 import subprocess
 import sys
+from argparse import Namespace
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -371,3 +372,26 @@ def test_an_old_cluster_costs_two_requests_a_read_and_gives_the_log_as_one():
     reads = [c for c in w.kube.calls if c[0] == "stream_log"]
     assert len(reads) == 2 * 2  # a and c (b never ran): both streams asked, the same text twice
     assert w.status["report"]["stderrInOutput"] is True
+
+
+@pytest.mark.parametrize(
+    ("streams", "out", "err"),
+    [
+        ("split", "log of real-1\n", "warning: old\n"),  # `logs > out.json` is the output
+        ("api", "warning: old\nlog of real-1\n", ""),  # as one, as kubectl logs shows it
+        ("kubelet", "warning: old\nlog of real-1\n", ""),
+        ("ignored", "warning: old\nlog of real-1\n", ""),  # the same text once, not twice
+    ],
+)
+def test_kubectl_plan_logs_prints_stdout_and_stderr_apart_where_the_cluster_can(
+    streams: str, out: str, err: str, capsys: pytest.CaptureFixture[str]
+):
+    from planops.cli.show import cmd_logs  # noqa: PLC0415
+
+    from .test_step_pods import REAL_1, api  # noqa: PLC0415
+
+    kube = api([REAL_1])
+    kube.stderr["real-1"], kube.log_streams = "warning: old\n", streams
+    args = Namespace(name="nightly", step="build", attempt=None)
+    assert asyncio.run(cmd_logs(kube, args, "team")) == 0
+    assert capsys.readouterr()[:2] == (out, err)

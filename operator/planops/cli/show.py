@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 import time
@@ -16,6 +17,7 @@ from planops.cli.exit_codes import EXIT_INPUT, EXIT_OK
 from planops.cli.plan_report import full_report, run_report
 from planops.engine.report import parse_rfc3339
 from planops.kube.api import CliApi
+from planops.kube.client import ApiError
 from planops.kube.manifests import CONTAINER
 from planops.reconciler import history_entries
 
@@ -243,6 +245,32 @@ async def cmd_trace(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
     return EXIT_OK
 
 
+#: the most of a pod's log `logs` prints (a stream)
+LOG_LIMIT = 64 << 20
+
+
+async def _pod_log(kube: CliApi, ns: str, pod: str) -> None:
+    """A step pod's log: its stdout on stdout and its stderr on stderr where the cluster can
+    select a log's stream (`logs NAME STEP > out.json` is then the step's output), else both as
+    one on stdout, as `kubectl logs` (docs/operator.md, "Step output")."""
+    out: list[bytes] = []
+    err: list[bytes] = []
+    try:
+        await asyncio.gather(
+            kube.stream_log(ns, pod, CONTAINER, out.append, "Stdout", LOG_LIMIT),
+            kube.stream_log(ns, pod, CONTAINER, err.append, "Stderr", LOG_LIMIT),
+        )
+    except ApiError as e:
+        if e.status not in (400, 422):  # anything but a refused stream selection
+            raise
+        sys.stdout.write(await kube.read_log(ns, pod, CONTAINER, LOG_LIMIT))
+        return
+    stdout, stderr = b"".join(out), b"".join(err)
+    sys.stdout.write(stdout.decode(errors="replace"))
+    if stderr != stdout:  # the same text twice: a cluster that ignores the selection
+        sys.stderr.write(stderr.decode(errors="replace"))
+
+
 def _recorded(text: str | None, out: TextIO) -> None:
     """A recorded text as its step printed it (its last line end was dropped from the value)."""
     if text:
@@ -257,7 +285,7 @@ async def cmd_logs(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
         return EXIT_INPUT
     pods = await steppods.step_pods(kube, ns, args.name, args.step, args.attempt or None)
     if pods:  # the step's own (by UID, never by labels alone), newest last
-        sys.stdout.write(await kube.read_log(ns, pods[-1]["metadata"]["name"], CONTAINER, 64 << 20))
+        await _pod_log(kube, ns, pods[-1]["metadata"]["name"])
         return EXIT_OK
     plan = await kube.get_plan(ns, args.name)  # the pod is gone: the recorded output remains
     plan = await full_report(kube, plan) if plan is not None else None
