@@ -395,3 +395,14 @@ def test_kubectl_plan_logs_prints_stdout_and_stderr_apart_where_the_cluster_can(
     args = Namespace(name="nightly", step="build", attempt=None)
     assert asyncio.run(cmd_logs(kube, args, "team")) == 0
     assert capsys.readouterr()[:2] == (out, err)
+
+
+def test_the_archive_keeps_the_value_and_stderr_as_the_report_has_them():
+    from planops.archive.row import row  # noqa: PLC0415
+
+    split = row(in_the_cluster(WARNED, "split").plan).report
+    a = next(s for s in split["steps"] if s["stepId"] == "a")
+    assert (a["output"], a["stderr"]) == ('{"tag": "v1.2.3"}', "warning: the v1 API is deprecated")
+    assert "stderrInOutput" not in split
+    merged = row(in_the_cluster(WARNED, "api").plan).report
+    assert merged["stderrInOutput"] is True  # a run read as one says so in the archive too
