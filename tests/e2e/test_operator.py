@@ -119,7 +119,7 @@ def test_references_conditions_and_on_error(kube: Kube, ns: str):
     assert (rep["c"]["status"], rep["c"]["error"], rep["c"]["output"]) == (
         "failed",
         "exit code 3",
-        "broken\n",
+        "broken",
     )
     assert rep["d"]["status"] == "success"
     assert (rep["e"]["status"], rep["e"]["attempts"]) == ("skipped", 0)
