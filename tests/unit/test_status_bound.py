@@ -45,7 +45,7 @@ def records(n: int, prefix: str = "") -> list[StepRecord]:
     for i in range(n):
         huge = TEXTS[i % 3]
         sid = f"{prefix}{i:06d}".ljust(63, "x")
-        out.append(StepRecord(sid, "failed", huge, huge, 100, 1.7e9, 1.7e9 + 3600))
+        out.append(StepRecord(sid, "failed", huge, huge, 100, 1.7e9, 1.7e9 + 3600, stderr=huge))
     return out
 
 
