@@ -152,6 +152,8 @@ nodeStatusUpdateFrequency: 10s
 podPidsLimit: 4096
 maxPods: 110
 registerNode: true
+# a pod log's streams read apart (the API server's flag too: tests/cluster/up)
+featureGates: {PodLogsQuerySplitStreams: true}
 KCFG
   start kubelet "$K8S_BIN/kubelet" --config="$dir/kubelet/config.yaml" \
     --kubeconfig="$dir/kubelet.kubeconfig" --hostname-override="$NODE_NAME" --node-ip="$NODE_IP" \

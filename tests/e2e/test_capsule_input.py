@@ -49,7 +49,7 @@ def test_a_capsule_steps_text_is_its_child_plans_objective_and_the_childs_output
     rep = steps(obj)
     assert json.loads(rep["rel"]["output"]) == {
         "tagged": "1.2.0",
-        "log": "tagging 1.2.0: ship the fix\n",
+        "log": "tagging 1.2.0: ship the fix",
     }
     after = json.loads(rep["after"]["output"])
     assert after["version"] == "1.2.0" and json.loads(after["got"])["tagged"] == "1.2.0"

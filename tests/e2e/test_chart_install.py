@@ -152,7 +152,7 @@ def test_the_installed_operator_runs_a_plan_under_the_charts_account(kube: Kube,
     )
     obj = wait_plan(kube, release.work, "in-cluster", timeout=180)
     assert obj["status"]["phase"] == "Succeeded", json.dumps(obj["status"])[:2000]
-    assert steps(obj)["bye"]["output"] == "hello from the chart\n\n"
+    assert steps(obj)["bye"]["output"] == "hello from the chart\n"
     logs = kube.run("logs", "-n", release.system, pod["metadata"]["name"]).stdout
     assert "forbidden" not in logs.lower(), logs[-3000:]
 
@@ -264,7 +264,7 @@ def test_the_standby_takes_over_when_the_leaders_pod_is_deleted(kube: Kube, rele
     )
     kube.apply(plan("after-failover", {"id": "a", "shell": "echo still here"}), "-n", release.work)
     obj = wait_plan(kube, release.work, "after-failover", timeout=120)
-    assert steps(obj)["a"]["output"] == "still here\n"
+    assert steps(obj)["a"]["output"] == "still here"
 
 
 def _apply(kube: Kube, ns: str, manifest: dict[str, Any]) -> subprocess.CompletedProcess[str]:

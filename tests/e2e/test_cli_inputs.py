@@ -49,6 +49,6 @@ def test_submit_input_runs_a_generated_plan_and_refuses_a_typo_with_nothing_crea
     name = line.split("/", 1)[1].removesuffix(" created")
     obj = wait_plan(kube, ns, name)
     assert obj["status"]["phase"] == "Succeeded", obj["status"]
-    assert steps(obj)["say"]["output"] == "deploying to prod\n"
+    assert steps(obj)["say"]["output"] == "deploying to prod"
     assert obj["metadata"]["labels"]["team"] == "web"
     assert obj["metadata"]["annotations"]["planops.example/owner"] == "ana"

@@ -34,7 +34,7 @@ def test_the_release_example_reports_its_finally_steps_after_the_failed_deploy(k
     rep = steps(obj)
     note = json.loads(rep["notify"]["output"].removeprefix("note - "), strict=False)
     assert (note["outcome"], note["failedStep"], note["deploy"]) == ("failed", "deploy", "failed")
-    assert rep["cleanup"]["output"] == "removing the preview environment\n"
+    assert rep["cleanup"]["output"] == "removing the preview environment"
     # each finally step ran as a Job of its own, after the deploy settled
     jobs = kube.get("jobs", "-n", ns, "-l", "planops.dev/plan=release-finally")["items"]
     assert {j["metadata"]["labels"]["planops.dev/step"] for j in jobs} == {
@@ -61,7 +61,7 @@ def test_a_failing_finally_step_fails_a_plan_whose_main_steps_completed(kube: Ku
     assert obj["status"]["phase"] == "Failed"
     assert (report["completed"], report["failedStep"]) == (False, "tidy")
     assert report["steps"][0]["stepId"] == "work"
-    assert steps(obj)["tell"]["output"] == "success\n"  # the main steps completed
+    assert steps(obj)["tell"]["output"] == "success"  # the main steps completed
 
 
 def test_a_cancelled_plan_runs_no_finally_step(kube: Kube, kubeconfig: str, ns: str):

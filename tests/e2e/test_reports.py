@@ -115,7 +115,7 @@ def test_a_report_beyond_the_status_lives_in_owned_chunks_survives_a_restart_and
         assert got.returncode == 0, got.stderr
         full = json.loads(got.stdout)["status"]["report"]["steps"]
         assert [s["stepId"] for s in full] == IDS
-        assert full[0]["output"] == "s0\n" and full[11]["output"] == "s1\n"
+        assert full[0]["output"] == "s0" and full[11]["output"] == "s1"
         described = cli(kubeconfig, "describe", "wide", "-n", ns)
         assert described.returncode == 0, described.stderr
         shown = [

@@ -33,14 +33,14 @@ STEPS = [
     {"id": "z", "shell": "echo done", "dependsOn": ["t1", "t2", "skip"]},
 ]
 EXPECTED = {  # step -> (status, output, attempts)
-    "a": ("success", "a\n", 1),
-    "b": ("success", "b\n", 1),
-    "c": ("success", "c\n", 1),
-    "t1": ("success", {"from": "b\n"}, 1),
-    "t2": ("success", {"from": "c\n"}, 1),
-    "r": ("success", "ok-r\n", 2),
+    "a": ("success", "a", 1),
+    "b": ("success", "b", 1),
+    "c": ("success", "c", 1),
+    "t1": ("success", {"from": "b"}, 1),
+    "t2": ("success", {"from": "c"}, 1),
+    "r": ("success", "ok-r", 2),
     "skip": ("skipped", None, 0),
-    "z": ("success", "done\n", 1),
+    "z": ("success", "done", 1),
 }
 
 

@@ -110,7 +110,7 @@ def test_pod_gc_on_step_completion_collects_each_settled_steps_job_and_keeps_the
     outputs = {
         s["stepId"]: s["output"] for s in json.loads(got.stdout)["status"]["report"]["steps"]
     }
-    assert outputs == {"a": "out-a\n", "b": "out-b\n"}
+    assert outputs == {"a": "out-a", "b": "out-b"}
     logs = cli(kubeconfig, "logs", "gc", "a", "-n", ns)
     assert logs.returncode == 0 and logs.stdout == "out-a\n", logs
     assert "recorded in the report" in logs.stderr

@@ -80,7 +80,7 @@ def test_the_map_of_filters_runs_within_the_budget_and_its_report_says_what_was_
     assert written < 6 << 20, f"{len(chunks)} PlanReports, {written} bytes"
     records = report_records(kube, ns, "big-results")
     assert len(records) == 2001
-    assert records[-1]["output"].endswith("bytes: the run's result budget]")
+    assert records[-1]["output"].endswith("bytes cut here (the run's result budget)]")
 
     rss = peak_rss(operator)
     assert rss < LIMIT // 2, f"operator peak RSS {rss >> 20} MiB"

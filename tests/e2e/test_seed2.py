@@ -51,8 +51,8 @@ def test_templates_filter_and_output_through_the_operator(kube: Kube, ns: str):
     rep = steps(obj)
     assert obj["status"]["phase"] == "Succeeded"
     assert json.loads(rep["use"]["output"]) == {"env": "prod", "big": [5, 7]}
-    assert rep["say"]["output"] == "prod has 2\n"
-    assert obj["status"]["report"]["output"] == {"count": 2, "said": "prod has 2\n"}
+    assert rep["say"]["output"] == "prod has 2"
+    assert obj["status"]["report"]["output"] == {"count": 2, "said": "prod has 2"}
     jobs = {
         j["metadata"]["labels"]["planops.dev/step"]
         for j in kube.get("jobs", "-n", ns, "-l", "planops.dev/plan=typed")["items"]
@@ -158,7 +158,7 @@ def test_map_items_run_as_real_jobs_within_concurrency_then_reduce_and_decide(
     assert obj["status"]["phase"] == "Succeeded", json.dumps(obj["status"])[:3000]
     assert obj["status"]["progress"] == "3/3"  # body steps are reported, not counted
     assert obj["status"]["report"]["output"] == {"results": [0, 1, 2, 3], "branch": "then"}
-    assert rep["route.then.call"]["output"] == "many\n"
+    assert rep["route.then.call"]["output"] == "many"
     assert json.loads(rep["total"]["output"])["count"] == 4
     pods = kube.get("pods", "-n", ns, "-l", "planops.dev/plan=fleet")["items"]
     labels = sorted(p["metadata"]["labels"]["planops.dev/step"] for p in pods)
@@ -213,7 +213,7 @@ def test_an_ask_waits_for_kubectl_plan_answer(kube: Kube, kubeconfig: str, ns: s
     rep = steps(obj)
     assert obj["status"]["phase"] == "Succeeded"
     assert json.loads(rep["confirm"]["output"]) == {"answer": {"ok": True}, "answered": True}
-    assert rep["go"]["output"] == "ok=true\n"
+    assert rep["go"]["output"] == "ok=true"
     assert "AskWaiting" in events(kube, ns, "gate")
 
 

@@ -153,7 +153,7 @@ def test_an_author_runs_a_plan_on_a_capsule_they_may_use(kube: Kube, tenant: str
     assert done.returncode == 0, done.stderr
     obj = wait_plan(kube, tenant, "ok")
     assert obj["status"]["phase"] == "Succeeded"
-    assert steps(obj)["hi"]["output"] == "hi\n"
+    assert steps(obj)["hi"]["output"] == "hi"
 
 
 @pytest.mark.parametrize("named", ["privileged", None, "does-not-exist"])
@@ -220,7 +220,7 @@ def test_the_operators_child_plans_cannot_be_changed_or_forged_by_an_author(
     )
     done = apply_as_author(kube, tenant, parent)
     assert done.returncode == 0, done.stderr
-    assert steps(wait_plan(kube, tenant, "parent"))["delegate"]["output"] == "done\n"
+    assert steps(wait_plan(kube, tenant, "parent"))["delegate"]["output"] == "done"
     (child,) = kube.get("plans", "-n", tenant, "-l", "planops.dev/parent=parent")["items"]
     name = child["metadata"]["name"]
     # even with `use` on the child's Capsule (else that refuses the edits first), only the
@@ -415,7 +415,7 @@ def test_a_pod_made_with_a_steps_labels_is_not_taken_for_the_step(
     labels = forge_step_pod(kube, ns, busybox, "victim")
     obj = wait_plan(kube, ns, "victim", timeout=120)
     assert obj["status"]["run"]["id"] == labels["planops.dev/run"]
-    assert steps(obj)["work"]["output"] == "real\n"
+    assert steps(obj)["work"]["output"] == "real"
 
 
 def test_kubectl_plan_logs_never_shows_a_pod_made_with_a_steps_labels(
@@ -473,7 +473,7 @@ def test_a_tools_credentials_reach_the_tool_and_no_shell_step(kube: Kube, ns: st
     )
     obj = wait_plan(kube, ns, "creds", timeout=120)
     rep = steps(obj)
-    assert (rep["tool"]["status"], rep["tool"]["output"]) == ("success", "granted\n")
+    assert (rep["tool"]["status"], rep["tool"]["output"]) == ("success", "granted")
     assert rep["env"]["status"] == "success" and "PLANOPS_STEP=env" in rep["env"]["output"]
     assert "TOKEN" not in rep["env"]["output"]
     assert rep["file"]["status"] == "failed"
@@ -496,7 +496,7 @@ def test_the_kubelet_expands_nothing_a_plan_gives_a_step(kube: Kube, ns: str):
         ns,
     )
     rep = steps(wait_plan(kube, ns, "dollars"))
-    assert rep["words"]["output"] == "$(PLANOPS_STEP) $(PLANOPS_ATTEMPT) $$\n"
+    assert rep["words"]["output"] == "$(PLANOPS_STEP) $(PLANOPS_ATTEMPT) $$"
     assert json.loads(rep["tool"]["output"]) == {"v": "$(PLANOPS_PLAN)"}
 
 
@@ -643,7 +643,7 @@ def test_someone_with_edit_cannot_make_the_job_or_pod_the_operator_would_take_fo
     assert "may not create a pod that carries planops marks" in refused_pod.stderr
     result = wait_plan(kube, tenant, "target", timeout=120)
     assert result["status"]["phase"] == "Succeeded", result["status"]
-    assert steps(result)["next"]["output"] == "real\n"
+    assert steps(result)["next"]["output"] == "real"
 
 
 def test_a_finished_jobs_annotation_cannot_make_it_pass_for_a_running_step(kube: Kube, tenant: str):

@@ -72,8 +72,8 @@ def test_a_second_step_reads_what_the_first_wrote_in_the_workspace(
     )
     obj = wait_plan(kube, ns, "ws", timeout=180)
     rep = steps(obj)
-    assert rep["write"]["output"] == "/workspace\n"
-    assert rep["read"]["output"] == "data\n"
+    assert rep["write"]["output"] == "/workspace"
+    assert rep["read"]["output"] == "data"
     assert rep["protected"]["status"] == "failed"
     assert "Read-only file system" in (rep["protected"]["output"] or "")
     (pvc,) = kube.get("pvc", "-n", ns, "-l", "planops.dev/plan=ws")["items"]
@@ -111,4 +111,4 @@ def test_a_tool_does_not_start_in_what_earlier_steps_wrote(
     )
     rep = steps(wait_plan(kube, ns, "planted", timeout=180))
     assert rep["tool"]["status"] == "success", rep["tool"]
-    assert rep["tool"]["output"] == "/planops/tool\nno-config\nplanted\n/workspace\n"
+    assert rep["tool"]["output"] == "/planops/tool\nno-config\nplanted\n/workspace"

@@ -95,7 +95,7 @@ def test_a_step_running_while_the_kubelet_or_containerd_restarts_ends_defined(
     rec = steps(obj)["long"]
     # defined: the attempt survives the restart, or fails with a reason and is retried once
     assert rec["status"] == "success", rec
-    assert rec["output"] == f"done-{rec['attempts']}\n"
+    assert rec["output"] == f"done-{rec['attempts']}"
     per_attempt = jobs_per_attempt(kube, fns, "node")
     assert all(n == 1 for n in per_attempt.values()) and len(per_attempt) == rec["attempts"]
 
@@ -134,7 +134,7 @@ def test_a_deleted_pod_or_job_fails_its_attempt_saying_so_and_a_retry_runs(
     obj = wait_plan(kube, fns, "handled", phases=("Succeeded", "Failed"), timeout=180)
     rep = steps(obj)
     assert rep["pod-retried"]["status"] == "success" and rep["pod-retried"]["attempts"] == 2
-    assert rep["pod-retried"]["output"] == "attempt-2\n"
+    assert rep["pod-retried"]["output"] == "attempt-2"
     lost = rep["pod-lost"]
     assert lost["status"] == "failed" and lost["attempts"] == 1
     assert lost["error"].startswith("its pod "), lost["error"]
@@ -268,5 +268,5 @@ def test_steps_on_a_lost_node_fail_naming_it_and_are_retried_when_it_returns(
     finally:
         stand_in.stop()
     rec = steps(obj)["retried"]
-    assert (rec["status"], rec["attempts"], rec["output"]) == ("success", 2, "back-2\n")
+    assert (rec["status"], rec["attempts"], rec["output"]) == ("success", 2, "back-2")
     assert obj["status"]["phase"] == "Succeeded"  # given-up failed with onError: continue

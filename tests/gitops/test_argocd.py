@@ -167,7 +167,7 @@ def test_a_spec_change_in_git_starts_exactly_one_fresh_run(env: Env):
     )
     assert second["status"]["run"]["id"] != first["status"]["run"]["id"]
     assert second["status"]["run"]["startedAt"] >= first["status"]["run"]["startedAt"]
-    assert second["status"]["report"]["steps"][0]["output"] == "two\n"  # the report replaced
+    assert second["status"]["report"]["steps"][0]["output"] == "two"  # the report replaced
     # settle: resyncs and a hard refresh must not start the run again
     time.sleep(8)
     app = hard_refresh(env)

@@ -57,7 +57,14 @@ def _matches(labels: dict[str, str], selector: str) -> bool:
 @dataclass
 class FakeKube:
     objects: dict[tuple[str, str, str], Obj] = field(default_factory=dict)
-    logs: dict[str, str] = field(default_factory=dict)  # pod name -> its log
+    logs: dict[str, str] = field(default_factory=dict)  # pod name -> its log (its stdout)
+    #: pod name -> what it wrote on stderr: a read of the log without a stream selection gives
+    #: the stderr first, then the stdout (interleaved, as the kubelet would)
+    stderr: dict[str, str] = field(default_factory=dict)
+    #: what the log API does with a stream selection (KEP-3288): "split" (the feature gate on),
+    #: "api" (the API server refuses it: 422), "kubelet" (the node refuses it: 400), "ignored"
+    #: (an API server or kubelet older than 1.32: both streams, as without it)
+    log_streams: str = "split"
     events: list[Obj] = field(default_factory=list)
     calls: list[tuple[str, str, str]] = field(default_factory=list)
     #: seconds every call takes (a slow API server)
@@ -332,7 +339,34 @@ class FakeKube:
         await self._call("read_log", namespace, pod)
         if pod not in self.logs:
             raise ApiError(404, "NotFound", f'pods "{pod}" not found')
-        return self.logs[pod][:limit_bytes]
+        return (self.stderr.get(pod, "") + self.logs[pod])[:limit_bytes]  # both streams
+
+    async def stream_log(
+        self,
+        namespace: str,
+        pod: str,
+        container: str,
+        feed: Callable[[bytes], None],
+        stream: str | None = None,
+        limit_bytes: int | None = None,
+    ) -> None:
+        await self._call("stream_log", namespace, pod)
+        if stream is not None and self.log_streams == "api":
+            raise ApiError(422, "Invalid", f'PodLogOptions "{pod}" is invalid: stream: Forbidden')
+        if pod not in self.logs:
+            raise ApiError(404, "NotFound", f'pods "{pod}" not found')
+        if stream is not None and self.log_streams == "kubelet":
+            raise ApiError(400, "BadRequest", "unable to return the given log stream")
+        out, err = self.logs[pod], self.stderr.get(pod, "")
+        if stream == "Stdout" and self.log_streams == "split":
+            text = out
+        elif stream == "Stderr" and self.log_streams == "split":
+            text = err
+        else:
+            text = err + out
+        data = text.encode()[:limit_bytes]
+        for start in range(0, len(data), 1 << 16):  # in chunks, as a response arrives
+            feed(data[start : start + (1 << 16)])
 
     async def create_pvc(self, namespace: str, body: Obj) -> Obj:
         await self._call("create_pvc", namespace, body["metadata"]["name"])

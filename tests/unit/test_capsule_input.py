@@ -104,8 +104,8 @@ def test_the_local_runner_gives_the_text_as_input_objective_and_takes_the_childs
     report = asyncio.run(runner.run("p", spec))
     steps = {s.step_id: s for s in report.steps}
     assert report.completed, report
-    assert json.loads(steps["go"].output or "") == {"said": "ship-it 1.2\n", "version": "1.2"}
-    assert steps["use"].output == "1.2\n"
+    assert json.loads(steps["go"].output or "") == {"said": "ship-it 1.2", "version": "1.2"}
+    assert steps["use"].output == "1.2"
 
 
 def test_a_child_plan_without_an_output_still_gives_its_last_steps_output():

@@ -116,7 +116,7 @@ def test_snake_case_seed_plans_are_normalized(tmp_path):
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
     assert report["planId"] == "seed"
-    assert report["steps"][-1]["output"] == '{"snake_key": "one\\n"}'  # input keys untouched
+    assert report["steps"][-1]["output"] == '{"snake_key": "one"}'  # input keys untouched
 
 
 def test_multi_document_yaml_with_plan_and_capsule(tmp_path):

@@ -244,7 +244,7 @@ def test_the_documented_deploy_example_runs_with_its_inputs(capsys):
         capsys, "run", "--local", DEPLOY, "--capsule", CAPSULE, "--input", "env=dev", "-o", "json"
     )
     report = json.loads(out)
-    assert rc == 0 and report["steps"][0]["output"] == "deploying to dev\n"
+    assert rc == 0 and report["steps"][0]["output"] == "deploying to dev"
     rc, _, err = run(capsys, "validate", DEPLOY, "--capsule", CAPSULE, "--input", "evn=prod")
     assert rc == 2
     assert "--input evn: the plan's inputSchema has no such input (inputs: env, replicas)" in err

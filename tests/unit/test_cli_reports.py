@@ -30,8 +30,19 @@ N = 30
 
 
 def records() -> list[StepRecord]:
+    """N records; the first and the fourth with what they wrote on stderr."""
+    said = {0: "warning: v1 is deprecated\nwarning: use v2", 3: "retrying\nfatal: no space"}
     return [
-        StepRecord(f"s{i:02d}", "success", f"line {i}\n" + "x" * 3000, None, 1, 1.7e9, 1.7e9 + i)
+        StepRecord(
+            f"s{i:02d}",
+            "success",
+            f"line {i}\n" + "x" * 3000,
+            None,
+            1,
+            1.7e9,
+            1.7e9 + i,
+            stderr=said.get(i),
+        )
         for i in range(N)
     ]
 
@@ -60,6 +71,7 @@ def recorded_objects() -> tuple[dict[str, Any], list[dict[str, Any]]]:
         reports=len(chunks),
         status_records=5,
     )
+    st["report"]["stderrInOutput"] = True  # read where the cluster could not split logs
     plan = {
         "apiVersion": "planops.dev/v1alpha1",
         "kind": "Plan",
@@ -167,6 +179,13 @@ def test_describe_shows_every_step(
     rows = [line.split()[0] for line in out.splitlines() if line.startswith("s")]
     assert rows == [r.step_id for r in records()]
     assert "old" not in out.split()  # another run's chunk is not this run's report
+    # what steps wrote on stderr, each step's last lines, kept apart from the output
+    assert "Note: the steps' outputs hold what they wrote on stderr too" in out
+    said = out.split("Stderr, last lines (kubectl plan logs big STEP for the whole log):\n")[1]
+    assert said.startswith(
+        "  s00 (success):\n    warning: v1 is deprecated\n    warning: use v2\n"
+        "  s03 (success):\n    retrying\n    fatal: no space\n"
+    )
 
 
 def test_logs_of_a_gone_pod_read_the_record_from_the_report_objects(
@@ -175,7 +194,9 @@ def test_logs_of_a_gone_pod_read_the_record_from_the_report_objects(
     kubeconfig, _ = server
     code, out, err = run(capfd, "logs", "big", "s00", "-n", "ns", "--kubeconfig", kubeconfig)
     assert code == 0, err
-    assert out == records()[0].output  # not in the status's window of 5
+    # not in the status's window of 5; printed as the step printed it: its line end again
+    assert out == records()[0].output + "\n"
+    assert err.endswith("warning: v1 is deprecated\nwarning: use v2\n")  # stderr on stderr
 
 
 def test_submit_wait_prints_every_settled_step_though_the_status_shows_the_last_five(

@@ -12,12 +12,11 @@ import asyncio
 from bench import big_results
 
 from planops.api import CapsuleSpec, PlanSpec
-from planops.engine import Facts, Report, Run, StepRecord
+from planops.engine import Facts, Report, Run, StepRecord, outputs
 from planops.engine import budget as budget_
 from planops.kube.manifests import PlanRef
 from planops.reconciler import status
 from planops.reconciler.reporting import ReportBook
-from planops.runners.local import TRUNCATION_MARK
 
 from .fakekube import FakeKube
 from .helpers import capsule
@@ -30,17 +29,35 @@ def test_a_text_cut_by_the_budget_then_to_its_report_share_still_counts_its_full
     by_budget = budget_.cut(whole, 300_000)
     in_report = status.cap_text(by_budget, 10_000)
     assert in_report is not None and len(in_report) < 11_000
-    assert budget_.cut_size(in_report) == 600_000  # not the 300,000 the budget kept
+    assert outputs.cut_size(in_report) == 600_000  # not the 300,000 the budget kept
     record = StepRecord("m.1.f", "success", in_report, None, 1, 1.0, 2.0)
     assert budget_.tally([record]) == (1, 600_000)
 
 
 def test_every_cut_mark_planops_writes_is_read_back_with_its_full_size():
-    local = "a" * 10 + TRUNCATION_MARK.format(kept=10, total=5001)
+    captured = outputs.Capture.for_limit(300)
+    for _ in range(50):
+        captured.feed(b"a" * 100)
+    local = outputs.output_value(captured, 300)  # an executor's outputLimitBytes
     cluster = status.cap_text("b" * 5000, 100)
     budget = budget_.cut("c" * 5000, 200)
-    assert [budget_.cut_size(t) for t in (local, cluster, budget)] == [5001, 5000, 5000]
-    assert budget_.cut_size("ends with ] but no mark]") is None
+    tail = outputs.stderr_value(outputs.Capture.of("d" * 5000, outputs.STDERR_LIMIT, False))
+    assert [outputs.cut_size(t) for t in (local, cluster, budget, tail)] == [5000] * 4
+    assert outputs.cut_size("ends with ] but no mark]") is None
+
+
+def test_the_marks_of_earlier_versions_are_still_read_back():
+    """A run restored from PlanReports an earlier operator wrote (marks at the end)."""
+    old = [
+        "a" * 10 + "\n[planops: output truncated: 10 of 5001 bytes kept]",
+        "b" * 10 + "\n[planops: output truncated at 10 of 5002 bytes]",
+        "c" * 10 + "\n[planops: cut at 10 of 5003 bytes: the run's result budget]",
+    ]
+    assert [outputs.cut_size(t) for t in old] == [5001, 5002, 5003]
+    assert budget_.tally([StepRecord("s", "success", old[0], None, 1, 0, 1)]) == (1, 5001)
+    # cut again (a record restored, then cut to a smaller share): the first total stays
+    again = outputs.cut(old[0], outputs.MARK_ROOM + 4, outputs.RUN_BUDGET)
+    assert again is not None and again.startswith("aa") and outputs.cut_size(again) == 5001
 
 
 def test_a_run_restored_from_its_planreports_counts_the_cut_the_live_run_counted():

@@ -93,4 +93,4 @@ def test_run_local_text_prints_a_completed_plans_output_and_counts_steps_in_the_
     out = capsys.readouterr().out
     assert rc == 0
     assert "plan two: completed (2 steps settled)" in out
-    assert 'output: {"said": "hi\\n"}' in out
+    assert 'output: {"said": "hi"}' in out

@@ -290,7 +290,7 @@ def test_the_release_example_runs_its_finally_steps_after_the_failed_deploy_loca
     note = json.loads(steps["notify"]["output"].removeprefix("note - "), strict=False)
     assert (note["outcome"], note["failedStep"], note["deploy"]) == ("failed", "deploy", "failed")
     assert "no-such-release" in note["error"]
-    assert steps["cleanup"]["output"] == "removing the preview environment\n"
+    assert steps["cleanup"]["output"] == "removing the preview environment"
 
 
 def test_the_local_runner_traces_finally_steps_like_any_step():

@@ -13,6 +13,7 @@ import pytest
 from planops.kube.client import ApiError
 from planops.reconciler import judging, reading, status
 from planops.reconciler.reconcile import Reconciler
+from planops.reconciler.step_logs import StepLog
 
 from .fakekube import FakeKube
 
@@ -99,7 +100,7 @@ def _logs(answer: str | ApiError, pod_exists: bool = True) -> FakeKube:
     if pod_exists:
         kube.put("pod", {"metadata": {"name": "job-a-x", "namespace": "ns"}})
     if isinstance(answer, ApiError):
-        kube.refuse("read_log", answer.status, answer.message, reason=answer.reason, times=None)
+        kube.refuse("stream_log", answer.status, answer.message, reason=answer.reason, times=None)
     else:
         kube.logs["job-a-x"] = answer
     return kube
@@ -118,8 +119,8 @@ def test_an_output_is_read_never_made_up():
         r = Reconciler(_logs(answer, exists))
         return asyncio.run(r._reader.output("ns", _observed(status), 1000, now))
 
-    assert output("hello\n") == "hello\n"
-    assert output("") is None  # a step that printed nothing
+    assert output("hello\n") == StepLog("hello", None, merged=False)
+    assert output("") == StepLog(None, None, merged=False)  # a step that printed nothing
     lost = output("unable to retrieve container logs for containerd://abc")
     assert isinstance(lost, reading._Lost) and "node lost the container's log" in lost.reason
     not_found = ApiError(404, "NotFound", "the server could not find the requested resource")

@@ -150,4 +150,4 @@ def test_output_keeps_the_text_exactly_and_a_result_is_the_value(tmp_path, capsy
     )
     assert cli.main(["run", "--local", str(f), "--capsule", EXAMPLE_CAPSULE, "-o", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["output"] == {"text": "x\n", "value": ["x"]}
+    assert report["output"] == {"text": "x", "value": ["x"]}

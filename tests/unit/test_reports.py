@@ -200,13 +200,17 @@ def test_a_runs_status_is_its_whole_report_while_it_repeats_every_record_unshort
     assert not status.holds_all([])
     assert not status.holds_all([rec(i) for i in range(status.STATUS_RECORDS + 1)])
     assert not status.holds_all(few, status_records=2)  # the operator's --status-records
-    # the newest record keeps LAST_TEXT of text, the others RECENT_TEXT
-    long = "x" * (status.RECENT_TEXT + 1)
+    # the newest record keeps LAST_TEXT of text, the others RECENT_TEXT (and a mark's room: a
+    # text a mark would not shorten is kept whole)
+    long = "x" * (status.RECENT_TEXT + status.MARK_ROOM + 1)
     assert status.holds_all([*few, rec(9, text=long)])
     assert not status.holds_all([rec(9, text=long), *few])
-    assert not status.holds_all([rec(9, text="x" * (status.LAST_TEXT + 1))])
-    failed = StepRecord("f", "failed", None, "e" * (status.ERROR_LIMIT + 1), 1, 1.0, 2.0)
+    assert not status.holds_all([rec(9, text="x" * (status.LAST_TEXT + status.MARK_ROOM + 1))])
+    error = "e" * (status.ERROR_LIMIT + status.MARK_ROOM + 1)
+    failed = StepRecord("f", "failed", None, error, 1, 1.0, 2.0)
     assert not status.holds_all([failed.to_json()])
+    said = StepRecord("s", "success", "ok", None, 1, 1.0, 2.0, stderr="w" * status.LAST_TEXT)
+    assert not status.holds_all([said.to_json()])  # its stderr would be shortened
 
 
 def test_a_run_held_in_its_status_is_restored_from_it_exactly():

@@ -218,7 +218,7 @@ def test_on_step_completion_deletes_a_settled_steps_job_after_recording_its_outp
     w.reconcile()
     assert w.jobs() == [w.job_name("b")]  # a's Job collected; b's, in flight, kept
     (a,) = [s for s in w.status["report"]["steps"] if s["stepId"] == "a"]
-    assert a["status"] == "success" and a["output"] == "from a\n"
+    assert a["status"] == "success" and a["output"] == "from a"
     # the next reconcile does not take a's missing Job for a vanished attempt
     w.reconcile()
     assert w.status["phase"] == "Running"
@@ -226,7 +226,7 @@ def test_on_step_completion_deletes_a_settled_steps_job_after_recording_its_outp
     w.end("b", output="from b\n")
     w.reconcile()
     assert w.status["phase"] == "Succeeded" and w.jobs() == []
-    assert [s["output"] for s in w.status["report"]["steps"]] == ["from a\n", "from b\n"]
+    assert [s["output"] for s in w.status["report"]["steps"]] == ["from a", "from b"]
 
 
 def test_a_settled_steps_job_is_kept_until_the_status_recording_it_is_written():
@@ -241,7 +241,7 @@ def test_a_settled_steps_job_is_kept_until_the_status_recording_it_is_written():
         w.reconcile()
     assert w.job_name("a") in w.jobs()  # its output is recorded nowhere yet
     w.reconcile()
-    assert w.status["report"]["steps"][0]["output"] == "from a\n"
+    assert w.status["report"]["steps"][0]["output"] == "from a"
     w.end("b")
     w.reconcile()
     w.reconcile()  # the run's end collects what a step's own collection missed

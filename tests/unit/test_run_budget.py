@@ -11,7 +11,7 @@ import json
 from bench import big_results
 
 from planops.api import PlanSpec
-from planops.engine import Facts, Run
+from planops.engine import Facts, Run, outputs
 from planops.engine import budget as budget_
 from planops.runners.local import LocalRunner
 
@@ -54,7 +54,7 @@ def test_a_run_holds_no_more_record_text_than_its_budget():
     assert report.to_json()["cut"] == {"records": records, "bytes": before}
 
 
-def test_a_cut_record_keeps_a_prefix_and_says_how_big_it_was():
+def test_a_cut_record_keeps_its_head_and_tail_and_says_how_big_it_was():
     rows = ["x" * 1000] * 1200  # a 1.2 MB result: over RECORD_TEXT_LIMIT
     every = {"value": 1, "op": "eq", "to": 1}
     spec = plan(
@@ -65,16 +65,17 @@ def test_a_cut_record_keeps_a_prefix_and_says_how_big_it_was():
     (f,) = run.settled
     assert len(f.output.encode()) <= budget_.RECORD_TEXT_LIMIT
     whole = {"count": 1200, "items": rows, "dropped": [], "dropped_count": 0}
-    assert budget_.cut_size(f.output) == len(json.dumps(whole))
-    assert f.output.startswith(json.dumps(whole)[:1000])
+    assert outputs.cut_size(f.output) == len(json.dumps(whole))
+    assert f.output.startswith(json.dumps(whole)[:1000])  # its head
+    assert f.output.endswith(json.dumps(whole)[-1000:])  # and its tail
 
 
 def test_once_the_budget_is_spent_a_record_keeps_only_its_mark():
     run, _ = run_engine(big())
     last_items = [r for r in run.settled if r.step_id.startswith("each.")][-5:]
     for r in last_items:
-        assert r.output.startswith("\n[planops: cut at 0 of ")
-        assert budget_.cut_size(r.output) > 250_000
+        assert r.output.startswith("[planops: ") and r.output.endswith(" budget)]")
+        assert outputs.cut_size(r.output) > 250_000
 
 
 def test_a_decide_starts_a_bounded_number_of_items_and_asks_to_decide_again_at_once():
@@ -142,7 +143,7 @@ def test_an_exit_record_stays_json_whatever_its_output_and_message():
     result = json.loads(rec.output)
     assert result["fired"] is True and result["status"] == "error"
     assert len(result["message"].encode()) <= budget_.ERROR_TEXT_LIMIT
-    assert budget_.cut_size(result["output"]) is not None
+    assert outputs.cut_size(result["output"]) is not None
     assert run.report().exit is not None
 
 

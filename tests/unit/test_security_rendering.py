@@ -208,5 +208,5 @@ def test_the_reported_repro_through_kubectl_plan_run_local(tmp_path):
     done = run_local_cli(plan_file)
     assert done.returncode == 0, done.stderr
     steps = {s["stepId"]: s for s in json.loads(done.stdout)["steps"]}
-    assert json.loads(steps["b"]["output"]) == {"fromRef": PLANTED + "\n", "t": "success"}
+    assert json.loads(steps["b"]["output"]) == {"fromRef": PLANTED, "t": "success"}
     assert "SECRET" not in steps["b"]["output"]

@@ -76,7 +76,7 @@ def test_validate_and_run_local_warn_and_the_step_still_runs(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert "warning: " in err and "its 2 lines run as ONE command" in err
     (record,) = json.loads(out)["steps"]
-    assert record["output"] == "one echo two\n"  # what the warning says
+    assert record["output"] == "one echo two"  # what the warning says
 
 
 def _admit(body: dict[str, Any]) -> list[str]:

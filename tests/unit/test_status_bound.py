@@ -5,7 +5,7 @@ chunk stays well under 1 MiB, whatever the steps print."""
 import json
 
 from planops.api import crd
-from planops.engine import AttemptFact, PlanError, Report, StepRecord
+from planops.engine import AttemptFact, PlanError, Report, StepRecord, outputs
 from planops.engine.bodies import MAX_RECORDS
 from planops.reconciler import reports, status
 
@@ -45,7 +45,7 @@ def records(n: int, prefix: str = "") -> list[StepRecord]:
     for i in range(n):
         huge = TEXTS[i % 3]
         sid = f"{prefix}{i:06d}".ljust(63, "x")
-        out.append(StepRecord(sid, "failed", huge, huge, 100, 1.7e9, 1.7e9 + 3600))
+        out.append(StepRecord(sid, "failed", huge, huge, 100, 1.7e9, 1.7e9 + 3600, stderr=huge))
     return out
 
 
@@ -93,7 +93,7 @@ def test_a_100000_step_status_summary_stays_under_its_bound():
     assert rep["output"] is None and "more than a Plan's status holds" in rep["outputError"]
     assert st["counts"] == {"success": 0, "failed": 100_000, "skipped": 0}
     assert len(st["refusedAttempts"]) == status.REFUSED_LIMIT
-    assert rep["steps"][-1]["output"].endswith("bytes]")  # the newest: cut to LAST_TEXT
+    assert outputs.cut_size(rep["steps"][-1]["output"])  # the newest: cut to LAST_TEXT
     # the summary does not grow with the plan
     assert abs(stored_size(worst_status(1_000, status.STATUS_RECORDS_MAX)) - size) < 1024
 
@@ -126,12 +126,14 @@ def test_every_chunk_of_the_largest_report_stays_well_under_one_mib():
 
 
 def test_a_small_plan_keeps_its_outputs_up_to_the_capsule_limit():
-    out, err = status.cap_step("x" * 60_000, None, 65536, 10)
-    assert out == "x" * 60_000 and err is None
-    out, _ = status.cap_step("x" * 100_000, None, 65536, 10)
-    assert out.startswith("x" * 65536) and out.endswith(
-        "[planops: output truncated at 65536 of 100000 bytes]"
-    )
+    out, err, stderr = status.cap_step("x" * 60_000, None, 65536, 10, "w" * 100)
+    assert out == "x" * 60_000 and err is None and stderr == "w" * 100
+    text = "h" * 50_000 + "x" * 50_000 + "t" * 50_000
+    out, _, _ = status.cap_step(text, None, 65536, 10)
+    assert out is not None and len(out) <= 65536 + status.MARK_ROOM
+    head, _, tail = out.partition("\n[planops: ")
+    assert head == "h" * 32768 and tail.endswith("t" * 32000)  # head and tail, half each
+    assert "of 150000 bytes cut here (the report's share)]" in out
 
 
 def test_invalid_status_is_bounded_too():

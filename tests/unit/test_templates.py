@@ -147,8 +147,8 @@ def test_through_the_local_runner_typed_input_per_word_shell_and_output():
     rep = run_local(spec)
     steps = {s["stepId"]: s for s in rep["steps"]}
     assert json.loads(steps["use"]["output"]) == {"env": "prod", "n": 2, "count": 3}
-    assert steps["words"]["output"] == "1\n"  # the value stayed one argument
-    assert rep["output"] == {"count": 3, "env": "prod", "args": "1\n"}
+    assert steps["words"]["output"] == "1"  # the value stayed one argument
+    assert rep["output"] == {"count": 3, "env": "prod", "args": "1"}
 
 
 def test_output_is_null_when_the_plan_did_not_complete():

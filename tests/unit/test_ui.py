@@ -107,6 +107,7 @@ def _recorded() -> dict[str, Any]:
                         "attempts": 3,
                         "output": None,
                         "error": "exit code 1 <b>",
+                        "stderr": "fatal: <script>no</script>",
                     },
                 ]
             },
@@ -155,6 +156,8 @@ def test_the_view_of_a_recorded_plan():
     records = {r["stepId"]: r for r in v["records"]}
     assert records["fetch"]["output"] == XSS  # kept as it is: the page shows it as text
     assert records["flaky"]["error"] == "exit code 1 <b>"
+    assert records["flaky"]["stderr"] == "fatal: <script>no</script>"  # its own, as text
+    assert v["stderrInOutput"] is False  # the cluster read the streams apart
     assert records["flaky"]["attempts"] == 3
     assert v["refused"] == [{"stepId": "slow", "attempt": "7", "error": '["not", "text"]'}]
     assert [c["name"] for c in v["children"]] == ["web-sub-1"]  # only this Plan's children
@@ -191,6 +194,7 @@ def test_anything_the_status_holds_becomes_text_or_nothing():
             "attempts": 0,
             "output": None,
             "error": None,
+            "stderr": None,
         }
     ]
     assert v["inFlight"] == [{"stepId": "5", "attempt": None}]

@@ -490,7 +490,7 @@ def test_a_settled_steps_pod_gone_does_not_make_later_reconciles_list_the_run():
     runs.seen("pod", "ADDED", pod_a)
     kube.calls.clear()
     asyncio.run(r.reconcile("ns", "p"))  # a settles from the cache: its log read, its record
-    assert "list_jobs" not in kube.methods() and "read_log" in kube.methods()
+    assert "list_jobs" not in kube.methods() and "stream_log" in kube.methods()
     written = plans.get("ns", "p")
     assert written is not None and written["status"]["counts"]["success"] == 1
     runs.seen("pod", "DELETED", pod_a)  # garbage-collected

@@ -225,7 +225,8 @@ def capsule_spec_schema() -> Schema:
                 **bounds(CapsuleSpec, "maxTimeoutSeconds"),
             ),
             "outputLimitBytes": integer(
-                "Cap on each step's recorded output (a truncation mark is appended).",
+                "Cap on each step's recorded output: past it, the output keeps its head and its "
+                "tail with a mark between them.",
                 **bounds(CapsuleSpec, "outputLimitBytes"),
                 default=65536,
             ),

@@ -281,12 +281,17 @@ def plan_report_crd() -> dict[str, Any]:
             "status": text("success, failed or skipped."),
             "output": text("The step's output, cut to its share of the report (docs/operator.md)."),
             "error": text("Why it failed or was skipped."),
+            "stderr": text(
+                "The last lines the step wrote on stderr (at most 4 KiB; never part of its "
+                "output). Absent when it wrote none, or when the cluster cannot read a log's "
+                "streams apart (docs/operator.md)."
+            ),
             "attempts": integer("Attempts made."),
             "startedAt": text("RFC 3339."),
             "finishedAt": text("RFC 3339."),
         },
     )
-    for key in ("output", "error", "startedAt", "finishedAt"):
+    for key in ("output", "error", "stderr", "startedAt", "finishedAt"):
         record["properties"][key]["nullable"] = True
     crd = _crd(
         "planreports",

@@ -298,12 +298,12 @@ def render() -> str:
         f"{budget.RUN_REPORT_BYTES >> 20} MiB of PlanReports, which comes first for small "
         "records (a `map` of one-step bodies fails at about 48,800 items: below).",
         f"- A run keeps at most {budget.RUN_TEXT_BUDGET >> 20} MiB of record text (outputs, "
-        "errors and the results the operator computes: filter, map, reduce...), body steps",
-        f"  included, and one record at most {budget.RECORD_TEXT_LIMIT >> 20} MiB (its error "
-        f"first, at most {budget.ERROR_TEXT_LIMIT >> 10} KiB); a record is cut as it settles, and "
-        "what later steps see",
-        "  of it is the cut text, ending with `[planops: cut at K of N bytes: the run's result "
-        "budget]`. Once the",
+        "stderr, errors and the results the operator computes: filter, map, reduce...), body",
+        f"  steps included, and one record at most {budget.RECORD_TEXT_LIMIT >> 20} MiB (its "
+        f"error first, at most {budget.ERROR_TEXT_LIMIT >> 10} KiB); a record is cut as it "
+        "settles, and what later steps see",
+        "  of it is the cut text: its head and its tail around `[planops: K of N bytes cut "
+        "here (the run's result budget)]`. Once the",
         "  run's budget is spent a record keeps only that mark. `status.report.cut` (and "
         "`cut` in `run --local -o json`)",
         "  counts every record whose text was cut (by this budget, the Capsule's "

@@ -5,7 +5,8 @@ Every step's pod of the Plan's current run is followed from its start (the API's
 `follow=true`), each line prefixed by the step's id (`[build] ...`, like `kubectl logs -f
 --prefix`); a step that starts later is picked up by the next look (one list of the run's pods
 a second). A step that settled with no pod left to read (deleted, never started) shows the
-output recorded in the report instead, so a run followed late still shows every step once.
+output recorded in the report instead (and its stderr's recorded tail, on stderr), so a run
+followed late still shows every step once.
 
 The decisions (which pods to follow, which records to print, the prefix, the exit code) are
 pure functions here; the loop that applies them reads the cluster through planops.kube only.
@@ -160,6 +161,8 @@ async def cmd_follow(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
                     seen.steps.add(r["stepId"])
                     sys.stdout.write(prefixed(prefix(r["stepId"], 1), r.get("output") or ""))
                     sys.stdout.flush()
+                    if r.get("stderr"):  # its stderr's recorded tail, on stderr as it was
+                        sys.stderr.write(prefixed(prefix(r["stepId"], 1), r["stderr"]))
             if phase in FINISHED:
                 await asyncio.gather(*tasks)
                 for e in st.get("errors") or []:

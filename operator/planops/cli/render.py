@@ -27,19 +27,21 @@ def first_line(text: str | None, width: int = 60) -> str:
 
 
 def last_line(text: str | None) -> str:
-    """The last line with something on it: where a failing program says why (its stderr is
-    in the output, after whatever it printed before)."""
+    """The last line with something on it: where a failing program says why."""
     lines = [line for line in (text or "").splitlines() if line.strip()]
     return lines[-1].strip() if lines else ""
 
 
-def detail(error: str | None, output: str | None, width: int = 60) -> str:
+def detail(
+    error: str | None, output: str | None, width: int = 60, stderr: str | None = None
+) -> str:
     """A step's DETAIL: its output's first line; for a failed one, the error and the last line
-    of its output (`exit code 2: ls: /nope: No such file or directory`), not just the code."""
+    of its stderr, else of its output (`exit code 2: ls: /nope: No such file or directory`),
+    not just the code."""
     if not error:
         return first_line(output, width)
     why = first_line(error, 10**6)
-    said = last_line(output)
+    said = last_line(stderr) or last_line(output)
     text = f"{why}: {said}" if said and said not in why else why
     return text if len(text) <= width else text[: width - 1] + "…"
 
@@ -100,7 +102,8 @@ def summary(report: Report, out: TextIO | None = None) -> None:
     rows = [["STEP", "STATUS", "ATTEMPTS", "DURATION", "DETAIL"]]
     for s in report.steps:
         took = f"{s.duration:.2f}s" if s.duration is not None else "-"
-        rows.append([s.step_id, s.status, str(s.attempts), took, detail(s.error, s.output, 80)])
+        said = detail(s.error, s.output, 80, s.stderr)
+        rows.append([s.step_id, s.status, str(s.attempts), took, said])
     if len(rows) > 1:
         table(rows, out)
     if report.completed:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 import time
@@ -16,6 +17,7 @@ from planops.cli.exit_codes import EXIT_INPUT, EXIT_OK
 from planops.cli.plan_report import full_report, run_report
 from planops.engine.report import parse_rfc3339
 from planops.kube.api import CliApi
+from planops.kube.client import ApiError
 from planops.kube.manifests import CONTAINER
 from planops.reconciler import history_entries
 
@@ -137,7 +139,7 @@ async def cmd_describe(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
         print("\nSteps (in the order they settled):")
         rows = [["STEP", "STATUS", "ATTEMPTS", "STARTED", "FINISHED", "DETAIL"]]
         for s in report["steps"]:
-            detail = render.detail(s.get("error"), s.get("output"), 80)
+            detail = render.detail(s.get("error"), s.get("output"), 80, s.get("stderr"))
             rows.append(
                 [
                     s["stepId"],
@@ -149,6 +151,9 @@ async def cmd_describe(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
                 ]
             )
         render.table(rows, sys.stdout)
+        _stderr_tails(args.name, report["steps"])
+    if report.get("stderrInOutput"):
+        print(f"\nNote: {STDERR_IN_OUTPUT}")
     _earlier_runs(args.name, st)
     events = timeline.order(await kube.list_events(ns, args.name), _spec(plan))[-10:]
     if events:
@@ -168,6 +173,31 @@ async def cmd_describe(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
             sys.stdout,
         )
     return EXIT_OK
+
+
+#: what `describe` says of a run whose outputs were read with their stderr (reconciler.step_logs)
+STDERR_IN_OUTPUT = (
+    "the steps' outputs hold what they wrote on stderr too: this cluster cannot read a pod "
+    'log\'s stdout and stderr apart (docs/operator.md, "Step output")'
+)
+#: steps whose stderr `describe` shows, and the lines of each
+STDERR_STEPS, STDERR_LINES = 10, 3
+
+
+def _stderr_tails(name: str, steps: list[dict[str, Any]]) -> None:
+    """The last lines each step wrote on stderr, as its record keeps them (failed steps first)."""
+    said = [s for s in steps if s.get("stderr")]
+    if not said:
+        return
+    said.sort(key=lambda s: s.get("status") != "failed")  # stable: in settle order otherwise
+    print(f"\nStderr, last lines (kubectl plan logs {name} STEP for the whole log):")
+    for s in said[:STDERR_STEPS]:
+        lines = str(s["stderr"]).splitlines()[-STDERR_LINES:]
+        print(f"  {s['stepId']} ({s.get('status')}):")
+        for line in lines:
+            print(f"    {render.first_line(line, 110) if line.strip() else ''}")
+    if len(said) > STDERR_STEPS:
+        print(f"  ... and {len(said) - STDERR_STEPS} more steps (kubectl plan get {name} -o json)")
 
 
 def _earlier_runs(name: str, st: dict[str, Any]) -> None:
@@ -215,6 +245,38 @@ async def cmd_trace(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
     return EXIT_OK
 
 
+#: the most of a pod's log `logs` prints (a stream)
+LOG_LIMIT = 64 << 20
+
+
+async def _pod_log(kube: CliApi, ns: str, pod: str) -> None:
+    """A step pod's log: its stdout on stdout and its stderr on stderr where the cluster can
+    select a log's stream (`logs NAME STEP > out.json` is then the step's output), else both as
+    one on stdout, as `kubectl logs` (docs/operator.md, "Step output")."""
+    out: list[bytes] = []
+    err: list[bytes] = []
+    try:
+        await asyncio.gather(
+            kube.stream_log(ns, pod, CONTAINER, out.append, "Stdout", LOG_LIMIT),
+            kube.stream_log(ns, pod, CONTAINER, err.append, "Stderr", LOG_LIMIT),
+        )
+    except ApiError as e:
+        if e.status not in (400, 422):  # anything but a refused stream selection
+            raise
+        sys.stdout.write(await kube.read_log(ns, pod, CONTAINER, LOG_LIMIT))
+        return
+    stdout, stderr = b"".join(out), b"".join(err)
+    sys.stdout.write(stdout.decode(errors="replace"))
+    if stderr != stdout:  # the same text twice: a cluster that ignores the selection
+        sys.stderr.write(stderr.decode(errors="replace"))
+
+
+def _recorded(text: str | None, out: TextIO) -> None:
+    """A recorded text as its step printed it (its last line end was dropped from the value)."""
+    if text:
+        out.write(text + "\n")
+
+
 async def cmd_logs(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
     if getattr(args, "follow", False):  # a Namespace made by hand has no -f
         return await follow.cmd_follow(kube, args, ns)
@@ -223,16 +285,18 @@ async def cmd_logs(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
         return EXIT_INPUT
     pods = await steppods.step_pods(kube, ns, args.name, args.step, args.attempt or None)
     if pods:  # the step's own (by UID, never by labels alone), newest last
-        sys.stdout.write(await kube.read_log(ns, pods[-1]["metadata"]["name"], CONTAINER, 64 << 20))
+        await _pod_log(kube, ns, pods[-1]["metadata"]["name"])
         return EXIT_OK
     plan = await kube.get_plan(ns, args.name)  # the pod is gone: the recorded output remains
     plan = await full_report(kube, plan) if plan is not None else None
     for s in ((plan or {}).get("status") or {}).get("report", {}).get("steps", []):
         if s["stepId"] == args.step:
             sys.stderr.write(
-                "note: the step's pod is gone; showing the output recorded in the report\n"
+                "note: the step's pod is gone; showing the output recorded in the report (on "
+                "stdout) and the tail of its stderr (on stderr)\n"
             )
-            sys.stdout.write(s.get("output") or "")
+            _recorded(s.get("output"), sys.stdout)
+            _recorded(s.get("stderr"), sys.stderr)
             return EXIT_OK
     sys.stderr.write(
         f"error: no pod and no recorded output for step {args.step!r} of plan {args.name!r}\n"

@@ -10,8 +10,8 @@ Body steps are named `<control step>.<branch or item index>.<body step>` whereve
 outside the body (reports, Jobs, events, metrics): `route.then.call`, `scan.3.probe`.
 
 A body step's *result* (what a map collects, what a reduce accumulates, what a decide returns) is
-its output parsed as JSON when it is JSON, else the text without one trailing newline; a skipped
-or failed step's result is null.
+its output parsed as JSON when it is JSON, else its text (an output never ends with the line end
+its program printed last: engine.outputs); a skipped or failed step's result is null.
 """
 
 from __future__ import annotations
@@ -93,4 +93,4 @@ def result_value(status: str, output: str | None) -> Any:
     try:
         return loads(output)
     except ValueError:  # not JSON, or nested too deeply to be used as a value
-        return output[:-1] if output.endswith("\n") else output
+        return output

@@ -289,6 +289,7 @@ class Bodies:
     # -- executors' reports and questions -------------------------------------------------------
 
     def finish(self, step_id: str, attempt: int, *args: Any) -> None:
+        """A body step's attempt ended: told to its item's Run (Run.finish_attempt's `args`)."""
         ctl, _, rest = step_id.partition(".")
         key, _, local = rest.partition(".")
         i = self.run.graph.index.get(ctl)

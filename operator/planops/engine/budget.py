@@ -4,16 +4,19 @@ A step's record keeps its output (a Job's log, or a result the decider made itse
 items, a map's results). Without a bound, one small plan can make the operator hold gigabytes: a
 `map` over 2,000 items whose body is a `filter` over a 1,500-row input settles 2,000 records each
 holding the whole input again, and the map's own result holds them all once more. So every run has
-a **budget of record text** (output + error, body steps included), spent as records settle:
+a **budget of record text** (output + error + stderr, body steps included), spent as records
+settle:
 
-- a record keeps at most RECORD_TEXT_LIMIT bytes (its error first, at most ERROR_TEXT_LIMIT);
+- a record keeps at most RECORD_TEXT_LIMIT bytes (its error first, at most ERROR_TEXT_LIMIT;
+  then its stderr, at most a quarter of what is left; its output in the rest);
 - the run keeps at most RUN_TEXT_BUDGET bytes in all; once it is spent, a record keeps only a
   short mark saying what it had (an error its first ERROR_FLOOR bytes too: why a step failed);
-- a record cut keeps a prefix and ends with CUT_MARK (how many bytes it had): what later steps see
-  of it (`{{x.output}}`, a map's `results`) is that cut text, exactly as a restored run sees it;
+- a record cut keeps its head and its tail around a mark saying how many bytes it had (the one
+  rule of engine.outputs.cut): what later steps see of it (`{{x.output}}`, a map's `results`) is
+  that cut text, exactly as a restored run sees it;
 - the run counts what it cut (`cut`, `cut_bytes`); the report says so (Report.cut). A record
-  counts as cut when its text ends with any of planops' cut marks (this budget's, the local
-  runner's outputLimitBytes mark, the operator's report and log marks: `marked`), and its bytes
+  counts as cut when one of its texts carries a planops mark (this budget's, the executors'
+  outputLimitBytes mark, the operator's report share: `marked`), and its bytes
   are the size its text had in full, which every mark carries (a text cut twice keeps the first
   mark's total). So a count is the same whoever cut, live or restored: the operator counts the
   records as its PlanReports hold them (`tally`), exactly what a restarted operator restores.
@@ -49,11 +52,11 @@ length.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from planops.engine import outputs
 from planops.engine.report import StepRecord
 
 #: the most text (output + error, UTF-8 bytes) one record keeps: the most a Capsule's
@@ -80,15 +83,10 @@ FRAMES_SPENT = (
 )
 #: body items one decide() starts at most (the rest in the next decide, at once)
 ITEMS_PER_DECIDE = 100
-CUT_MARK = "\n[planops: cut at {kept} of {total} bytes: the run's result budget]"
-#: every cut mark planops writes, with the text's full size: this budget's, the local runner's
-#: (`output truncated: K of N bytes kept`) and the operator's (`output truncated at K of N bytes`)
-_CUT = re.compile(
-    r"\n\[planops: (?:cut at|output truncated at|output truncated:) (\d+) of (\d+) bytes"
-    r"(?:: the run's result budget| kept)?\]\Z"
-)
-#: the most bytes a mark takes (numbers up to 20 digits)
-MARK_ROOM = len(CUT_MARK.format(kept=10**19, total=10**19))
+#: a record's text is cut by the one rule of engine.outputs (head and tail, a mark between)
+WHY = outputs.RUN_BUDGET
+#: the most bytes a mark takes
+MARK_ROOM = outputs.MARK_ROOM
 
 
 def frame_bytes(record: StepRecord) -> int:
@@ -96,10 +94,12 @@ def frame_bytes(record: StepRecord) -> int:
     API server stores it) plus MARK_ROOM for each text it has (a text past the budget keeps a
     mark, an error its first ERROR_FLOOR bytes too). The same for a record live, cut again, or
     restored."""
-    texts = int(bool(record.output)) + int(bool(record.error))
+    texts = int(bool(record.output)) + int(bool(record.error)) + int(bool(record.stderr))
     floor = ERROR_FLOOR if record.error else 0
     bare = record._replace(
-        output="" if record.output else None, error="" if record.error else None
+        output="" if record.output else None,
+        error="" if record.error else None,
+        stderr="" if record.stderr else None,
     ).to_json()
     text = json.dumps(bare, ensure_ascii=False, separators=(",", ":"))
     return len(text.encode()) + texts * MARK_ROOM + floor
@@ -115,45 +115,31 @@ def _size(text: str | None) -> int:
 
 
 def cut(text: str | None, limit: int) -> str | None:
-    """`text` within `limit` UTF-8 bytes, mark included, when it is longer (a prefix, then
-    CUT_MARK); unchanged when it fits."""
-    if not text:
-        return text
-    size = _size(text)
-    if size <= limit:
-        return text
-    room = max(0, limit - MARK_ROOM)
-    kept = text.encode()[:room].decode(errors="ignore")
-    return kept + CUT_MARK.format(kept=len(kept.encode()), total=full_size(text))
-
-
-def cut_size(text: str | None) -> int | None:
-    """The size `text` had before it was cut (its cut mark), or None when it was not cut."""
-    if not text or not text.endswith("]"):
-        return None
-    m = _CUT.search(text[-160:])
-    return int(m.group(2)) if m else None
+    """`text` within `limit` UTF-8 bytes, mark included, when it is longer (its head and its
+    tail around a mark: engine.outputs.cut); unchanged when it fits."""
+    return outputs.cut(text, limit, WHY)
 
 
 def full_size(text: str | None) -> int:
     """The bytes `text` had in full: its mark's total when it was cut before, else its size."""
-    before = cut_size(text)
+    before = outputs.cut_size(text)
     return before if before is not None else _size(text)
 
 
-def marked(output: str | None, error: str | None) -> int | None:
+def marked(output: str | None, error: str | None, stderr: str | None = None) -> int | None:
     """The bytes a record's texts had in full when one of them was cut (carries a mark), else
     None: what `cut`/`cut_bytes` count for it."""
-    if cut_size(output) is None and cut_size(error) is None:
+    texts = (output, error, stderr)
+    if all(outputs.cut_size(t) is None for t in texts):
         return None
-    return full_size(output) + full_size(error)
+    return sum(full_size(t) for t in texts)
 
 
 def tally(records: Iterable[StepRecord]) -> tuple[int, int]:
     """(records cut, the bytes they had in full) of records as they are kept (Report.cut)."""
     count = total = 0
     for record in records:
-        before = marked(record.output, record.error)
+        before = marked(record.output, record.error, record.stderr)
         if before is not None:
             count, total = count + 1, total + before
     return count, total
@@ -197,25 +183,30 @@ class TextBudget:
     def items_per_decide(self) -> int:
         return max(ITEMS_PER_DECIDE, self.restored // 8)
 
-    def keep(self, output: str | None, error: str | None) -> tuple[str | None, str | None]:
-        """(output, error) of a record settling now, within what the run has left."""
+    def keep(
+        self, output: str | None, error: str | None, stderr: str | None = None
+    ) -> tuple[str | None, str | None, str | None]:
+        """(output, error, stderr) of a record settling now, within what the run has left: the
+        error first, then stderr (at most a quarter of what is left), the output in the rest."""
         room = max(0, min(self.record_limit, self.limit - self.held))
         new_error = cut(error, max(MARK_ROOM + ERROR_FLOOR, min(ERROR_TEXT_LIMIT, room)))
         room -= _size(new_error)
+        new_stderr = cut(stderr, max(MARK_ROOM, room // 4))
+        room -= _size(new_stderr)
         new_output = cut(output, max(MARK_ROOM, room))
-        self._tally(new_output, new_error)
-        self.held += _size(new_output) + _size(new_error)
-        return new_output, new_error
+        self._tally(new_output, new_error, new_stderr)
+        self.held += _size(new_output) + _size(new_error) + _size(new_stderr)
+        return new_output, new_error, new_stderr
 
     def count(self, record: StepRecord) -> None:
         """A restored record: held as it is, and counted if it was cut (by anyone) before."""
         self.restored += 1
         self.frame(record)
-        self.held += _size(record.output) + _size(record.error)
-        self._tally(record.output, record.error)
+        self.held += _size(record.output) + _size(record.error) + _size(record.stderr)
+        self._tally(record.output, record.error, record.stderr)
 
-    def _tally(self, output: str | None, error: str | None) -> None:
-        before = marked(output, error)
+    def _tally(self, output: str | None, error: str | None, stderr: str | None = None) -> None:
+        before = marked(output, error, stderr)
         if before is not None:
             self.cut += 1
             self.cut_bytes += before

@@ -185,6 +185,7 @@ class Run(RunState):
             f.error,
             f.finished_at or 0.0,
             never_ran=f.never_ran,
+            stderr=f.stderr,
         )
 
     def finish_attempt(
@@ -196,15 +197,18 @@ class Run(RunState):
         error: str | None,
         now: float,
         never_ran: bool = False,
+        stderr: str | None = None,
     ) -> None:
         """Record the result of a dispatched attempt. A stale or repeated report is ignored.
-        `never_ran`: it failed before the step's code started (AttemptFact.never_ran)."""
+        `never_ran`: it failed before the step's code started (AttemptFact.never_ran).
+        `stderr`: the tail of what it wrote on stderr, kept apart from its output."""
+        result = (status, output, error, now, never_ran, stderr)
         if self._final is not None and self._final.declares(step_id):
             assert isinstance(self._final, Run)  # made by _finally_run
-            self._final.finish_attempt(step_id, attempt, status, output, error, now, never_ran)
+            self._final.finish_attempt(step_id, attempt, *result)
             return
         if "." in step_id:  # a body step: <control>.<key>.<step>
-            self._bodies.finish(step_id, attempt, status, output, error, now, never_ran)
+            self._bodies.finish(step_id, attempt, *result)
             return
         i = self.graph.index[step_id]
         st = self._states[i]
@@ -215,9 +219,9 @@ class Run(RunState):
         if self._kinds[i] == "tool":
             self._tools_flying -= 1
         if status == "success":
-            self._settle(i, self._record(i, "success", output, None, now))
+            self._settle(i, self._record(i, "success", output, None, now, stderr=stderr))
         else:
-            self._attempt_failed(i, output, error, now, never_ran)
+            self._attempt_failed(i, output, error, now, never_ran, stderr)
 
     def decide(self, now: float) -> Decision:
         """Start what can start; settle what settles without running. Marks dispatches in flight."""
@@ -446,7 +450,13 @@ class Run(RunState):
         self._settle(i, self._record(i, "success", json.dumps(result), None, now, whole=whole))
 
     def _attempt_failed(
-        self, i: int, output: str | None, error: str | None, now: float, never_ran: bool = False
+        self,
+        i: int,
+        output: str | None,
+        error: str | None,
+        now: float,
+        never_ran: bool = False,
+        stderr: str | None = None,
     ) -> None:
         step, st = self.spec.steps[i], self._states[i]
         if never_ran and st.never_ran < NEVER_RAN_AGAIN and self.failed_step is None:
@@ -465,7 +475,7 @@ class Run(RunState):
         # onError: skip settles skipped; continue and fail settle failed (fail also stops the plan,
         # in _settle). The error is kept on a skipped step: it says why it was skipped.
         status: Status = "skipped" if step.on_error == "skip" else "failed"
-        self._settle(i, self._record(i, status, output, error, now))
+        self._settle(i, self._record(i, status, output, error, now, stderr=stderr))
 
 
 def decide(

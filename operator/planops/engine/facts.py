@@ -60,6 +60,8 @@ class AttemptFact:
     #: the attempt failed before the step's code ran (the node could not start its container):
     #: it is started again without using up a retry, at most NEVER_RAN_AGAIN times per step
     never_ran: bool = False
+    #: the tail of what it wrote on stderr (engine.outputs)
+    stderr: str | None = None
 
 
 #: attempts that never ran which a step gets again on top of its retries
@@ -144,4 +146,5 @@ class BodyHost(Protocol):
         error: str | None,
         now: float,
         never_ran: bool = False,
+        stderr: str | None = None,
     ) -> None: ...

@@ -1,7 +1,10 @@
 """The report: seed 1's shape in camelCase, one entry per settled step in the order they settled.
 
     {"planId", "completed", "failedStep", "steps": [{"stepId", "status", "output", "error",
-     "attempts", "startedAt", "finishedAt"}]}
+     "attempts", "startedAt", "finishedAt", "stderr"?}]}
+
+A record's `stderr` (the tail of what the step wrote on stderr: engine.outputs) is there only
+when the step wrote some.
 
 Steps never dispatched after a stop are absent, as the seed says. Times are RFC 3339 (UTC, ms).
 """
@@ -40,9 +43,11 @@ class StepRecord(NamedTuple):
     attempts: int
     started_at: float | None
     finished_at: float | None
+    #: the tail of the step's stderr (never part of its output)
+    stderr: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "stepId": self.step_id,
             "status": self.status,
             "output": self.output,
@@ -51,6 +56,9 @@ class StepRecord(NamedTuple):
             "startedAt": rfc3339(self.started_at),
             "finishedAt": rfc3339(self.finished_at),
         }
+        if self.stderr is not None:
+            out["stderr"] = self.stderr
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> StepRecord:
@@ -62,6 +70,7 @@ class StepRecord(NamedTuple):
             attempts=int(data.get("attempts") or 0),
             started_at=parse_rfc3339(data.get("startedAt")),
             finished_at=parse_rfc3339(data.get("finishedAt")),
+            stderr=data.get("stderr"),
         )
 
     @property

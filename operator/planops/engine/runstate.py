@@ -411,7 +411,7 @@ class RunState:
         # one StepResult per settled step: its output is parsed as JSON at most once
         result = self._results.get(i)
         if result is None:
-            result = self._results[i] = templates.StepResult(rec.status, rec.output)
+            result = self._results[i] = templates.StepResult(rec.status, rec.output, rec.stderr)
         return result
 
     _template_lookup = template_lookup
@@ -424,6 +424,7 @@ class RunState:
         error: str | None,
         now: float,
         whole: bool = False,
+        stderr: str | None = None,
     ) -> StepRecord:
         """The record of step `i` settling now: its texts cut to what the run has left of its
         budget (engine.budget), here and nowhere later. `whole`: kept as it is (an exit's
@@ -433,7 +434,7 @@ class RunState:
         if whole:
             self.budget.held += len(output.encode()) if output else 0
         else:
-            output, error = self.budget.keep(output, error)
+            output, error, stderr = self.budget.keep(output, error, stderr or None)
         return StepRecord(
             step_id=self.spec.steps[i].id,
             status=status,
@@ -442,6 +443,7 @@ class RunState:
             attempts=st.attempts,
             started_at=st.started_at,
             finished_at=now,
+            stderr=stderr,
         )
 
     def _settle(self, i: int, record: StepRecord, announce: bool = True) -> None:

@@ -1,4 +1,5 @@
 """Seed 2 templates: `{{input.x}}`, `{{<id>.output}}`, `{{<id>.status}}`, `{{<id>.json.a.0}}`,
+`{{<id>.stderr}}` (planops': the tail of what a step wrote on stderr, never part of its output),
 and a control step's result fields directly: `{{scan.results}}`, `{{pick.items}}`,
 `{{confirm.answer.ok}}` (the validator allows that form on control steps only).
 
@@ -30,7 +31,7 @@ from planops.engine import references
 from planops.engine.references import strings
 
 RESERVED = ("input", "item", "index", "accumulator", "length")
-STEP_FIELDS = ("output", "status", "json")
+STEP_FIELDS = ("output", "status", "json", "stderr")
 #: Each `.part` starts with a dot that no part contains: one way to match, linear time.
 PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$")
 #: One character class: a search for it cannot backtrack.
@@ -124,13 +125,13 @@ _UNPARSED = object()
 
 
 class StepResult(dict[str, Any]):
-    """A settled step as templates see it, `{"status", "output"}`, its output parsed as JSON at
-    most once: a decider hands out one per step, so `{{a.json.x}}` named 10,000 times (or per
-    item of a filter) parses a's output once, not 10,000 times. Parsed values are shared: the
-    engine never mutates them."""
+    """A settled step as templates see it, `{"status", "output", "stderr"}`, its output parsed
+    as JSON at most once: a decider hands out one per step, so `{{a.json.x}}` named 10,000
+    times (or per item of a filter) parses a's output once, not 10,000 times. Parsed values are
+    shared: the engine never mutates them."""
 
-    def __init__(self, status: str, output: str | None) -> None:
-        super().__init__(status=status, output=output)
+    def __init__(self, status: str, output: str | None, stderr: str | None = None) -> None:
+        super().__init__(status=status, output=output, stderr=stderr)
         self._parsed: Any = _UNPARSED
 
     def parsed(self) -> Any:
@@ -182,10 +183,7 @@ def _resolve(t: Template, lookup: Lookup) -> Any:
                     else references.loads(base["output"] or "")
                 )
             except ValueError as e:
-                deep = "" if isinstance(e, json.JSONDecodeError) else f" ({e})"
-                raise TemplateError(
-                    f"{t.text}: the output of step {t.root!r} is not JSON{deep}"
-                ) from None
+                raise TemplateError(_not_json(t, e)) from None
         else:
             base = base[field]
     for part in path:
@@ -196,6 +194,19 @@ def _resolve(t: Template, lookup: Lookup) -> Any:
         else:
             raise TemplateError(f"{t.text}: no {part!r} in the value")
     return base
+
+
+def _not_json(t: Template, e: ValueError) -> str:
+    """Why `{{id.json...}}` cannot be read: `.json` reads JSON, and only JSON (text is never
+    taken for a value silently: docs/plan-language.md)."""
+    if not isinstance(e, json.JSONDecodeError):
+        return f"{t.text}: the output of step {t.root!r} is not JSON ({e})"
+    if not e.doc.strip():
+        return f"{t.text}: step {t.root!r} printed nothing on stdout, and nothing is not JSON"
+    return (
+        f"{t.text}: the output of step {t.root!r} is not JSON ({e.msg}, at character {e.pos}); "
+        f"`.json` reads JSON only: its text is {{{{{t.root}.output}}}}"
+    )
 
 
 def _index(part: str) -> int:

@@ -74,6 +74,8 @@ UNREACHABLE: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError, as
 #: allocator keeps that peak as the operator's RSS long after (docs/performance.md, "The 6-frame
 #: run"). In pages, only one page is ever whole at a time (see `keep`).
 LIST_PAGE = 500
+#: bytes of a log handed on at a time (stream_log)
+LOG_CHUNK = 64 << 10
 
 
 async def _json(resp: aiohttp.ClientResponse) -> Any:
@@ -93,15 +95,6 @@ async def _json(resp: aiohttp.ClientResponse) -> Any:
 
 async def _obj(resp: aiohttp.ClientResponse) -> Obj:
     return cast(Obj, await _json(resp))
-
-
-async def _text(resp: aiohttp.ClientResponse) -> str:
-    if resp.status >= 300:
-        await _json(resp)  # raises ApiError
-    try:
-        return await resp.text(errors="replace")
-    finally:
-        resp.release()
 
 
 def _name(name: str) -> str:
@@ -429,10 +422,31 @@ class Kube:
         return await self._get(_core("pods", namespace, name))
 
     async def read_log(self, namespace: str, pod: str, container: str, limit_bytes: int) -> str:
-        query: Query = {"container": container, "limitBytes": limit_bytes}
-        return await _text(
-            await self.api.request("GET", _core("pods", namespace, pod, "log"), query=query)
-        )
+        chunks: list[bytes] = []
+        await self.stream_log(namespace, pod, container, chunks.append, None, limit_bytes)
+        return b"".join(chunks).decode(errors="replace")
+
+    async def stream_log(
+        self,
+        namespace: str,
+        pod: str,
+        container: str,
+        feed: Callable[[bytes], None],
+        stream: str | None = None,
+        limit_bytes: int | None = None,
+    ) -> None:
+        """A pod's log, chunk by chunk to `feed` as it arrives (nothing held here): one stream
+        (Stdout, Stderr: KEP-3288, where the cluster selects one) or both as interleaved."""
+        query = {"container": container, "stream": stream, "limitBytes": limit_bytes}
+        path = _core("pods", namespace, pod, "log")
+        resp = await self.api.request("GET", path, query={k: v for k, v in query.items() if v})
+        if resp.status >= 300:
+            await _json(resp)  # raises ApiError
+        try:
+            async for chunk in resp.content.iter_chunked(LOG_CHUNK):
+                feed(chunk)
+        finally:
+            resp.release()
 
     async def follow_log(
         self, namespace: str, pod: str, container: str

@@ -77,6 +77,8 @@ class Situation:
     #: cancelled before it started (reconciler.admission), which runs nothing, finally steps
     #: included
     admitted: bool = True
+    #: a step's output was read as one with its stderr (reconciler.step_logs)
+    stderr_in_output: bool = False
 
     @property
     def total(self) -> int:
@@ -217,6 +219,7 @@ class PlanStep:
             reports=chunks,
             status_records=s.status_records,
         )
+        status_.stderr_in_output(new, s.previous, s.stderr_in_output)
         waiting = [w for w in self.waiting if (w.step_id, w.attempt) in flying]
         new["asks"] = [w.to_json() for w in waiting] or None
         new["inFlight"] = runs.in_flight(run, s.previous, now)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from planops.api import CapsuleSpec, PlanSpec
-from planops.engine import AttemptFact, Facts, finally_steps
+from planops.engine import AttemptFact, Facts, finally_steps, outputs
 from planops.kube import manifests
 from planops.kube.api import KubeApi
 from planops.kube.cache import RunObjects, slim_run_object
@@ -36,6 +36,7 @@ from planops.reconciler.observe import (
     pods_by_job,
 )
 from planops.reconciler.status import parse_rfc3339
+from planops.reconciler.step_logs import LOG_LOST, LogStreams, StepLog
 
 log = logging.getLogger("planops.reconciler")
 T = TypeVar("T")
@@ -47,8 +48,6 @@ POD_GRACE_SECONDS = 30.0
 #: how long after a step ended its log may stay unreadable (a node restarting) before the
 #: output counts as lost; looked at again every core.LATER_SECONDS meanwhile
 LOG_GRACE_SECONDS = 120.0
-#: how the kubelet answers a log request when the container's log file is gone
-LOG_LOST = "unable to retrieve container logs for "
 #: a resync lists a run again once this many times its last list's duration has passed
 #: (RunReader.resync): its lists take at most ~1/20 of the operator's time, whatever its size
 RELIST_AFTER = 20.0
@@ -78,6 +77,13 @@ class RunReader:
     _trusted: set[tuple[str, str]] = field(default_factory=set)
     #: per Plan, when its run was last listed and how long that list took (resync)
     _listed: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
+    #: reads ended attempts' logs (stdout and stderr apart where the cluster can)
+    logs: LogStreams = field(init=False)
+    #: the Plans with a step whose output was read as one with its stderr since `merged`
+    _merged: set[tuple[str, str]] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.logs = LogStreams(self.kube, self.clock)
 
     def trust(self, key: tuple[str, str]) -> None:
         """A run this reconciler starts: nothing exists yet, and its creations are written to
@@ -110,6 +116,15 @@ class RunReader:
             self.runs.close((ref.namespace, manifests.label_value(ref.name), ref.run))
         self._trusted.discard((ref.namespace, ref.name))
         self._listed.pop((ref.namespace, ref.name), None)
+        self._merged.discard((ref.namespace, ref.name))
+
+    def merged(self, ref: manifests.PlanRef) -> bool:
+        """Whether the last `facts` read a step's output as one with its stderr (the cluster
+        could not read the log's streams apart: status.report.stderrInOutput)."""
+        key = (ref.namespace, ref.name)
+        found = key in self._merged
+        self._merged.discard(key)
+        return found
 
     async def facts(
         self,
@@ -149,26 +164,36 @@ class RunReader:
                 # POD_GRACE the pod is taken as gone (output says so)
                 o, later = replace(o, status=None), True
             pending.append(o)
-        outputs = await bounded(
+        logs = await bounded(
             [
-                self.output(ref.namespace, o, cap, now)
+                self.output(ref.namespace, o, cap, now, capsule.output_limit_bytes)
                 for o in pending
                 if o.kind == "job" and o.status
             ],
             READ_CONCURRENCY,
         )
-        read = iter(outputs)
+        read = iter(logs)
         for obs in pending:
-            output = next(read) if obs.kind == "job" and obs.status else obs.output
+            got = next(read) if obs.kind == "job" and obs.status else obs.output
             status, error = obs.status, obs.error
-            if isinstance(output, _Later):  # still in flight: looked at again shortly
-                log.info("%s", output.reason)
-                status, output, later = None, None, True
-            if isinstance(output, _Lost):
-                status, error, output = "failed", error or output.reason, None
+            output: str | None = None
+            stderr: str | None = None
+            if isinstance(got, _Later):  # still in flight: looked at again shortly
+                log.info("%s", got.reason)
+                status, later = None, True
+            elif isinstance(got, _Lost):
+                status, error = "failed", error or got.reason
+            elif isinstance(got, StepLog):
+                if got.merged:
+                    self._merged.add((ref.namespace, ref.name))
+                output, stderr = got.output, got.stderr
+            else:
+                output = got
             if obs.stuck:
                 await self.kube.delete_job(ref.namespace, obs.object_name)
-            out, err = status_.cap_step(output, error, capsule.output_limit_bytes, n)
+            out, err, stderr = status_.cap_step(
+                output, error, capsule.output_limit_bytes, n, stderr
+            )
             finished = (obs.finished_at or self.clock()) if status else None
             attempts.append(
                 AttemptFact(
@@ -180,6 +205,7 @@ class RunReader:
                     out,
                     err,
                     never_ran=obs.never_ran and status == "failed",
+                    stderr=stderr,
                 )
             )
         for r in previous.get("refusedAttempts") or []:
@@ -246,10 +272,12 @@ class RunReader:
         return jobs, pods_by_job(listed_pods, jobs) if jobs else {}
 
     async def output(
-        self, namespace: str, obs: Observed, cap: int, now: float
-    ) -> str | _Lost | _Later | None:
+        self, namespace: str, obs: Observed, cap: int, now: float, limit: int = 0
+    ) -> StepLog | str | _Lost | _Later | None:
         """The container log, read once when the attempt settles (before any cleanup can race
-        it); the termination message when the pod is gone.
+        it): its output within `cap` bytes (the Capsule's `limit`, or less: the report's share)
+        and its stderr's tail (reconciler.step_logs); the termination message when the pod is
+        gone.
 
         An output is never made up. When the log cannot be read now (the kubelet restarting
         answers 404 for a pod it does not know yet, or cannot be reached) the attempt stays in
@@ -258,7 +286,8 @@ class RunReader:
         node silent past the grace) a successful attempt fails saying so (`_Lost`)."""
         if obs.pod is not None:
             try:
-                text = await self.kube.read_log(namespace, obs.pod, manifests.CONTAINER, cap + 1)
+                why = outputs.OUTPUT_LIMIT if cap == limit else outputs.REPORT_SHARE
+                got = await self.logs.read(namespace, obs.pod, cap, why)
             except ApiError as e:
                 # a failed attempt is settled by its error; its log is only a bonus
                 gone = obs.status != "success" or (
@@ -274,12 +303,14 @@ class RunReader:
                         )
                 log.info("log of %s/%s unavailable (%s)", namespace, obs.pod, e)
             else:
+                text = got.output or ""
                 if text.startswith(LOG_LOST):  # what the kubelet answers without a log file
                     return _Lost(f"its output is gone: the node lost the container's log ({text})")
-                return text or None
+                return got
         if obs.termination_message is None and obs.status == "success":
             return _Lost("its output is gone: the pod was deleted before its log was read")
-        return obs.termination_message
+        # the last lines of the log the kubelet kept (FallbackToLogsOnError), made a value alike
+        return outputs.output_value(outputs.Capture.of(obs.termination_message, cap), cap)
 
 
 async def bounded(calls: list[Coroutine[Any, Any, T]], limit: int) -> list[T]:

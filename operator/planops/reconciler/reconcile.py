@@ -290,6 +290,7 @@ class Reconciler:
             later=later,
             status_records=self.status_records,
             admitted=gate != "cancelled",
+            stderr_in_output=self._reader.merged(ref),
         )
         return await self._act(plan, core.plan_step(situation, kept), events)
 

@@ -8,10 +8,11 @@ settled record goes to the run's PlanReport objects (reconciler.reports), the re
 complete copy, which is also what a restarted operator restores from.
 
 The trimming rules (docs/operator.md):
-- a record's error + output share REPORT_BUDGET over the run's records: each may keep
-  `text_share(records)` bytes, the error first (at most ERROR_LIMIT), the output in the rest,
-  capped also at the Capsule's outputLimitBytes and at RECORD_TEXT_LIMIT; a cut text ends with
-  a truncation mark. The full output stays in the step's pod log (`kubectl plan logs`);
+- a record's error + stderr + output share REPORT_BUDGET over the run's records: each may keep
+  `text_share(records)` bytes, the error first (at most ERROR_LIMIT), then its stderr's tail
+  (at most a quarter of what is left), the output in the rest, capped also at the Capsule's
+  outputLimitBytes and at RECORD_TEXT_LIMIT; a cut text keeps its head and its tail around a
+  mark (engine.outputs). The full output stays in the step's pod log (`kubectl plan logs`);
 - the status repeats the last STATUS_RECORDS records (an operator flag), the newest with up to
   LAST_TEXT bytes of text (a capsule step's output is its child plan's last record, read from
   here), the others with RECENT_TEXT; the failed step's record with RECENT_TEXT;
@@ -27,8 +28,8 @@ from typing import Any
 
 from planops.api.crd import MAX_STEPS, SPEC_BUDGET
 from planops.api.names import Phase
-from planops.engine import AttemptFact, PlanError, Report
-from planops.engine.budget import RUN_TEXT_BUDGET, full_size
+from planops.engine import AttemptFact, PlanError, Report, outputs
+from planops.engine.budget import RUN_TEXT_BUDGET
 from planops.engine.report import parse_rfc3339, rfc3339
 
 #: the spec's room (SPEC_BUDGET) and its literal steps (MAX_STEPS, the CRD's maxItems) are the
@@ -61,16 +62,12 @@ REFUSED_LIMIT = 50
 ERROR_LIMIT = 2048
 MAX_ERRORS = 200
 MAX_ERROR_MESSAGE = 512
-#: the mark of a text cut here: what it kept and the bytes it had in full (the count of cut
-#: records reads it back: engine.budget.tally)
-TRUNCATED = "\n[planops: output truncated at {kept} of {total} bytes]"
-MARK_ROOM = 72  # the truncation mark's own bytes (sizes of up to 16 digits)
 
 
 def text_share(steps: int) -> int:
-    """Bytes of error + output each step may record (the trimming rule above)."""
+    """Bytes of error + stderr + output each step may record (the trimming rule above)."""
     n = max(1, steps)
-    share = (REPORT_BUDGET - n * STEP_OVERHEAD) // n - MARK_ROOM * 2
+    share = (REPORT_BUDGET - n * STEP_OVERHEAD) // n - MARK_ROOM * 3
     return max(RECENT_TEXT // 4, min(RECORD_TEXT_LIMIT, share))
 
 
@@ -90,37 +87,54 @@ def stored_len(text: str) -> int:
     return n + 5 * (text.count("<") + text.count(">") + text.count("&"))
 
 
+#: the most a cut text's mark takes, stored (engine.outputs: the count of cut records reads its
+#: total back, engine.budget.tally)
+MARK_ROOM = outputs.mark_room(stored_len)
+
+
 def json_size(value: Any) -> int:
     """Bytes `value` takes as JSON in the API server's encoding (see stored_len)."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     return len(text.encode()) + 5 * (text.count("<") + text.count(">") + text.count("&"))
 
 
-def cap_text(text: str | None, limit: int) -> str | None:
-    """`text` within `limit` stored bytes (stored_len), marked when cut; None for no text."""
+def cap_text(text: str | None, limit: int, why: str = outputs.REPORT_SHARE) -> str | None:
+    """`text` with at most `limit` stored bytes (stored_len) of its own, its head and its tail
+    around a mark when cut (engine.outputs.cut, the one rule); None for no text."""
     if not text:
         return None
-    if stored_len(text) <= limit:
-        return text
-    lo, hi = 0, min(len(text), max(0, limit))  # longest prefix that fits: binary search
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if stored_len(text[:mid]) <= limit:
-            lo = mid
-        else:
-            hi = mid - 1
-    kept = text[:lo]
-    return kept + TRUNCATED.format(kept=len(kept.encode()), total=full_size(text))
+    return outputs.cut(text, max(0, limit) + MARK_ROOM, why, stored_len)
 
 
 def cap_step(
-    output: str | None, error: str | None, capsule_limit: int, steps: int
-) -> tuple[str | None, str | None]:
-    """(output, error) of one step within its share: the error first, the output in the rest."""
-    share = text_share(steps)
-    error = cap_text(error, min(ERROR_LIMIT, share))
-    room = share - (stored_len(error) if error else 0)
-    return cap_text(output, max(0, min(capsule_limit, room))), error
+    output: str | None,
+    error: str | None,
+    capsule_limit: int,
+    steps: int,
+    stderr: str | None = None,
+) -> tuple[str | None, str | None, str | None]:
+    """(output, error, stderr) of one step within its share (the output also within the
+    Capsule's limit): `cap_texts`."""
+    return cap_texts(output, error, stderr, text_share(steps), capsule_limit)
+
+
+def cap_texts(
+    output: str | None,
+    error: str | None,
+    stderr: str | None,
+    limit: int,
+    output_limit: int | None = None,
+) -> tuple[str | None, str | None, str | None]:
+    """(output, error, stderr) within `limit` stored bytes of text: the error first (at most
+    ERROR_LIMIT), then stderr (at most a quarter of what is left: its tail was bounded when it
+    was read), the output in the rest (and within `output_limit`)."""
+    error = cap_text(error, min(ERROR_LIMIT, limit))
+    room = limit - (stored_len(error) if error else 0)
+    stderr = cap_text(stderr, room // 4)
+    room -= stored_len(stderr) if stderr else 0
+    if output_limit is not None:
+        room = min(output_limit, room)
+    return cap_text(output, max(0, room)), error, stderr
 
 
 def top_level(report: Report) -> int:
@@ -289,19 +303,37 @@ def running(
     }
 
 
+def stderr_in_output(new: dict[str, Any], previous: dict[str, Any], now: bool) -> None:
+    """Mark the run's report when a step's output was read as one with its stderr (the cluster
+    could not read the pod log's streams apart: docs/operator.md), now or by an earlier
+    reconcile of the run; one field for the run, nothing per record."""
+    if now or (previous.get("report") or {}).get("stderrInOutput"):
+        new["report"]["stderrInOutput"] = True
+
+
 def recut(record: dict[str, Any], records: int, output_limit: int) -> dict[str, Any]:
     """One record (StepRecord.to_json) within its share of REPORT_BUDGET: Job outputs were cut
     when read, but results the decider made itself (filter, map, ask...) are cut here, once,
     before the record is written to its PlanReport object."""
-    out, err = cap_step(record.get("output"), record.get("error"), output_limit, records)
-    return {**record, "output": out, "error": err}
+    texts = record.get("output"), record.get("error"), record.get("stderr")
+    return _with_texts(record, cap_step(*texts[:2], output_limit, records, texts[2]))
 
 
 def _within(record: dict[str, Any], limit: int) -> dict[str, Any]:
-    out, err = record.get("output"), record.get("error")
-    err = cap_text(err, min(ERROR_LIMIT, limit))
-    room = limit - (stored_len(err) if err else 0)
-    return {**record, "output": cap_text(out, max(0, room)), "error": err}
+    texts = record.get("output"), record.get("error"), record.get("stderr")
+    return _with_texts(record, cap_texts(*texts, limit))
+
+
+def _with_texts(
+    record: dict[str, Any], texts: tuple[str | None, str | None, str | None]
+) -> dict[str, Any]:
+    out, err, stderr = texts
+    new = {**record, "output": out, "error": err}
+    if stderr is not None:
+        new["stderr"] = stderr
+    else:
+        new.pop("stderr", None)
+    return new
 
 
 def _repeated(status_records: int) -> int:
@@ -379,7 +411,7 @@ def holds_all(records: list[dict[str, Any]], status_records: int = STATUS_RECORD
     return all(
         (kept.get(text) or None) == (record.get(text) or None)
         for kept, record in zip(_as_repeated(records), records, strict=True)
-        for text in ("output", "error")
+        for text in ("output", "error", "stderr")
     )
 
 

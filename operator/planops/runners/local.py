@@ -19,7 +19,10 @@ it asks what to start, starts it, and reports results back. No scheduling rule l
   directory of its own; the steps share files only through the plan's workspace (`workdir`,
   else a fresh temporary directory), as pods share only a volume.
 - Limits: the step's timeout and the memory limit (RLIMIT_DATA, the closest per-process
-  equivalent of the cgroup limit a Job gets); output capped at the capsule's outputLimitBytes.
+  equivalent of the cgroup limit a Job gets).
+- Output: stdout and stderr are read apart, as the operator reads a pod's log; the output is
+  stdout's value and the record keeps stderr's tail (engine.outputs: one trailing line end
+  dropped, the capsule's outputLimitBytes kept as head and tail).
 - Each subprocess is its own process group; cancelling the run (Ctrl-C) kills every group and
   waits for it, so no child is left behind.
 - `activeDeadlineSeconds` and the finally steps' budget as in the cluster (engine.finally_steps,
@@ -59,6 +62,7 @@ from planops.engine import (
     control,
     delegation,
     finally_steps,
+    outputs,
     shell_words,
     validate,
 )
@@ -74,7 +78,6 @@ Observer = Callable[[Record], None]
 MAX_DEPTH = dispatch_.MAX_DEPTH
 #: asks a person: (step id, rendered ask) -> an answer conforming to its schema, or None (declined)
 Asker = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any] | None]]
-TRUNCATION_MARK = "\n[planops: output truncated: {kept} of {total} bytes kept]"
 #: an attempt: (step id, attempt)
 Key = tuple[str, int]
 
@@ -84,6 +87,8 @@ class Result:
     status: Literal["success", "failed"]
     output: str | None
     error: str | None
+    #: the tail of the process's stderr (engine.outputs.stderr_value)
+    stderr: str | None = None
 
 
 @dataclass
@@ -196,6 +201,7 @@ class LocalRunner:
                         result.output,
                         result.error,
                         self.clock(),
+                        stderr=result.stderr,
                     )
                     # settlements are announced by the next decision; a failure that did not
                     # settle the step means another attempt follows
@@ -409,7 +415,7 @@ class LocalRunner:
                     if stdin is not None
                     else asyncio.subprocess.DEVNULL,
                     stdout=asyncio.subprocess.PIPE,
-                    stderr=asyncio.subprocess.STDOUT,
+                    stderr=asyncio.subprocess.PIPE,  # apart: never part of the output
                     start_new_session=True,  # its own process group: killed as a whole
                     preexec_fn=lambda: _limit_memory(memory),
                 )
@@ -418,23 +424,16 @@ class LocalRunner:
             return Result("failed", None, "cannot start: a word of the command holds a NUL byte")
         except OSError as e:  # not executable, not a binary, ...: the attempt fails, not the run
             return Result("failed", None, f"cannot start {argv[0]!r}: {e.strerror or e}")
+        limit = capsule.output_limit_bytes
+        streams = Streams(outputs.Capture.for_limit(limit), outputs.stderr_capture())
         try:
-            output, timed_out = await _communicate(proc, stdin, timeout, capsule.output_limit_bytes)
+            timed_out = await _communicate(proc, stdin, timeout, streams)
         finally:
             if proc.returncode is None:
                 _kill_group(proc.pid)
                 await proc.wait()
         _kill_group(proc.pid)  # leftovers of the group (background children of the step)
-        code = proc.returncode
-        if timed_out:
-            return Result("failed", output, f"timed out after {timeout}s")
-        if code == 0:
-            return Result("success", output, None)
-        if code is not None and code < 0:
-            name = signal.Signals(-code).name
-            hint = f" (memory limit {memory} bytes in force)" if memory else ""
-            return Result("failed", output, f"killed by {name}{hint}")
-        return Result("failed", output, f"exit code {code}")
+        return _result(proc.returncode, streams, limit, timeout if timed_out else None, memory)
 
 
 async def _stop(tasks: dict[asyncio.Task[Result], Dispatch], attempts: Iterable[Key]) -> None:
@@ -475,33 +474,58 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-async def _communicate(
-    proc: asyncio.subprocess.Process, stdin: str | None, timeout: float, limit: int
-) -> tuple[str | None, bool]:
-    """Feed stdin, read stdout+stderr up to `limit` bytes (counting the rest), wait for exit."""
-    kept = bytearray()
-    total = 0
+@dataclass(frozen=True)
+class Streams:
+    """What a process writes, read apart and bounded (engine.outputs.Capture)."""
 
-    async def pump() -> None:
-        nonlocal total
+    stdout: outputs.Capture
+    stderr: outputs.Capture
+
+
+def _result(
+    code: int | None, streams: Streams, limit: int, timed_out: float | None, memory: int
+) -> Result:
+    """The attempt's result: how the process ended, its output (stdout's value) and the tail of
+    its stderr, made by the engine's one rule (engine.outputs)."""
+    output = outputs.output_value(streams.stdout, limit)
+    stderr = outputs.stderr_value(streams.stderr)
+    if timed_out is not None:
+        return Result("failed", output, f"timed out after {timed_out}s", stderr)
+    if code == 0:
+        return Result("success", output, None, stderr)
+    if code is not None and code < 0:
+        name = signal.Signals(-code).name
+        hint = f" (memory limit {memory} bytes in force)" if memory else ""
+        return Result("failed", output, f"killed by {name}{hint}", stderr)
+    return Result("failed", output, f"exit code {code}", stderr)
+
+
+async def _communicate(
+    proc: asyncio.subprocess.Process, stdin: str | None, timeout: float, streams: Streams
+) -> bool:
+    """Feed stdin, read stdout and stderr apart into `streams` (bounded: each keeps its head
+    and tail and counts the rest), wait for exit; whether the timeout passed first."""
+
+    async def drain(pipe: asyncio.StreamReader | None, capture: outputs.Capture) -> None:
+        assert pipe is not None
+        while chunk := await pipe.read(65536):
+            capture.feed(chunk)
+
+    async def feed() -> None:
         if stdin is not None and proc.stdin is not None:
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                 proc.stdin.write(stdin.encode())
                 await proc.stdin.drain()
             proc.stdin.close()
-        assert proc.stdout is not None
-        while chunk := await proc.stdout.read(65536):
-            total += len(chunk)
-            if len(kept) < limit:
-                kept.extend(chunk[: limit - len(kept)])
+
+    async def pump() -> None:  # all at once: a process that writes before it reads never waits
+        await asyncio.gather(
+            feed(), drain(proc.stdout, streams.stdout), drain(proc.stderr, streams.stderr)
+        )
         await proc.wait()
 
-    timed_out = False
     try:
         await asyncio.wait_for(pump(), timeout)
     except TimeoutError:
-        timed_out = True
-    text = kept.decode(errors="replace")
-    if total > len(kept):
-        text += TRUNCATION_MARK.format(kept=len(kept), total=total)
-    return (text or None), timed_out
+        return True
+    return False

@@ -139,7 +139,7 @@ def _record(rec: Mapping[str, Any]) -> dict[str, Any]:
     return {
         **{k: text(rec.get(k)) for k in ("stepId", "status", "startedAt", "finishedAt")},
         "attempts": attempts if isinstance(attempts, int) else 0,
-        **{k: text(rec.get(k)) for k in ("output", "error")},
+        **{k: text(rec.get(k)) for k in ("output", "error", "stderr")},
     }
 
 
@@ -236,4 +236,6 @@ def plan_view(
         ],
         "runs": runs,
         "earlier": earlier is not None,
+        # the cluster gave these outputs with their stderr (reconciler.step_logs)
+        "stderrInOutput": (report or {}).get("stderrInOutput") is True,
     }

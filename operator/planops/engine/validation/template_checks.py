@@ -21,7 +21,7 @@ def field_problem(t: templates.Template, step: Step | None) -> str | None:
         return None
     if step is not None and any(getattr(step, k) is not None for k in RESULT_KINDS) and t.path:
         return None  # a control step's result field, e.g. {{scan.results}}
-    return f"{t.text}: a step result has output, status or json"
+    return f"{t.text}: a step result has output, status, json or stderr"
 
 
 def check_templates(c: Checker, graph: Graph) -> None:

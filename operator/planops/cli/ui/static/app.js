@@ -8,6 +8,9 @@
   const app = document.getElementById("app");
   const where = document.getElementById("where");
   const LINE = 44; // characters of a line in a graph node
+  // the run's report says its steps' outputs hold their stderr (the cluster could not split a log)
+  const STDERR_IN_OUTPUT = "Step outputs hold what the steps wrote on stderr too: this cluster " +
+    "cannot read a pod log's stdout and stderr apart (docs/operator.md, \"Step output\").";
 
   function h(tag, attrs, ...kids) {
     const el = document.createElement(tag);
@@ -194,6 +197,7 @@
     }
     if (rec.error) out.push(h("h2", {}, "Error"), h("pre", { id: "error" }, rec.error));
     if (rec.output) out.push(h("h2", {}, "Output (recorded)"), h("pre", { id: "output" }, rec.output));
+    if (rec.stderr) out.push(h("h2", {}, "Stderr (its last lines, recorded)"), h("pre", { id: "stderr" }, rec.stderr));
     const inner = view.records.filter((r) => (r.stepId || "").startsWith(n.id + "."));
     if (inner.length) {
       out.push(h("h2", {}, "Body steps"), h("table", {},
@@ -235,6 +239,7 @@
         h("p", { class: "muted" }, facts, v.reason ? ` · ${v.reason}: ${v.message || ""}` : ""),
         runLinks(v),
         v.unreadable ? h("p", { class: "error" }, `its spec cannot be read: ${v.unreadable}`) : null,
+        v.stderrInOutput ? h("p", { class: "muted", id: "stderr-in-output" }, STDERR_IN_OUTPUT) : null,
         v.errors.length ? h("ul", { class: "error" }, v.errors.map((e) =>
           h("li", {}, `[${e.code}] ${e.step ? `step ${e.step}, ` : ""}${e.path}: ${e.message}`))) : null,
       ].filter(Boolean));
