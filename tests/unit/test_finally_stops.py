@@ -265,7 +265,7 @@ def test_run_local_stops_a_plan_at_its_deadline_runs_its_finally_steps_and_exits
         steps["slow"]["error"]
         == "stopped (the plan ran longer than its activeDeadlineSeconds (1s))"
     )
-    assert steps["tell"]["output"] == "failed DeadlineExceeded\n"
+    assert steps["tell"]["output"] == "failed DeadlineExceeded"
     assert (report["completed"], report["failedStep"]) == (False, None)
     assert [h["reason"] for h in report["stopped"]] == ["DeadlineExceeded"]
 

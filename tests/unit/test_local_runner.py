@@ -109,7 +109,7 @@ def test_the_steps_of_a_plan_without_a_workspace_share_no_files():
     """As pods without a volume: each attempt starts in a fresh directory of its own."""
     report, _ = run(plan(*SHARING))
     r = by_id(report)["r"]
-    assert r.status == "failed" and "No such file" in (r.output or ""), r
+    assert r.status == "failed" and "No such file" in (r.stderr or ""), r
 
 
 def test_a_workdir_is_for_a_plan_with_a_workspace(tmp_path: Path):
@@ -186,7 +186,7 @@ def test_a_tool_whose_env_needs_a_secret_is_refused_locally_saying_why(tmp_path:
 def test_an_optional_value_from_a_secret_or_config_map_is_left_unset_with_a_notice():
     c = cap(tools=SECRET_TOOLS)
     report, records = run(plan({"id": "t", "tool": "may-use-secrets"}), {"default": c})
-    assert by_id(report)["t"].output == "token=unset mode=unset high\n"
+    assert by_id(report)["t"].output == "token=unset mode=unset high"
     notices = [r["message"] for r in records if r["event"] == "notice" and r.get("stepId") == "t"]
     assert notices == [
         "tool 'may-use-secrets': env TOKEN is left unset: its value is optional, from Secret "
@@ -443,4 +443,4 @@ def test_a_tools_env_and_command_see_the_variables_declared_before_them():
         }
     ]
     report, _ = run(plan({"id": "t", "tool": "refs"}), {"default": cap(tools=tools)})
-    assert by_id(report)["t"].output == "https://$(HOST)/$(MODE)/1 fast t $(PATH)\n"
+    assert by_id(report)["t"].output == "https://$(HOST)/$(MODE)/1 fast t $(PATH)"

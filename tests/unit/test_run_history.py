@@ -189,7 +189,7 @@ def test_the_limit_is_read_within_its_bounds():
 def test_the_worst_history_stays_within_its_share_of_the_status():
     long = "é<" * 100_000
     status = {
-        "run": {"id": "r" * 300, "generation": 2**31, "rerun": long, "capsule": long},
+        "run": {"id": "r" * 300, "generation": 2**31, "rerun": long, "capsule": "c" * 63},
         "phase": "Failed",
         "startedAt": "2026-11-30T00:00:00.123456Z",
         "finishedAt": "2026-11-30T00:00:00.123456Z",

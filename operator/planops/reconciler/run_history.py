@@ -30,9 +30,10 @@ Pure: reconciler.earlier_runs does the requests.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from planops.api.models import HISTORY_LIMIT, HISTORY_LIMIT_MAX
+from planops.api.models import HISTORY_LIMIT, HISTORY_LIMIT_MAX, NAME_PATTERN
 from planops.api.names import Phase
 from planops.api.plan_schema import HISTORY_ENTRIES_MAX
 from planops.reconciler.status import cap_text, human_duration, parse_rfc3339, rfc3339
@@ -73,6 +74,15 @@ def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
+_NAME = re.compile(NAME_PATTERN)
+
+
+def _name(value: Any) -> str | None:
+    """A Capsule's name as the run recorded it: a Kubernetes name (at most 63 characters, as
+    spec.capsule's schema holds it), else nothing (never a cut text: a name is whole or wrong)."""
+    return value if isinstance(value, str) and _NAME.fullmatch(value) else None
+
+
 def entry(status: dict[str, Any], replaced_by: str, now: float) -> dict[str, Any] | None:
     """The history entry of the run `status` holds, now that run `replaced_by` replaces it; None
     for a run that ran nothing (Invalid, still waiting for a slot of its Capsule: `queue`, or no
@@ -93,7 +103,7 @@ def entry(status: dict[str, Any], replaced_by: str, now: float) -> dict[str, Any
         "id": rid[:WORD_LIMIT],
         "generation": _count(generation) or None,
         "rerun": cap_text(str(run["rerun"]), WORD_LIMIT) if run.get("rerun") else None,
-        "capsule": cap_text(str(run["capsule"]), WORD_LIMIT) if run.get("capsule") else None,
+        "capsule": _name(run.get("capsule")),
         "phase": phase if ended else Phase.FAILED.value,
         "reason": cap_text(str(cond.get("reason") or ""), WORD_LIMIT) if ended else REPLACED,
         "message": cap_text(str(cond.get("message") or ""), MESSAGE_LIMIT)

@@ -52,7 +52,7 @@ STEP_OVERHEAD = 256  # stepId (63), status, attempts, two timestamps, keys and J
 #: the most text one record keeps (a PlanReport object holds at least one record)
 RECORD_TEXT_LIMIT = 256 << 10
 #: the summary's bound (tests/unit/test_status_bound.py checks the worst case stays under it)
-SUMMARY_BUDGET = 448 << 10
+SUMMARY_BUDGET = 452 << 10
 STATUS_RECORDS = 50
 LAST_TEXT = 64 << 10
 RECENT_TEXT = 1024
