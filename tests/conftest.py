@@ -24,6 +24,13 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import settings
+
+from .hypothesis_profiles import CI_PROFILE
+
+# deterministic property tests, in CI and for a plain `pytest`; the wide random search is asked
+# for by name: `pytest --hypothesis-profile=wide` (tests/hypothesis_profiles.py)
+settings.load_profile(CI_PROFILE)
 
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTER = ROOT / "tests" / "cluster"
