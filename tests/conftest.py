@@ -8,10 +8,18 @@ Tests that need pods to really run also carry the `node` marker and use the `nod
 fails (never skips) when the cluster has no Ready node.
 
 Tests only touch namespaces they create (the `namespace` fixture), never anything else.
+
+`pytest -n N` (pytest-xdist; .ci/run) runs N sessions on ONE running cluster, which must be
+given (PLANOPS_TEST_KUBECONFIG): each worker is a session of its own, with its own e2e operator
+and namespaces (tests/e2e/conftest.py); what is cluster-wide is changed under `cluster_lock`, and
+tests that must not be spread over workers are kept together (tests/xdist_groups.py) or run
+afterwards (docs/test-cluster.md, "Parallel runs").
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -24,6 +32,18 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import settings
+
+from .hypothesis_profiles import CI_PROFILE
+from .layer_times import pytest_runtest_logreport, pytest_sessionfinish
+from .xdist_groups import pytest_xdist_make_scheduler
+
+# hooks: .ci/run's layer times; the groups of `pytest -n`
+__all__ = ["pytest_runtest_logreport", "pytest_sessionfinish", "pytest_xdist_make_scheduler"]
+
+# deterministic property tests, in CI and for a plain `pytest`; the wide random search is asked
+# for by name: `pytest --hypothesis-profile=wide` (tests/hypothesis_profiles.py)
+settings.load_profile(CI_PROFILE)
 
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTER = ROOT / "tests" / "cluster"
@@ -106,12 +126,26 @@ class Kube:
         return json.loads(self.run("get", *args, "-o", "json").stdout)  # type: ignore[no-any-return]
 
 
+def no_cluster_of_our_own() -> str | None:
+    """Why this session may not start a cluster of its own, or None: a pytest-xdist worker would
+    start one each, and only one kubelet node runs on a machine."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return None
+    return (
+        "pytest -n: the workers share one cluster, and only one kubelet node runs on a "
+        "machine: start it (tests/cluster/up --with-node) and set PLANOPS_TEST_KUBECONFIG"
+    )
+
+
 @pytest.fixture(scope="session")
 def kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     given = os.environ.get("PLANOPS_TEST_KUBECONFIG")
     if given:
         yield given
         return
+    refused = no_cluster_of_our_own()
+    if refused:
+        pytest.fail(refused, pytrace=False)
     cluster_dir = tmp_path_factory.mktemp("cluster")
     env = {**os.environ, "PLANOPS_CLUSTER_DIR": str(cluster_dir)}
     up = subprocess.run(
@@ -123,6 +157,22 @@ def kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield str(cluster_dir / "admin.kubeconfig")
     finally:
         subprocess.run([str(CLUSTER / "down")], env=env, capture_output=True, text=True)
+
+
+@contextlib.contextmanager
+def cluster_lock(kubeconfig: str, what: str) -> Iterator[None]:
+    """Held while this session changes `what`, a cluster-wide object that another session on the
+    same cluster (a pytest-xdist worker, another worktree's run) may be changing at the same
+    moment: `kubectl apply` of an object two sessions create at once fails with AlreadyExists
+    in one of them. A lock file per cluster and object, in the machine's temporary directory."""
+    with cluster_lock_file(kubeconfig, what).open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def cluster_lock_file(kubeconfig: str, what: str) -> Path:
+    key = hashlib.sha256(f"{Path(kubeconfig).resolve()}\0{what}".encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"planops-cluster-{key}.lock"
 
 
 @pytest.fixture(scope="session")

@@ -28,15 +28,16 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import ROOT, Kube
+from tests.conftest import ROOT, Kube, cluster_lock
 
 OPERATOR = [sys.executable, "-m", "planops.main"]
 #: 3 s: a test waits at most that for what no event announces. Every resync lists each active
 #: run's Jobs and pods, so a measurement of a big plan runs the chart's 60 s
 #: (PLANOPS_E2E_RESYNC_SECONDS=60; docs/performance.md, "At scale")
 RESYNC_SECONDS = os.environ.get("PLANOPS_E2E_RESYNC_SECONDS", "3")
-#: the namespaces of this test session's operator (see the module's docstring)
-NS_PREFIX = f"e2e-{uuid.uuid4().hex[:4]}-"
+#: the namespaces of this test session's operator (see the module's docstring); a pytest-xdist
+#: worker is a session of its own (a process: this module is imported in each)
+NS_PREFIX = f"e2e-{uuid.uuid4().hex[:6]}-"
 
 
 def free_port() -> int:
@@ -123,7 +124,8 @@ def start_operator(kubeconfig: str, namespaces: list[str], log: Path, *extra: st
 
 @pytest.fixture(scope="session")
 def crds(kube: Kube) -> None:
-    kube.run("apply", "-f", str(ROOT / "crds"))
+    with cluster_lock(kube.kubeconfig, "crds"):  # every xdist worker applies them at its start
+        kube.run("apply", "-f", str(ROOT / "crds"))
     kube.run(
         "wait",
         "--for=condition=Established",

@@ -18,6 +18,7 @@ import pytest
 from tests.conftest import ROOT, Kube
 from tests.e2e.conftest import capsule, plan, steps, wait_plan
 
+# pytest -n: one worker runs it, with the other cluster-wide tests (tests/xdist_groups.py)
 pytestmark = [pytest.mark.cluster, pytest.mark.node]
 CHART = ROOT / "charts" / "planops"
 

@@ -17,6 +17,7 @@ from tests.conftest import Kube
 from tests.e2e.conftest import cli, plan, wait_plan
 from tests.e2e.own_operator import namespace_with_operator
 
+# pytest -n: one worker runs this module (tests/xdist_groups.py)
 pytestmark = [pytest.mark.cluster, pytest.mark.node]
 
 

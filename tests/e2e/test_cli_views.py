@@ -22,6 +22,7 @@ from tests.e2e.conftest import capsule, cli, plan, wait_plan
 from tests.e2e.own_operator import namespace_with_operator
 from tests.e2e.test_ui_browser import address, start_ui, stop
 
+# pytest -n: one worker runs this module (tests/xdist_groups.py)
 pytestmark = [pytest.mark.cluster, pytest.mark.node]
 CHART = ROOT / "charts" / "planops"
 RELEASE = "views"

@@ -39,6 +39,7 @@ from tests.e2e.conftest import (
 )
 
 IMAGE = "local/busybox:1.35.0"  # never pulled: a simulated node runs nothing
+# pytest -n: one worker runs this module (tests/xdist_groups.py)
 
 
 @pytest.fixture(scope="module")

@@ -463,7 +463,9 @@ def test_a_plan_past_its_active_deadline_stops_and_fails_saying_why(kube: Kube, 
             {"id": "quick", "shell": "echo fast"},
             {"id": "slow", "shell": "sleep 300", "dependsOn": ["quick"]},
             {"id": "never", "shell": "echo never", "dependsOn": ["slow"]},
-            activeDeadlineSeconds=8,
+            # room for `quick` to run first on a loaded machine (the cluster layers run
+            # side by side in CI): at 8 s it was stopped before its pod had started
+            activeDeadlineSeconds=20,
         ),
         "-n",
         ns,
@@ -472,7 +474,7 @@ def test_a_plan_past_its_active_deadline_stops_and_fails_saying_why(kube: Kube, 
     status = obj["status"]
     assert status["phase"] == "Failed"
     (cond,) = status["conditions"]
-    assert cond["reason"] == "DeadlineExceeded" and "activeDeadlineSeconds (8s)" in cond["message"]
+    assert cond["reason"] == "DeadlineExceeded" and "activeDeadlineSeconds (20s)" in cond["message"]
     rep = steps(obj)
     assert rep["quick"]["status"] == "success"
     assert rep["slow"]["status"] == "failed" and rep["slow"]["error"].startswith("stopped (")

@@ -14,6 +14,7 @@ import pytest
 from tests.conftest import Kube
 from tests.e2e.conftest import NS_PREFIX, capsule
 
+# pytest -n: one worker runs it, with the other cluster-wide tests (tests/xdist_groups.py)
 pytestmark = [pytest.mark.cluster, pytest.mark.node]
 
 

@@ -22,11 +22,14 @@ import yaml
 
 from planops.kube import manifests
 from tests.conftest import Kube
-from tests.e2e.conftest import capsule, cli, plan, steps, wait_plan
+from tests.e2e.conftest import NS_PREFIX, capsule, cli, plan, steps, wait_plan
 
 pytestmark = [pytest.mark.cluster, pytest.mark.node]
 CHART = Path(__file__).resolve().parents[2] / "charts" / "planops"
-RELEASE = "tenancy"
+#: the release the policies are rendered as: this session's own (its cluster-wide policies and
+#: roles are named after it), so that a parallel session (pytest -n) removing its copy at the end
+#: of its module leaves this one's in place
+RELEASE = f"tenancy-{NS_PREFIX.split('-')[1]}"
 AUTHOR = "alice"
 AUTHOR_KEY = "planops.dev/author"  # who last changed what a Plan does (the API server writes it)
 
@@ -1017,6 +1020,7 @@ def test_revoking_use_stops_a_scheduled_plans_runs_and_a_plans_reruns(kube: Kube
     assert runs() == started  # no run since the grant was revoked
 
 
+# pytest -n: one worker runs it with the other cluster-wide tests (tests/xdist_groups.py)
 def test_revoking_use_stops_a_cluster_scheduled_plans_runs_in_that_namespace(
     kube: Kube, tenant: str
 ):

@@ -26,6 +26,7 @@ from tests.conftest import ROOT, Kube
 from tests.e2e.conftest import cli, plan, wait_plan
 from tests.e2e.own_operator import namespace_with_operator
 
+# pytest -n: one worker runs this module (tests/xdist_groups.py)
 pytestmark = [pytest.mark.cluster, pytest.mark.node, pytest.mark.browser]
 CHROMIUM, DRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 ARTIFACTS = ROOT / ".artifacts" / "ui"

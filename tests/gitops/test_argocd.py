@@ -13,6 +13,7 @@ import pytest
 from tests.e2e.conftest import plan, wait_plan
 from tests.gitops.conftest import Env, health_status, sync_status, synced_at
 
+# pytest -n: one worker runs this module (tests/xdist_groups.py)
 pytestmark = [pytest.mark.cluster, pytest.mark.node, pytest.mark.gitops]
 
 

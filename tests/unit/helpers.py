@@ -65,3 +65,17 @@ def run_local_cli(plan_file: object, *extra: str) -> subprocess.CompletedProcess
         text=True,
         timeout=60,
     )
+
+
+def run_pytest(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """pytest in a process of its own, in `cwd`, with this repository importable (`tests.…`) and
+    `env` added to the environment (a value "" removes that variable)."""
+    environ = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), **env}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],
+        cwd=cwd,
+        env={k: v for k, v in environ.items() if v},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )

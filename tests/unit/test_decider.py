@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from planops.engine import Facts, Run, decide
 from planops.engine.facts import AttemptFact
 
+from ..hypothesis_profiles import examples
 from .helpers import plan
 
 
@@ -276,7 +277,7 @@ def random_plans(draw):
     return plan(*steps, parallelism=draw(st.none() | st.integers(1, 4)))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(spec=random_plans(), seed=st.integers(0, 2**32))
 def test_properties_dependencies_first_one_tool_at_a_time_and_termination(spec, seed):
     rng = random.Random(seed)

@@ -17,6 +17,8 @@ from hypothesis import strategies as st
 from planops.cli import fast_readers, yaml_reader, yamljson
 from planops.cli.inputs import InputError
 
+from ..hypothesis_profiles import examples
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -51,7 +53,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=150, deadline=None, derandomize=True)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     value=st.dictionaries(st.text(max_size=8), json_values, max_size=5),
     indent=st.sampled_from([None, 1, 2]),
@@ -69,7 +71,7 @@ def test_json_is_read_as_the_yaml_reader_reads_it(value: dict[str, Any], indent:
         assert json.dumps(fast) == json.dumps(slow)  # the same types (1 vs 1.0, True vs 1)
 
 
-@settings(max_examples=150, deadline=None, derandomize=True)
+@settings(max_examples=examples(150), deadline=None)
 @given(value=st.dictionaries(st.text(max_size=8), json_values, max_size=5), flow=st.booleans())
 def test_yaml_is_read_by_libyaml_as_by_the_reference_reader(value: dict[str, Any], flow: bool):
     text = yaml.safe_dump(value, default_flow_style=flow, allow_unicode=True)
@@ -77,7 +79,7 @@ def test_yaml_is_read_by_libyaml_as_by_the_reference_reader(value: dict[str, Any
     assert fast == outcome(reference, text)
 
 
-@settings(max_examples=150, deadline=None, derandomize=True)
+@settings(max_examples=examples(150), deadline=None)
 @given(value=st.dictionaries(st.text(max_size=8), json_values, max_size=5), flow=st.booleans())
 def test_yaml_is_read_from_libyamls_events_as_by_the_reference_reader(
     value: dict[str, Any], flow: bool

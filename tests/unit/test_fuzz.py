@@ -32,9 +32,12 @@ from planops.reconciler.observe import (
     pods_by_job,
 )
 
+from ..hypothesis_profiles import examples
 from .helpers import resolver
 
-FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 # -- values ------------------------------------------------------------------------------------
 
@@ -545,7 +548,7 @@ run_pod = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(run_job, min_size=1, max_size=2), st.lists(run_pod, max_size=3))
 def test_the_cache_keeps_of_a_run_object_all_that_observe_reads(jobs, pods):
     """kube.cache.slim_run_object keeps only what observe reads, and whatever the objects hold

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from planops.engine import AttemptFact, Facts, Run, keeping
 
+from ..hypothesis_profiles import examples
 from .helpers import plan
 
 Key = tuple[str, int]
@@ -227,7 +228,7 @@ class Reconciles:
 
 
 @settings(
-    max_examples=500,
+    max_examples=examples(500),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

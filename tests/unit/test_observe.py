@@ -91,6 +91,22 @@ def test_the_newest_of_a_jobs_own_pods_is_its_pod():
     assert pods_by_job([new, old], jobs)["j"] is new
 
 
+def test_a_creation_time_that_is_no_text_is_the_oldest_and_never_a_crash():
+    """The API server writes creationTimestamp as an RFC 3339 string, but the operator reads any
+    JSON it is given without raising: a time that is no text sorts before every real one, even
+    nested past Python's recursion limit (str() of it raised RecursionError)."""
+    deep: Any = "2026-01-01T00:00:09Z"
+    for _ in range(5000):
+        deep = {"k": deep}
+    jobs = [job("j", "job-uid")]
+    real = pod("j-1", "job-uid", "2026-01-01T00:00:00Z")
+    odd = [pod(f"j-odd-{i}", "job-uid", "x") for i in range(4)]
+    for p, created in zip(odd, [deep, [deep], 99, {"t": "2027-01-01T00:00:00Z"}], strict=True):
+        p["metadata"]["creationTimestamp"] = created
+    assert pods_by_job([real, *odd], jobs)["j"] is real
+    assert pods_by_job([*odd, real], jobs)["j"] is real
+
+
 def test_job_attempt_reads_the_pod_it_is_given():
     observed = job_attempt(job("j", "job-uid"), pod("j-real", "job-uid", "2026-01-01T00:00:00Z"))
     assert observed.status == "success" and observed.pod == "j-real"

@@ -16,6 +16,7 @@ from planops.api.crd import bounds
 from planops.api.models import Step
 from planops.engine import templates, validate
 
+from ..hypothesis_profiles import examples
 from .helpers import plan, resolver, time_bound
 
 OLD_TEMPLATE = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
@@ -69,7 +70,7 @@ def old_find(text):
     return [(m.start(), m.end(), m.group(1)) for m in OLD_TEMPLATE.finditer(text)]
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=examples(3000), deadline=None)
 @given(st.lists(ALPHABET, max_size=24).map("".join))
 def test_the_scanner_finds_exactly_what_the_old_regex_found(text):
     assert list(templates.scan(text)) == old_find(text)
@@ -77,7 +78,7 @@ def test_the_scanner_finds_exactly_what_the_old_regex_found(text):
     assert templates._whole(text) == (whole.group(1) if whole else None)
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=examples(1000), deadline=None)
 @given(st.lists(ALPHABET, max_size=16).map("".join))
 def test_find_and_render_behave_as_with_the_old_regex(text):
     steps = {"a": {"status": "success", "output": "A"}, "x": {"status": "ok", "output": '{"y": 1}'}}

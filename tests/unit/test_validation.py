@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from planops.api import parse_document
 from planops.engine import CODES, Policy, capsules, validate
 
+from ..hypothesis_profiles import examples
 from .helpers import capsule, plan, resolver
 
 
@@ -214,7 +215,7 @@ step_like = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     doc=st.one_of(
         json_values,

@@ -403,7 +403,10 @@ def pods_by_job(pods: list[Obj], jobs: list[Obj]) -> dict[str, Obj]:
     }
     out: dict[str, Obj] = {}
     metas = [(_obj(_obj(pod).get("metadata")), pod) for pod in pods]
-    for _, pod in sorted(metas, key=lambda m: str(m[0].get("creationTimestamp") or "")):
+    # the API server writes the time as RFC 3339 text, which sorts as time; anything else (no
+    # API server sends it, but observe reads any JSON without raising) reads as the oldest and is
+    # never turned into text: str() of a value nested past the recursion limit raises
+    for _, pod in sorted(metas, key=lambda m: _text(m[0].get("creationTimestamp")) or ""):
         job = names.get(controller_uid(pod, "Job"))
         if job:
             out[job] = pod
