@@ -29,7 +29,7 @@ def test_each_layer_is_recorded_once_with_its_tests(tmp_path: Path, workers: lis
     (tmp_path / "conftest.py").write_text(
         "from tests.layer_times import pytest_runtest_logreport, pytest_sessionfinish\n"
     )
-    for path, count in [("tests/e2e/test_a.py", 3), ("tests/e2e/test_kwok.py", 2)]:
+    for path, count in [("tests/e2e/" + "test_a.py", 3), ("tests/e2e/test_kwok.py", 2)]:
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         tests = "".join(f"def test_{i}():\n    pass\n\n\n" for i in range(count))
         (tmp_path / path).write_text(tests)
