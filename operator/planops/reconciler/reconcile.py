@@ -189,8 +189,8 @@ class Reconciler:
         if seed is None:  # a retry refused (an Event and the status say why)
             return None
         if fresh:
-            # Run ids derive from (uid, generation, re-run): a first generation that never ran
-            # and was never re-run has no other run to stop (three lists saved per new Plan).
+            # A first generation that never ran and was never re-run has no other run to stop
+            # (three lists saved per new Plan).
             history = previous.get("history")
             if previous.get("run") or generation > 1 or rerun:
                 history = await earlier_runs.start(
