@@ -649,24 +649,33 @@ def test_someone_with_edit_cannot_make_the_job_or_pod_the_operator_would_take_fo
     assert steps(result)["next"]["output"] == "real"
 
 
+def editor_meets_tests_running(
+    kube: Kube, ns: str, name: str, *steps: dict[str, Any]
+) -> dict[str, Any]:
+    """mallory has `edit` in `ns`; Plan `name` of `steps` then `deploy` (after `tests`) runs,
+    with `tests` in flight."""
+    grant_edit(kube, ns)
+    deploy = {"id": "deploy", "shell": "echo deployed", "dependsOn": ["tests"]}
+    return running(
+        kube,
+        ns,
+        plan(name, *steps, deploy, capsule="safe"),
+        until=lambda o: [f["stepId"] for f in o["status"].get("inFlight") or []] == ["tests"],
+    )
+
+
 def test_a_finished_jobs_annotation_cannot_make_it_pass_for_a_running_step(kube: Kube, tenant: str):
     """`kubectl annotate job <build's Job> planops.dev/step-id=tests`: the running `tests` would
     settle with build's log, and `deploy` start while the real tests still ran. `edit` is
     refused by the API server (planops annotations on Jobs and pods are the operator's); with
     the policy out of the way (an admin, who holds `manage`, writes it), the operator does not
     read an annotation that disagrees with the label it completes."""
-    grant_edit(kube, tenant)
-    obj = running(
+    obj = editor_meets_tests_running(
         kube,
         tenant,
-        plan(
-            "gated",
-            {"id": "build", "shell": "echo built"},
-            {"id": "tests", "shell": "sh -c 'sleep 25; echo tested'", "dependsOn": ["build"]},
-            {"id": "deploy", "shell": "echo deployed", "dependsOn": ["tests"]},
-            capsule="safe",
-        ),
-        until=lambda o: [f["stepId"] for f in o["status"].get("inFlight") or []] == ["tests"],
+        "gated",
+        {"id": "build", "shell": "echo built"},
+        {"id": "tests", "shell": "sh -c 'sleep 25; echo tested'", "dependsOn": ["build"]},
     )
     run = obj["status"]["run"]["id"]
     selector = f"planops.dev/plan=gated,planops.dev/run={run},planops.dev/step=build"
@@ -702,17 +711,8 @@ def test_someone_with_edit_cannot_change_what_a_running_step_runs(kube: Kube, te
     `deploy` started on it. A debug container joins the step's processes; a Job's backoffLimit or
     parallelism change how its attempt runs. The API server refuses each (the spec of a run's Job
     or pod is the operator's); a label of the editor's own on the pod stays allowed."""
-    grant_edit(kube, tenant)
-    obj = running(
-        kube,
-        tenant,
-        plan(
-            "imaged",
-            {"id": "tests", "shell": "sh -c 'sleep 25; echo tested'"},
-            {"id": "deploy", "shell": "echo deployed", "dependsOn": ["tests"]},
-            capsule="safe",
-        ),
-        until=lambda o: [f["stepId"] for f in o["status"].get("inFlight") or []] == ["tests"],
+    obj = editor_meets_tests_running(
+        kube, tenant, "imaged", {"id": "tests", "shell": "sh -c 'sleep 25; echo tested'"}
     )
     run = obj["status"]["run"]["id"]
     selector = f"planops.dev/plan=imaged,planops.dev/run={run},planops.dev/step=tests"
