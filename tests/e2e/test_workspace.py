@@ -75,7 +75,7 @@ def test_a_second_step_reads_what_the_first_wrote_in_the_workspace(
     assert rep["write"]["output"] == "/workspace"
     assert rep["read"]["output"] == "data"
     assert rep["protected"]["status"] == "failed"
-    assert "Read-only file system" in (rep["protected"]["output"] or "")
+    assert "Read-only file system" in (rep["protected"]["stderr"] or rep["protected"]["output"] or "")
     (pvc,) = kube.get("pvc", "-n", ns, "-l", "planops.dev/plan=ws")["items"]
     assert pvc["metadata"]["ownerReferences"][0]["name"] == "ws"
     assert pvc["spec"]["storageClassName"] == sc
