@@ -22,11 +22,10 @@ import yaml
 from planops.api import names
 from planops.api.capsule_schema import capsule_spec_schema
 from planops.api.documents import API_GROUP
+from planops.api.limits import MAX_STEPS, SPEC_BUDGET
 from planops.api.plan_schema import (
     CONTROL_KINDS,
-    MAX_STEPS,
     REFUSED_KINDS,
-    SPEC_BUDGET,
     plan_spec_schema,
     plan_status_schema,
     step_schema,

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic.alias_generators import to_camel
 
 from planops.api import durations
+from planops.api.limits import HISTORY_LIMIT, HISTORY_LIMIT_MAX, MAX_FINALLY_STEPS
 
 #: A step id: also a Job label value and part of a Job name, hence the restriction (the seed
 #: leaves ids free; planops needs them to be label-safe). Letters, digits, `_` and `-`.
@@ -183,10 +184,6 @@ class Workspace(Model):
     claim_name: str | None = Field(default=None, description="Use an existing claim instead.")
 
 
-#: earlier runs a Plan keeps in status.history by default (spec.historyLimit), and at most
-HISTORY_LIMIT = 10
-HISTORY_LIMIT_MAX = 50
-
 #: When a Plan's step Jobs are deleted (planops.reconciler.retention): as each step settles, once
 #: the run finished, once it succeeded, or never (the default).
 PodGC = Literal["OnStepCompletion", "OnPlanCompletion", "OnPlanSuccess", "Never"]
@@ -243,7 +240,7 @@ class PlanSpec(Model):
     finally_: list[Step] = Field(
         default_factory=list,
         alias="finally",
-        max_length=100,  # api.plan_schema.MAX_FINALLY_STEPS
+        max_length=MAX_FINALLY_STEPS,
         description="Steps that run once the main steps are over, whatever their outcome "
         "(after a failure, an exit or activeDeadlineSeconds too; after a cancel only with "
         "--run-finally), within finallyTimeoutSeconds; they read every step's result and the "

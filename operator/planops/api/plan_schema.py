@@ -6,9 +6,14 @@ ScheduledPlan's template (api/crd.py).
 
 from __future__ import annotations
 
-from planops.api.models import (
+from planops.api.limits import (
+    HISTORY_ENTRIES_MAX,
     HISTORY_LIMIT,
-    HISTORY_LIMIT_MAX,
+    MAX_DEPENDS_ON,
+    MAX_FINALLY_STEPS,
+    MAX_STEPS,
+)
+from planops.api.models import (
     NEEDS_A_MODEL,
     POD_GC_POLICIES,
     STEP_KINDS,
@@ -17,14 +22,6 @@ from planops.api.models import (
     Step,
 )
 from planops.api.schema_parts import Schema, array, bounds, integer, obj, resources, text
-
-#: a Plan's spec as stored JSON: its status (planops.reconciler.status) shares the one object
-SPEC_BUDGET = 768 << 10
-#: literal steps: as many of the smallest steps (~26 bytes) as SPEC_BUDGET holds
-MAX_STEPS = 30_000
-#: finally steps are cleanup and reporting: a few (the bound keeps the CRD's CEL cost small)
-MAX_FINALLY_STEPS = 100
-MAX_DEPENDS_ON = 256
 
 #: accepted by the schema so the validator can refuse them with the seed's code and a reason
 REFUSED_KINDS = {k: "needs a language model: use a capsule step" for k in NEEDS_A_MODEL}
@@ -286,10 +283,6 @@ def retry_backoff(description: str) -> Schema:
         },
         required=["duration"],
     )
-
-
-#: status.history's entries at most: historyLimit's bound twice (runs waiting for the archive)
-HISTORY_ENTRIES_MAX = 2 * HISTORY_LIMIT_MAX
 
 
 def plan_status_schema(*, history: bool = False) -> Schema:

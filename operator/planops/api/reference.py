@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from planops.api import crd, names
-from planops.api.plan_schema import HISTORY_ENTRIES_MAX
+from planops.api.limits import HISTORY_ENTRIES_MAX
 from planops.engine import budget
 from planops.engine.bodies import MAX_RECORDS
 
