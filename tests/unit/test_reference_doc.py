@@ -32,7 +32,7 @@ def test_every_plan_field_has_a_row_with_seed_and_example():
         "spec"
     ]
     known |= {p for p, _ in reference.fields(cap)}
-    sched = crd._scheduled_crd(True)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    sched = crd.scheduled_crd(True)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     known |= {p for p, _ in reference.fields(sched["properties"]["spec"])}
     known.add("planTemplate.metadata` / `planTemplate.spec")
     report = crd.plan_report_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from planops.api import crd, names
+from planops.api import crd, limits, names
 from planops.api.limits import HISTORY_ENTRIES_MAX
 from planops.engine import budget
 from planops.engine.bodies import MAX_RECORDS
@@ -176,8 +176,8 @@ def render() -> str:
     cap = crd.capsule_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"][
         "spec"
     ]
-    sched = crd._scheduled_crd(False)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    csched = crd._scheduled_crd(True)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    sched = crd.scheduled_crd(False)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    csched = crd.scheduled_crd(True)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     cap = {**cap, "properties": {k: v for k, v in cap["properties"].items() if k != "plan"}}
     report = crd.plan_report_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     status = crd.plan_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
@@ -291,8 +291,8 @@ def render() -> str:
         "",
         "## Limits",
         "",
-        f"- A Plan has at most {crd.MAX_STEPS:,} literal steps (`spec.steps` maxItems), and its "
-        f"`spec` takes at most {crd.SPEC_BUDGET >> 10} KiB",
+        f"- A Plan has at most {limits.MAX_STEPS:,} literal steps (`spec.steps` maxItems), and its "
+        f"`spec` takes at most {limits.SPEC_BUDGET >> 10} KiB",
         "  as stored JSON: the status shares the object, and etcd stores at most 1.5 MiB.",
         f"- A run records at most {MAX_RECORDS:,} steps, body steps included, and writes at most "
         f"{budget.RUN_REPORT_BYTES >> 20} MiB of PlanReports, which comes first for small "
