@@ -1,6 +1,8 @@
 """The committed CRDs are what planops.api.crd generates from the models, every field of the
 models is in them with the text `kubectl explain` prints, and a step stores no defaults."""
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -87,3 +89,17 @@ def test_the_stored_defaults_are_the_ones_the_models_mark():
         ("cspl.openAPIV3Schema.spec.successfulRunsHistoryLimit", "3"),
         ("cspl.openAPIV3Schema.spec.failedRunsHistoryLimit", "1"),
     }
+
+
+def test_the_operator_and_the_cli_load_no_generator():
+    """What the runtime counts with is in api.limits and the models: the operator and
+    kubectl-plan start without the CRD generator (import-linter's contract sees the static
+    imports; this sees whatever they load)."""
+    code = (
+        "import sys, planops.main, planops.cli.main; "
+        "print(sorted(m for m in sys.modules if m in GENERATORS))"
+    ).replace(
+        "GENERATORS", repr(("planops.api.crd", "planops.api.structural", "planops.reference"))
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
