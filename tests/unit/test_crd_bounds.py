@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from planops.api import crd
-from planops.api.models import STEP_KINDS, CapsuleSpec, Model, PlanSpec
+from planops.api.capsule_models import CapsuleSpec
+from planops.api.models import STEP_KINDS, Model, PlanSpec
 from planops.api.schedule_models import ClusterScheduledPlanSpec, ScheduledPlanSpec
 
 #: the step kinds that are control steps (seed 2), and the two refused (they need a model)

@@ -9,7 +9,8 @@ from typing import Any
 import yaml
 
 from planops.api import crd, structural
-from planops.api.models import CapsuleSpec, Model, PlanSpec, Step
+from planops.api.capsule_models import CapsuleSpec
+from planops.api.models import Model, PlanSpec, Step
 from planops.api.schedule_models import ClusterScheduledPlanSpec
 
 ROOT = Path(__file__).resolve().parents[2]

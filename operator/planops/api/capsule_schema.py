@@ -4,7 +4,7 @@ placement) and the plan template it runs when spawned, with the text `kubectl ex
 
 from __future__ import annotations
 
-from planops.api.models import (
+from planops.api.capsule_models import (
     LABEL_KEY_PATTERN,
     LABEL_VALUE_PATTERN,
     CapsuleSpec,
@@ -13,7 +13,7 @@ from planops.api.models import (
     SecretMount,
     Tool,
 )
-from planops.api.models import EnvVar as EnvVarModel
+from planops.api.capsule_models import EnvVar as EnvVarModel
 from planops.api.plan_schema import plan_spec_schema, retry_backoff
 from planops.api.schema_parts import (
     Schema,

@@ -22,8 +22,9 @@ from typing import Any
 import yaml
 
 from planops.api import names, structural
+from planops.api.capsule_models import CapsuleSpec
 from planops.api.limits import HISTORY_ENTRIES_MAX
-from planops.api.models import CapsuleSpec, PlanSpec
+from planops.api.models import PlanSpec
 from planops.api.schedule_models import ClusterScheduledPlanSpec, ScheduledPlanSpec
 from planops.api.structural import Schema
 

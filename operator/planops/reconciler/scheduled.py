@@ -32,8 +32,8 @@ from pydantic import ValidationError
 
 from planops import metrics
 from planops.api import API_VERSION, names
+from planops.api.capsule_models import CapsuleSpec
 from planops.api.documents import problems_of
-from planops.api.models import CapsuleSpec
 from planops.api.names import Phase
 from planops.api.schedule_models import ClusterScheduledPlanSpec, ScheduledPlanSpec
 from planops.engine import OPERATOR_BUDGET_SECONDS, Budget, Policy, capsule_name, validate
