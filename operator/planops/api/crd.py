@@ -183,7 +183,7 @@ def status_schema(description: str, *, history: bool = False) -> Schema:
 def history_schema() -> Schema:
     """status.history, described for `kubectl explain plan.status.history`."""
     entry = {
-        "id": _text("The run id (its PlanReports' planops.dev/run label)."),
+        "id": _text(f"The run id (its PlanReports' {names.LABEL_RUN} label)."),
         "generation": _integer("The Plan generation the run ran."),
         "rerun": _text("The re-run annotation's value that started it, if any."),
         "capsule": _text("The Capsule it ran under (as it started)."),
@@ -222,7 +222,7 @@ def history_schema() -> Schema:
         "array",
         "Earlier runs of this Plan, newest first (spec.historyLimit bounds them). A re-run or a "
         "new generation adds the run it replaces; each run's records stay in its PlanReports "
-        "(label planops.dev/run=<id>): kubectl plan get NAME --run ID.",
+        f"(label {names.LABEL_RUN}=<id>): kubectl plan get NAME --run ID.",
         items=_node(
             "object",
             "One earlier run as it ended.",
