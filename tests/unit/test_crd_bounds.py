@@ -17,24 +17,13 @@ from planops.api import crd
 from planops.api.capsule_models import CapsuleSpec
 from planops.api.models import STEP_KINDS, Model, PlanSpec
 from planops.api.schedule_models import ClusterScheduledPlanSpec, ScheduledPlanSpec
+from planops.api.structural import BOUNDS
 
 #: the step kinds that are control steps (seed 2), and the two refused (they need a model)
 CONTROL_KINDS = [k for k in STEP_KINDS if k not in ("tool", "shell", "capsule")]
 
-KEYWORDS = (
-    "type",
-    "minimum",
-    "maximum",
-    "exclusiveMinimum",
-    "exclusiveMaximum",
-    "minLength",
-    "maxLength",
-    "minItems",
-    "maxItems",
-    "enum",
-    "pattern",
-    "required",
-)
+#: the keywords compared: a node's type, every bound a CRD may carry, and what is required
+KEYWORDS = ("type", *BOUNDS, "required")
 
 _KIND = "the validator refuses a value that is no object with code `control` (the seed's code, "
 _KIND += "at the field's path); the API server refuses it before"
