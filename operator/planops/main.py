@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from planops.api import quantity
-from planops.api.crd import MAX_STEPS
+from planops.api.limits import MAX_STEPS
 from planops.engine import Policy
 from planops.engine.bodies import MAX_RECORDS
 from planops.reconciler import (

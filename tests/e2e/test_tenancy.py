@@ -700,7 +700,7 @@ def test_a_finished_jobs_annotation_cannot_make_it_pass_for_a_running_step(kube:
     done = wait_plan(kube, tenant, "gated", timeout=120)
     assert done["status"]["phase"] == "Succeeded", done["status"]
     got = steps(done)
-    assert got["tests"]["output"] == "tested\n" and got["deploy"]["output"] == "deployed\n"
+    assert got["tests"]["output"] == "tested" and got["deploy"]["output"] == "deployed"
     assert got["deploy"]["startedAt"] >= got["tests"]["finishedAt"]
 
 

@@ -22,10 +22,11 @@ import pytest
 
 from planops.api import CapsuleSpec, PlanSpec
 from planops.api.models import ResourceList, Resources
+from planops.api.names import ANNOTATION_LINEAGE, LABEL_DEPTH, LABEL_RUN
 from planops.api.quantity import parse
 from planops.engine import Policy, Run
 from planops.engine import dispatch as rules
-from planops.kube.manifests import ANNOTATION_LINEAGE, LABEL_DEPTH, LABEL_RUN, PlanRef
+from planops.kube.manifests import PlanRef
 from planops.reconciler import dispatching
 from planops.runners.local import LocalRunner
 

@@ -12,18 +12,11 @@ from typing import Any
 import pytest
 
 from planops.api import PlanSpec, Step
+from planops.api.names import ANNOTATION_STEP_ID, LABEL_PARENT, LABEL_PLAN, LABEL_STEP
 from planops.engine import Dispatch, Run
 from planops.engine.schedule import run_name
 from planops.kube import events, manifests
-from planops.kube.manifests import (
-    ANNOTATION_STEP_ID,
-    LABEL_PARENT,
-    LABEL_PLAN,
-    LABEL_STEP,
-    PlanRef,
-    full_value,
-    label_value,
-)
+from planops.kube.manifests import PlanRef, full_value, label_value
 from planops.reconciler import asks
 from planops.reconciler.scheduled import LABEL_SCHEDULED_BY, ScheduleReconciler
 

@@ -12,6 +12,7 @@ from typing import Any, Literal
 import pytest
 
 from planops import metrics
+from planops.api import names
 from planops.archive.row import archived
 from planops.kube import manifests
 from planops.kube.cache import WatchCache
@@ -355,7 +356,7 @@ def test_a_cancelled_runs_jobs_are_collected_by_on_plan_completion():
     w.reconcile()
     plan = w.kube.get("plan", "ns", "p")
     assert plan is not None
-    plan["metadata"]["annotations"] = {manifests.ANNOTATION_CANCEL: "enough"}
+    plan["metadata"]["annotations"] = {names.ANNOTATION_CANCEL: "enough"}
     assert w.reconcile() == 0.0  # stopped: looked at again at once
     assert w.status["phase"] == "Failed"
     w.reconcile()
@@ -421,7 +422,7 @@ def test_a_plan_changed_since_it_was_read_is_not_deleted_by_its_ttl():
     cache = WatchCache()
     cache.seen("MODIFIED", copy.deepcopy(plan))
     w.reconciler = w.operator(plans=cache)
-    plan["metadata"]["annotations"] = {manifests.ANNOTATION_RERUN: "again"}
+    plan["metadata"]["annotations"] = {names.ANNOTATION_RERUN: "again"}
     plan["metadata"]["resourceVersion"] = "999"
     assert w.reconcile() == collecting.CHANGED_SECONDS
     assert w.kube.get("plan", "ns", "p") is not None

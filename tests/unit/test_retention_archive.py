@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from planops import metrics
+from planops.api import names
 from planops.archive.row import archived
-from planops.kube import manifests
 from planops.reconciler import retention
 from planops.reconciler.reconcile import Reconciler
 from planops.reconciler.scheduled import KEPT_FOR_ARCHIVE, ScheduleReconciler
@@ -62,8 +62,8 @@ def _run(kube: FakeKube, k: int, phase: str = "Succeeded", archived_: bool = Fal
                 "name": f"nightly-{k:03d}",
                 "namespace": "ns",
                 "uid": f"u-run-{k}",
-                "labels": {manifests.LABEL_SCHEDULED_BY: "nightly"},
-                "annotations": {manifests.ANNOTATION_SCHEDULED_TIME: rfc3339(NOW + 60 * k)},
+                "labels": {names.LABEL_SCHEDULED_BY: "nightly"},
+                "annotations": {names.ANNOTATION_SCHEDULED_TIME: rfc3339(NOW + 60 * k)},
                 "ownerReferences": [{**OWNER, "name": "nightly", "controller": True}],
             },
             "status": {
@@ -215,7 +215,7 @@ class Parent:
 
     def rerun(self) -> None:
         plan = self.plans()["p"]
-        plan["metadata"].setdefault("annotations", {})[manifests.ANNOTATION_RERUN] = "2"
+        plan["metadata"].setdefault("annotations", {})[names.ANNOTATION_RERUN] = "2"
         plan["metadata"]["resourceVersion"] += "1"
         self.now += 60
         self.reconcile()

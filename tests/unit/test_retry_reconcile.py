@@ -9,6 +9,7 @@ import asyncio
 import json
 from typing import Any
 
+from planops.api import names
 from planops.cli.steer import retry_refusal
 from planops.kube import manifests
 from planops.reconciler import retrying
@@ -49,7 +50,7 @@ class World:
                     "namespace": "ns",
                     "uid": UID,
                     "generation": 1,
-                    "annotations": {manifests.ANNOTATION_AUTHOR: ALICE},
+                    "annotations": {names.ANNOTATION_AUTHOR: ALICE},
                 },
                 "spec": {"steps": steps},
             },
@@ -75,15 +76,15 @@ class World:
         return self.plan.get("status") or {}
 
     def retry(self, value: str) -> None:
-        self.plan["metadata"]["annotations"][manifests.ANNOTATION_RETRY] = value
+        self.plan["metadata"]["annotations"][names.ANNOTATION_RETRY] = value
 
     def jobs(self) -> dict[str, dict[str, Any]]:
         """The current run's Jobs by step."""
         run = self.status["run"]["id"]
         return {
-            j["metadata"]["labels"][manifests.LABEL_STEP]: j
+            j["metadata"]["labels"][names.LABEL_STEP]: j
             for j in self.kube.of("job")
-            if j["metadata"]["labels"][manifests.LABEL_RUN] == run
+            if j["metadata"]["labels"][names.LABEL_RUN] == run
         }
 
     def finish(self, step: str, ok: bool) -> None:
@@ -333,7 +334,7 @@ def test_a_retry_whose_run_id_the_plan_already_had_starts_under_the_next_one():
 def test_a_huge_rerun_value_is_recorded_bounded_and_its_run_is_still_retried():
     w = failed_at_b()
     huge = "r" * 200_000
-    w.plan["metadata"]["annotations"][manifests.ANNOTATION_RERUN] = huge
+    w.plan["metadata"]["annotations"][names.ANNOTATION_RERUN] = huge
     w.reconcile()
     rerun_run = w.status["run"]["id"]
     assert rerun_run == manifests.run_id(UID, 1, 2)  # the run's number names it, not the value
@@ -351,7 +352,7 @@ def test_a_huge_rerun_value_is_recorded_bounded_and_its_run_is_still_retried():
 def test_a_huge_rerun_value_refused_for_its_author_is_told_bounded():
     w = failed_at_b()
     w.kube.use_denied.add(("ns", "default", "alice"))
-    w.plan["metadata"]["annotations"][manifests.ANNOTATION_RERUN] = "r" * 200_000
+    w.plan["metadata"]["annotations"][names.ANNOTATION_RERUN] = "r" * 200_000
     w.reconcile()
     (why,) = [e["message"] for e in w.kube.events if e.get("reason") == "UseRevoked"]
     assert why.startswith("re-run rrr") and len(why) < 1000

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
+from planops.api.names import ANNOTATION_AUTHOR, ANNOTATION_RERUN
 from planops.engine import schedule
-from planops.kube.manifests import ANNOTATION_AUTHOR, ANNOTATION_RERUN, run_id
+from planops.kube.manifests import run_id
 from planops.reconciler import authors
 from planops.reconciler.reconcile import Reconciler
 from planops.reconciler.scheduled import ScheduleReconciler

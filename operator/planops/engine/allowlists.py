@@ -21,7 +21,8 @@ import re
 import shlex
 from typing import Literal
 
-from planops.api.models import CapsuleSpec, Step
+from planops.api.capsule_models import CapsuleSpec
+from planops.api.models import Step
 from planops.engine import images
 from planops.engine.policy import Policy
 

@@ -25,7 +25,8 @@ from __future__ import annotations
 import json
 import math
 
-from planops.api.models import CapsuleSpec, Step
+from planops.api.capsule_models import CapsuleSpec
+from planops.api.models import Step
 from planops.api.quantity import parse
 from planops.api.resources import resources as merged_resources
 from planops.engine import tool_inputs

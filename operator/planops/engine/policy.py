@@ -9,7 +9,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from planops.api.models import CapsuleSpec, PlanSpec
+from planops.api.capsule_models import CapsuleSpec
+from planops.api.models import PlanSpec
 
 DEFAULT_CAPSULE = "default"
 

@@ -38,7 +38,7 @@ import json
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
-from planops.api.models import Tool
+from planops.api.capsule_models import Tool
 from planops.engine import references, templates
 
 if TYPE_CHECKING:

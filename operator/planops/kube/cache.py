@@ -14,6 +14,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from planops.api.names import KEY_PREFIX
+
 Obj = dict[str, Any]
 #: ended runs remembered, so that late events of their objects do not bring them back
 CLOSED_KEPT = 50_000
@@ -43,7 +45,7 @@ _RUN_META = (
 )
 #: the labels and annotations observe reads (the attempt's step and number, the Plan and run
 #: that RunObjects files it under; manifests.full_value: a shortened label's full value)
-_OURS = "planops.dev/"
+_OURS = KEY_PREFIX
 #: a Job's conditions that settle its attempt; a pod's that say why it is taken away
 _JOB_CONDITIONS = ("Complete", "Failed")
 _POD_CONDITIONS = ("DisruptionTarget",)

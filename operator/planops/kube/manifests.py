@@ -30,53 +30,6 @@ from planops.api.resources import resources
 from planops.engine import Dispatch, delegation, shell_words
 from planops.engine import dispatch as dispatch_
 
-#: the keys (api.names), importable from here too, where the objects carrying them are made
-ANNOTATION_ANSWER_PREFIX = names.ANNOTATION_ANSWER_PREFIX
-ANNOTATION_AUTHOR = names.ANNOTATION_AUTHOR
-ANNOTATION_CANCEL = names.ANNOTATION_CANCEL
-ANNOTATION_CANCEL_RUN_FINALLY = names.ANNOTATION_CANCEL_RUN_FINALLY
-ANNOTATION_DELEGATION = names.ANNOTATION_DELEGATION
-ANNOTATION_LINEAGE = names.ANNOTATION_LINEAGE
-ANNOTATION_OBJECTIVE = names.ANNOTATION_OBJECTIVE
-ANNOTATION_RERUN = names.ANNOTATION_RERUN
-ANNOTATION_RETRY = names.ANNOTATION_RETRY
-ANNOTATION_SCHEDULED_TIME = names.ANNOTATION_SCHEDULED_TIME
-ANNOTATION_SPAWNED_BY = names.ANNOTATION_SPAWNED_BY
-ANNOTATION_STEP_ID = names.ANNOTATION_STEP_ID
-LABEL_ATTEMPT = names.LABEL_ATTEMPT
-LABEL_CLUSTER_SCHEDULED_BY = names.LABEL_CLUSTER_SCHEDULED_BY
-LABEL_DEPTH = names.LABEL_DEPTH
-LABEL_PARENT = names.LABEL_PARENT
-LABEL_PLAN = names.LABEL_PLAN
-LABEL_RUN = names.LABEL_RUN
-LABEL_SCHEDULED_BY = names.LABEL_SCHEDULED_BY
-LABEL_STEP = names.LABEL_STEP
-#: What only the operator writes on the Plans it manages (child Plans, scheduled runs): the
-#: chart's admission policy (templates/admission-policy.yaml, kept equal by a unit test) lets only
-#: holders of `manage` on plans create a Plan carrying any of them or change them.
-RESERVED_LABELS = (
-    LABEL_PARENT,
-    LABEL_RUN,
-    LABEL_STEP,
-    LABEL_ATTEMPT,
-    LABEL_DEPTH,
-    LABEL_SCHEDULED_BY,
-    LABEL_CLUSTER_SCHEDULED_BY,
-)
-RESERVED_ANNOTATIONS = (
-    ANNOTATION_LINEAGE,
-    ANNOTATION_SPAWNED_BY,
-    ANNOTATION_DELEGATION,
-    ANNOTATION_OBJECTIVE,
-    ANNOTATION_STEP_ID,
-    ANNOTATION_SCHEDULED_TIME,
-    # the full values of labels that label_value may shorten (full_value reads them first)
-    LABEL_PARENT,
-    LABEL_SCHEDULED_BY,
-    LABEL_CLUSTER_SCHEDULED_BY,
-)
-
-
 #: Kubernetes' syntax of a label value (and of an annotation key's name part), at most 63 chars.
 LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 MAX_LABEL_VALUE = 63
@@ -97,7 +50,7 @@ def label_value(text: str) -> str:
 
 def full_value(meta: dict[str, Any], label: str) -> str | None:
     """The full value behind one of our labels that `label_value` may have shortened: its
-    annotation (the step's is ANNOTATION_STEP_ID, the others' the label's own key) when it
+    annotation (the step's is names.ANNOTATION_STEP_ID, the others' the label's own key) when it
     agrees with the label, that is when shortening it gives the label exactly; else the label
     itself (a label that holds its whole value carries no annotation); None without the label.
 
@@ -109,7 +62,7 @@ def full_value(meta: dict[str, Any], label: str) -> str | None:
     shown = labels.get(label) if isinstance(labels, dict) else None
     if not isinstance(shown, str) or not shown:
         return None
-    key = ANNOTATION_STEP_ID if label == LABEL_STEP else label
+    key = names.ANNOTATION_STEP_ID if label == names.LABEL_STEP else label
     full = notes.get(key) if isinstance(notes, dict) else None
     if isinstance(full, str) and full and full != shown and label_value(full) == shown:
         return full
@@ -118,13 +71,13 @@ def full_value(meta: dict[str, Any], label: str) -> str | None:
 
 def step_selector(plan: str, step: str, attempt: int | None = None) -> str:
     """The pods (and Jobs) of one step of a Plan, any run; of one attempt when given."""
-    selector = f"{LABEL_PLAN}={label_value(plan)},{LABEL_STEP}={label_value(step)}"
-    return selector + (f",{LABEL_ATTEMPT}={attempt}" if attempt is not None else "")
+    selector = f"{names.LABEL_PLAN}={label_value(plan)},{names.LABEL_STEP}={label_value(step)}"
+    return selector + (f",{names.LABEL_ATTEMPT}={attempt}" if attempt is not None else "")
 
 
 def answer_annotation(step_id: str) -> str:
     """The annotation that answers an ask step (its name part follows the label value rules)."""
-    return ANNOTATION_ANSWER_PREFIX + label_value(step_id)
+    return names.ANNOTATION_ANSWER_PREFIX + label_value(step_id)
 
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "planops"}
@@ -153,7 +106,7 @@ class PlanRef:
     run: str
     depth: int = 0
     lineage: tuple[str, ...] = ()
-    #: the Plan's recorded author (ANNOTATION_AUTHOR), handed to its child Plans
+    #: the Plan's recorded author (names.ANNOTATION_AUTHOR), handed to its child Plans
     author: str | None = None
 
     def owner(self) -> dict[str, Any]:
@@ -168,10 +121,10 @@ class PlanRef:
 
     def labels(self, step: str, attempt: int) -> dict[str, str]:
         return {
-            LABEL_PLAN: label_value(self.name),
-            LABEL_RUN: self.run,
-            LABEL_STEP: label_value(step),
-            LABEL_ATTEMPT: str(attempt),
+            names.LABEL_PLAN: label_value(self.name),
+            names.LABEL_RUN: self.run,
+            names.LABEL_STEP: label_value(step),
+            names.LABEL_ATTEMPT: str(attempt),
             **MANAGED_BY,
         }
 
@@ -180,25 +133,28 @@ class PlanRef:
         that holds its whole value needs no copy (`full_value` reads the label then). Every
         byte of a Job's pod template is stored in etcd about five times (the Job, the pod, the
         field ownership of each), so the common case carries no annotation at all."""
-        full = {ANNOTATION_STEP_ID: step, LABEL_PLAN: self.name}
-        labels = {ANNOTATION_STEP_ID: label_value(step), LABEL_PLAN: label_value(self.name)}
+        full = {names.ANNOTATION_STEP_ID: step, names.LABEL_PLAN: self.name}
+        labels = {
+            names.ANNOTATION_STEP_ID: label_value(step),
+            names.LABEL_PLAN: label_value(self.name),
+        }
         return {k: v for k, v in full.items() if labels[k] != v}
 
     def selector(self) -> str:
         """Jobs (and their pods) of this run."""
-        return f"{LABEL_PLAN}={label_value(self.name)},{LABEL_RUN}={self.run}"
+        return f"{names.LABEL_PLAN}={label_value(self.name)},{names.LABEL_RUN}={self.run}"
 
     def other_runs_selector(self) -> str:
         """Jobs, pods and workspace claims of this Plan's other runs."""
-        return f"{LABEL_PLAN}={label_value(self.name)},{LABEL_RUN}!={self.run}"
+        return f"{names.LABEL_PLAN}={label_value(self.name)},{names.LABEL_RUN}!={self.run}"
 
     def children_selector(self) -> str:
         """Child Plans of this run."""
-        return f"{LABEL_PARENT}={label_value(self.name)},{LABEL_RUN}={self.run}"
+        return f"{names.LABEL_PARENT}={label_value(self.name)},{names.LABEL_RUN}={self.run}"
 
     def other_runs_children_selector(self) -> str:
         """Child Plans of this Plan's other runs."""
-        return f"{LABEL_PARENT}={label_value(self.name)},{LABEL_RUN}!={self.run}"
+        return f"{names.LABEL_PARENT}={label_value(self.name)},{names.LABEL_RUN}!={self.run}"
 
 
 def run_id(uid: str, generation: int, serial: int) -> str:
@@ -377,8 +333,12 @@ def workspace_claim(ref: PlanRef, size: str, storage_class: str | None) -> dict[
         "metadata": {
             "name": child_name(ref.name, ref.run, "workspace", 0),
             "namespace": ref.namespace,
-            "labels": {LABEL_PLAN: label_value(ref.name), LABEL_RUN: ref.run, **MANAGED_BY},
-            "annotations": {LABEL_PLAN: ref.name},
+            "labels": {
+                names.LABEL_PLAN: label_value(ref.name),
+                names.LABEL_RUN: ref.run,
+                **MANAGED_BY,
+            },
+            "annotations": {names.LABEL_PLAN: ref.name},
             "ownerReferences": [ref.owner()],
         },
         "spec": spec,
@@ -398,25 +358,25 @@ def child_plan(ref: PlanRef, d: Dispatch, target: str, spec: dict[str, Any]) -> 
             "name": name,
             "namespace": ref.namespace,
             "labels": {
-                LABEL_PARENT: label_value(ref.name),
-                LABEL_RUN: ref.run,
-                LABEL_STEP: label_value(d.step.id),
-                LABEL_ATTEMPT: str(d.attempt),
-                LABEL_DEPTH: str(ref.depth + 1),
+                names.LABEL_PARENT: label_value(ref.name),
+                names.LABEL_RUN: ref.run,
+                names.LABEL_STEP: label_value(d.step.id),
+                names.LABEL_ATTEMPT: str(d.attempt),
+                names.LABEL_DEPTH: str(ref.depth + 1),
                 **MANAGED_BY,
             },
             "annotations": {
-                LABEL_PARENT: ref.name,
-                ANNOTATION_STEP_ID: d.step.id,
-                ANNOTATION_LINEAGE: ",".join(lineage),
-                ANNOTATION_SPAWNED_BY: ref.uid,
-                ANNOTATION_DELEGATION: hashlib.sha256(f"{ref.uid}/{name}".encode()).hexdigest()[
-                    :16
-                ],
-                ANNOTATION_OBJECTIVE: str(objective)[:4096],
+                names.LABEL_PARENT: ref.name,
+                names.ANNOTATION_STEP_ID: d.step.id,
+                names.ANNOTATION_LINEAGE: ",".join(lineage),
+                names.ANNOTATION_SPAWNED_BY: ref.uid,
+                names.ANNOTATION_DELEGATION: hashlib.sha256(
+                    f"{ref.uid}/{name}".encode()
+                ).hexdigest()[:16],
+                names.ANNOTATION_OBJECTIVE: str(objective)[:4096],
                 # a run of the child started later (it waited as Invalid) is started for the
                 # parent's author (reconciler.authors)
-                **({ANNOTATION_AUTHOR: ref.author} if ref.author else {}),
+                **({names.ANNOTATION_AUTHOR: ref.author} if ref.author else {}),
             },
             "ownerReferences": [ref.owner()],
         },

@@ -27,7 +27,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from planops.kube.manifests import ANNOTATION_AUTHOR
+from planops.api.names import ANNOTATION_AUTHOR, ANNOTATION_TOUCHED
 from planops.reconciler import status as status_
 
 #: the Event and condition reason when a run is refused for its author
@@ -130,7 +130,7 @@ def unknown(obj: dict[str, Any], capsule: str) -> str:
         f"recorded who changes what it does, so whether its author may use Capsule {capsule} "
         "cannot be checked, and no run is started for it. Someone who may use the Capsule "
         f"touches it to be recorded as its author: kubectl annotate {kind.lower()} {name} "
-        "planops.dev/touched=$(date +%s) --overwrite (or applies it again with a change)"
+        f"{ANNOTATION_TOUCHED}=$(date +%s) --overwrite (or applies it again with a change)"
     )
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from planops import metrics
+from planops.api import names
 from planops.engine import StepRecord
 from planops.kube import manifests
 from planops.kube.api import KubeApi
@@ -93,7 +94,7 @@ class Retainer:
         """The Plan whose capsule step made `plan`, if it is a child (the watch's cache, else
         the API)."""
         meta = plan.get("metadata") or {}
-        name = manifests.full_value(meta, manifests.LABEL_PARENT)
+        name = manifests.full_value(meta, names.LABEL_PARENT)
         if not name:
             return None
         found = self.plans.get(meta["namespace"], name) if self.plans is not None else None
@@ -104,7 +105,7 @@ class Retainer:
         the Plan would delete it (its owner reference)."""
         if self.archived is None:
             return False
-        selector = f"{manifests.LABEL_PARENT}={manifests.label_value(ref.name)}"
+        selector = f"{names.LABEL_PARENT}={manifests.label_value(ref.name)}"
         children = owned(await self.kube.list_plans(ref.namespace, selector), ref.uid)
         return any(retention.waits_for_archive(c, self.archived) for c in children)
 

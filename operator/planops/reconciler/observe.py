@@ -23,9 +23,10 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from planops.api.names import LABEL_ATTEMPT, LABEL_STEP
 from planops.engine.delegation import delegated_output
 from planops.engine.report import parse_rfc3339
-from planops.kube.manifests import LABEL_ATTEMPT, LABEL_STEP, full_value
+from planops.kube.manifests import full_value
 
 Obj = dict[str, Any]
 

@@ -156,7 +156,7 @@ class Reconciler:
             told = Recorder(self.kube, plan, self.poster)
             meta, previous = await retrying.child_requests(plan, previous, self._status, told)
         generation = int(meta.get("generation", 1))
-        rerun = (meta.get("annotations") or {}).get(manifests.ANNOTATION_RERUN, "")
+        rerun = (meta.get("annotations") or {}).get(names.ANNOTATION_RERUN, "")
         choice = retrying.choose(meta, previous, generation, rerun)
         rid = choice.rid
         ref = plan_runs.plan_ref(namespace, name, meta, rid)

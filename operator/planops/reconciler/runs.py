@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from planops.api import PlanSpec
+from planops.api import PlanSpec, names
 from planops.engine import Run
 from planops.engine import dispatch as dispatch_
 from planops.kube import manifests
@@ -30,9 +30,9 @@ def plan_ref(namespace: str, name: str, meta: dict[str, Any], run_id: str) -> ma
         name,
         meta["uid"],
         run_id,
-        depth=depth((meta.get("labels") or {}).get(manifests.LABEL_DEPTH)),
-        lineage=tuple(a for a in annotations.get(manifests.ANNOTATION_LINEAGE, "").split(",") if a),
-        author=annotations.get(manifests.ANNOTATION_AUTHOR),
+        depth=depth((meta.get("labels") or {}).get(names.LABEL_DEPTH)),
+        lineage=tuple(a for a in annotations.get(names.ANNOTATION_LINEAGE, "").split(",") if a),
+        author=annotations.get(names.ANNOTATION_AUTHOR),
     )
 
 

@@ -32,9 +32,17 @@ from pydantic import ValidationError
 
 from planops import metrics
 from planops.api import API_VERSION, names
+from planops.api.capsule_models import CapsuleSpec
 from planops.api.documents import problems_of
-from planops.api.models import CapsuleSpec
-from planops.api.names import Phase
+from planops.api.names import (
+    ANNOTATION_AUTHOR,
+    ANNOTATION_SCHEDULED_TIME,
+    LABEL_CLUSTER_SCHEDULED_BY,
+    LABEL_SCHEDULED_BY,
+    RESERVED_ANNOTATIONS,
+    RESERVED_LABELS,
+    Phase,
+)
 from planops.api.schedule_models import ClusterScheduledPlanSpec, ScheduledPlanSpec
 from planops.engine import OPERATOR_BUDGET_SECONDS, Budget, Policy, capsule_name, validate
 from planops.engine import schedule as rules
@@ -42,16 +50,7 @@ from planops.engine.report import parse_rfc3339, rfc3339
 from planops.kube.api import ScheduleApi
 from planops.kube.client import ApiError
 from planops.kube.events import Poster, Recorder
-from planops.kube.manifests import (
-    ANNOTATION_AUTHOR,
-    ANNOTATION_SCHEDULED_TIME,
-    LABEL_CLUSTER_SCHEDULED_BY,
-    LABEL_SCHEDULED_BY,
-    MANAGED_BY,
-    RESERVED_ANNOTATIONS,
-    RESERVED_LABELS,
-    label_value,
-)
+from planops.kube.manifests import MANAGED_BY, label_value
 from planops.reconciler import authors, retention, schedule_status
 from planops.reconciler.observe import controller_uid, owned
 from planops.reconciler.retention import Archived

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from planops.api.crd import MAX_STEPS, SPEC_BUDGET
+from planops.api.limits import MAX_STEPS, SPEC_BUDGET
 from planops.api.names import Phase
 from planops.engine import AttemptFact, PlanError, Report, outputs
 from planops.engine.budget import RUN_TEXT_BUDGET

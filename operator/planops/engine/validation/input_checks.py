@@ -7,7 +7,8 @@ ticking through the evaluation."""
 
 from __future__ import annotations
 
-from planops.api.models import PlanSpec, Step, Tool
+from planops.api.capsule_models import Tool
+from planops.api.models import PlanSpec, Step
 from planops.engine import delegation, references, templates, tool_inputs
 from planops.engine.validation.checker import Checker
 

@@ -1,0 +1,453 @@
+"""Typed models of a Capsule: the policy and inventory a Plan runs under (images, binaries, tools
+and their credentials, limits, pod placement, the plan it runs when spawned).
+
+Apart from the plan models (planops.api.models), which they build on (a Capsule's defaults are a
+step's resources and retry pause, its `plan` a PlanSpec): the engine asks them what a plan may do,
+the executors how a step's pod is made. Their fields' text is what `kubectl explain capsule.spec`
+prints (the CRD is made from them, api.structural); `crd(...)` states what only the API server
+adds (api.crd_hints).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from planops.api.crd_hints import crd
+from planops.api.models import (
+    NAME_PATTERN,
+    Model,
+    PlanSpec,
+    ResourceList,
+    Resources,
+    RetryBackoff,
+)
+
+#: An environment variable name (a C identifier, as shells and most programs read them).
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+#: Set by planops on every step container; a Capsule's tool may not redefine them.
+RESERVED_ENV_PREFIX = "PLANOPS_"
+
+
+def _name_of(what: str) -> Any:
+    return Field(pattern=NAME_PATTERN, description=f"The {what}'s name.")
+
+
+class KeyRef(Model):
+    """A key of a Secret or ConfigMap in the Plan's namespace (resolved by the kubelet)."""
+
+    name: str = _name_of("Secret's or ConfigMap")
+    key: str = Field(min_length=1, max_length=253, description="The key.")
+    optional: bool = Field(
+        default=False, description="Start the step even when the key is missing."
+    )
+
+
+class SecretKeyRef(KeyRef):
+    """A key of a Secret in the Plan's namespace."""
+
+    name: str = _name_of("Secret")
+
+
+class ConfigMapKeyRef(KeyRef):
+    """A key of a ConfigMap in the Plan's namespace."""
+
+    name: str = _name_of("ConfigMap")
+
+
+class EnvSource(Model):
+    """Exactly one of secretKeyRef or configMapKeyRef."""
+
+    model_config = ConfigDict(
+        json_schema_extra=crd(
+            rules=[
+                (
+                    "has(self.secretKeyRef) != has(self.configMapKeyRef)",
+                    "exactly one of secretKeyRef or configMapKeyRef",
+                )
+            ]
+        )
+    )
+
+    secret_key_ref: SecretKeyRef | None = None
+    config_map_key_ref: ConfigMapKeyRef | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> EnvSource:
+        if (self.secret_key_ref is None) == (self.config_map_key_ref is None):
+            raise ValueError("exactly one of secretKeyRef or configMapKeyRef")
+        return self
+
+
+class EnvVar(Model):
+    """One variable: exactly one of value or valueFrom."""
+
+    # an environment variable of a tool's container: a value, or a Secret/ConfigMap key
+    model_config = ConfigDict(
+        json_schema_extra=crd(
+            rules=[
+                ("has(self.value) != has(self.valueFrom)", "exactly one of value or valueFrom"),
+                (
+                    "!self.name.startsWith('PLANOPS_')",
+                    "names starting with PLANOPS_ are set by planops",
+                ),
+            ]
+        )
+    )
+
+    name: str = Field(pattern=ENV_NAME_PATTERN, max_length=256, description="The variable's name.")
+    value: str | None = Field(default=None, description="A literal value.")
+    value_from: EnvSource | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> EnvVar:
+        if self.name.startswith(RESERVED_ENV_PREFIX):
+            raise ValueError(f"{self.name}: names starting with PLANOPS_ are set by planops")
+        if (self.value is None) == (self.value_from is None):
+            raise ValueError(f"{self.name}: exactly one of value or valueFrom")
+        return self
+
+
+#: the top directory of a step container that is planops' own: a tool's private working
+#: directory is /planops/tool (kube.manifests.TOOL_WORKDIR), so nothing a Capsule or a plan sets
+#: may mount there (a Secret there would be the tool's files; a mount over it, its workdir)
+RESERVED_DIR = "planops"
+
+
+class SecretMount(Model):
+    """A Secret of the namespace as files under mountPath."""
+
+    # mounted read-only into a tool's container
+    secret_name: str = Field(pattern=NAME_PATTERN, description="The Secret's name.")
+    mount_path: str = Field(
+        pattern=r"^/[^:]*$", max_length=1024, description="An absolute path outside /workspace."
+    )
+
+    @field_validator("mount_path")
+    @classmethod
+    def _not_shared(cls, value: str) -> str:
+        parts = [p for p in value.split("/") if p]
+        if not parts or ".." in parts or parts[0] == "workspace":
+            raise ValueError(
+                f"{value}: an absolute path outside /workspace (where every step could read it)"
+            )
+        if parts[0] == RESERVED_DIR:
+            raise ValueError(
+                f"{value}: /{RESERVED_DIR} is planops' own (a tool starts in the private empty "
+                f"directory /{RESERVED_DIR}/tool): mount the Secret elsewhere"
+            )
+        return value
+
+
+class Tool(Model):
+    """A tool: an image and a command that reads its JSON input from env PLANOPS_INPUT (and
+    stdin when run locally)."""
+
+    # A tool of a Capsule's inventory. Its credentials (`env` from Secrets, `secretMounts`) are
+    # the tool's: shell steps and child Plans never get them, and no Plan can name a Secret.
+    name: str = Field(min_length=1, description="The name tool steps use.")
+    image: str | None = Field(
+        default=None, description="The tool's image (default: the Capsule's image)."
+    )
+    command: list[str] = Field(min_length=1, description="The container command.")
+    description: str | None = Field(
+        default=None, description="What the tool does, for people and `kubectl explain`."
+    )
+    input_schema: dict[str, Any] | None = Field(
+        default=None,
+        description="JSON Schema (Draft 2020-12) of the tool's input: a step's literal input "
+        "outside it is refused before anything runs, a rendered one at dispatch (call denied), "
+        "so no other input reaches the tool.",
+    )
+    env: list[EnvVar] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Environment variables of this tool's containers only (never of shell "
+        "steps or child Plans): a value, or a key of a Secret or ConfigMap of the namespace, "
+        "resolved by the kubelet (the operator never reads it). Names starting with PLANOPS_ "
+        "are planops'.",
+    )
+    secret_mounts: list[SecretMount] = Field(
+        default_factory=list,
+        max_length=16,
+        description="Secrets mounted read-only into this tool's containers only.",
+    )
+
+    @model_validator(mode="after")
+    def _distinct(self) -> Tool:
+        names = [e.name for e in self.env]
+        paths = [m.mount_path.rstrip("/") for m in self.secret_mounts]
+        for what, values in (("env name", names), ("secretMounts path", paths)):
+            twice = sorted({v for v in values if values.count(v) > 1})
+            if twice:
+                raise ValueError(f"{what} declared twice: {', '.join(twice)}")
+        return self
+
+
+class AllowList(Model):
+    """Names allowed. Empty: nothing is allowed."""
+
+    allow: list[str] = Field(
+        default_factory=list, description="The allowed names. Empty: nothing is allowed."
+    )
+
+
+#: A label key as Kubernetes checks it: an optional DNS-subdomain prefix (at most 253 characters)
+#: and `/`, then a name of at most 63 characters (letters, digits, `-`, `_`, `.`).
+LABEL_KEY_PATTERN = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$"
+_LABEL_KEY, _LABEL_VALUE = re.compile(LABEL_KEY_PATTERN), re.compile(LABEL_VALUE_PATTERN)
+
+
+def _label_key(key: str, where: str) -> str:
+    if not _LABEL_KEY.fullmatch(key) or len(key.rsplit("/", 1)[0]) > 253:
+        raise ValueError(
+            f"{where} {key!r} is not a label key: [prefix/]name, the name at most 63 letters, "
+            "digits, '-', '_' or '.', the prefix a DNS subdomain (example.com/zone)"
+        )
+    return key
+
+
+def _schema(**bounds: Any) -> dict[str, Any]:
+    """Bounds stated in the model's JSON Schema (so the CRD's come from here, api.structural)
+    but checked by the model's own validators, whose messages say what a label is (pydantic's
+    would quote the regex)."""
+    return bounds
+
+
+_LabelValue = Annotated[
+    str,
+    Field(
+        description="A label value.",
+        json_schema_extra=_schema(maxLength=63, pattern=LABEL_VALUE_PATTERN),
+    ),
+]
+
+
+class Toleration(Model):
+    """A toleration: matches taints with this key (any key when empty, operator Exists)."""
+
+    # A toleration of step pods, Kubernetes' own shape and rules (the API server's CEL rules
+    # and _kubernetes_rules below say the same); its defaults are stored, as in a pod's.
+    model_config = ConfigDict(
+        json_schema_extra=crd(
+            rules=[
+                (
+                    "!has(self.tolerationSeconds) || "
+                    "has(self.effect) && self.effect == 'NoExecute'",
+                    "tolerationSeconds needs effect NoExecute",
+                ),
+                ("self.operator != 'Exists' || self.value == ''", "operator Exists takes no value"),
+                (
+                    "self.key != '' || self.operator == 'Exists'",
+                    "without a key, operator is Exists",
+                ),
+            ]
+        )
+    )
+
+    key: str = Field(
+        default="",
+        description="The taint's key; empty matches every key.",
+        json_schema_extra=_schema(maxLength=317, pattern=f"^$|{LABEL_KEY_PATTERN}")
+        | crd(store_default=True),
+    )
+    operator: Literal["Exists", "Equal"] = Field(
+        default="Equal",
+        description="Equal (the value must match) or Exists (any value).",
+        json_schema_extra=crd(store_default=True),
+    )
+    value: str = Field(
+        default="",
+        max_length=63,
+        pattern=LABEL_VALUE_PATTERN,
+        description="The taint's value (operator Equal).",
+        json_schema_extra=crd(store_default=True),
+    )
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
+        default=None, description="The taint effect to tolerate; omitted: every effect."
+    )
+    toleration_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        description="How long the pod stays once a NoExecute taint appears. Default: forever.",
+    )
+
+    @model_validator(mode="after")
+    def _kubernetes_rules(self) -> Toleration:
+        if self.key:
+            _label_key(self.key, "toleration key")
+        elif self.operator != "Exists":
+            raise ValueError("a toleration without a key must have operator Exists (all taints)")
+        if self.operator == "Exists" and self.value:
+            raise ValueError(f"toleration {self.key!r}: operator Exists takes no value")
+        if self.toleration_seconds is not None and self.effect != "NoExecute":
+            raise ValueError(f"toleration {self.key!r}: tolerationSeconds needs effect NoExecute")
+        return self
+
+
+class WorkspacePolicy(Model):
+    """What workspaces (a Plan's spec.workspace) plans under this Capsule may have. Deny by
+    default: no existing claim, no storage class of the plan's choosing, new claims of at most
+    1Gi."""
+
+    claim_names: list[str] = Field(
+        default_factory=list,
+        description="Existing PersistentVolumeClaims a plan may mount (claimName).",
+    )
+    max_size: str | int = Field(
+        default="1Gi", description="The largest new claim (a quantity). Default 1Gi."
+    )
+    storage_class_names: list[str] = Field(
+        default_factory=list,
+        description="Storage classes a plan may name for a new claim. Empty: the cluster's "
+        "default class only (storageClassName unset).",
+    )
+
+
+class Concurrency(Model):
+    """How many Plans may run on this Capsule at once, across the cluster. Plans beyond it wait
+    in phase Pending (their status names the Plans ahead) and start in queue order as running
+    ones finish: a Plan's first run in its place of creation, a later run (re-run, retry, new
+    generation) behind the runs already waiting. Omitted: no limit."""
+
+    # 1: a mutex; reconciler.slots has the rule
+    max_running_plans: int = Field(
+        ge=1,
+        le=10_000,
+        description="The most Plans that run at once on this Capsule (1: one at a time, a "
+        "mutex). Counted from the cluster: a Plan holds its place from the moment the operator "
+        "starts it until it succeeds or fails. A capsule step's child Plan runs within an "
+        "ancestor's place (not counted) when a Capsule above it has a limit; under unlimited "
+        "Capsules only, it is counted and waits like any Plan.",
+    )
+
+
+class CapsuleSpec(Model):
+    """Policy and inventory plans run under. Deny by default: empty lists allow nothing."""
+
+    image: str | None = Field(default=None, description="Default image of shell steps.")
+    images: list[str] = Field(
+        default_factory=list,
+        description="Image patterns steps and tools may use, matched component by component "
+        "(e.g. registry.example.com/team/*: `*` stays within one path component, `**` spans "
+        "components, a tag or digest is matched on its own; no tag: any tag or digest; a tag "
+        "pattern admits no digest, which needs a digest pattern). Intersected with the "
+        "operator's allowlist.",
+    )
+    shell: AllowList = Field(
+        default_factory=AllowList,
+        description="Binaries shell steps may start (the command line's first word, exactly).",
+    )
+    tools: list[Tool] = Field(default_factory=list, description="The tool inventory.")
+    spawn: AllowList = Field(
+        default_factory=AllowList,
+        description="Capsules that capsule steps may run as child plans.",
+    )
+    resources: Resources | None = Field(
+        default=None, description="Default requests and limits of every step."
+    )
+    max_resources: ResourceList | None = Field(
+        default=None, description="The most any step may ask for."
+    )
+    default_timeout_seconds: int | None = Field(
+        default=None, ge=1, description="Default deadline of each step attempt."
+    )
+    #: None: retries start at once
+    retry_backoff: RetryBackoff | None = Field(
+        default=None,
+        description="The retry pause of steps that set none (see a step's retryBackoff).",
+    )
+    max_timeout_seconds: int | None = Field(
+        default=None, ge=1, description="The longest deadline a step may ask for."
+    )
+    output_limit_bytes: int = Field(
+        default=65536,
+        ge=256,
+        le=1 << 20,
+        description="Cap on each step's recorded output: past it, the output keeps its head "
+        "and its tail with a mark between them.",
+        json_schema_extra=crd(store_default=True),
+    )
+    service_account_name: str | None = Field(
+        default=None, description="Service account of step pods."
+    )
+    automount_service_account_token: bool = Field(
+        default=False,
+        description="Mount the service account token into step pods. Default false.",
+        json_schema_extra=crd(store_default=True),
+    )
+    #: None: the cluster's default (300 s)
+    node_failure_toleration_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        le=86400,
+        description="Seconds a step pod stays on a node that is NotReady or unreachable before "
+        "it is evicted and its attempt fails naming the node (retries apply). Default: the "
+        "cluster's (300).",
+    )
+    # where step pods may run (pod spec nodeSelector, tolerations): the Capsule owner's choice,
+    # never a plan author's (no step field sets them)
+    node_selector: dict[str, _LabelValue] = Field(
+        default_factory=dict,
+        max_length=64,
+        description="Node labels a step pod's node must have (the pod's nodeSelector), e.g. "
+        "{pool: batch}. Set by the Capsule's owner only: no plan field changes where steps run.",
+        json_schema_extra=crd(
+            rules=[
+                (
+                    f"self.all(k, size(k) <= 317 && k.matches(r'{LABEL_KEY_PATTERN}'))",
+                    "every key is a label key: [prefix/]name (example.com/zone)",
+                )
+            ]
+        ),
+    )
+    tolerations: list[Toleration] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Taints step pods tolerate (the pod's tolerations, Kubernetes' shape), "
+        "e.g. to run on a dedicated or simulated pool. Set by the Capsule's owner only.",
+    )
+    read_only_paths: list[str] = Field(
+        default_factory=list,
+        description="Paths inside /workspace mounted read-only in every step.",
+    )
+    workspace: WorkspacePolicy = Field(default_factory=WorkspacePolicy)
+    plan: PlanSpec | None = Field(
+        default=None,
+        description="What runs when another plan's capsule step spawns this Capsule.",
+    )
+    #: None: no limit
+    concurrency: Concurrency | None = None
+
+    @field_validator("read_only_paths")
+    @classmethod
+    def _inside_workspace(cls, value: list[str]) -> list[str]:
+        for path in value:
+            if not path.strip("/") or ".." in path.split("/"):
+                raise ValueError(
+                    f"readOnlyPaths {path!r}: a path inside the workspace (mounted at "
+                    f"/workspace/{path.strip('/')}), without '..': it may not reach /workspace "
+                    f"itself or outside it (/{RESERVED_DIR} is planops' own)"
+                )
+        return value
+
+    @field_validator("node_selector")
+    @classmethod
+    def _node_labels(cls, value: dict[str, str]) -> dict[str, str]:
+        for k, v in value.items():
+            _label_key(k, "nodeSelector key")
+            if not _LABEL_VALUE.fullmatch(v):
+                raise ValueError(
+                    f"nodeSelector {k}: {v!r} is not a label value (at most 63 letters, digits, "
+                    "'-', '_' or '.', starting and ending with a letter or digit)"
+                )
+        return value
+
+    def tool(self, name: str) -> Tool | None:
+        return next((t for t in self.tools if t.name == name), None)
