@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from planops.api import names
 from planops.kube import manifests
 from planops.reconciler import retrying
 
@@ -23,9 +24,9 @@ UID = "0b5e3c1a-1111-4c4c-9d9d-0123456789ab"
 
 
 def meta(rerun: str = "", retry: str = "") -> dict[str, Any]:
-    notes = {manifests.ANNOTATION_RERUN: rerun} if rerun else {}
+    notes = {names.ANNOTATION_RERUN: rerun} if rerun else {}
     if retry:
-        notes[manifests.ANNOTATION_RETRY] = retry
+        notes[names.ANNOTATION_RETRY] = retry
     return {"uid": UID, "generation": 3, "annotations": notes}
 
 

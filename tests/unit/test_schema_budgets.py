@@ -23,7 +23,7 @@ import json
 import time
 from typing import Any
 
-from planops.api.models import Tool
+from planops.api.capsule_models import Tool
 from planops.engine import Policy, Run, control, tool_inputs, validate
 from planops.engine import dispatch as rules
 from planops.kube import manifests
