@@ -331,6 +331,14 @@ def render() -> str:
         "  records sums them up, and a whole run's body steps get at most 200 Events of "
         "their own (every step keeps",
         "  its line in the operator's log).",
+        "- A check of a JSON Schema made while a plan runs (a tool's input at dispatch, an "
+        "answer to an",
+        "  ask) takes at most 10,000 evaluation steps (`engine.jsonschemas.RUN_STEPS`, counted "
+        "the same by",
+        "  every executor), and a tool's input is at most 131,057 bytes as JSON (Linux refuses "
+        "a longer",
+        "  `PLANOPS_INPUT`): past either the attempt is `call denied`, the answer rejected",
+        "  ([plan language](plan-language.md#a-tools-input-its-inputschema)).",
         "- `kubectl-plan validate` and `run --local` take plans of any size.",
         "",
     ]

@@ -254,9 +254,15 @@ def test_the_admission_policies_reserve_exactly_the_keys_the_operator_writes(hel
     owned_objects = policies["po-planops-owned-objects"]["spec"]
     assert [r["resources"] for r in owned_objects["matchConstraints"]["resourceRules"]] == [
         ["jobs"],
-        ["pods"],
+        ["pods", "pods/ephemeralcontainers"],  # a debug container joins the step's processes
     ]
     assert "check('manage')" in owned_objects["validations"][0]["expression"]
+    # the spec of a run's Job or pod is the operator's too: a pod's image is mutable, and the
+    # kubelet restarts the step's container in the new one (tests/e2e/test_tenancy.py)
+    (spec_changed,) = [v for v in owned_objects["variables"] if v["name"] == "specChanged"]
+    assert "object.spec != oldObject.spec" in spec_changed["expression"]
+    (touched,) = [v for v in owned_objects["variables"] if v["name"] == "touched"]
+    assert "variables.specChanged" in touched["expression"]
     reports = policies["po-planops-plan-reports"]["spec"]
     assert reports["matchConstraints"]["resourceRules"][0]["resources"] == ["planreports"]
     assert "check('manage')" in reports["validations"][0]["expression"]

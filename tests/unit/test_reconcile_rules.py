@@ -69,7 +69,7 @@ class World:
         self.plan["metadata"]["resourceVersion"] += "1"
 
     def job_name(self, step: str, attempt: int) -> str:
-        run = manifests.run_id(UID, 1, "", 1)
+        run = manifests.run_id(UID, 1, 1)
         return manifests.child_name("p", run, step, attempt)
 
 

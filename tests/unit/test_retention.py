@@ -27,7 +27,7 @@ from .fakekube import FakeKube
 NOW = 1_800_000_000.0
 UID = "uid-plan"
 CAPSULE = {"image": "busybox:1", "shell": {"allow": ["true", "echo", "sleep"]}}
-RUN = manifests.run_id(UID, 1, "", 1)
+RUN = manifests.run_id(UID, 1, 1)
 
 
 def finished(phase: str = "Succeeded", at: float = NOW, **spec: Any) -> dict[str, Any]:

@@ -300,7 +300,7 @@ def test_a_run_that_waited_as_invalid_is_asked_about_when_it_starts():
     """A Plan that was Invalid (its Capsule missing) starts later, when the Capsule appears: on
     its author's behalf, so their `use` is asked then."""
     obj = _plan(ALICE, None)
-    rid = run_id("u-1", 1, "", 1)
+    rid = run_id("u-1", 1, 1)
     obj["status"] = {"phase": "Invalid", "run": {"id": rid, "generation": 1}, "conditions": []}
     api = _again(obj, allowed=False)
     assert api.created == [] and [r[2] for r in api.reviews] == ["alice"]

@@ -157,13 +157,15 @@ class PlanRef:
         return f"{names.LABEL_PARENT}={label_value(self.name)},{names.LABEL_RUN}!={self.run}"
 
 
-def run_id(uid: str, generation: int, rerun: str, serial: int) -> str:
+def run_id(uid: str, generation: int, serial: int) -> str:
     """A run: one generation of a Plan, and each re-run requested by annotation; `serial`
     counts the Plan's runs (status.run.serial, one more for each new run), so a re-run value
     used again, or taken away, never names an earlier run's id again (reconciler.retrying).
-    Hashed from a JSON list: text that starts with `["run"`, unlike the ids of runs started
-    before serials were counted (`<uid>/<generation>/<rerun>`) and of retries (`["retry-of"`)."""
-    text = json.dumps(["run", uid, generation, rerun, serial])
+    Nothing an author writes goes into it (a re-run value did: ten hex digits are 40 bits, and
+    an author could search for a value naming an id the Plan had). Hashed from a JSON list: text
+    that starts with `["run"`, unlike the ids of runs started before (`<uid>/<generation>/
+    <rerun>`, then `["run", uid, generation, rerun, serial]`) and of retries (`["retry-of"`)."""
+    text = json.dumps(["run", uid, generation, serial])
     return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 

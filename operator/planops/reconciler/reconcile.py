@@ -16,6 +16,7 @@ core and the actuator, the report (reporting) and the status write (writing).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -188,8 +189,8 @@ class Reconciler:
         if seed is None:  # a retry refused (an Event and the status say why)
             return None
         if fresh:
-            # Run ids derive from (uid, generation, re-run): a first generation that never ran
-            # and was never re-run has no other run to stop (three lists saved per new Plan).
+            # A first generation that never ran and was never re-run has no other run to stop
+            # (three lists saved per new Plan).
             history = previous.get("history")
             if previous.get("run") or generation > 1 or rerun:
                 history = await earlier_runs.start(
@@ -292,7 +293,12 @@ class Reconciler:
             admitted=gate != "cancelled",
             stderr_in_output=self._reader.merged(ref),
         )
-        return await self._act(plan, core.plan_step(situation, kept), events)
+        # the core is pure CPU work that grows with the plan (restoring its run, judging the
+        # answers, the dispatch checks: tool inputs against their schemas): a worker thread,
+        # so the event loop, which serves every other Plan, the webhook and the health probe,
+        # keeps running meanwhile (one reconcile per Plan at a time: no state is shared)
+        step = await asyncio.to_thread(core.plan_step, situation, kept)
+        return await self._act(plan, step, events)
 
     # -- validation ---------------------------------------------------------------------------
 
@@ -328,13 +334,13 @@ class Reconciler:
     ) -> float | None:
         s = step.s
         ref, key = s.ref, (s.ref.namespace, s.ref.name)
-        creates = step.decide()
+        creates = await asyncio.to_thread(step.decide)  # off the event loop, as plan_step
         while step.answer(
             await actuator.create(
                 self.kube, ref, creates, s.spec, self.runs, self.create_concurrency
             )
         ):
-            creates = step.decide()
+            creates = await asyncio.to_thread(step.decide)
         # what a cancel, the deadline or the finally steps' budget stopped (reconciler.stopping)
         await actuator.delete(self.kube, ref.namespace, step.deletes())
         own = step.run.report()
