@@ -19,6 +19,8 @@ _OWN_COMMAND_FIELDS = (("env", "env"), ("volume_mounts", "volumeMounts"))
 def check_grants(c: Checker, step: Step, path: str, single_kind: bool) -> None:
     """The grants `step` (at `path`) asks for. `single_kind`: the step declares one kind (a
     field misplaced on a step of several kinds is the step-kind refusal already)."""
+    if not (step.script or step.env or step.volume_mounts or step.interpreter):
+        return  # today's step (most steps): nothing asked, nothing to judge
     kind = step_kind(step)
     if single_kind and not _fields_fit(c, step, path, kind):
         return

@@ -94,14 +94,20 @@ def check_step_templates(c: Checker, step: Step, path: str, root_problem: RootCh
                 "first word): the allowlist is checked before anything runs",
             )
         found += [(f"{path}.shell", t) for w in words[1:] for _, t in templates.find(w)]
-    found += [
-        (f"{path}.env[{n}].value", t)
-        for n, e in enumerate(step.env)
-        if e.value is not None
-        for _, t in templates.find(e.value)
-    ]
+    if step.env:
+        found += [
+            (f"{path}.env[{n}].value", t)
+            for n, e in enumerate(step.env)
+            if e.value is not None
+            for _, t in templates.find(e.value)
+        ]
     scoped: set[str] = set()  # fields where {{item}} / {{index}} exist
-    job_step = any(x is not None for x in (step.shell, step.script, step.tool, step.capsule))
+    job_step = (
+        step.shell is not None
+        or step.tool is not None
+        or step.capsule is not None
+        or step.script is not None
+    )
     for kind, fields in (
         ()
         if job_step
