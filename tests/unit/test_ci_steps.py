@@ -309,6 +309,7 @@ def test_a_read_only_volume_cannot_be_mounted_writable(volume: str, why: str):
         ("/a/./b", "an absolute, normalized path"),
         ("//workspace", "an absolute, normalized path"),
         ("/cache/", "an absolute, normalized path"),
+        ("/cache\n/etc", "an absolute, normalized path"),
     ],
 )
 def test_a_mount_path_is_absolute_normalized_and_outside_what_is_reserved(path: str, why: str):

@@ -110,8 +110,9 @@ MAX_SCRIPT = 32_000
 #: workspace, planops' own, and the kernel's and runtime's (a mount over /proc is how container
 #: escapes have begun)
 RESERVED_MOUNTS = ("workspace", "planops", "proc", "sys", "dev")
-#: an absolute path without empty parts (no `//`, no trailing `/`), not `/` itself
-_MOUNT_SHAPE = r"^(/[^/]+)+$"
+#: an absolute path without empty parts (no `//`, no trailing `/`), not `/` itself, without
+#: control characters
+_MOUNT_SHAPE = r"^(/[^/\x00-\x1f\x7f]+)+$"
 
 
 class StepEnvVar(EnvVar):
@@ -134,13 +135,19 @@ class StepEnvVar(EnvVar):
 
 def mount_path_problem(path: str) -> str | None:
     """Why `path` may not be a step's mountPath, or None: it is absolute and normalized (no
-    `//`, `.` or `..` part, no trailing `/`), and outside /workspace, /planops, /proc, /sys
-    and /dev."""
+    `//`, `.` or `..` part, no trailing `/`, no control character), and outside /workspace,
+    /planops, /proc, /sys and /dev."""
     parts = path.split("/")
-    if not path.startswith("/") or path == "/" or "" in parts[1:] or {".", ".."} & set(parts):
+    if (
+        not path.startswith("/")
+        or path == "/"
+        or "" in parts[1:]
+        or {".", ".."} & set(parts)
+        or any(c < " " or c == "\x7f" for c in path)
+    ):
         return (
             f"mountPath {path!r}: an absolute, normalized path (no '//', '.' or '..' part, no "
-            "trailing '/'), other than '/'"
+            "trailing '/', no control character), other than '/'"
         )
     if parts[1] in RESERVED_MOUNTS:
         return (
