@@ -189,6 +189,29 @@ def test_an_unsettled_env_template_fails_the_attempt_like_any_template():
     assert rec.status == "failed" and "is not JSON" in (rec.error or "")
 
 
+def test_an_env_value_no_process_could_be_started_with_fails_the_attempt_saying_so():
+    big = {"id": "a", "shell": "echo"}
+    spec = plan(
+        big,
+        {
+            "id": "b",
+            "script": "true",
+            "env": [{"name": "X", "value": "{{input.v}}"}],
+            "onError": "continue",
+        },
+        {"id": "c", "script": "true", "env": [{"name": "Y", "value": "{{input.z}}"}]},
+        input={"v": "x" * (128 * 1024), "z": "a\x00b"},
+    )
+    decision = Run("ci", spec).decide(0.0)
+    assert [d.step.id for d in decision.dispatch] == ["a"]  # b and c failed, nothing started
+    errors = {r.step_id: r.error for r in decision.settled}
+    assert errors["b"] == (
+        "env X renders to 131075 bytes: a variable holds at most 131072 bytes of text without "
+        "NUL (what a process can be started with); pass a big value through the workspace"
+    )
+    assert (errors["c"] or "").startswith("env Y holds a NUL byte")
+
+
 # -- the local runner ------------------------------------------------------------------------
 
 

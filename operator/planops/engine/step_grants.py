@@ -136,11 +136,27 @@ def read_only(step_says: bool | None, volume_read_only: bool) -> bool:
     return volume_read_only if step_says is None else step_says or volume_read_only
 
 
+#: the most one variable (`NAME=value`, in UTF-8, with its NUL) may hold: what Linux passes in
+#: one string of a new process's environment (MAX_ARG_STRLEN); past it the process cannot start
+MAX_ENV_BYTES = 128 * 1024
+
+
 def render_env(step: Step, lookup: templates.Lookup) -> tuple[tuple[str, str], ...]:
     """The step's env values (not its valueFrom entries: the kubelet's), rendered in one pass
     (one bound on what it substitutes, templates.MAX_RENDERED) and each taken as text: a value
     that is one template becomes that value as text (a string as it is, anything else as
-    JSON), and the result is never rendered again nor split. Raises TemplateError."""
+    JSON), and the result is never rendered again nor split. Raises TemplateError, also for a
+    value no process could be started with (MAX_ENV_BYTES, a NUL byte)."""
     given = [e for e in step.env if e.value is not None]
     rendered = templates.render([e.value for e in given], lookup)
-    return tuple((e.name, templates.as_text(v)) for e, v in zip(given, rendered, strict=True))
+    out = tuple((e.name, templates.as_text(v)) for e, v in zip(given, rendered, strict=True))
+    for name, value in out:
+        size = len(name) + len(value.encode("utf-8", "surrogatepass")) + 2
+        if size > MAX_ENV_BYTES or "\x00" in value:
+            why = "holds a NUL byte" if "\x00" in value else f"renders to {size} bytes"
+            raise templates.TemplateError(
+                f"env {name} {why}: a variable holds at most {MAX_ENV_BYTES} bytes of text "
+                "without NUL (what a process can be started with); pass a big value through "
+                "the workspace"
+            )
+    return out
