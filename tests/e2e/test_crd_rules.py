@@ -91,6 +91,32 @@ CEL_CASES = [
     ),
     (_capsule(tolerations=[{"value": "v"}]), "without a key, operator is Exists"),
     (_capsule(nodeSelector={"a b": "x"}), "every key is a label key"),
+    # a step's own env (a shell or script step's) and a Capsule's volumes (issue 43)
+    (
+        _plan({"script": "true", "env": [{"name": "PLANOPS_INPUT", "value": "{}"}]}),
+        "names starting with PLANOPS_ are set by planops",
+    ),
+    (
+        _plan(
+            {
+                "shell": "echo",
+                "env": [
+                    {
+                        "name": "X",
+                        "value": "1",
+                        "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}},
+                    }
+                ],
+            }
+        ),
+        "exactly one of value or valueFrom",
+    ),
+    (_plan({"script": "true", "shell": "echo"}), "a step declares exactly one of"),
+    (
+        _capsule(volumes=[{"name": "v", "emptyDir": {}, "configMap": {"name": "c"}}]),
+        "a volume is exactly one of configMap, secret, emptyDir, persistentVolumeClaim",
+    ),
+    (_capsule(volumes=[{"name": "v"}]), "a volume is exactly one of"),
 ]
 
 
@@ -110,6 +136,15 @@ def test_the_rules_let_a_right_object_through(kube: Kube, crds: None):
         _capsule(
             tolerations=[{"key": "k", "effect": "NoExecute", "tolerationSeconds": 5}],
             nodeSelector={"example.com/pool": "batch"},
+        ),
+        _plan({"shell": "echo hi", "env": [{"name": "X", "value": "a $(HOME) value"}]}),
+        _capsule(
+            scripts={"allow": ["sh"]},
+            env={"secrets": ["ci"]},
+            volumes=[
+                {"name": "c", "emptyDir": {"sizeLimit": "1Gi"}},
+                {"name": "p", "persistentVolumeClaim": {"claimName": "p"}, "readOnly": True},
+            ],
         ),
     ):
         accepted, refusal, _ = _dry_run(kube, doc)

@@ -15,100 +15,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from planops.api.base import NAME_PATTERN, Model
+from planops.api.container_models import EnvVar, distinct
 from planops.api.crd_hints import crd
+from planops.api.grant_models import EnvGrants, Scripts, Volume, distinct_volumes
 from planops.api.models import (
-    NAME_PATTERN,
-    Model,
     PlanSpec,
     ResourceList,
     Resources,
     RetryBackoff,
 )
-
-#: An environment variable name (a C identifier, as shells and most programs read them).
-ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
-#: Set by planops on every step container; a Capsule's tool may not redefine them.
-RESERVED_ENV_PREFIX = "PLANOPS_"
-
-
-def _name_of(what: str) -> Any:
-    return Field(pattern=NAME_PATTERN, description=f"The {what}'s name.")
-
-
-class KeyRef(Model):
-    """A key of a Secret or ConfigMap in the Plan's namespace (resolved by the kubelet)."""
-
-    name: str = _name_of("Secret's or ConfigMap")
-    key: str = Field(min_length=1, max_length=253, description="The key.")
-    optional: bool = Field(
-        default=False, description="Start the step even when the key is missing."
-    )
-
-
-class SecretKeyRef(KeyRef):
-    """A key of a Secret in the Plan's namespace."""
-
-    name: str = _name_of("Secret")
-
-
-class ConfigMapKeyRef(KeyRef):
-    """A key of a ConfigMap in the Plan's namespace."""
-
-    name: str = _name_of("ConfigMap")
-
-
-class EnvSource(Model):
-    """Exactly one of secretKeyRef or configMapKeyRef."""
-
-    model_config = ConfigDict(
-        json_schema_extra=crd(
-            rules=[
-                (
-                    "has(self.secretKeyRef) != has(self.configMapKeyRef)",
-                    "exactly one of secretKeyRef or configMapKeyRef",
-                )
-            ]
-        )
-    )
-
-    secret_key_ref: SecretKeyRef | None = None
-    config_map_key_ref: ConfigMapKeyRef | None = None
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> EnvSource:
-        if (self.secret_key_ref is None) == (self.config_map_key_ref is None):
-            raise ValueError("exactly one of secretKeyRef or configMapKeyRef")
-        return self
-
-
-class EnvVar(Model):
-    """One variable: exactly one of value or valueFrom."""
-
-    # an environment variable of a tool's container: a value, or a Secret/ConfigMap key
-    model_config = ConfigDict(
-        json_schema_extra=crd(
-            rules=[
-                ("has(self.value) != has(self.valueFrom)", "exactly one of value or valueFrom"),
-                (
-                    "!self.name.startsWith('PLANOPS_')",
-                    "names starting with PLANOPS_ are set by planops",
-                ),
-            ]
-        )
-    )
-
-    name: str = Field(pattern=ENV_NAME_PATTERN, max_length=256, description="The variable's name.")
-    value: str | None = Field(default=None, description="A literal value.")
-    value_from: EnvSource | None = None
-
-    @model_validator(mode="after")
-    def _one_source(self) -> EnvVar:
-        if self.name.startswith(RESERVED_ENV_PREFIX):
-            raise ValueError(f"{self.name}: names starting with PLANOPS_ are set by planops")
-        if (self.value is None) == (self.value_from is None):
-            raise ValueError(f"{self.name}: exactly one of value or valueFrom")
-        return self
-
 
 #: the top directory of a step container that is planops' own: a tool's private working
 #: directory is /planops/tool (kube.manifests.TOOL_WORKDIR), so nothing a Capsule or a plan sets
@@ -177,12 +93,8 @@ class Tool(Model):
 
     @model_validator(mode="after")
     def _distinct(self) -> Tool:
-        names = [e.name for e in self.env]
-        paths = [m.mount_path.rstrip("/") for m in self.secret_mounts]
-        for what, values in (("env name", names), ("secretMounts path", paths)):
-            twice = sorted({v for v in values if values.count(v) > 1})
-            if twice:
-                raise ValueError(f"{what} declared twice: {', '.join(twice)}")
+        distinct("env name", [e.name for e in self.env])
+        distinct("secretMounts path", [m.mount_path.rstrip("/") for m in self.secret_mounts])
         return self
 
 
@@ -349,6 +261,22 @@ class CapsuleSpec(Model):
         default_factory=AllowList,
         description="Capsules that capsule steps may run as child plans.",
     )
+    # what shell and script steps may reach beyond the restricted pod (api.grant_models)
+    scripts: Scripts = Field(
+        default_factory=Scripts,
+        description="Interpreters script steps may run. Default: none (no script step runs).",
+    )
+    env: EnvGrants = Field(
+        default_factory=EnvGrants,
+        description="Secrets and ConfigMaps whose keys a shell or script step's env may read. "
+        "Default: none.",
+    )
+    volumes: list[Volume] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Volumes shell and script steps may mount by name (volumeMounts): "
+        "configMap, secret, emptyDir or persistentVolumeClaim, never hostPath. Default: none.",
+    )
     resources: Resources | None = Field(
         default=None, description="Default requests and limits of every step."
     )
@@ -437,6 +365,11 @@ class CapsuleSpec(Model):
                 )
         return value
 
+    @field_validator("volumes")
+    @classmethod
+    def _volume_names(cls, value: list[Volume]) -> list[Volume]:
+        return distinct_volumes(value)
+
     @field_validator("node_selector")
     @classmethod
     def _node_labels(cls, value: dict[str, str]) -> dict[str, str]:
@@ -451,3 +384,6 @@ class CapsuleSpec(Model):
 
     def tool(self, name: str) -> Tool | None:
         return next((t for t in self.tools if t.name == name), None)
+
+    def volume(self, name: str) -> Volume | None:
+        return next((v for v in self.volumes if v.name == name), None)

@@ -13,14 +13,14 @@ keys are normalized: a step's `input` belongs to its tool and is never rewritten
 
 from __future__ import annotations
 
-import functools
 import typing
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from planops.api import durations
+from planops.api import base, durations
+from planops.api.base import Model
+from planops.api.container_models import MAX_SCRIPT, StepEnvVar, VolumeMount, distinct
 from planops.api.crd_hints import crd
 from planops.api.limits import (
     HISTORY_LIMIT,
@@ -30,18 +30,20 @@ from planops.api.limits import (
     MAX_STEPS,
 )
 
+#: A Kubernetes object name (api.base's, named here too: the plan's fields and others use it)
+NAME_PATTERN = base.NAME_PATTERN
+
 #: A step id: also a Job label value and part of a Job name, hence the restriction (the seed
 #: leaves ids free; planops needs them to be label-safe). Letters, digits, `_` and `-`.
 STEP_ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,62}$"
 
-#: A Kubernetes object name (RFC 1123 subdomain, shortened to what a label value may hold).
-NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$"
-
-#: The keys that make a step's kind: exactly one per step. tool, shell, capsule (seed 1) and the
-#: seed-2 control steps; the validator says which of these planops runs (engine.validation).
+#: The keys that make a step's kind: exactly one per step. tool, shell, capsule (seed 1), script
+#: (planops') and the seed-2 control steps; the validator says which of these planops runs
+#: (engine.validation).
 STEP_KINDS = (
     "tool",
     "shell",
+    "script",
     "capsule",
     "exit",
     "filter",
@@ -54,51 +56,6 @@ STEP_KINDS = (
 )
 #: Kinds the schema accepts but the validator refuses (code `unsupported`): they need a model.
 NEEDS_A_MODEL = ("agent", "infer")
-
-
-@functools.cache
-def _integer_keys(model: type[BaseModel]) -> tuple[str, ...]:
-    """The keys (both spellings) of a model's fields that take an integer and not a number."""
-    keys: list[str] = []
-    for name, f in model.model_fields.items():
-        annotation = f.annotation
-        types = set(typing.get_args(annotation)) if typing.get_args(annotation) else {annotation}
-        if int in types and float not in types:
-            keys += [name] + ([f.alias] if f.alias and f.alias != name else [])
-    return tuple(keys)
-
-
-class Model(BaseModel):
-    """Base: unknown fields refused, both spellings accepted, immutable; types strict, as the
-    API server holds them to the CRD's schema (`retries: "3"` is refused, not converted), so
-    what `kubectl apply` refuses is refused offline too."""
-
-    model_config = ConfigDict(
-        strict=True,
-        extra="forbid",
-        populate_by_name=True,
-        alias_generator=to_camel,
-        frozen=True,
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _whole_numbers(cls, data: Any) -> Any:
-        """JSON has one number type, and the API server takes 3.0 for a CRD's integer (a whole
-        number is an integer there): so does the model, strict as it is otherwise."""
-        if not isinstance(data, dict):
-            return data
-        fixed: dict[str, Any] | None = None
-        for key in _integer_keys(cls):
-            value = data.get(key)
-            if isinstance(value, float) and value.is_integer():
-                fixed = fixed if fixed is not None else dict(data)
-                fixed[key] = int(value)
-        return fixed if fixed is not None else data
-
-    def dump(self) -> dict[str, Any]:
-        """The camelCase form, without unset optional fields (as the seed writes plans)."""
-        return self.model_dump(by_alias=True, exclude_none=True, exclude_defaults=True)
 
 
 class ResourceList(Model):
@@ -175,8 +132,8 @@ def _refused(kind: str) -> Any:
 
 
 class Step(Model):
-    """One step. Exactly one kind: tool, shell, capsule, or a control step (exit, filter, decide,
-    map, reduce, ask)."""
+    """One step. Exactly one kind: tool, shell, script, capsule, or a control step (exit, filter,
+    decide, map, reduce, ask)."""
 
     # No field of a step has a default in the CRD (crd_hints): the API server would store each
     # in every step (29 bytes a step for onError and retries, half the spec of a 20,000-step
@@ -186,8 +143,8 @@ class Step(Model):
             rules=[
                 (
                     _ONE_KIND,
-                    "a step declares exactly one of tool, shell, capsule, exit, filter, decide, "
-                    "map, reduce, ask",
+                    "a step declares exactly one of tool, shell, script, capsule, exit, filter, "
+                    "decide, map, reduce, ask",
                 )
             ]
         )
@@ -212,7 +169,7 @@ class Step(Model):
         max_length=16384,
         description="A command line, split into words (POSIX shell quoting rules) but never "
         "given to a shell. Its first word must be in the Capsule's shell.allow; a pipeline "
-        "belongs in a tool (an interpreter such as sh in shell.allow allows anything).",
+        "belongs in a script step (an interpreter such as sh in shell.allow allows anything).",
     )
     capsule: str | None = Field(
         default=None,
@@ -221,6 +178,33 @@ class Step(Model):
         description="A Capsule in the plan's Capsule's spawn.allow; its plan runs as a child "
         "Plan given this step's task text as input.objective; the child's output (as JSON "
         "text), or else its last step's output, becomes this step's.",
+    )
+    script: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_SCRIPT,
+        description="A script (several lines), run by an interpreter the Capsule allows "
+        "(scripts.allow; see interpreter) in the step's image: `sh -c SCRIPT`. Never rendered: "
+        "a {{ in it is refused; values reach it as data through env.",
+    )
+    interpreter: str | None = Field(
+        default=None,
+        max_length=63,
+        description="The interpreter of a script step: one of the Capsule's scripts.allow "
+        "(sh, bash, python3, ...). Default: the first it allows.",
+    )
+    env: list[StepEnvVar] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Environment variables of a shell or script step: a value (templates "
+        "rendered once, as data), or a key of a Secret or ConfigMap the Capsule lists in "
+        "env.secrets / env.configMaps. Names starting with PLANOPS_ are planops'.",
+    )
+    volume_mounts: list[VolumeMount] = Field(
+        default_factory=list,
+        max_length=16,
+        description="Volumes of the Capsule (spec.volumes, by name) mounted into a shell or "
+        "script step; a volume the Capsule marks readOnly is mounted read-only.",
     )
     input: Any = Field(
         default=None,
@@ -315,6 +299,21 @@ class Step(Model):
         description="Requests and limits of the step's container. Default: the Capsule's "
         "resources; bounded by its maxResources.",
     )
+
+    @field_validator("script")
+    @classmethod
+    def _no_nul(cls, value: str | None) -> str | None:
+        if value is not None and "\x00" in value:  # no process can be given it
+            raise ValueError(
+                "a script cannot hold a NUL byte (it reaches its interpreter as a C string)"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _distinct_env_and_mounts(self) -> Step:
+        distinct("env name", [e.name for e in self.env])
+        distinct("volumeMounts mountPath", [m.mount_path for m in self.volume_mounts])
+        return self
 
 
 class Workspace(Model):

@@ -10,8 +10,9 @@ from typing import Literal
 
 from pydantic import Field
 
+from planops.api.base import Model
 from planops.api.crd_hints import crd
-from planops.api.models import Model, PlanSpec
+from planops.api.models import PlanSpec
 
 
 class TemplateMeta(Model):

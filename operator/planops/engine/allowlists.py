@@ -5,7 +5,7 @@ on these before anything runs, and every executor asks them again right before i
 the validator accepts about a step's image, dispatch accepts (`image_refusal`).
 
 **Which image a step runs in** (`step_image`): a tool step, its tool's `image`, else the
-Capsule's `image`; a shell step, its own `image`, else the Capsule's. Other steps run no
+Capsule's `image`; a shell or script step, its own `image`, else the Capsule's. Other steps run no
 container of their own (a capsule step's child plan has its own steps; control steps are
 evaluated by the engine).
 
@@ -31,7 +31,7 @@ _SHLEX_WHITESPACE = re.compile(r"[ \t\r\n]+")
 #: who named the image a step runs in: the step itself, its tool, or its Capsule (the default)
 NamedBy = Literal["step", "tool", "capsule"]
 #: the steps that run in an image of their own (a Job's container, in the cluster)
-IMAGE_KINDS = ("tool", "shell")
+IMAGE_KINDS = ("tool", "shell", "script")
 
 
 def shell_words(command: str) -> list[str]:
@@ -68,13 +68,13 @@ def image_allowed(image: str, capsule: CapsuleSpec, policy: Policy) -> bool:
 
 
 def step_image(kind: str, step: Step, capsule: CapsuleSpec) -> tuple[str | None, NamedBy]:
-    """The image a tool or shell step runs in and who named it; (None, "capsule") when nothing
-    names one (or the step runs in no image of its own)."""
+    """The image a tool, shell or script step runs in and who named it; (None, "capsule") when
+    nothing names one (or the step runs in no image of its own)."""
     if kind == "tool":
         tool = capsule.tool(step.tool or "")
         if tool is not None and tool.image is not None:
             return tool.image, "tool"
-    elif kind == "shell" and step.image is not None:
+    elif kind in ("shell", "script") and step.image is not None:
         return step.image, "step"
     return (capsule.image if kind in IMAGE_KINDS else None), "capsule"
 

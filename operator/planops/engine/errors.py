@@ -13,12 +13,20 @@ CODES: dict[str, str] = {
     "schema": "the document's structure: unknown field, wrong type, missing field, a value JSON "
     "has no meaning for",
     "duplicate-id": "two steps with the same id",
-    "step-kind": "a step declaring none of tool, shell, capsule, or more than one; an image on "
-    "a step that is not a shell step",
+    "step-kind": "a step declaring none of tool, shell, script, capsule, or more than one; an "
+    "image, env or volumeMounts on a step that is not a shell or script step; an interpreter on "
+    "a step that is not a script step",
     "unknown-tool": "a tool step naming a tool that is not in the capsule's inventory",
     "plan-in-plan": "a tool step naming submit-plan: a plan cannot submit a plan",
     "shell-not-allowed": "a shell step whose binary is absent from the capsule's shell.allow",
     "shell-syntax": "a shell command line that cannot be split into words",
+    "script-not-allowed": "a script step under a Capsule that allows no interpreter, or naming "
+    "an interpreter outside the Capsule's scripts.allow",
+    "env-not-allowed": "a step's env reading a key of a Secret or ConfigMap that the Capsule "
+    "does not list in env.secrets / env.configMaps",
+    "volume-not-allowed": "a step mounting a volume the Capsule does not declare, or asking a "
+    "writable mount of a volume that is read-only (the Capsule's readOnly, a configMap or "
+    "secret volume)",
     "capsule-input": 'a capsule step whose input is neither a string nor {"objective": "<text>"}',
     "capsule-plan-input": "a capsule step whose target Capsule's plan declares an inputSchema "
     'that {"objective": <the step\'s text>} (over the input the plan declares) cannot satisfy',
@@ -50,7 +58,8 @@ CODES: dict[str, str] = {
     "its path; an input with templates or references: what no rendered value can change), or a "
     "tool whose inputSchema is not a JSON Schema",
     "template": "a {{...}} template that is malformed, names an unknown root, uses a step result "
-    "the step does not depend on, or sits in a shell step's first word",
+    "the step does not depend on, or sits in a shell step's first word; a {{ in a script (never "
+    "rendered: values reach a script through env)",
 }
 
 

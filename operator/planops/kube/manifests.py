@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from planops.api import API_VERSION, CapsuleSpec, names
+from planops.api.grant_models import Volume
 from planops.api.resources import resources
-from planops.engine import Dispatch, delegation, shell_words
+from planops.engine import Dispatch, delegation, shell_words, step_grants
 from planops.engine import dispatch as dispatch_
 
 #: Kubernetes' syntax of a label value (and of an annotation key's name part), at most 63 chars.
@@ -187,11 +188,68 @@ def literal(text: str) -> str:
 
 def step_command(d: Dispatch, capsule: CapsuleSpec) -> list[str]:
     """The container command: a tool's as its Capsule's owner wrote it (`$(VAR)` there is the
-    owner's to use); a shell step's words exactly as the plan gives them (see `literal`)."""
+    owner's to use); a shell step's words, a script step's interpreter and script, exactly as
+    the plan gives them (see `literal`)."""
     if d.kind == "tool":
         tool = capsule.tool(d.step.tool or "")
         return list(tool.command) if tool is not None else []
+    if d.kind == "script":
+        return [literal(w) for w in step_grants.script_argv(d.step, capsule)]
     return [literal(w) for w in d.words or shell_words(d.step.shell or "")]
+
+
+#: a Capsule's volume in a step's pod: named apart from planops' own (workspace, secret-N)
+STEP_VOLUME_PREFIX = "vol-"
+
+
+def step_env(d: Dispatch) -> list[dict[str, Any]]:
+    """A shell or script step's own env, in its order: its values as rendered (d.env), exactly
+    (see `literal`), its keys of Secrets and ConfigMaps for the kubelet to read."""
+    values = dict(d.env)
+    env: list[dict[str, Any]] = []
+    for e in d.step.env:
+        if e.value_from is not None:
+            env.append(
+                {
+                    "name": e.name,
+                    "valueFrom": e.value_from.model_dump(by_alias=True, exclude_none=True),
+                }
+            )
+        else:
+            env.append({"name": e.name, "value": literal(values[e.name])})
+    return env
+
+
+def step_volumes(
+    d: Dispatch, capsule: CapsuleSpec
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The Capsule's volumes a shell or script step mounts, as (pod volumes, container mounts):
+    each volume once, read-only where the step or the Capsule says (an admitted step asks no
+    writable mount of a read-only volume: engine.step_grants)."""
+    volumes: dict[str, dict[str, Any]] = {}
+    mounts: list[dict[str, Any]] = []
+    for m in d.step.volume_mounts:
+        volume = capsule.volume(m.name)
+        assert volume is not None  # admitted
+        name = STEP_VOLUME_PREFIX + volume.name
+        read_only = step_grants.read_only(m.read_only, volume.always_read_only)
+        if name not in volumes:
+            volumes[name] = {"name": name, **_volume_source(volume)}
+        mounts.append({"name": name, "mountPath": m.mount_path, "readOnly": read_only})
+    return list(volumes.values()), mounts
+
+
+def _volume_source(volume: Volume) -> dict[str, Any]:
+    if volume.config_map is not None:
+        return {"configMap": {"name": volume.config_map.name}}
+    if volume.secret is not None:
+        secret = volume.secret.secret_name
+        return {"secret": {"secretName": secret, "defaultMode": SECRET_FILE_MODE}}
+    if volume.empty_dir is not None:
+        return {"emptyDir": volume.empty_dir.model_dump(by_alias=True, exclude_defaults=True)}
+    assert volume.persistent_volume_claim is not None  # exactly one (api.grant_models)
+    claim = {"claimName": volume.persistent_volume_claim.claim_name}
+    return {"persistentVolumeClaim": claim | ({"readOnly": True} if volume.read_only else {})}
 
 
 def job(
@@ -203,8 +261,10 @@ def job(
     timeout_seconds: int,
     workspace_claim: str | None = None,
 ) -> dict[str, Any]:
-    """The Job of one attempt of a tool or shell step: restricted pod security, limits set,
-    backoffLimit 0 (planops owns retries, each attempt visible), deadline = the step timeout."""
+    """The Job of one attempt of a tool, shell or script step: restricted pod security, limits
+    set, backoffLimit 0 (planops owns retries, each attempt visible), deadline = the step
+    timeout; a shell or script step's env and the Capsule's volumes it mounts (none: today's
+    pod, byte for byte)."""
     labels = ref.labels(d.step.id, d.attempt)
     # the full values of shortened labels; none (no `annotations` key) when every label is whole
     annotated = {"annotations": a} if (a := ref.annotations(d.step.id)) else {}
@@ -216,6 +276,9 @@ def job(
     tool = capsule.tool(d.step.tool or "") if d.kind == "tool" else None
     volumes: list[dict[str, Any]] = []
     mounts: list[dict[str, Any]] = []
+    if d.kind in step_grants.OWN_COMMAND and (d.step.env or d.step.volume_mounts):
+        env += step_env(d)  # after planops' own: no name of it starts with PLANOPS_
+        volumes, mounts = step_volumes(d, capsule)
     if tool is not None:  # the tool's credentials: on its own containers only
         env += [e.model_dump(by_alias=True, exclude_none=True) for e in tool.env]
         for n, m in enumerate(tool.secret_mounts):

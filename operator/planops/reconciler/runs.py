@@ -78,7 +78,7 @@ async def workspace(kube: KubeApi, ref: manifests.PlanRef, spec: PlanSpec) -> st
 
 
 #: kinds whose attempt is an object in the cluster (a Job, a child Plan)
-WITH_OBJECT = ("shell", "tool", "capsule")
+WITH_OBJECT = ("shell", "script", "tool", "capsule")
 
 
 def in_flight(run: Run, previous: dict[str, Any], now: float) -> list[dict[str, Any]] | None:
