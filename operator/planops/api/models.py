@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import functools
 import typing
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from planops.api import durations
 from planops.api.crd_hints import crd
+from planops.api.labels import DNS_LABEL_PATTERN
 from planops.api.limits import (
     HISTORY_LIMIT,
     HISTORY_LIMIT_MAX,
@@ -170,6 +171,12 @@ def _control(description: str) -> Any:
     return Field(default=None, description=description, json_schema_extra=crd(type="object"))
 
 
+#: a service of the Capsule, by name (api.pod_models.Service.name)
+_ServiceName = Annotated[
+    str, Field(pattern=DNS_LABEL_PATTERN, max_length=63, description="A service's name.")
+]
+
+
 def _refused(kind: str) -> Any:
     return _control(f"Seed 2 {kind}: refused (needs a language model: use a capsule step).")
 
@@ -309,6 +316,22 @@ class Step(Model):
         max_length=512,
         description="Container image of a shell step; must match the Capsule's images. "
         "Default: the Capsule's image.",
+    )
+    # what the step picks of its Capsule's pod grants (api.pod_models; engine.pod_grants)
+    security_profile: str | None = Field(
+        default=None,
+        pattern=DNS_LABEL_PATTERN,
+        max_length=63,
+        description="One of the Capsule's securityProfiles the step's container runs under "
+        "(root, a uid, capabilities, ...: what the Capsule's owner declared, within the "
+        "operator's cap). Default: today's restricted container (uid 65534, nothing added).",
+    )
+    services: list[_ServiceName] = Field(
+        default_factory=list,
+        max_length=16,
+        description="Services of the Capsule (spec.services, by name) started beside the "
+        "step's command, as sidecars of its pod: each is ready before the command starts, "
+        "reached on localhost or by its name, and stopped when it ends.",
     )
     resources: Resources | None = Field(
         default=None,

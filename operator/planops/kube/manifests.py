@@ -26,9 +26,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from planops.api import API_VERSION, CapsuleSpec, names
+from planops.api.pod_models import NOBODY
 from planops.api.resources import resources
 from planops.engine import Dispatch, delegation, shell_words
 from planops.engine import dispatch as dispatch_
+from planops.kube import step_pod
 
 #: Kubernetes' syntax of a label value (and of an annotation key's name part), at most 63 chars.
 LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
@@ -83,7 +85,7 @@ def answer_annotation(step_id: str) -> str:
 MANAGED_BY = {"app.kubernetes.io/managed-by": "planops"}
 CONTAINER = "step"
 QUEUE_ALLOWANCE_SECONDS = 3600
-NON_ROOT_UID = 65534
+NON_ROOT_UID = NOBODY
 #: a tool's Secret files: readable by the step's group (fsGroup), by nobody else
 SECRET_FILE_MODE = 0o440
 WORKSPACE_MOUNT = "/workspace"
@@ -108,6 +110,8 @@ class PlanRef:
     lineage: tuple[str, ...] = ()
     #: the Plan's recorded author (names.ANNOTATION_AUTHOR), handed to its child Plans
     author: str | None = None
+    #: the Plan's labels (a Capsule's propagateLabels copies some to its steps' Jobs and pods)
+    plan_labels: tuple[tuple[str, str], ...] = ()
 
     def owner(self) -> dict[str, Any]:
         return {
@@ -202,7 +206,8 @@ def job(
     workspace_claim: str | None = None,
 ) -> dict[str, Any]:
     """The Job of one attempt of a tool or shell step: restricted pod security, limits set,
-    backoffLimit 0 (planops owns retries, each attempt visible), deadline = the step timeout."""
+    backoffLimit 0 (planops owns retries, each attempt visible), deadline = the step timeout;
+    what its Capsule grants its pod (kube.step_pod: none, today's one-container pod)."""
     labels = ref.labels(d.step.id, d.attempt)
     # the full values of shortened labels; none (no `annotations` key) when every label is whole
     annotated = {"annotations": a} if (a := ref.annotations(d.step.id)) else {}
@@ -231,11 +236,7 @@ def job(
         "command": step_command(d, capsule),
         "env": env,
         "resources": resources(d.step.resources, capsule.resources),
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "capabilities": {"drop": ["ALL"]},
-            "runAsNonRoot": True,
-        },
+        "securityContext": step_pod.container_security(None),
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     pod_spec: dict[str, Any] = {
@@ -293,7 +294,7 @@ def job(
     if mounts:
         container["volumeMounts"] = mounts
         pod_spec["volumes"] = volumes
-    return {
+    manifest = {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
@@ -315,6 +316,8 @@ def job(
             },
         },
     }
+    # what the step's Capsule grants its pod: a security profile, services, placement, labels
+    return step_pod.dress(manifest, d, capsule, dict(ref.plan_labels))
 
 
 def workspace_claim(ref: PlanRef, size: str, storage_class: str | None) -> dict[str, Any]:
