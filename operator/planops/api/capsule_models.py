@@ -438,7 +438,8 @@ class CapsuleSpec(Model):
         default_factory=list,
         max_length=32,
         description="Keys of the Plan's labels copied to its steps' Jobs and pods (only these; "
-        "a key the Plan does not have is left out). The Plan's author sets the values.",
+        "a key the Plan does not have is left out). The Plan's author sets the values: list no "
+        "key a NetworkPolicy or a Service selects pods by.",
         json_schema_extra=crd(rules=[reserved_key_rule("label")]),
     )
     read_only_paths: list[str] = Field(

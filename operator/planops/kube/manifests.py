@@ -317,7 +317,7 @@ def job(
         },
     }
     # what the step's Capsule grants its pod: a security profile, services, placement, labels
-    return step_pod.dress(manifest, d, capsule, dict(ref.plan_labels))
+    return step_pod.dress(manifest, d, capsule, ref.plan_labels)
 
 
 def workspace_claim(ref: PlanRef, size: str, storage_class: str | None) -> dict[str, Any]:

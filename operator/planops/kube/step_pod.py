@@ -21,7 +21,7 @@ A step and Capsule that use none of these get nothing added: today's one-contain
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from planops.api.capsule_models import CapsuleSpec
@@ -67,11 +67,16 @@ def container_security(profile: SecurityProfile | None) -> Obj:
     return out
 
 
-def dress(job: Obj, d: Dispatch, capsule: CapsuleSpec, plan_labels: Mapping[str, str]) -> Obj:
+def dress(
+    job: Obj, d: Dispatch, capsule: CapsuleSpec, plan_labels: Iterable[tuple[str, str]]
+) -> Obj:
     """`job` (kube.manifests.job's, of attempt `d`) with what its step and Capsule grant the
     pod; `plan_labels`: the Plan's labels (propagateLabels picks among them)."""
+    step = d.step
+    if not (step.security_profile or step.services or _capsule_wide(capsule)):
+        return job  # today's pod: nothing to add (most steps; a Job per attempt)
     template = job["spec"]["template"]
-    pod, step = template["spec"], d.step
+    pod = template["spec"]
     volumes: list[Obj] = []
     if step.security_profile is not None:
         profile = capsule.security_profile(step.security_profile)
@@ -82,8 +87,19 @@ def dress(job: Obj, d: Dispatch, capsule: CapsuleSpec, plan_labels: Mapping[str,
     if volumes:
         pod["volumes"] = [*pod.get("volumes", []), *volumes]
     _place(pod, capsule)
-    _label(job, template, capsule, plan_labels)
+    _label(job, template, capsule, dict(plan_labels))
     return job
+
+
+def _capsule_wide(capsule: CapsuleSpec) -> bool:
+    """The Capsule places or labels every step pod."""
+    return bool(
+        capsule.priority_class_name
+        or capsule.image_pull_secrets
+        or capsule.affinity
+        or capsule.pod_metadata
+        or capsule.propagate_labels
+    )
 
 
 def _service(capsule: CapsuleSpec, name: str) -> Service:
