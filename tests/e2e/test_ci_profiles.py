@@ -13,11 +13,25 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Kube
+from tests.conftest import ROOT, Kube, cluster_lock
 from tests.e2e.conftest import capsule, plan, steps, wait_plan
 from tests.e2e.test_crd_rules import _capsule, _dry_run
 
 pytestmark = [pytest.mark.cluster, pytest.mark.node, pytest.mark.cisteps]
+
+
+@pytest.fixture(autouse=True)
+def _these_crds(kube: Kube, crds: None) -> None:
+    """This tree's CRDs, applied again when another session on the shared cluster replaced them
+    with its own (without these fields) since this session applied them."""
+    spec = kube.get("crd", "capsules.planops.dev")["spec"]["versions"][0]["schema"]
+    if "securityProfiles" in spec["openAPIV3Schema"]["properties"]["spec"]["properties"]:
+        return
+    with cluster_lock(kube.kubeconfig, "crds"):
+        kube.run("apply", "-f", str(ROOT / "crds"))
+    kube.run("wait", "--for=condition=Established", "crd/capsules.planops.dev", "--timeout=60s")
+    time.sleep(2)  # the API server's storage for the new schema (429 while it reinitializes)
+
 
 #: a busybox "database": says `ready` to each connection, once listening (after a pause, so the
 #: step would find nothing if it started before the probe passed); it writes to its own log too
