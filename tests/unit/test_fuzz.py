@@ -455,7 +455,11 @@ terminated = st.fixed_dictionaries(
     },
 )
 waiting = st.fixed_dictionaries(
-    {"reason": st.sampled_from(["ErrImagePull", "ContainerCreating"])},
+    {
+        "reason": st.sampled_from(
+            ["ErrImagePull", "ContainerCreating", "PodInitializing", "CrashLoopBackOff"]
+        )
+    },
     optional={"message": shaped(text)},
 )
 run_state = st.one_of(
@@ -530,6 +534,8 @@ pod_status = st.fixed_dictionaries(
         "reason": st.sampled_from(["DeadlineExceeded", "x"]),
         "conditions": shaped(st.lists(shaped(pod_condition), max_size=3)),
         "hostIP": text,
+        # a step's services (sidecars: init containers)
+        "initContainerStatuses": shaped(st.lists(shaped(container_status), max_size=2)),
     },
 )
 run_pod = st.fixed_dictionaries(

@@ -10,21 +10,39 @@ adds (api.crd_hints).
 
 from __future__ import annotations
 
-import re
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from planops.api.affinity_models import Affinity
 from planops.api.base import NAME_PATTERN, Model
 from planops.api.container_models import EnvVar, distinct
 from planops.api.crd_hints import crd
 from planops.api.grant_models import EnvGrants, Scripts, Volume, distinct_volumes
+from planops.api.labels import (
+    LABEL_KEY_PATTERN,
+    LABEL_VALUE_PATTERN,
+    LabelKey,
+    reserved_key_rule,
+)
+from planops.api.labels import LabelValue as _LabelValue
+from planops.api.labels import label_key as _label_key
+from planops.api.labels import label_value as _label_value
+from planops.api.labels import schema_bounds as _schema
 from planops.api.models import (
     PlanSpec,
     ResourceList,
     Resources,
     RetryBackoff,
 )
+from planops.api.pod_models import (
+    LocalObjectReference,
+    PodMetadata,
+    SecurityProfile,
+    check_grants,
+    propagated,
+)
+from planops.api.service_models import Service
 
 #: the top directory of a step container that is planops' own: a tool's private working
 #: directory is /planops/tool (kube.manifests.TOOL_WORKDIR), so nothing a Capsule or a plan sets
@@ -104,41 +122,6 @@ class AllowList(Model):
     allow: list[str] = Field(
         default_factory=list, description="The allowed names. Empty: nothing is allowed."
     )
-
-
-#: A label key as Kubernetes checks it: an optional DNS-subdomain prefix (at most 253 characters)
-#: and `/`, then a name of at most 63 characters (letters, digits, `-`, `_`, `.`).
-LABEL_KEY_PATTERN = (
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
-)
-LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$"
-_LABEL_KEY, _LABEL_VALUE = re.compile(LABEL_KEY_PATTERN), re.compile(LABEL_VALUE_PATTERN)
-
-
-def _label_key(key: str, where: str) -> str:
-    if not _LABEL_KEY.fullmatch(key) or len(key.rsplit("/", 1)[0]) > 253:
-        raise ValueError(
-            f"{where} {key!r} is not a label key: [prefix/]name, the name at most 63 letters, "
-            "digits, '-', '_' or '.', the prefix a DNS subdomain (example.com/zone)"
-        )
-    return key
-
-
-def _schema(**bounds: Any) -> dict[str, Any]:
-    """Bounds stated in the model's JSON Schema (so the CRD's come from here, api.structural)
-    but checked by the model's own validators, whose messages say what a label is (pydantic's
-    would quote the regex)."""
-    return bounds
-
-
-_LabelValue = Annotated[
-    str,
-    Field(
-        description="A label value.",
-        json_schema_extra=_schema(maxLength=63, pattern=LABEL_VALUE_PATTERN),
-    ),
-]
 
 
 class Toleration(Model):
@@ -341,6 +324,52 @@ class CapsuleSpec(Model):
         description="Taints step pods tolerate (the pod's tolerations, Kubernetes' shape), "
         "e.g. to run on a dedicated or simulated pool. Set by the Capsule's owner only.",
     )
+    # what step pods may run as and beside, where and labelled how (api.pod_models): the
+    # Capsule owner's grants, a step only picks a profile and lists services by name
+    security_profiles: list[SecurityProfile] = Field(
+        default_factory=list,
+        max_length=32,
+        description="Named ways a step's container may run beyond today's restricted one (a "
+        "uid, root, capabilities, a read-only root filesystem, ...), capped by the operator's "
+        "policy.securityProfiles; a shell step picks one with securityProfile. Default: none.",
+    )
+    services: list[Service] = Field(
+        default_factory=list,
+        max_length=32,
+        description="Named containers (a database, a cache) a shell step may list in its "
+        "services: each runs beside the step's command as a native sidecar, ready before it "
+        "starts and stopped when it ends. Default: none.",
+    )
+    priority_class_name: str | None = Field(
+        default=None,
+        pattern=NAME_PATTERN,
+        max_length=253,
+        description="The PriorityClass of step pods (the cluster's: a ResourceQuota may "
+        "limit which a namespace uses). Default: the cluster's default.",
+    )
+    image_pull_secrets: list[LocalObjectReference] = Field(
+        default_factory=list,
+        max_length=16,
+        description="Secrets of the namespace the kubelet pulls step and service images with "
+        "(docker-registry Secrets; no step reads them).",
+    )
+    affinity: Affinity | None = Field(
+        default=None,
+        description="Node and pod affinity of step pods (Kubernetes' shape). Set by the "
+        "Capsule's owner only.",
+    )
+    pod_metadata: PodMetadata | None = Field(
+        default=None,
+        description="Labels and annotations of every step pod (cost tools read them).",
+    )
+    propagate_labels: list[LabelKey] = Field(
+        default_factory=list,
+        max_length=32,
+        description="Keys of the Plan's labels copied to its steps' Jobs and pods (only these; "
+        "a key the Plan does not have is left out). The Plan's author sets the values: list no "
+        "key a NetworkPolicy or a Service selects pods by.",
+        json_schema_extra=crd(rules=[reserved_key_rule("label")]),
+    )
     read_only_paths: list[str] = Field(
         default_factory=list,
         description="Paths inside /workspace mounted read-only in every step.",
@@ -375,12 +404,26 @@ class CapsuleSpec(Model):
     def _node_labels(cls, value: dict[str, str]) -> dict[str, str]:
         for k, v in value.items():
             _label_key(k, "nodeSelector key")
-            if not _LABEL_VALUE.fullmatch(v):
-                raise ValueError(
-                    f"nodeSelector {k}: {v!r} is not a label value (at most 63 letters, digits, "
-                    "'-', '_' or '.', starting and ending with a letter or digit)"
-                )
+            _label_value(v, f"nodeSelector {k}")
         return value
+
+    @field_validator("propagate_labels")
+    @classmethod
+    def _propagated(cls, value: list[str]) -> list[str]:
+        return propagated(value)
+
+    @model_validator(mode="after")
+    def _pod_grants(self) -> CapsuleSpec:
+        check_grants(
+            self.security_profiles, self.services, self.pod_metadata, self.propagate_labels
+        )
+        return self
+
+    def security_profile(self, name: str) -> SecurityProfile | None:
+        return next((p for p in self.security_profiles if p.name == name), None)
+
+    def service(self, name: str) -> Service | None:
+        return next((s for s in self.services if s.name == name), None)
 
     def tool(self, name: str) -> Tool | None:
         return next((t for t in self.tools if t.name == name), None)

@@ -14,7 +14,7 @@ keys are normalized: a step's `input` belongs to its tool and is never rewritten
 from __future__ import annotations
 
 import typing
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
@@ -22,6 +22,7 @@ from planops.api import base, durations
 from planops.api.base import Model
 from planops.api.container_models import MAX_SCRIPT, StepEnvVar, VolumeMount, distinct
 from planops.api.crd_hints import crd
+from planops.api.labels import DNS_LABEL_PATTERN
 from planops.api.limits import (
     HISTORY_LIMIT,
     HISTORY_LIMIT_MAX,
@@ -125,6 +126,12 @@ def _control(description: str) -> Any:
     """A seed-2 control step's field: typed loosely here, so that the validator refuses a bad
     value with the seed's code (`control`, at the field's path); the API server takes objects."""
     return Field(default=None, description=description, json_schema_extra=crd(type="object"))
+
+
+#: a service of the Capsule, by name (api.pod_models.Service.name)
+_ServiceName = Annotated[
+    str, Field(pattern=DNS_LABEL_PATTERN, max_length=63, description="A service's name.")
+]
 
 
 def _refused(kind: str) -> Any:
@@ -293,6 +300,22 @@ class Step(Model):
         max_length=512,
         description="Container image of a shell step; must match the Capsule's images. "
         "Default: the Capsule's image.",
+    )
+    # what the step picks of its Capsule's pod grants (api.pod_models; engine.pod_grants)
+    security_profile: str | None = Field(
+        default=None,
+        pattern=DNS_LABEL_PATTERN,
+        max_length=63,
+        description="One of the Capsule's securityProfiles the step's container runs under "
+        "(root, a uid, capabilities, ...: what the Capsule's owner declared, within the "
+        "operator's cap). Default: today's restricted container (uid 65534, nothing added).",
+    )
+    services: list[_ServiceName] = Field(
+        default_factory=list,
+        max_length=16,
+        description="Services of the Capsule (spec.services, by name) started beside the "
+        "step's command, as sidecars of its pod: each is ready before the command starts, "
+        "reached on localhost or by its name, and stopped when it ends.",
     )
     resources: Resources | None = Field(
         default=None,

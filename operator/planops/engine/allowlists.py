@@ -96,20 +96,27 @@ def image_refusal(
         "tool": f"tool {step.tool!r}'s image",
         "capsule": "the Capsule's image",
     }
+    own = image if named_by == "tool" else None
+    return named_image_refusal(image, whose[named_by], capsule, policy, own=own)
+
+
+def named_image_refusal(
+    image: str, whose: str, capsule: CapsuleSpec, policy: Policy, *, own: str | None
+) -> str | None:
+    """Why `image` (`whose`, for the message) may not run, or None: it is an image reference the
+    Capsule allows (its image, `own`: an image it names for this container, or its `images`
+    patterns) and the operator's allowlist too. A service's image is its Capsule's own, as a
+    tool's is (engine.pod_grants)."""
     ref = images.parse(image)
     if ref is None:
         return (
-            f"{whose[named_by]} {image!r} is not an image reference "
+            f"{whose} {image!r} is not an image reference "
             "([host[:port]/]path[:tag][@digest], the path in lowercase)"
         )
-    own = image if named_by == "tool" else None
     if not _by_capsule(ref, capsule, own):
-        return (
-            f"{whose[named_by]} {image!r} is not allowed by the Capsule (its images, or its image)"
-        )
+        return f"{whose} {image!r} is not allowed by the Capsule (its images, or its image)"
     if not _by_operator(ref, policy):
         return (
-            f"{whose[named_by]} {image!r} is not allowed by the operator's allowlist "
-            "(policy.allowedImages)"
+            f"{whose} {image!r} is not allowed by the operator's allowlist (policy.allowedImages)"
         )
     return None

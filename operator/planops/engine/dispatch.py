@@ -30,7 +30,7 @@ from planops.api.capsule_models import CapsuleSpec
 from planops.api.models import Step
 from planops.api.quantity import parse
 from planops.api.resources import resources as merged_resources
-from planops.engine import step_grants, tool_inputs
+from planops.engine import pod_grants, step_grants, tool_inputs
 from planops.engine.allowlists import image_refusal, shell_words, step_image
 from planops.engine.facts import Dispatch
 from planops.engine.policy import Policy
@@ -64,6 +64,9 @@ def admit(
     `depth` how deep this plan nests (0: a top-level plan). `needs_image`: the executor runs
     the step in an image (a cluster), so a step without one cannot start; an executor that runs
     local processes needs none, but an image that is named must be allowed all the same."""
+    grants = pod_grants.refusals(d.step, d.kind, capsule, policy)  # [] unless it asks any
+    if grants:
+        return DENIED + "; ".join(r.message for r in grants)
     if d.kind == "ask":  # a question to a person: nothing runs
         return None
     if d.kind == "capsule":

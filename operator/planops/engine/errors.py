@@ -44,6 +44,12 @@ CODES: dict[str, str] = {
     "or shell step with no image anywhere",
     "limits": "a plan or step beyond the operator's or the capsule's limits, a quantity beyond "
     "what Kubernetes holds, or a value nested deeper than 64 levels",
+    "security-profile": "a step's securityProfile that is not one of its capsule's "
+    "securityProfiles, or one that asks for more than the operator allows any capsule "
+    "(policy.securityProfiles: privileged, host namespaces or paths, root, capabilities)",
+    "service": "a step's services naming one its capsule does not declare (or twice), one whose "
+    "image the operator's allowlist refuses or whose security profile is beyond the operator's "
+    "cap, or two listening on one port",
     "workspace": "a workspace the capsule does not allow: an existing claim it does not list, a "
     "storage class it does not list, or a size above its workspace.maxSize",
     "schedule": "a ScheduledPlan's schedule or time zone that cannot be used",

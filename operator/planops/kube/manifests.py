@@ -27,9 +27,11 @@ from typing import Any
 
 from planops.api import API_VERSION, CapsuleSpec, names
 from planops.api.grant_models import Volume
+from planops.api.pod_models import NOBODY
 from planops.api.resources import resources
 from planops.engine import Dispatch, delegation, shell_words, step_grants
 from planops.engine import dispatch as dispatch_
+from planops.kube import step_pod
 
 #: Kubernetes' syntax of a label value (and of an annotation key's name part), at most 63 chars.
 LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
@@ -84,7 +86,7 @@ def answer_annotation(step_id: str) -> str:
 MANAGED_BY = {"app.kubernetes.io/managed-by": "planops"}
 CONTAINER = "step"
 QUEUE_ALLOWANCE_SECONDS = 3600
-NON_ROOT_UID = 65534
+NON_ROOT_UID = NOBODY
 #: a tool's Secret files: readable by the step's group (fsGroup), by nobody else
 SECRET_FILE_MODE = 0o440
 WORKSPACE_MOUNT = "/workspace"
@@ -109,6 +111,8 @@ class PlanRef:
     lineage: tuple[str, ...] = ()
     #: the Plan's recorded author (names.ANNOTATION_AUTHOR), handed to its child Plans
     author: str | None = None
+    #: the Plan's labels (a Capsule's propagateLabels copies some to its steps' Jobs and pods)
+    plan_labels: tuple[tuple[str, str], ...] = ()
 
     def owner(self) -> dict[str, Any]:
         return {
@@ -263,8 +267,9 @@ def job(
 ) -> dict[str, Any]:
     """The Job of one attempt of a tool, shell or script step: restricted pod security, limits
     set, backoffLimit 0 (planops owns retries, each attempt visible), deadline = the step
-    timeout; a shell or script step's env and the Capsule's volumes it mounts (none: today's
-    pod, byte for byte)."""
+    timeout; a shell or script step's env and the Capsule's volumes it mounts, and what its
+    Capsule grants its pod (kube.step_pod); none of these: today's one-container pod, byte for
+    byte."""
     labels = ref.labels(d.step.id, d.attempt)
     # the full values of shortened labels; none (no `annotations` key) when every label is whole
     annotated = {"annotations": a} if (a := ref.annotations(d.step.id)) else {}
@@ -296,11 +301,7 @@ def job(
         "command": step_command(d, capsule),
         "env": env,
         "resources": resources(d.step.resources, capsule.resources),
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "capabilities": {"drop": ["ALL"]},
-            "runAsNonRoot": True,
-        },
+        "securityContext": step_pod.container_security(None),
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     pod_spec: dict[str, Any] = {
@@ -358,7 +359,7 @@ def job(
     if mounts:
         container["volumeMounts"] = mounts
         pod_spec["volumes"] = volumes
-    return {
+    manifest = {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
@@ -380,6 +381,8 @@ def job(
             },
         },
     }
+    # what the step's Capsule grants its pod: a security profile, services, placement, labels
+    return step_pod.dress(manifest, d, capsule, ref.plan_labels)
 
 
 def workspace_claim(ref: PlanRef, size: str, storage_class: str | None) -> dict[str, Any]:

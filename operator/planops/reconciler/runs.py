@@ -23,7 +23,7 @@ from planops.reconciler.status import rfc3339
 
 def plan_ref(namespace: str, name: str, meta: dict[str, Any], run_id: str) -> manifests.PlanRef:
     """The run `run_id` of the Plan whose metadata is `meta`: its depth (its label, set on child
-    Plans), the capsules above it (its lineage annotation) and its recorded author."""
+    Plans), the capsules above it (its lineage annotation), its recorded author and its labels."""
     annotations = meta.get("annotations") or {}
     return manifests.PlanRef(
         namespace,
@@ -33,7 +33,15 @@ def plan_ref(namespace: str, name: str, meta: dict[str, Any], run_id: str) -> ma
         depth=depth((meta.get("labels") or {}).get(names.LABEL_DEPTH)),
         lineage=tuple(a for a in annotations.get(names.ANNOTATION_LINEAGE, "").split(",") if a),
         author=annotations.get(names.ANNOTATION_AUTHOR),
+        plan_labels=plan_labels(meta.get("labels")),
     )
+
+
+def plan_labels(labels: Any) -> tuple[tuple[str, str], ...]:
+    """A Plan's labels as a PlanRef holds them (a Capsule's propagateLabels reads them)."""
+    if not isinstance(labels, dict):
+        return ()
+    return tuple((k, v) for k, v in labels.items() if isinstance(k, str) and isinstance(v, str))
 
 
 async def stop_other_runs(

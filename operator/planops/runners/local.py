@@ -18,7 +18,8 @@ it asks what to start, starts it, and reports results back. No scheduling rule l
   sub-plan with a limited Capsule above it (the top plan's included: it holds its Capsule's
   only place here) rides that slot and is not counted, so waiting never closes a cycle.
 - Each attempt gets what a step pod gets (runners.podlike): planops' PLANOPS_* variables, its
-  tool's `env` (a Secret's value refused), of this machine's environment only PATH, a fresh
+  tool's `env` (a Secret's value refused), its services refused and its security profile noted
+  (no sidecar, no other uid here), of this machine's environment only PATH, a fresh
   directory of its own; the steps share files only through the plan's workspace (`workdir`,
   else a fresh temporary directory), as pods share only a volume.
 - Limits: the step's timeout and the memory limit (RLIMIT_DATA, the closest per-process
@@ -255,6 +256,11 @@ class LocalRunner:
             reason = refusal.removeprefix(dispatch_.DENIED)
             emit({"event": "call_denied", "stepId": d.step.id, "reason": reason})
             return Result("failed", None, refusal)
+        notices, refused = podlike.pod_grants(d, capsule)  # what a pod has and a laptop not
+        if refused:
+            return Result("failed", None, "; ".join(refused))
+        for message in notices:
+            emit({"event": "notice", "stepId": d.step.id, "message": message})
         if d.kind == "ask":
             return await self._ask(d)
         if d.kind == "capsule":

@@ -16,6 +16,8 @@ runner is the cluster").
 - The workspace (`spec.workspace`): one directory per run, where shell steps start, named by
   PLANOPS_WORKSPACE (/workspace in a pod); without one the steps share no directory, as pods
   without a volume share none. The Capsule's readOnlyPaths are not read-only here (a notice).
+- The pod's grants (api.pod_models): a step's services refuse its attempt (no sidecar starts
+  here), its security profile is noted (the process runs as you), never silently dropped.
 """
 
 from __future__ import annotations
@@ -177,6 +179,29 @@ def mount_refusals(d: Dispatch, capsule: CapsuleSpec) -> list[str]:
             "cannot (run the plan in a cluster)"
         )
     return refusals
+
+
+def pod_grants(d: Dispatch, capsule: CapsuleSpec) -> tuple[list[str], list[str]]:
+    """What the step's pod grants give it that a local process cannot have, as (notices,
+    refusals): its services refuse the attempt (a laptop starts no sidecar: never a step run
+    without the database it lists); its security profile is noted (the process runs as you,
+    with your privileges, not as the profile's uid with its capabilities)."""
+    refusals = []
+    if d.step.services:
+        refusals.append(
+            f"services {', '.join(d.step.services)} run beside the step in its pod, which a "
+            "local run cannot start (run the plan in a cluster)"
+        )
+    notices = []
+    profile = capsule.security_profile(d.step.security_profile or "")
+    if profile is not None:
+        notices.append(
+            f"security profile {profile.name!r} (uid {profile.uid()}"
+            f"{', capabilities ' + ', '.join(profile.capabilities) if profile.capabilities else ''}"
+            f"{', privileged' if profile.privileged else ''}) applies in a pod only: here the step "
+            f"runs as you (uid {os.getuid()}), with your privileges"
+        )
+    return notices, refusals
 
 
 def expand(text: str, env: Mapping[str, str]) -> str:

@@ -3,7 +3,8 @@
 (never submit-plan); its shell line splittable and its binary allowed; a capsule step's task
 text (and its child plan's inputSchema: input_checks); its image allowed; what it asks of its
 Capsule's grants (grant_checks: a script's interpreter, env, volumes); then its limits
-(limit_checks) and control fields (control_checks). Body steps are judged by the same function
+(limit_checks), control fields (control_checks) and pod grants (pod_checks: security profile,
+services). Body steps are judged by the same function
 under their qualified ids."""
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from planops.engine.validation.input_checks import (
     undeclared_input,
 )
 from planops.engine.validation.limit_checks import check_limits
+from planops.engine.validation.pod_checks import check_pod_grants
 
 ON_ERROR = ("fail", "skip", "continue")
 SUBMIT_PLAN = "submit-plan"
@@ -70,6 +72,7 @@ def check_step(c: Checker, graph: Graph, step: Step, path: str) -> None:
     _check_image(c, step, path)
     check_grants(c, step, path, single_kind=len(kinds) == 1)
     check_limits(c, step, path)
+    check_pod_grants(c, step, path)
 
 
 def _check_if(c: Checker, graph: Graph, step: Step, path: str, source: str) -> None:
