@@ -16,12 +16,9 @@ is refused, anything else = retry on the next reconcile).
 
 from __future__ import annotations
 
-import asyncio
-import json
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
-from typing import Any, cast
-from urllib.parse import quote
+from typing import Any
 
 import aiohttp
 
@@ -29,45 +26,25 @@ from planops.api.documents import API_GROUP
 from planops.kube import credentials as credentials_
 from planops.kube import jsontext, loglines
 from planops.kube import kubeconfig as kubeconfig_
+from planops.kube.api import LogWindow
+from planops.kube.rest import (  # ApiError, ConfigError, UNREACHABLE: imported from here too
+    UNREACHABLE,
+    ApiError,
+    ConfigError,
+    _core,
+    _custom,
+    _jobs,
+    _json,
+    _leases,
+    _obj,
+    _version,
+    dumps,
+)
 from planops.kube.transport import Query, Transport
 
-VERSION = "v1alpha1"
 Obj = dict[str, Any]
+__all__ = ["UNREACHABLE", "ApiError", "ConfigError", "Kube", "dumps"]
 
-
-class ApiError(Exception):
-    """A non-2xx answer of the API server."""
-
-    def __init__(self, status: int, reason: str, message: str) -> None:
-        super().__init__(f"{status} {reason}: {message}")
-        self.status, self.reason, self.message = status, reason, message
-
-    @property
-    def not_found(self) -> bool:
-        return self.status == 404
-
-    @property
-    def already_exists(self) -> bool:
-        return self.status == 409 and self.reason == "AlreadyExists"
-
-    @property
-    def refused_by_admission(self) -> bool:
-        """Refused by an admission webhook or policy (ValidatingAdmissionPolicy, Kyverno, ...)."""
-        return self.status in (400, 403, 422) and (
-            "admission" in self.message.lower()
-            or "denied" in self.message.lower()
-            or "policy" in self.message.lower()
-        )
-
-
-class ConfigError(Exception):
-    """No usable credentials: the kubeconfig cannot be read, or lacks a context, cluster or user
-    it needs (and no pod's own credentials either)."""
-
-
-#: What reaching the API server can raise besides an answer (ApiError): refused or reset
-#: connections, names that do not resolve, TLS failures, no answer in time.
-UNREACHABLE: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError, asyncio.TimeoutError)
 
 #: Objects per page of a list (client-go's pager uses the same). A run of 20,000 steps has
 #: 40,000 Jobs and pods: one answer of that size is hundreds of MB decoded at once, and the
@@ -76,57 +53,6 @@ UNREACHABLE: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError, as
 LIST_PAGE = 500
 #: bytes of a log handed on at a time (stream_log)
 LOG_CHUNK = 64 << 10
-
-
-async def _json(resp: aiohttp.ClientResponse) -> Any:
-    try:
-        if resp.status >= 300:
-            try:
-                body = await resp.json(content_type=None, loads=jsontext.loads)
-                if not isinstance(body, dict):
-                    raise ValueError(body)
-            except ValueError:  # not JSON: report the raw text
-                body = {"reason": resp.reason or "", "message": (await resp.text())[:2000]}
-            raise ApiError(resp.status, str(body.get("reason", "")), str(body.get("message", "")))
-        return await resp.json(content_type=None, loads=jsontext.loads)
-    finally:
-        resp.release()
-
-
-async def _obj(resp: aiohttp.ClientResponse) -> Obj:
-    return cast(Obj, await _json(resp))
-
-
-def _name(name: str) -> str:
-    return quote(name, safe="")
-
-
-def _custom(plural: str, namespace: str | None, name: str | None = None, sub: str = "") -> str:
-    path = f"/apis/{API_GROUP}/{VERSION}"
-    if namespace is not None:
-        path += f"/namespaces/{_name(namespace)}"
-    path += f"/{plural}"
-    if name is not None:
-        path += f"/{_name(name)}"
-    return path + (f"/{sub}" if sub else "")
-
-
-def _core(kind: str, namespace: str, name: str | None = None, sub: str = "") -> str:
-    path = f"/api/v1/namespaces/{_name(namespace)}/{kind}"
-    if name is not None:
-        path += f"/{_name(name)}"
-    return path + (f"/{sub}" if sub else "")
-
-
-def _jobs(namespace: str, name: str | None = None) -> str:
-    return f"/apis/batch/v1/namespaces/{_name(namespace)}/jobs" + (
-        f"/{_name(name)}" if name else ""
-    )
-
-
-def _leases(namespace: str, name: str | None = None) -> str:
-    path = f"/apis/coordination.k8s.io/v1/namespaces/{_name(namespace)}/leases"
-    return path + (f"/{_name(name)}" if name else "")
 
 
 #: Deletions leave the children to the garbage collector (the API's default for Jobs orphans
@@ -167,10 +93,16 @@ class Kube:
     async def _list(
         self, path: str, keep: Callable[[Obj], Obj] | None = None, **query: str | None
     ) -> list[Obj]:
+        return (await self._list_at(path, keep, **query))[0]
+
+    async def _list_at(
+        self, path: str, keep: Callable[[Obj], Obj] | None = None, **query: str | None
+    ) -> tuple[list[Obj], str]:
         """Every object at `path`, listed LIST_PAGE at a time, each passed through `keep` (what
-        the caller holds of it) as its page arrives. A continue token that expired between pages
-        (410 Gone: etcd compacted the revision the list started at) restarts the list once,
-        whole, as client-go's pager does: a consistent list is all a caller can use."""
+        the caller holds of it) as its page arrives, and the list's resourceVersion (a watch
+        goes on from it). A continue token that expired between pages (410 Gone: etcd
+        compacted the revision the list started at) restarts the list once, whole, as
+        client-go's pager does: a consistent list is all a caller can use."""
         hold = keep or (lambda o: o)
         items: list[Obj] = []
         token: str | None = None
@@ -185,11 +117,11 @@ class Kube:
                 if e.status != 410 or token is None:
                     raise
                 page = await _json(await self.api.request("GET", path, query=query))
-                return [hold(o) for o in page["items"] or []]
+                return [hold(o) for o in page["items"] or []], _version(page)
             items += [hold(o) for o in page["items"] or []]
             token = (page.get("metadata") or {}).get("continue") or None
             if token is None:
-                return items
+                return items, _version(page)
 
     async def _create(self, path: str, body: Obj) -> Obj:
         return await _obj(await self.api.request("POST", path, body=body))
@@ -222,6 +154,25 @@ class Kube:
 
     async def list_plans(self, namespace: str, selector: str) -> list[Obj]:
         return await self._list(_custom("plans", namespace), labelSelector=selector)
+
+    async def list_plans_at(self, namespace: str | None, selector: str) -> tuple[list[Obj], str]:
+        """The Plans of a namespace (None: of every namespace) and the list's resourceVersion."""
+        return await self._list_at(_custom("plans", namespace), labelSelector=selector or None)
+
+    async def delete_plan_found(self, namespace: str, name: str) -> bool:
+        """Delete a Plan (its Jobs, pods, PlanReports and child Plans go with it, owned): True,
+        or False when there was none (`kubectl plan delete` says NotFound)."""
+        try:
+            await _json(
+                await self.api.request(
+                    "DELETE", _custom("plans", namespace, name), query=BACKGROUND
+                )
+            )
+        except ApiError as e:
+            if e.not_found:
+                return False
+            raise
+        return True
 
     async def create_plan(self, namespace: str, body: Obj) -> Obj:
         return await self._create(_custom("plans", namespace), body)
@@ -294,7 +245,7 @@ class Kube:
             if not e.not_found:
                 raise
 
-    async def watch_plan(
+    def watch_plan(
         self, namespace: str, name: str, resource_version: str | None, timeout_seconds: int = 240
     ) -> AsyncGenerator[tuple[str, Obj], None]:
         """The watch events of one Plan after `resource_version`, as (type, object): ADDED,
@@ -302,11 +253,37 @@ class Kube:
         `timeout_seconds`): watch again from the last resourceVersion seen. An ERROR event
         (410 Gone: that version is too old) is raised as ApiError. Close it (`aclosing`) when
         leaving it early: that releases the connection."""
+        return self._watch(
+            _custom("plans", namespace), resource_version, timeout_seconds, f"metadata.name={name}"
+        )
+
+    def watch_plans(
+        self,
+        namespace: str | None,
+        selector: str,
+        resource_version: str | None,
+        timeout_seconds: int = 240,
+    ) -> AsyncGenerator[tuple[str, Obj], None]:
+        """The watch events of the Plans of a namespace (None: every namespace) that `selector`
+        picks, as watch_plan's."""
+        return self._watch(
+            _custom("plans", namespace), resource_version, timeout_seconds, None, selector
+        )
+
+    async def _watch(
+        self,
+        path: str,
+        resource_version: str | None,
+        timeout_seconds: int,
+        fields: str | None,
+        labels: str | None = None,
+    ) -> AsyncGenerator[tuple[str, Obj], None]:
         resp = await self.api.request(
             "GET",
-            _custom("plans", namespace),
+            path,
             query={
-                "fieldSelector": f"metadata.name={name}",
+                "fieldSelector": fields,
+                "labelSelector": labels or None,
                 "watch": True,
                 "allowWatchBookmarks": True,
                 "resourceVersion": resource_version,
@@ -421,9 +398,16 @@ class Kube:
     async def get_pod(self, namespace: str, name: str) -> Obj | None:
         return await self._get(_core("pods", namespace, name))
 
-    async def read_log(self, namespace: str, pod: str, container: str, limit_bytes: int) -> str:
+    async def read_log(
+        self,
+        namespace: str,
+        pod: str,
+        container: str,
+        limit_bytes: int,
+        window: LogWindow | None = None,
+    ) -> str:
         chunks: list[bytes] = []
-        await self.stream_log(namespace, pod, container, chunks.append, None, limit_bytes)
+        await self.stream_log(namespace, pod, container, chunks.append, None, limit_bytes, window)
         return b"".join(chunks).decode(errors="replace")
 
     async def stream_log(
@@ -434,12 +418,21 @@ class Kube:
         feed: Callable[[bytes], None],
         stream: str | None = None,
         limit_bytes: int | None = None,
+        window: LogWindow | None = None,
     ) -> None:
         """A pod's log, chunk by chunk to `feed` as it arrives (nothing held here): one stream
-        (Stdout, Stderr: KEP-3288, where the cluster selects one) or both as interleaved."""
-        query = {"container": container, "stream": stream, "limitBytes": limit_bytes}
+        (Stdout, Stderr: KEP-3288, where the cluster selects one) or both as interleaved; the
+        part `window` picks (kubectl's --tail, --since, --timestamps), else all of it."""
+        query = {
+            "container": container,
+            "stream": stream,
+            "limitBytes": limit_bytes,
+            **(window or LogWindow()).query(),
+        }
         path = _core("pods", namespace, pod, "log")
-        resp = await self.api.request("GET", path, query={k: v for k, v in query.items() if v})
+        resp = await self.api.request(
+            "GET", path, query={k: v for k, v in query.items() if v is not None}
+        )
         if resp.status >= 300:
             await _json(resp)  # raises ApiError
         try:
@@ -449,7 +442,7 @@ class Kube:
             resp.release()
 
     async def follow_log(
-        self, namespace: str, pod: str, container: str
+        self, namespace: str, pod: str, container: str, window: LogWindow | None = None
     ) -> AsyncGenerator[str, None]:
         """A pod's log line by line as the container writes it (`follow=true`), from its start;
         it ends when the container ends. Read in chunks, so a line of any length is shown (one
@@ -458,7 +451,7 @@ class Kube:
         resp = await self.api.request(
             "GET",
             _core("pods", namespace, pod, "log"),
-            query={"container": container, "follow": True},
+            query={"container": container, "follow": True, **(window or LogWindow()).query()},
             timeout=aiohttp.ClientTimeout(total=None),  # as long as the step runs
         )
         if resp.status >= 300:
@@ -472,6 +465,15 @@ class Kube:
                 yield line
         finally:
             resp.release()
+
+    # -- versions (`kubectl plan version`) ---------------------------------------------------------
+
+    async def server_version(self) -> Obj:
+        """The API server's /version (gitVersion, major, minor, platform...)."""
+        return await _obj(await self.api.request("GET", "/version"))
+
+    async def get_crd(self, name: str) -> Obj | None:
+        return await self._get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
 
     # -- workspace claims ------------------------------------------------------------------------
 
@@ -494,7 +496,3 @@ class Kube:
 
     async def create_event(self, namespace: str, body: Obj) -> None:
         await _json(await self.api.request("POST", _core("events", namespace), body=body))
-
-
-def dumps(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"), sort_keys=True)
