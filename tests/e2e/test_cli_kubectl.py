@@ -199,7 +199,13 @@ def test_version_and_bash_completion_of_plan_names(
     for name in ("deploy-a", "deploy-b", "build"):
         kube.apply(plan(name, {"id": "a", "shell": "echo hi"}), "-n", ns)
     script = tmp_path / "c.bash"
-    script.write_text(cli(kubeconfig, "completion", "bash").stdout)
+    made = subprocess.run(
+        [sys.executable, "-m", "planops.cli.main", "completion", "bash"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    script.write_text(made.stdout)
     line = f"kubectl-plan logs --kubeconfig {kubeconfig} -n {ns} dep"
     words = line.split()
     probe = (

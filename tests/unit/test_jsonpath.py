@@ -22,7 +22,7 @@ PLAN: dict[str, Any] = {
     "metadata": {
         "name": "deploy",
         "namespace": "team-a",
-        "labels": {"app.kubernetes.io/name": "web", "team": "a"},
+        "labels": {"team": "a", "app.kubernetes.io/name": "web"},  # printed sorted
     },
     "spec": {
         "capsule": "ci",
