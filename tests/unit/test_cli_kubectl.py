@@ -92,6 +92,14 @@ def test_get_all_namespaces_lists_every_namespaces_plans_with_a_namespace_column
     assert out == "plan.planops.dev/a\nplan.planops.dev/b\n"
 
 
+def test_get_all_namespaces_refused_says_to_name_a_namespace(capsys: pytest.CaptureFixture[str]):
+    kube = cluster_of(plan("a"))
+    kube.refuse("list_plans_at", 403, 'plans.planops.dev is forbidden: User "ann" cannot list')
+    code, _, err = run(kube, capsys, "get", "-A")
+    assert code == EXIT_CLUSTER
+    assert "-A: you may not list Plans in every namespace" in err and "-n NAMESPACE" in err
+
+
 def test_get_in_a_namespace_lists_only_its_plans(capsys: pytest.CaptureFixture[str]):
     kube = cluster_of(plan("a", "ns"), plan("b", "other"))
     code, out, _ = run(kube, capsys, "get", "-o", "name")
@@ -238,26 +246,12 @@ def test_get_name_watch_follows_that_plan_only(capsys: pytest.CaptureFixture[str
 
 
 def test_ctrl_c_ends_a_cluster_verb_with_130_and_no_traceback(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+    capsys: pytest.CaptureFixture[str],
 ):
-    config = tmp_path / "kubeconfig"
-    config.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "current-context": "x",
-                "contexts": [{"name": "x", "context": {"cluster": "x", "user": "x"}}],
-                "clusters": [{"name": "x", "cluster": {"server": "https://127.0.0.1:1"}}],
-                "users": [{"name": "x", "user": {"token": "t"}}],
-            }
-        )
-    )
-
     async def interrupted(*_: Any) -> int:
         raise KeyboardInterrupt
 
-    args = main._parser().parse_args(["get", "-w", "--kubeconfig", str(config)])
+    args = main._parser().parse_args(["get", "-w", "--kubeconfig", str(KUBECONFIG)])
     assert cluster.run(args, interrupted) == EXIT_INTERRUPTED
     assert capsys.readouterr().err == ""
 

@@ -26,7 +26,7 @@ from typing import Any, TextIO
 import yaml
 
 from planops.cli import jsonpath, render
-from planops.cli.exit_codes import EXIT_INPUT, EXIT_OK
+from planops.cli.exit_codes import EXIT_CLUSTER, EXIT_INPUT, EXIT_OK
 from planops.cli.plan_report import full_report, run_report
 from planops.engine.report import parse_rfc3339
 from planops.kube.api import CliApi
@@ -175,7 +175,16 @@ async def cmd_get(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
         sys.stderr.write(f"error: -o {args.output}: {e}\n")
         return EXIT_INPUT
     namespace = None if args.all_namespaces else ns
-    found = await _read(kube, args, ns, namespace)
+    try:
+        found = await _read(kube, args, ns, namespace)
+    except ApiError as e:
+        if e.status != 403 or namespace is not None:
+            raise
+        sys.stderr.write(
+            f"error: -A: you may not list Plans in every namespace ({e.message}): list one "
+            "namespace's with -n NAMESPACE, or ask for `list` on plans cluster-wide\n"
+        )
+        return EXIT_CLUSTER
     if isinstance(found, str):
         sys.stderr.write(f"error: {found}\n")
         return EXIT_INPUT
