@@ -1,7 +1,8 @@
 """`kubectl plan` in kubectl's spelling against the running operator (issue 46): `delete`, `get
 -A -l -o wide|name|jsonpath=`, `get --watch` (ended with Ctrl-C), `logs --tail --since
 --since-time --timestamps` (from the pod, and from the record once the pod is gone), `version`,
-and the bash completion script completing Plan names from the cluster."""
+and Plan names completed from the cluster by the bash script and by kubectl's own completion
+(through kubectl_complete-plan)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Kube
+from tests.conftest import KUBECTL, Kube
 from tests.e2e.conftest import NS_PREFIX, capsule, cli, plan, wait_plan
 
 pytestmark = [pytest.mark.cluster, pytest.mark.node]
@@ -222,3 +223,13 @@ def test_version_and_bash_completion_of_plan_names(
         check=False,
     )
     assert sorted(r.stdout.split()) == ["deploy-a", "deploy-b"], r.stderr
+
+    # `kubectl plan logs -n NS dep<TAB>`: kubectl's own completion asks kubectl_complete-plan
+    r = subprocess.run(
+        [str(KUBECTL), "__complete", "plan", "logs", "-n", ns, "dep"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PATH": path, "KUBECONFIG": kubeconfig},
+        check=False,
+    )
+    assert r.stdout.split() == ["deploy-a", "deploy-b", ":4"], r.stderr

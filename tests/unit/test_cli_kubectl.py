@@ -9,6 +9,7 @@ import asyncio
 import io
 import json
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -494,10 +495,9 @@ def test_completion_prints_a_script_for_each_shell(capsys: pytest.CaptureFixture
     assert marks[shell] in out
 
 
-def completed(
-    line: str, monkeypatch: pytest.MonkeyPatch, kube: FakeKube | None = None
-) -> list[str]:
-    """What kubectl-plan answers a shell's TAB at the end of `line` (as the scripts ask it)."""
+def completing(monkeypatch: pytest.MonkeyPatch, line: str, kube: FakeKube | None) -> None:
+    """The environment a shell's completion script gives kubectl-plan for `line` (restored
+    after the test), and the cluster `kube` (when given) behind the client."""
     monkeypatch.setenv("_ARGCOMPLETE", "1")
     monkeypatch.setenv("_ARGCOMPLETE_IFS", "\n")
     monkeypatch.setenv("COMP_LINE", line)
@@ -512,9 +512,15 @@ def completed(
             return kube
 
         monkeypatch.setattr(Kube, "connect", connect)
+
+
+def completed(
+    line: str, monkeypatch: pytest.MonkeyPatch, kube: FakeKube | None = None
+) -> list[str]:
+    """What kubectl-plan answers a shell's TAB at the end of `line` (as the scripts ask it)."""
+    completing(monkeypatch, line, kube)
     out = io.StringIO()
-    parser = main._parser()
-    completion.complete(parser, output_stream=out, exit_method=lambda _code: None)
+    completion.complete(main._parser(), output_stream=out, exit_method=lambda _code: None)
     return sorted(c.strip() for c in out.getvalue().split("\n"))
 
 
@@ -561,6 +567,34 @@ def test_the_bash_script_completes_in_bash(tmp_path: Path):
         env={"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)},
     )
     assert sorted(r.stdout.split()) == ["get", "graph"], r.stderr
+
+
+def test_kubectls_plugin_completion_gets_cobras_answer(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    """`kubectl plan de<TAB>`: kubectl runs `kubectl_complete-plan __complete de` and reads one
+    candidate a line, then `:DIRECTIVE` (4: no file names)."""
+    completing(monkeypatch, "", cluster_of(plan("deploy"), plan("build")))
+    assert completion.kubectl_complete(["__complete", "de"]) == 0
+    assert capsys.readouterr().out == "delete\ndescribe\n:4\n"
+    completion.kubectl_complete(["logs", "-n", "ns", "dep"])
+    assert capsys.readouterr().out == "deploy\n:4\n"
+
+
+@pytest.mark.skipif(shutil.which("fish") is None, reason="no fish here (apt-get install fish)")
+def test_the_fish_script_completes_in_fish(tmp_path: Path):
+    script = tmp_path / "c.fish"
+    script.write_text(completion.script("fish"))
+    bin_dir = Path(sys.executable).parent
+    r = subprocess.run(
+        ["fish", "--no-config", "-c", f"source {script}; complete -C 'kubectl-plan get --all'"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
+    assert r.stdout.split("\t")[0] == "--all-namespaces", r.stderr  # with its help after a tab
+    assert "list the Plans of every namespace" in r.stdout
 
 
 # -- help ------------------------------------------------------------------------------------

@@ -14,12 +14,20 @@ an error on the terminal).
     source <(kubectl-plan completion bash)      # in ~/.bashrc
     kubectl-plan completion zsh > "${fpath[1]}/_kubectl-plan"
     kubectl-plan completion fish > ~/.config/fish/completions/kubectl-plan.fish
+
+`kubectl plan <TAB>` is kubectl's own completion (1.26 and later): it runs the executable
+`kubectl_complete-plan` from PATH with the words after `plan` and reads cobra's answer (one
+candidate a line, then `:DIRECTIVE`). That console script is `kubectl_complete` here: the same
+answers, from the same parser.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import os
+import shlex
+import sys
 from typing import Any
 
 #: the program the scripts complete
@@ -96,3 +104,29 @@ def _ask(parsed_args: argparse.Namespace, question: Any) -> list[str]:
         return asyncio.run(main())
     except Exception:  # a completion shows nothing rather than an error
         return []
+
+
+#: cobra's ShellCompDirectiveNoFileComp: complete no file names instead
+NO_FILES = 4
+
+
+def kubectl_complete(argv: list[str] | None = None) -> int:
+    """`kubectl_complete-plan [__complete] WORD... PARTIAL`: what kubectl's completion asks a
+    plugin (cobra's protocol): the candidates for PARTIAL, one a line, then `:4`."""
+    from planops.cli import main  # noqa: PLC0415 - the parser (main imports this module)
+
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] == ["__complete"]:
+        words = words[1:]
+    partial = words.pop() if words else ""
+    line = " ".join([PROGRAM, *map(shlex.quote, words), partial])
+    os.environ.update(
+        _ARGCOMPLETE="1", _ARGCOMPLETE_IFS="\n", COMP_LINE=line, COMP_POINT=str(len(line))
+    )
+    out = io.StringIO()
+    complete(main._parser(), output_stream=out, exit_method=lambda _code: None)
+    for candidate in out.getvalue().split("\n"):
+        if candidate.strip():
+            print(candidate.strip())
+    print(f":{NO_FILES}")
+    return 0
