@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))
 from planops.api import CapsuleSpec, PlanSpec
 from planops.engine import AttemptFact, Facts, Policy, Run, StepRecord
 from planops.kube import manifests
-from planops.reconciler import core
+from planops.reconciler.run import core
 
 CAPSULE = CapsuleSpec.model_validate({"image": "busybox:1", "shell": {"allow": ["true"]}})
 FLYING = 64

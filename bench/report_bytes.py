@@ -18,7 +18,8 @@ from bench import big_results
 from planops.api import PlanSpec
 from planops.engine import Run
 from planops.kube import manifests
-from planops.reconciler import reports, status
+from planops.reconciler.history import chunks as reports
+from planops.reconciler.run import status
 
 
 def measure(items: int, rows: int, unbounded: bool = False) -> dict[str, int | str | float]:

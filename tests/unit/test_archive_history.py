@@ -14,7 +14,8 @@ from planops.archive.queue import Archiver, earlier_row
 from planops.archive.row import archived, pending_earlier, pending_runs, waits_for_archive
 from planops.kube.cache import WatchCache
 from planops.kube.manifests import PlanRef
-from planops.reconciler import reports, run_history
+from planops.reconciler.history import chunks as reports
+from planops.reconciler.history import run_history
 from tests.unit.test_archive_row import plan
 
 from .fakekube import FakeKube

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from planops.engine import Report, StepRecord
-from planops.reconciler import status as status_
+from planops.reconciler.run import status as status_
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKS = ROOT / "charts" / "planops" / "argocd"

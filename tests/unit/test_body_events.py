@@ -10,7 +10,7 @@ import logging
 
 from planops.engine import StepRecord
 from planops.kube.events import Recorder
-from planops.reconciler.body_events import (
+from planops.reconciler.effects.body_events import (
     BODY_EVENTS,
     RUN_BODY_EVENTS,
     SUMMARY_EVERY,

@@ -17,10 +17,11 @@ from planops.cli import steer
 from planops.cli.exit_codes import EXIT_INPUT
 from planops.kube import manifests
 from planops.kube.cache import WatchCache
-from planops.reconciler import slot_waiters, slots
+from planops.reconciler import slot_waiters
+from planops.reconciler.queue import slots
+from planops.reconciler.queue.slots import NAMES_LISTED
 from planops.reconciler.reconcile import Reconciler
-from planops.reconciler.slots import NAMES_LISTED
-from planops.reconciler.status import rfc3339
+from planops.reconciler.run.status import rfc3339
 
 from .fakekube import FakeKube
 
@@ -605,7 +606,7 @@ def test_max_running_plans_below_one_or_not_a_number_is_refused(limit: Any):
 def _schedule_api(run_status: dict[str, Any]) -> FakeKube:
     """The API server holding a Forbid schedule, due now, whose last run waits for a slot of
     its Capsule."""
-    from planops.reconciler.scheduled import LABEL_SCHEDULED_BY  # noqa: PLC0415
+    from planops.reconciler.schedules.scheduled import LABEL_SCHEDULED_BY  # noqa: PLC0415
 
     kube = FakeKube()
     meta = {"name": "nightly", "namespace": "ns", "uid": "u-sched", "generation": 1}

@@ -18,8 +18,8 @@ import pytest
 
 from planops.api import names
 from planops.kube.cache import WatchCache
-from planops.reconciler import slots
-from planops.reconciler.standing import Standing
+from planops.reconciler.queue import slots
+from planops.reconciler.queue.standing import Standing
 
 from .test_capsule_concurrency import Cluster
 from .test_linear_growth import BOUND, counted

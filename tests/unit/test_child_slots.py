@@ -10,7 +10,7 @@ import copy
 
 from planops.kube import manifests
 from planops.kube.cache import WatchCache
-from planops.reconciler import slots, standing
+from planops.reconciler.queue import slots, standing
 from planops.reconciler.reconcile import Reconciler
 
 from .test_capsule_concurrency import SLEEP, Cluster, capsule_spec

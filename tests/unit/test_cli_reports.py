@@ -23,7 +23,8 @@ from planops.cli.main import _parser as build_parser
 from planops.engine import Report, StepRecord
 from planops.kube.client import Kube
 from planops.kube.manifests import PlanRef
-from planops.reconciler import reports, status
+from planops.reconciler.history import chunks as reports
+from planops.reconciler.run import status
 
 REF = PlanRef("ns", "big", "uid-1", "run1")
 N = 30

@@ -15,8 +15,8 @@ from planops.api import CapsuleSpec, PlanSpec
 from planops.engine import Facts, Report, Run, StepRecord, outputs
 from planops.engine import budget as budget_
 from planops.kube.manifests import PlanRef
-from planops.reconciler import status
-from planops.reconciler.reporting import ReportBook
+from planops.reconciler.history.report_book import ReportBook
+from planops.reconciler.run import status
 
 from .fakekube import FakeKube
 from .helpers import capsule

@@ -26,7 +26,7 @@ from planops.api.quantity import parse
 from planops.engine import Policy, Run
 from planops.engine import dispatch as rules
 from planops.kube.manifests import ANNOTATION_LINEAGE, LABEL_DEPTH, LABEL_RUN, PlanRef
-from planops.reconciler import dispatching
+from planops.reconciler.run import attempt_objects as dispatching
 from planops.runners.local import LocalRunner
 
 from .helpers import capsule, plan

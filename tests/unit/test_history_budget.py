@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from planops.kube import manifests
-from planops.reconciler import reports as reports_
-from planops.reconciler import retrying, run_history
-from planops.reconciler.earlier_runs import earlier_run
+from planops.reconciler.history import chunks as reports_
+from planops.reconciler.history import run_history
+from planops.reconciler.history.replacing import earlier_run
+from planops.reconciler.run import retrying
 
 from .test_run_history import failing_world, reports_of, rerun
 from .test_status_bound import stored_size

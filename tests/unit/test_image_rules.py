@@ -17,7 +17,7 @@ from planops.api import CapsuleSpec
 from planops.engine import Policy, Run, validate
 from planops.engine import dispatch as rules
 from planops.kube.manifests import PlanRef
-from planops.reconciler import dispatching
+from planops.reconciler.run import attempt_objects as dispatching
 
 from .helpers import capsule, plan, resolver
 

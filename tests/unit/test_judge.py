@@ -11,9 +11,9 @@ from typing import Any, Literal
 import pytest
 
 from planops.kube.client import ApiError
-from planops.reconciler import judging, reading, status
 from planops.reconciler.reconcile import Reconciler
-from planops.reconciler.step_logs import StepLog
+from planops.reconciler.run import judging, reading, status
+from planops.reconciler.run.step_logs import StepLog
 
 from .fakekube import FakeKube
 
@@ -107,7 +107,7 @@ def _logs(answer: str | ApiError, pod_exists: bool = True) -> FakeKube:
 
 
 def _observed(status: Literal["success", "failed"] = "success") -> Any:
-    from planops.reconciler.observe import Observed  # noqa: PLC0415
+    from planops.reconciler.run.observe import Observed  # noqa: PLC0415
 
     return Observed("a", 1, "job-a", "job", 0.0, status, finished_at=100.0, pod="job-a-x")
 

@@ -24,8 +24,8 @@ from planops.kube.manifests import (
     full_value,
     label_value,
 )
-from planops.reconciler import asks
-from planops.reconciler.scheduled import LABEL_SCHEDULED_BY, ScheduleReconciler
+from planops.reconciler.run import asks
+from planops.reconciler.schedules.scheduled import LABEL_SCHEDULED_BY, ScheduleReconciler
 
 from .fakekube import FakeKube
 from .helpers import capsule
@@ -248,7 +248,7 @@ def test_step_ids_that_are_no_labels_get_a_job_the_api_server_accepts():
 
 def test_the_reconciler_finds_a_child_plans_full_step_id():
     """Child Plans now carry the step-id annotation (observe prefers it to the label)."""
-    from planops.reconciler.observe import child_attempt  # noqa: PLC0415
+    from planops.reconciler.run.observe import child_attempt  # noqa: PLC0415
 
     (tool, *_) = body_dispatches()
     child = manifests.child_plan(REF, tool._replace(kind="capsule"), "child", {"steps": []})

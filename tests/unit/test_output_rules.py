@@ -32,8 +32,8 @@ import pytest
 from planops.api import CapsuleSpec
 from planops.engine import outputs
 from planops.kube import manifests
-from planops.reconciler import status as status_
-from planops.reconciler import step_logs
+from planops.reconciler.run import status as status_
+from planops.reconciler.run import step_logs
 from planops.runners.local import LocalRunner
 
 from .helpers import plan

@@ -14,7 +14,7 @@ import kopf
 from planops import handlers
 from planops.handlers.queue import Coalescer
 from planops.kube.cache import WatchCache
-from planops.reconciler import slots
+from planops.reconciler.queue import slots
 
 from .test_retention import World
 

@@ -13,9 +13,10 @@ from planops.api import CapsuleSpec, PlanSpec
 from planops.engine import AttemptFact, Facts, Policy, StepRecord
 from planops.engine import dispatch as rules
 from planops.kube import manifests
-from planops.reconciler import body_events, core
-from planops.reconciler.intents import Answer, Create, Event, Intents, Metric, Told
-from planops.reconciler.observe import Observed
+from planops.reconciler.effects import body_events
+from planops.reconciler.effects.intents import Answer, Create, Event, Intents, Metric, Told
+from planops.reconciler.run import core
+from planops.reconciler.run.observe import Observed
 
 from .helpers import capsule, plan
 

@@ -16,7 +16,8 @@ import pytest
 from planops.engine import Facts, Report, Run, StepRecord
 from planops.engine.facts import AttemptFact
 from planops.kube.manifests import LABEL_PLAN, LABEL_RUN, PlanRef
-from planops.reconciler import reports, status
+from planops.reconciler.history import chunks as reports
+from planops.reconciler.run import status
 
 from .helpers import plan
 

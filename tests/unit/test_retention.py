@@ -16,10 +16,10 @@ from planops.archive.row import archived
 from planops.kube import manifests
 from planops.kube.cache import WatchCache
 from planops.kube.client import ApiError
-from planops.reconciler import collecting, retention
-from planops.reconciler.observe import Observed
+from planops.reconciler.history import collecting, retention
 from planops.reconciler.reconcile import Reconciler
-from planops.reconciler.status import rfc3339
+from planops.reconciler.run.observe import Observed
+from planops.reconciler.run.status import rfc3339
 
 from .fakekube import FakeKube
 

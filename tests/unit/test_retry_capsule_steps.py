@@ -10,8 +10,8 @@ import json
 from typing import Any
 
 from planops.kube import manifests
-from planops.reconciler import slots
-from planops.reconciler.status import rfc3339
+from planops.reconciler.queue import slots
+from planops.reconciler.run.status import rfc3339
 
 from .test_capsule_concurrency import Cluster, capsule_spec
 

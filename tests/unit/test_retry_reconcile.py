@@ -11,9 +11,9 @@ from typing import Any
 
 from planops.cli.steer import retry_refusal
 from planops.kube import manifests
-from planops.reconciler import retrying
 from planops.reconciler.reconcile import Reconciler
-from planops.reconciler.status import rfc3339
+from planops.reconciler.run import retrying
+from planops.reconciler.run.status import rfc3339
 
 from .fakekube import FakeKube
 

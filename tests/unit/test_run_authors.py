@@ -16,9 +16,9 @@ import pytest
 
 from planops.engine import schedule
 from planops.kube.manifests import ANNOTATION_AUTHOR, ANNOTATION_RERUN, run_id
-from planops.reconciler import authors
 from planops.reconciler.reconcile import Reconciler
-from planops.reconciler.scheduled import ScheduleReconciler
+from planops.reconciler.run import authors
+from planops.reconciler.schedules.scheduled import ScheduleReconciler
 
 from .fakekube import FakeKube
 

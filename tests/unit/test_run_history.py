@@ -12,11 +12,11 @@ from typing import Any
 from planops.archive.queue import earlier_row
 from planops.archive.row import row
 from planops.kube import manifests
-from planops.reconciler import reports as reports_
-from planops.reconciler import run_history
-from planops.reconciler import status as status_
-from planops.reconciler.earlier_runs import earlier_run
+from planops.reconciler.history import chunks as reports_
+from planops.reconciler.history import run_history
+from planops.reconciler.history.replacing import earlier_run
 from planops.reconciler.reconcile import Reconciler
+from planops.reconciler.run import status as status_
 
 from .test_reconcile_rules import CAPSULE, World
 from .test_status_bound import stored_size, worst_status

@@ -15,7 +15,7 @@ import pytest
 from planops.cli import main as cli
 from planops.engine.shell_hints import shell_warnings
 from planops.handlers import webhook
-from planops.reconciler.judging import Judge
+from planops.reconciler.run.judging import Judge
 
 from .fakekube import FakeKube
 from .helpers import EXAMPLE_CAPSULE, plan

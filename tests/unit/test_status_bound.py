@@ -7,7 +7,8 @@ import json
 from planops.api import crd
 from planops.engine import AttemptFact, PlanError, Report, StepRecord, outputs
 from planops.engine.bodies import MAX_RECORDS
-from planops.reconciler import reports, status
+from planops.reconciler.history import chunks as reports
+from planops.reconciler.run import status
 
 MIB = 1 << 20
 ETCD_LIMIT = 1536 * 1024  # etcd's --max-request-bytes default

@@ -14,7 +14,7 @@ from planops.api import CapsuleSpec
 from planops.api.schedule_models import ScheduledPlanSpec
 from planops.engine import Dispatch, validate
 from planops.kube import manifests
-from planops.reconciler.scheduled import ScheduleReconciler
+from planops.reconciler.schedules.scheduled import ScheduleReconciler
 from tests.unit.helpers import capsule, plan, resolver
 
 from .fakekube import FakeKube

@@ -13,14 +13,14 @@ import kopf
 
 import planops.handlers  # noqa: F401  (registers the operator's handlers with kopf)
 from planops.kube.cache import RunObjects, WatchCache, slim_run_object
-from planops.reconciler.observe import (
+from planops.reconciler.reconcile import Reconciler
+from planops.reconciler.run.observe import (
     attempt_step,
     job_event_matters,
     owned,
     pod_event_matters,
     pods_by_job,
 )
-from planops.reconciler.reconcile import Reconciler
 
 from .fakekube import FakeKube
 

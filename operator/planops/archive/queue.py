@@ -42,7 +42,7 @@ from planops.kube.client import ApiError
 from planops.kube.events import event
 from planops.kube.leader import NotLeading
 from planops.kube.manifests import PlanRef
-from planops.reconciler import earlier_status, reports
+from planops.reconciler import earlier_status, records_json, reports_selector
 
 log = logging.getLogger("planops.archive")
 
@@ -259,8 +259,8 @@ class Archiver:
         records = None
         if needs_report_objects(plan):
             ref = PlanRef(ns, name, uid, run)
-            listed = await self.kube.list_plan_reports(ns, reports.selector(ref))
-            records = reports.records_json(listed, uid, run)
+            listed = await self.kube.list_plan_reports(ns, reports_selector(ref))
+            records = records_json(listed, uid, run)
         written = await store.write(row(plan, records))
         try:
             await self.kube.patch_plan_archived(ns, name, run)
@@ -289,11 +289,9 @@ class Archiver:
         )
         started = time.monotonic()
         listed = await self.kube.list_plan_reports(
-            ns, reports.selector(PlanRef(ns, name, uid, run))
+            ns, reports_selector(PlanRef(ns, name, uid, run))
         )
-        written = await store.write(
-            earlier_row(plan, entry, reports.records_json(listed, uid, run))
-        )
+        written = await store.write(earlier_row(plan, entry, records_json(listed, uid, run)))
         try:
             await self.kube.patch_plan_history_archived(ns, name, index, run)
         except ApiError as e:

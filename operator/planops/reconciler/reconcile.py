@@ -37,26 +37,21 @@ from planops.kube.api import KubeApi
 from planops.kube.cache import RunObjects, WatchCache
 from planops.kube.client import ApiError
 from planops.kube.events import Poster, Recorder
-from planops.reconciler import (
-    actuator,
-    admission,
-    authors,
-    core,
-    earlier_runs,
-    retrying,
-    run_history,
-    slots,
-)
-from planops.reconciler import reports as reports_
-from planops.reconciler import runs as plan_runs
-from planops.reconciler import status as status_
-from planops.reconciler.collecting import Archived, Retainer
-from planops.reconciler.judging import Judge, Verdict
-from planops.reconciler.kept import Basis, KeptRuns, written_as_run
-from planops.reconciler.observe import Observed
-from planops.reconciler.reading import RunReader
-from planops.reconciler.reporting import ReportBook
-from planops.reconciler.writing import StatusWriter
+from planops.reconciler.effects import actuator
+from planops.reconciler.effects.writing import StatusWriter
+from planops.reconciler.history import chunks as reports_
+from planops.reconciler.history import replacing as earlier_runs
+from planops.reconciler.history import run_history
+from planops.reconciler.history.collecting import Archived, Retainer
+from planops.reconciler.history.report_book import ReportBook
+from planops.reconciler.queue import admission, slots
+from planops.reconciler.run import authors, core, retrying
+from planops.reconciler.run import identity as plan_runs
+from planops.reconciler.run import status as status_
+from planops.reconciler.run.judging import Judge, Verdict
+from planops.reconciler.run.kept_runs import Basis, KeptRuns, written_as_run
+from planops.reconciler.run.observe import Observed
+from planops.reconciler.run.reading import RunReader
 
 log = logging.getLogger("planops.reconciler")
 

@@ -14,11 +14,11 @@ from planops.engine import dispatch as dispatch_
 from planops.kube import manifests
 from planops.kube.api import KubeApi
 from planops.kube.client import ApiError
-from planops.reconciler import retention
-from planops.reconciler import status as status_
-from planops.reconciler.observe import owned
-from planops.reconciler.retention import Archived
-from planops.reconciler.status import rfc3339
+from planops.reconciler.history import retention
+from planops.reconciler.history.retention import Archived
+from planops.reconciler.run import status as status_
+from planops.reconciler.run.observe import owned
+from planops.reconciler.run.status import rfc3339
 
 
 def plan_ref(namespace: str, name: str, meta: dict[str, Any], run_id: str) -> manifests.PlanRef:

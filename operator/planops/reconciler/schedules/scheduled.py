@@ -52,9 +52,11 @@ from planops.kube.manifests import (
     RESERVED_LABELS,
     label_value,
 )
-from planops.reconciler import authors, retention, schedule_status
-from planops.reconciler.observe import controller_uid, owned
-from planops.reconciler.retention import Archived
+from planops.reconciler.history import retention
+from planops.reconciler.history.retention import Archived
+from planops.reconciler.run import authors
+from planops.reconciler.run.observe import controller_uid, owned
+from planops.reconciler.schedules import status as schedule_status
 
 log = logging.getLogger("planops.scheduled")
 FINISHED = names.FINISHED

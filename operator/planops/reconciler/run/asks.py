@@ -34,7 +34,7 @@ from planops.engine.decider import Run
 from planops.engine.facts import AttemptFact, Dispatch
 from planops.engine.report import parse_rfc3339, rfc3339
 from planops.kube.manifests import PlanRef, answer_annotation
-from planops.reconciler.intents import Tell
+from planops.reconciler.effects.intents import Tell
 
 
 @dataclass(frozen=True)

@@ -46,10 +46,11 @@ from planops.engine.retry import RetryRefused, plan_retry, unread_capsule
 from planops.kube import manifests
 from planops.kube.api import KubeApi
 from planops.kube.events import Recorder
-from planops.reconciler import earlier_runs, run_history
-from planops.reconciler import reports as reports_
-from planops.reconciler.judging import Verdict
-from planops.reconciler.writing import StatusWriter
+from planops.reconciler.effects.writing import StatusWriter
+from planops.reconciler.history import chunks as reports_
+from planops.reconciler.history import replacing as earlier_runs
+from planops.reconciler.history import run_history
+from planops.reconciler.run.judging import Verdict
 
 ANNOTATION = names.ANNOTATION_RETRY
 REASON_STARTED = "RetryStarted"

@@ -36,7 +36,7 @@ from typing import Any
 from planops.api.models import HISTORY_LIMIT, HISTORY_LIMIT_MAX, NAME_PATTERN
 from planops.api.names import Phase
 from planops.api.plan_schema import HISTORY_ENTRIES_MAX
-from planops.reconciler.status import cap_text, human_duration, parse_rfc3339, rfc3339
+from planops.reconciler.run.status import cap_text, human_duration, parse_rfc3339, rfc3339
 
 #: entries at most, runs waiting for the archive included (the CRD's maxItems)
 ENTRIES_MAX = HISTORY_ENTRIES_MAX

@@ -22,11 +22,11 @@ from typing import Any, Protocol
 from planops.kube import manifests
 from planops.kube.api import KubeApi
 from planops.kube.client import ApiError
-from planops.reconciler import reports as reports_
-from planops.reconciler import run_history
-from planops.reconciler import runs as plan_runs
-from planops.reconciler.observe import owned
-from planops.reconciler.retention import Archived
+from planops.reconciler.history import chunks as reports_
+from planops.reconciler.history import run_history
+from planops.reconciler.history.retention import Archived
+from planops.reconciler.run import identity as plan_runs
+from planops.reconciler.run.observe import owned
 
 
 async def start(

@@ -34,9 +34,11 @@ from planops.engine import capsule_name, finally_steps
 from planops.kube.api import KubeApi
 from planops.kube.cache import WatchCache
 from planops.kube.events import Recorder
-from planops.reconciler import run_history, slots, standing, stopping
-from planops.reconciler import status as status_
-from planops.reconciler.writing import StatusWriter
+from planops.reconciler.effects.writing import StatusWriter
+from planops.reconciler.history import run_history
+from planops.reconciler.queue import slots, standing
+from planops.reconciler.run import status as status_
+from planops.reconciler.run import stopping
 
 #: the Event a Plan gets when it starts waiting for a slot
 REASON_QUEUED = "Queued"

@@ -38,7 +38,7 @@ from typing import Any, Literal
 from planops.api import names
 from planops.api.names import Phase
 from planops.engine.report import parse_rfc3339
-from planops.reconciler.observe import Observed
+from planops.reconciler.run.observe import Observed
 
 NEVER = "Never"
 ON_STEP = "OnStepCompletion"

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from planops.engine.report import rfc3339
-from planops.reconciler import authors
+from planops.reconciler.run import authors
 
 
 def of(

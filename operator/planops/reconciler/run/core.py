@@ -37,11 +37,14 @@ from planops.engine import (
 from planops.engine import dispatch as dispatch_
 from planops.engine.report import Halt
 from planops.kube import manifests
-from planops.reconciler import announcing, dispatching, runs, stopping
-from planops.reconciler import asks as asks_
-from planops.reconciler import status as status_
-from planops.reconciler.intents import Answer, Create, Delete, Intents, Told
-from planops.reconciler.observe import Observed
+from planops.reconciler.effects import announcing
+from planops.reconciler.effects.intents import Answer, Create, Delete, Intents, Told
+from planops.reconciler.run import asks as asks_
+from planops.reconciler.run import attempt_objects as dispatching
+from planops.reconciler.run import identity as runs
+from planops.reconciler.run import status as status_
+from planops.reconciler.run import stopping
+from planops.reconciler.run.observe import Observed
 
 #: seconds until an output not readable yet is looked for again (reconciler.reading)
 LATER_SECONDS = 2.0

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from planops.kube.manifests import ANNOTATION_AUTHOR
-from planops.reconciler import status as status_
+from planops.reconciler.run import status as status_
 
 #: the Event and condition reason when a run is refused for its author
 REASON = "UseRevoked"

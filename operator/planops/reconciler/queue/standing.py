@@ -23,7 +23,7 @@ from collections.abc import Container, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from planops.reconciler.slots import (
+from planops.reconciler.queue.slots import (
     NAMES_LISTED,
     Cache,
     Verdict,

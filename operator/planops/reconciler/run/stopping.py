@@ -20,7 +20,7 @@ from planops.api import PlanSpec
 from planops.engine import finally_steps
 from planops.engine.report import Halt
 from planops.kube import manifests
-from planops.reconciler.observe import Observed
+from planops.reconciler.run.observe import Observed
 
 deadline = finally_steps.deadline
 

@@ -22,7 +22,7 @@ from planops.engine import OPERATOR_BUDGET_SECONDS, Budget, PlanError, Policy, v
 from planops.engine.validation import DEFAULT_CAPSULE
 from planops.kube.api import KubeApi
 from planops.kube.cache import WatchCache
-from planops.reconciler import status as status_
+from planops.reconciler.run import status as status_
 
 #: verdicts kept (one per Plan generation; a few MB for this many plans)
 VERDICTS_KEPT = 20_000

@@ -20,8 +20,8 @@ from planops.engine import Report, StepRecord, budget
 from planops.kube import manifests
 from planops.kube.api import KubeApi
 from planops.kube.client import ApiError
-from planops.reconciler import reports as reports_
-from planops.reconciler import status as status_
+from planops.reconciler.history import chunks as reports_
+from planops.reconciler.run import status as status_
 
 Key = tuple[str, str]
 

@@ -33,8 +33,8 @@ from planops.api import names
 from planops.api.documents import API_VERSION
 from planops.engine import StepRecord
 from planops.kube import manifests
-from planops.reconciler.observe import owned
-from planops.reconciler.status import json_size
+from planops.reconciler.run.observe import owned
+from planops.reconciler.run.status import json_size
 
 KIND = "PlanReport"
 PLURAL = "planreports"

@@ -23,10 +23,10 @@ from planops.kube import manifests
 from planops.kube.api import KubeApi
 from planops.kube.cache import RunObjects, slim_run_object
 from planops.kube.client import ApiError
-from planops.reconciler import asks as asks_
-from planops.reconciler import reports as reports_
-from planops.reconciler import status as status_
-from planops.reconciler.observe import (
+from planops.reconciler.history import chunks as reports_
+from planops.reconciler.run import asks as asks_
+from planops.reconciler.run import status as status_
+from planops.reconciler.run.observe import (
     Observed,
     attempt_step,
     child_attempt,
@@ -35,8 +35,8 @@ from planops.reconciler.observe import (
     owned,
     pods_by_job,
 )
-from planops.reconciler.status import parse_rfc3339
-from planops.reconciler.step_logs import LOG_LOST, LogStreams, StepLog
+from planops.reconciler.run.status import parse_rfc3339
+from planops.reconciler.run.step_logs import LOG_LOST, LogStreams, StepLog
 
 log = logging.getLogger("planops.reconciler")
 T = TypeVar("T")

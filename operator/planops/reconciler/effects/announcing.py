@@ -12,10 +12,10 @@ from typing import Any
 from planops.api import PlanSpec, names
 from planops.engine import Dispatch, Report, Run, StepRecord, finally_steps
 from planops.engine.report import stopped_record
-from planops.reconciler import status as status_
-from planops.reconciler import stopping
-from planops.reconciler.body_events import BodyEvents
-from planops.reconciler.intents import Told
+from planops.reconciler.effects.body_events import BodyEvents
+from planops.reconciler.effects.intents import Told
+from planops.reconciler.run import status as status_
+from planops.reconciler.run import stopping
 
 
 def announce(

@@ -25,10 +25,10 @@ from planops.kube import manifests
 from planops.kube.api import KubeApi
 from planops.kube.cache import WatchCache
 from planops.kube.client import ApiError
-from planops.reconciler import retention
-from planops.reconciler.observe import Observed, owned
-from planops.reconciler.reading import bounded
-from planops.reconciler.retention import Archived
+from planops.reconciler.history import retention
+from planops.reconciler.history.retention import Archived
+from planops.reconciler.run.observe import Observed, owned
+from planops.reconciler.run.reading import bounded
 
 __all__ = ["Archived", "Retainer"]
 log = logging.getLogger("planops.retention")

@@ -20,9 +20,9 @@ from planops.kube.api import KubeApi
 from planops.kube.cache import RunObjects
 from planops.kube.client import ApiError
 from planops.kube.events import Recorder
-from planops.reconciler import dispatching
-from planops.reconciler.intents import Answer, Create, Delete, MetricName, Told
-from planops.reconciler.reading import bounded
+from planops.reconciler.effects.intents import Answer, Create, Delete, MetricName, Told
+from planops.reconciler.run import attempt_objects as dispatching
+from planops.reconciler.run.reading import bounded
 
 #: Jobs / child Plans created at once by one reconcile (a wide fan-out must not be created one by
 #: one: the last step's dispatch latency would grow with the width of the plan).

@@ -18,7 +18,7 @@ from planops.api import CapsuleSpec, PlanSpec
 from planops.engine import Dispatch, Policy, capsule_name
 from planops.engine import dispatch as rules
 from planops.kube import manifests
-from planops.reconciler.observe import controller_uid
+from planops.reconciler.run.observe import controller_uid
 
 Obj = dict[str, Any]
 
