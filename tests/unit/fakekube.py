@@ -102,19 +102,24 @@ class FakeKube:
         status: int,
         message: str,
         *,
-        reason: str = "",
+        reason: str | None = None,
+        causes: tuple[tuple[str, str], ...] = (),
         name: str | None = None,
         times: int | None = 1,
     ) -> None:
         """Answer `method` (for the object `name`, or any) with an error, `times` times (None:
-        always) before answering normally again."""
-        reason = reason or {
-            403: "Forbidden",
-            404: "NotFound",
-            409: "Conflict",
-            422: "Invalid",
-        }.get(status, "")
-        self.fail(method, ApiError(status, reason, message), name=name, times=times)
+        always) before answering normally again. `reason` is the API server's for `status`
+        unless given ("" for none: an admission webhook's denial), `causes` the details'
+        (type, field) pairs (("", "") is a ValidatingAdmissionPolicy's: kube.errors)."""
+        if reason is None:
+            reason = REASONS.get(status, "")
+        self.fail(method, ApiError(status, reason, message, causes), name=name, times=times)
+
+    def deny(
+        self, method: str, message: str, *, name: str | None = None, times: int | None = 1
+    ) -> None:
+        """Answer `method` as an admission webhook's denial does (400, no reason)."""
+        self.refuse(method, 400, message, reason="", name=name, times=times)
 
     def fail(
         self, method: str, error: Exception, *, name: str | None = None, times: int | None = 1
@@ -495,6 +500,19 @@ class FakeKube:
         self.events.append(body)
 
 
+#: the reason the API server gives each status it answers with
+REASONS = {
+    400: "BadRequest",
+    403: "Forbidden",
+    404: "NotFound",
+    409: "Conflict",
+    410: "Expired",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
 #: kinds that live in no namespace (stored under "")
 _CLUSTER_WIDE = {"namespace", "clusterscheduledplan"}
 #: the kinds `put` stores objects under, by the plural ScheduleApi names them with

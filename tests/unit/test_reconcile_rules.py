@@ -74,7 +74,7 @@ class World:
 
 def test_an_attempt_the_cluster_refused_is_remembered_and_counts_against_retries():
     w = World([{"id": "a", "shell": "true", "retries": 1, "retryBackoff": {"duration": "10s"}}])
-    w.kube.refuse("create_job", 403, 'admission webhook "x" denied the request', times=None)
+    w.kube.deny("create_job", 'admission webhook "x" denied the request', times=None)
     first = w.reconcile()
     assert first["phase"] == "Pending"  # nothing could start yet
     assert [r["attempt"] for r in first["refusedAttempts"]] == [1]

@@ -39,6 +39,7 @@ from planops.archive.row import (
 )
 from planops.archive.store import DatabaseError, RowRejected, Store
 from planops.kube.client import ApiError
+from planops.kube.errors import ErrorKind
 from planops.kube.events import event
 from planops.kube.leader import NotLeading
 from planops.kube.manifests import PlanRef
@@ -55,6 +56,8 @@ RETRY_MAX = 5.0
 #: the longest one run's write may take before its connection is given up (a database that
 #: stopped answering without closing the connection must not hold a writer for good)
 WRITE_TIMEOUT = 60.0
+#: what a mark's answer says when the Plan is gone or no longer holds the run
+GONE_OR_MOVED = (ErrorKind.NOT_FOUND, ErrorKind.CONFLICT, ErrorKind.INVALID)
 #: runs remembered as just archived (the watch shows their status a little later)
 DONE_KEPT = 10_000
 
@@ -265,7 +268,7 @@ class Archiver:
         try:
             await self.kube.patch_plan_archived(ns, name, run)
         except ApiError as e:
-            if not (e.not_found or e.status in (409, 422)):  # gone, or no longer its run
+            if e.kind not in GONE_OR_MOVED:  # gone, or no longer its run
                 raise
         metrics.archive_write.observe(time.monotonic() - started)
         metrics.archive_runs.labels("written" if written else "already").inc()
@@ -295,7 +298,7 @@ class Archiver:
         try:
             await self.kube.patch_plan_history_archived(ns, name, index, run)
         except ApiError as e:
-            if not (e.not_found or e.status in (409, 422)):  # gone, or the history moved on
+            if e.kind not in GONE_OR_MOVED:  # gone, or the history moved on
                 raise
         metrics.archive_write.observe(time.monotonic() - started)
         metrics.archive_runs.labels("written" if written else "already").inc()

@@ -9,16 +9,17 @@ and 15 MiB of memory in all). Credentials come from kube/credentials.py (the pod
 kubeconfig's, as kubectl reads them), which `Transport`
 (kube/transport.py) turns into a TLS context and headers.
 
-A non-2xx answer becomes one `ApiError` with the API's reason and message, which the reconciler
-turns into a defined outcome (AlreadyExists = adopt, Forbidden from an admission policy = the step
-is refused, anything else = retry on the next reconcile).
+A non-2xx answer becomes one `ApiError` with the API's reason and message and its kind
+(kube.errors: read from the code, the reason and the details, never the message), by which the
+reconciler decides (AlreadyExists = adopt, a refusal of the request = the step is refused, a
+Conflict = read again and decide again, anything passing = retry on the next reconcile).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import quote
@@ -29,6 +30,7 @@ from planops.api.documents import API_GROUP
 from planops.kube import credentials as credentials_
 from planops.kube import jsontext, loglines
 from planops.kube import kubeconfig as kubeconfig_
+from planops.kube.errors import ErrorKind, causes_of, kind_of
 from planops.kube.transport import Query, Transport
 
 VERSION = "v1alpha1"
@@ -36,28 +38,38 @@ Obj = dict[str, Any]
 
 
 class ApiError(Exception):
-    """A non-2xx answer of the API server."""
+    """A non-2xx answer of the API server: its code (`status`), reason and message, and its
+    kind (kube.errors: what it means, whether the same request can pass later), read from the
+    code, the reason and its details' causes, never from the message."""
 
-    def __init__(self, status: int, reason: str, message: str) -> None:
+    def __init__(
+        self, status: int, reason: str, message: str, causes: Iterable[tuple[str, str]] = ()
+    ) -> None:
         super().__init__(f"{status} {reason}: {message}")
         self.status, self.reason, self.message = status, reason, message
+        self.kind = kind_of(status, reason, causes)
+
+    @property
+    def permanent(self) -> bool:
+        """The same request gets the same answer until something else changes."""
+        return self.kind.permanent
+
+    @property
+    def retryable(self) -> bool:
+        return self.kind.retryable
 
     @property
     def not_found(self) -> bool:
-        return self.status == 404
+        return self.kind is ErrorKind.NOT_FOUND
 
     @property
     def already_exists(self) -> bool:
-        return self.status == 409 and self.reason == "AlreadyExists"
+        return self.kind is ErrorKind.ALREADY_EXISTS
 
     @property
     def refused_by_admission(self) -> bool:
-        """Refused by an admission webhook or policy (ValidatingAdmissionPolicy, Kyverno, ...)."""
-        return self.status in (400, 403, 422) and (
-            "admission" in self.message.lower()
-            or "denied" in self.message.lower()
-            or "policy" in self.message.lower()
-        )
+        """Refused by an admission webhook or a ValidatingAdmissionPolicy (kube.errors)."""
+        return self.kind is ErrorKind.REFUSED_BY_ADMISSION
 
 
 class ConfigError(Exception):
@@ -87,7 +99,12 @@ async def _json(resp: aiohttp.ClientResponse) -> Any:
                     raise ValueError(body)
             except ValueError:  # not JSON: report the raw text
                 body = {"reason": resp.reason or "", "message": (await resp.text())[:2000]}
-            raise ApiError(resp.status, str(body.get("reason", "")), str(body.get("message", "")))
+            raise ApiError(
+                resp.status,
+                str(body.get("reason", "")),
+                str(body.get("message", "")),
+                causes_of(body.get("details")),
+            )
         return await resp.json(content_type=None, loads=jsontext.loads)
     finally:
         resp.release()

@@ -79,13 +79,7 @@ async def _create(
             if seen is not None:  # the next reconcile sees it even before the watch
                 seen.seen("job", "ADDED", job)
     except ApiError as e:
-        answer = dispatching.create_refused(
-            d.kind,
-            e.status,
-            already_exists=e.already_exists,
-            by_admission=e.refused_by_admission,
-            message=e.message,
-        )
+        answer = dispatching.create_refused(d.kind, e.kind, e.message)
         if answer == "retry":
             raise
         if answer != "adopt":

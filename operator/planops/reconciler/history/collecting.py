@@ -25,6 +25,7 @@ from planops.kube import manifests
 from planops.kube.api import KubeApi
 from planops.kube.cache import WatchCache
 from planops.kube.client import ApiError
+from planops.kube.errors import ErrorKind
 from planops.reconciler.history import retention
 from planops.reconciler.history.retention import Archived
 from planops.reconciler.run.observe import Observed, owned
@@ -133,7 +134,7 @@ class Retainer:
                 meta["namespace"], meta["name"], str(meta["uid"]), str(meta["resourceVersion"])
             )
         except ApiError as e:
-            if e.status != 409:
+            if e.kind is not ErrorKind.CONFLICT:  # changed since it was read
                 raise
             return False
         return True
@@ -148,7 +149,7 @@ class Retainer:
         try:
             written = await self.kube.patch_plan_collected(ref.namespace, ref.name, ref.run)
         except ApiError as e:
-            if e.status not in (404, 422):  # gone, or a new run started: nothing to mark
+            if e.kind not in (ErrorKind.NOT_FOUND, ErrorKind.INVALID):  # gone, or a new run
                 raise
             return
         if self.plans is not None:

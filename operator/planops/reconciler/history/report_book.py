@@ -20,6 +20,7 @@ from planops.engine import Report, StepRecord, budget
 from planops.kube import manifests
 from planops.kube.api import KubeApi
 from planops.kube.client import ApiError
+from planops.kube.errors import ErrorKind
 from planops.reconciler.history import chunks as reports_
 from planops.reconciler.run import status as status_
 
@@ -126,7 +127,8 @@ class ReportBook:
                     reports_.applied(written, w)
                 break
             except ApiError as e:
-                if retry or not (e.already_exists or e.status == 422):
+                # a chunk there already, or a count its `test` did not find: read, write again
+                if retry or e.kind not in (ErrorKind.ALREADY_EXISTS, ErrorKind.INVALID):
                     self._held.pop(key, None)
                     raise
                 listed = await self.kube.list_plan_reports(ref.namespace, reports_.selector(ref))

@@ -18,6 +18,7 @@ from planops.api import CapsuleSpec, PlanSpec
 from planops.engine import Dispatch, Policy, capsule_name
 from planops.engine import dispatch as rules
 from planops.kube import manifests
+from planops.kube.errors import ErrorKind
 from planops.reconciler.run.observe import controller_uid
 
 Obj = dict[str, Any]
@@ -94,18 +95,17 @@ def child(
 Answer = Literal["adopt", "retry"] | str
 
 
-def create_refused(
-    kind: str, status: int, *, already_exists: bool, by_admission: bool, message: str
-) -> Answer:
-    """What an error answer to creating an attempt's object means: "adopt" (the name exists:
-    made before a restart, if it is ours), "retry" (transient: conflict, throttling, a server
-    error; the queue retries the reconcile), or the attempt's failure (the request itself is
-    refused: retrying cannot help)."""
-    if already_exists:
+def create_refused(kind: str, error: ErrorKind, message: str) -> Answer:
+    """What an error answer to creating an attempt's object means, by its kind (kube.errors):
+    "adopt" (the name exists: made before a restart, if it is ours), the attempt's failure (the
+    request itself is refused: refused by admission, forbidden, invalid; sending it again cannot
+    help), or "retry" (anything that may pass: a conflict, throttling, a server error, a timeout;
+    the queue retries the reconcile)."""
+    if error is ErrorKind.ALREADY_EXISTS:
         return "adopt"
-    if by_admission:
+    if error is ErrorKind.REFUSED_BY_ADMISSION:
         return f"refused by the cluster's admission policy: {message}"
-    if status in (400, 403, 422):
+    if error in (ErrorKind.FORBIDDEN, ErrorKind.INVALID, ErrorKind.BAD_REQUEST):
         what = "child Plan" if kind == "capsule" else "Job"
         return f"the cluster refused the step's {what}: {message}"
     return "retry"

@@ -35,6 +35,7 @@ from planops.engine import outputs
 from planops.kube import manifests
 from planops.kube.api import KubeApi
 from planops.kube.client import ApiError
+from planops.kube.errors import ErrorKind
 
 log = logging.getLogger("planops.reconciler")
 
@@ -43,8 +44,9 @@ RECHECK_SECONDS = 600.0
 #: the most of one stream read (limitBytes): the kubelet serves a container's current log file
 #: (10 MiB by default, containerLogMaxSize); past this the tail kept is the tail of what was read
 READ_LIMIT = 64 << 20
-#: what the API server and the kubelet answer to a stream they will not select (gate off)
-REFUSED = (400, 422)
+#: what the API server (Invalid) and the kubelet (BadRequest) answer to a stream they will not
+#: select (gate off)
+REFUSED = (ErrorKind.BAD_REQUEST, ErrorKind.INVALID)
 #: how the kubelet answers a log request when the container's log file is gone
 LOG_LOST = "unable to retrieve container logs for "
 
@@ -89,7 +91,7 @@ class LogStreams:
         failed = [e for e in got if isinstance(e, BaseException)]
         if failed:
             e = failed[0]
-            if not isinstance(e, ApiError) or e.status not in REFUSED:
+            if not isinstance(e, ApiError) or e.kind not in REFUSED:
                 raise e
             merged = await self._merged(namespace, pod, limit, why)  # raises if unreadable
             self._cannot(f"the log API answered {e.status} {e.reason}: {e.message[:300]}")
