@@ -606,7 +606,7 @@ def test_max_running_plans_below_one_or_not_a_number_is_refused(limit: Any):
 def _schedule_api(run_status: dict[str, Any]) -> FakeKube:
     """The API server holding a Forbid schedule, due now, whose last run waits for a slot of
     its Capsule."""
-    from planops.reconciler.schedules.scheduled import LABEL_SCHEDULED_BY  # noqa: PLC0415
+    from planops.kube.manifests import LABEL_SCHEDULED_BY  # noqa: PLC0415
 
     kube = FakeKube()
     meta = {"name": "nightly", "namespace": "ns", "uid": "u-sched", "generation": 1}
@@ -664,16 +664,10 @@ def test_a_rerun_waiting_for_a_slot_keeps_the_earlier_runs_in_its_history():
     status = c.status("again")
     assert status["queue"]["running"] == ["holder"]
     assert [h["id"] for h in status["history"]] == [earlier]
-    written: list[dict[str, Any]] = []
-    patch = c.kube.patch_plan_status
-
-    async def recorded(namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
-        written.append(status)
-        return await patch(namespace, name, status)
-
-    c.kube.patch_plan_status = recorded  # type: ignore[method-assign]
+    before = len(c.kube.statuses)
     c.finish("holder")
     c.reconcile("again")
+    written = c.kube.statuses[before:]
     assert c.jobs("again") and c.status("again")["phase"] == "Running"
     assert len(written) == 2  # the slot taken, then the run's own status: both keep it
     assert all([h["id"] for h in w["history"]] == [earlier] for w in written), written

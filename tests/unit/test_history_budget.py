@@ -10,10 +10,12 @@ from typing import Any
 
 import pytest
 
+from planops.engine import Facts, capsules
 from planops.kube import manifests
+from planops.reconciler import earlier_run
+from planops.reconciler.effects.intents import Told
 from planops.reconciler.history import chunks as reports_
 from planops.reconciler.history import run_history
-from planops.reconciler.history.replacing import earlier_run
 from planops.reconciler.run import retrying
 
 from .test_run_history import failing_world, reports_of, rerun
@@ -108,8 +110,13 @@ def test_a_retry_of_an_entry_without_records_reseeds_nothing_and_runs_every_step
     for keeps, settled in ((True, ["a"]), (False, [])):
         e = entry if keeps else {**entry, "recordsKept": False}
         plan["status"] = {"run": {"id": "new", "retryOf": "old"}, "history": [e]}
-        facts = asyncio.run(retrying._reseed(w.kube, w.reconciler.judge, plan))
-        assert [r.step_id for r in facts.settled] == settled
+        found = asyncio.run(earlier_run(w.kube, plan, "old"))
+        assert found is not None
+        judged = asyncio.run(w.reconciler.judge(plan))
+        earlier = retrying.Earlier.of_status(found, capsules({}))
+        choice = retrying.Choice("new", reseed=True)
+        facts = retrying.seed(choice, plan["status"], judged, earlier, Told())
+        assert isinstance(facts, Facts) and [r.step_id for r in facts.settled] == settled
 
 
 def test_the_worst_entry_with_its_byte_fields_stays_within_entry_bytes() -> None:

@@ -139,3 +139,24 @@ def test_every_module_of_the_operator_stays_within_500_lines():
         if (n := len(p.read_text().splitlines())) > 500
     }
     assert long == {}
+
+
+def test_in_the_reconciler_only_the_actuator_writes():
+    """Read -> decide -> act: a reconcile's reads (effects/reads.py), its decisions and its shells
+    make no write request; every create, delete and patch is effects/actuator.py's (the status
+    writer's too). A call of a client's create_/delete_/patch_ method anywhere else fails here."""
+    inside = PACKAGE / "reconciler"
+    writes = ("create_", "delete_", "patch_")
+    offenders = []
+    for path in sorted(inside.rglob("*.py")):
+        if path == inside / "effects" / "actuator.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr.startswith(writes)
+                and ast.unparse(node.func.value).endswith("kube")
+            ):
+                offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {ast.unparse(node)}")
+    assert offenders == []

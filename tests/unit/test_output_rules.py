@@ -296,7 +296,7 @@ def test_once_refused_the_log_is_read_as_one_request_until_the_cluster_is_asked_
     # a: its Stdout and Stderr reads (at once) refused, then read as one; c: read as one at
     # once (b failed at dispatch: {{a.json.tag}} is not JSON, it has no Job)
     assert [pod[:4] for _, _, pod in reads] == ["p-a-", "p-a-", "p-a-", "p-c-"]
-    streams = w.reconciler._reader.logs
+    streams = w.reconciler._reads.logs
     assert not streams.splits and "422" in streams.why
     w.now += step_logs.RECHECK_SECONDS
     assert streams.splits  # a gate turned on since is used
@@ -319,7 +319,7 @@ def test_a_log_that_cannot_be_read_says_nothing_about_stream_selection():
     w.kube.logs[pod] = "hi\n"
     w.kube.refuse("stream_log", 400, "container is waiting to start", times=3)
     w.reconcile()
-    assert w.reconciler._reader.logs.splits
+    assert w.reconciler._reads.logs.splits
 
 
 def test_a_merged_read_keeps_what_the_kubelet_says_when_the_log_is_gone():
@@ -332,7 +332,7 @@ def test_a_merged_read_keeps_what_the_kubelet_says_when_the_log_is_gone():
     (a,) = status["report"]["steps"]
     assert a["status"] == "failed" and "node lost the container's log" in a["error"]
     assert len([c for c in w.kube.calls if c[0] == "stream_log"]) == 2  # both, nothing after
-    assert w.reconciler._reader.logs.splits  # a lost log says nothing of the cluster
+    assert w.reconciler._reads.logs.splits  # a lost log says nothing of the cluster
 
 
 def test_the_job_of_a_step_stays_one_container():
@@ -364,7 +364,7 @@ def test_a_step_printing_the_same_on_both_streams_changes_only_its_own_record():
     got = records(w)
     assert (got["a"]["output"], "stderr" in got["a"]) == ("same", False)  # its own: as one
     assert got["b"]["stderr"] == "warning: the v1 API is deprecated"  # the next: apart
-    assert w.reconciler._reader.logs.splits
+    assert w.reconciler._reads.logs.splits
 
 
 def test_an_old_cluster_costs_two_requests_a_read_and_gives_the_log_as_one():

@@ -14,7 +14,7 @@ from planops.engine import AttemptFact, Facts, Policy, StepRecord
 from planops.engine import dispatch as rules
 from planops.kube import manifests
 from planops.reconciler.effects import body_events
-from planops.reconciler.effects.intents import Answer, Create, Event, Intents, Metric, Told
+from planops.reconciler.effects.intents import Create, CreateAnswer, Event, Intents, Metric, Told
 from planops.reconciler.run import core
 from planops.reconciler.run.observe import Observed
 
@@ -61,9 +61,9 @@ def situation(
     )
 
 
-def created(creates: list[Create]) -> list[Answer]:
+def created(creates: list[Create]) -> list[CreateAnswer]:
     """The API server creates every object."""
-    return [Answer(c.dispatch, created=f"obj-{c.dispatch.step.id}") for c in creates]
+    return [CreateAnswer(c.dispatch, created=f"obj-{c.dispatch.step.id}") for c in creates]
 
 
 def advance(step: core.PlanStep, answer: Any = created) -> Intents:
@@ -157,7 +157,7 @@ def test_a_refused_create_fails_the_attempt_and_the_next_step_starts_in_the_same
     step = core.plan_step(situation(spec))
     first = step.decide()
     assert [c.dispatch.step.id for c in first] == ["a"]
-    assert step.answer([Answer(first[0].dispatch, refusal="denied by policy")]) is True
+    assert step.answer([CreateAnswer(first[0].dispatch, refusal="denied by policy")]) is True
     second = step.decide()
     assert [c.dispatch.step.id for c in second] == ["b"]
     assert step.answer(created(second)) is False
@@ -189,7 +189,9 @@ def test_an_attempt_refused_before_is_remembered_and_its_retry_waits_out_the_bac
 def test_refusals_in_a_row_stop_after_the_rounds_bound_and_look_again_at_once():
     spec = plan({"id": "a", "shell": "true", "retries": 100})
     step = core.plan_step(situation(spec))
-    intents = advance(step, lambda creates: [Answer(c.dispatch, refusal="no") for c in creates])
+    intents = advance(
+        step, lambda creates: [CreateAnswer(c.dispatch, refusal="no") for c in creates]
+    )
     assert step.rounds == core.MAX_ROUNDS == events(intents).count("CallDenied")
     assert intents.status["phase"] != "Failed"  # not over: the next reconcile goes on
     assert intents.wake == core.WAKE_MARGIN
@@ -301,9 +303,9 @@ def test_a_child_plan_created_is_told_as_a_delegation():
         {"step": "c", "child": "obj-c"},
     )
     adopted = core.plan_step(step.s)  # made before a restart: started already, told then
-    assert events(advance(adopted, lambda creates: [Answer(c.dispatch) for c in creates])) == [
-        "StepStarted"
-    ]
+    assert events(
+        advance(adopted, lambda creates: [CreateAnswer(c.dispatch) for c in creates])
+    ) == ["StepStarted"]
 
 
 def test_a_finished_run_closes_and_counts_its_end_once():
@@ -497,7 +499,7 @@ def test_a_big_bodys_steps_are_logged_not_posted_and_summed_up(monkeypatch):
 
 def test_a_new_refusal_with_retries_left_is_recorded_with_its_reason_and_times():
     spec = plan({"id": "a", "shell": "true", "retries": 2, "retryBackoff": {"duration": "1m"}})
-    no = lambda creates: [Answer(c.dispatch, refusal="quota exceeded") for c in creates]  # noqa: E731
+    no = lambda creates: [CreateAnswer(c.dispatch, refusal="quota exceeded") for c in creates]  # noqa: E731
     intents = advance(core.plan_step(situation(spec)), no)
     assert intents.status["refusedAttempts"] == [
         {
@@ -568,7 +570,7 @@ def test_what_settled_before_a_refusal_is_told_with_what_settled_after_it():
     spec = plan({"id": "z", "shell": "true"}, {"id": "a", "shell": "true", "onError": "continue"})
     done = AttemptFact("z", 1, NOW - 5, "success", NOW - 1, "out")
     step = core.plan_step(situation(spec, facts=Facts((), (done,))))
-    no = lambda creates: [Answer(c.dispatch, refusal="denied") for c in creates]  # noqa: E731
+    no = lambda creates: [CreateAnswer(c.dispatch, refusal="denied") for c in creates]  # noqa: E731
     intents = advance(step, no)
     assert [r.step_id for r in step.settled] == ["z", "a"]
     assert events(intents) == ["CallDenied", "StepSucceeded", "StepFailed", "PlanSucceeded"]

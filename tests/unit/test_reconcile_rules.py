@@ -13,7 +13,8 @@ import pytest
 
 from planops.kube import manifests
 from planops.kube.client import ApiError
-from planops.reconciler.reconcile import Reconciler
+from planops.kube.errors import ErrorKind
+from planops.reconciler.reconcile import CONFLICT_ROUNDS, Reconciler
 
 from .fakekube import FakeKube
 
@@ -190,13 +191,22 @@ def test_a_request_the_cluster_refuses_fails_the_attempt_and_a_transient_error_r
     assert [j["metadata"]["name"] for j in w.kube.of("job")] == [w.job_name("b", 1)]
 
 
-def test_a_status_write_that_conflicts_is_retried_without_a_second_job():
+def test_a_status_write_that_conflicts_is_decided_again_without_a_second_job():
     w = World([{"id": "a", "shell": "sleep 100"}])
     w.kube.refuse("patch_plan_status", 409, "the object has been modified")
-    with pytest.raises(ApiError):
-        w.reconcile()
-    status = w.reconcile()
+    status = w.reconcile()  # read again, decided again, written: no error
     assert status["phase"] == "Running"
+    assert len(w.kube.of("job")) == 1
+    assert w.kube.methods().count("get_plan") == 2  # the second read is the API's
+
+
+def test_a_status_write_that_keeps_conflicting_is_retried_by_the_queue():
+    w = World([{"id": "a", "shell": "sleep 100"}])
+    w.kube.refuse("patch_plan_status", 409, "the object has been modified", times=None)
+    with pytest.raises(ApiError) as raised:
+        w.reconcile()
+    assert raised.value.kind is ErrorKind.CONFLICT
+    assert w.kube.methods().count("patch_plan_status") == CONFLICT_ROUNDS
     assert len(w.kube.of("job")) == 1
 
 
@@ -320,3 +330,50 @@ def test_kubectl_plan_cancel_run_finally_writes_the_request_the_operator_runs_fi
     assert asyncio.run(steer.cmd_cancel(w.kube, plain, "ns")) == 0  # then a plain one stops them
     w.now += 1
     assert w.reconcile()["phase"] == "Failed" and job_of(w, "clean") is None
+
+
+# -- what a reconcile reads makes no request of its own; what it does is the actuator's ---------
+
+
+def test_a_job_whose_pod_cannot_start_fails_its_attempt_and_is_deleted_once_decided():
+    w = World([{"id": "a", "shell": "sleep 100", "retries": 1}])
+    w.reconcile()
+    job = w.kube.get("job", "ns", w.job_name("a", 1))
+    assert job is not None
+    w.kube.put(
+        "pod",
+        {
+            "metadata": {
+                "name": "a-pod",
+                "labels": job["metadata"]["labels"],
+                "ownerReferences": [
+                    {"kind": "Job", "name": job["metadata"]["name"], "uid": job["metadata"]["uid"]}
+                    | {"apiVersion": "batch/v1", "controller": True}
+                ],
+            },
+            "status": {
+                "phase": "Pending",
+                "containerStatuses": [
+                    {"state": {"waiting": {"reason": "ImagePullBackOff", "message": "no image"}}}
+                ],
+            },
+        },
+    )
+    w.kube.calls.clear()
+    status = w.reconcile()
+    assert status["phase"] == "Running" and [f["attempt"] for f in status["inFlight"]] == [2]
+    assert w.kube.get("job", "ns", w.job_name("a", 1)) is None
+    methods = w.kube.methods()
+    # read, then decided (the retry created), then acted on: the delete is the actuator's
+    assert methods.index("list_pods") < methods.index("create_job") < methods.index("delete_job")
+    assert methods.index("delete_job") < methods.index("patch_plan_status")
+
+
+def test_the_workspace_claim_is_created_once_per_run_not_at_every_reconcile():
+    w = World([{"id": "a", "shell": "sleep 100"}], workspace={"size": "1Gi"})
+    for _ in range(3):
+        w.now += 1
+        w.reconcile()
+    assert w.status["phase"] == "Running"
+    assert w.kube.methods().count("create_pvc") == 1
+    assert len(w.kube.of("pvc")) == 1

@@ -16,7 +16,7 @@ from planops.archive.row import archived
 from planops.kube import manifests
 from planops.kube.cache import WatchCache
 from planops.kube.client import ApiError
-from planops.reconciler.history import collecting, retention
+from planops.reconciler.history import retention
 from planops.reconciler.reconcile import Reconciler
 from planops.reconciler.run.observe import Observed
 from planops.reconciler.run.status import rfc3339
@@ -48,47 +48,47 @@ def owned_by(plan: dict[str, Any], kind: str) -> dict[str, Any]:
 
 def test_a_finished_plan_waits_out_its_ttl_from_finished_at_then_is_deleted():
     plan = finished(ttlSecondsAfterFinished=30)
-    assert retention.ttl_verdict(plan, NOW + 10, None, None) == retention.Verdict("wait", NOW + 30)
-    assert retention.ttl_verdict(plan, NOW + 30, None, None).action == "delete"
+    assert retention.ttl_action(plan, NOW + 10, None, None) == retention.TtlAction("wait", NOW + 30)
+    assert retention.ttl_action(plan, NOW + 30, None, None).action == "delete"
     failed = finished("Failed", ttlSecondsAfterFinished=0)
-    assert retention.ttl_verdict(failed, NOW, None, None).action == "delete"
+    assert retention.ttl_action(failed, NOW, None, None).action == "delete"
 
 
 def test_only_succeeded_and_failed_runs_have_a_ttl_not_invalid_or_running_ones():
     for phase in ("Invalid", "Running", "Pending"):
         plan = finished(phase, ttlSecondsAfterFinished=0)
-        assert retention.ttl_verdict(plan, NOW + 99, 1, None).action == "keep", phase
+        assert retention.ttl_action(plan, NOW + 99, 1, None).action == "keep", phase
 
 
 def test_the_operators_default_applies_when_the_spec_sets_none_and_the_spec_wins():
-    assert retention.ttl_verdict(finished(), NOW + 99, None, None).action == "keep"
-    assert retention.ttl_verdict(finished(), NOW + 5, 10, None) == retention.Verdict(
+    assert retention.ttl_action(finished(), NOW + 99, None, None).action == "keep"
+    assert retention.ttl_action(finished(), NOW + 5, 10, None) == retention.TtlAction(
         "wait", NOW + 10
     )
     longer = finished(ttlSecondsAfterFinished=3600)
-    assert retention.ttl_verdict(longer, NOW + 60, 10, None).action == "wait"
+    assert retention.ttl_action(longer, NOW + 60, 10, None).action == "wait"
 
 
 def test_a_capsule_steps_child_plan_has_no_ttl_it_goes_with_its_parent():
     child = owned_by(finished(ttlSecondsAfterFinished=0), "Plan")
-    assert retention.ttl_verdict(child, NOW + 99, 0, None).action == "keep"
+    assert retention.ttl_action(child, NOW + 99, 0, None).action == "keep"
 
 
 def test_a_scheduled_run_keeps_to_its_schedules_history_limits_unless_its_template_sets_a_ttl():
     for kind in ("ScheduledPlan", "ClusterScheduledPlan"):
         run = owned_by(finished(), kind)
-        assert retention.ttl_verdict(run, NOW + 99, 10, None).action == "keep", kind
+        assert retention.ttl_action(run, NOW + 99, 10, None).action == "keep", kind
         explicit = owned_by(finished(ttlSecondsAfterFinished=5), kind)
-        assert retention.ttl_verdict(explicit, NOW + 99, 10, None).action == "delete", kind
+        assert retention.ttl_action(explicit, NOW + 99, 10, None).action == "delete", kind
 
 
 def test_a_due_plan_is_held_while_its_run_is_not_archived():
     plan = finished(ttlSecondsAfterFinished=0)
-    assert retention.ttl_verdict(plan, NOW + 1, None, archived).action == "hold"
+    assert retention.ttl_action(plan, NOW + 1, None, archived).action == "hold"
     plan["status"]["archived"] = "an-earlier-run"
-    assert retention.ttl_verdict(plan, NOW + 1, None, archived).action == "hold"
+    assert retention.ttl_action(plan, NOW + 1, None, archived).action == "hold"
     plan["status"]["archived"] = RUN
-    assert retention.ttl_verdict(plan, NOW + 1, None, archived).action == "delete"
+    assert retention.ttl_action(plan, NOW + 1, None, archived).action == "delete"
 
 
 # -- podGC's rules -----------------------------------------------------------------------------
@@ -236,7 +236,7 @@ def test_a_settled_steps_job_is_kept_until_the_status_recording_it_is_written():
     )
     w.reconcile()
     w.end("a", output="from a\n")
-    w.kube.refuse("patch_plan_status", 409, "the object has been modified")
+    w.kube.refuse("patch_plan_status", 500, "etcd is down")
     with pytest.raises(ApiError):
         w.reconcile()
     assert w.job_name("a") in w.jobs()  # its output is recorded nowhere yet
@@ -388,10 +388,11 @@ def test_with_the_archive_on_a_due_plan_waits_for_its_run_to_be_archived():
     w.now += 3600  # the database is down for an hour
     assert w.reconcile() is None  # no timer: the archive's mark is a change of the Plan
     assert w.kube.get("plan", "ns", "p") is not None
-    asyncio.run(w.kube.patch_plan_collected("ns", "p", RUN))  # another mark is not the archive's
-    assert w.reconcile() is None and w.kube.get("plan", "ns", "p") is not None
     plan = w.kube.get("plan", "ns", "p")
     assert plan is not None
+    plan["status"]["jobsCollected"] = RUN  # another mark is not the archive's
+    plan["metadata"]["resourceVersion"] += "1"
+    assert w.reconcile() is None and w.kube.get("plan", "ns", "p") is not None
     plan["status"]["archived"] = RUN  # what the archive writes once the row commits
     w.reconcile()
     assert w.kube.get("plan", "ns", "p") is None
@@ -423,8 +424,9 @@ def test_a_plan_changed_since_it_was_read_is_not_deleted_by_its_ttl():
     w.reconciler = w.operator(plans=cache)
     plan["metadata"]["annotations"] = {manifests.ANNOTATION_RERUN: "again"}
     plan["metadata"]["resourceVersion"] = "999"
-    assert w.reconcile() == collecting.CHANGED_SECONDS
+    w.reconcile()  # the deletion's Conflict: the Plan is read again and decided again
     assert w.kube.get("plan", "ns", "p") is not None
+    assert w.status["run"]["rerun"] == "again" and w.status["phase"] == "Running"
 
 
 def test_an_invalid_plan_is_not_deleted_by_a_ttl():

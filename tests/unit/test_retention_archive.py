@@ -17,10 +17,11 @@ import pytest
 from planops import metrics
 from planops.archive.row import archived
 from planops.kube import manifests
+from planops.reconciler import ScheduleReconciler
 from planops.reconciler.history import retention
 from planops.reconciler.reconcile import Reconciler
 from planops.reconciler.run.status import rfc3339
-from planops.reconciler.schedules.scheduled import KEPT_FOR_ARCHIVE, ScheduleReconciler
+from planops.reconciler.schedules.decide import KEPT_FOR_ARCHIVE
 
 from .fakekube import FakeKube
 from .test_retention import NOW

@@ -16,9 +16,9 @@ import pytest
 
 from planops.engine import schedule
 from planops.kube.manifests import ANNOTATION_AUTHOR, ANNOTATION_RERUN, run_id
+from planops.reconciler import ScheduleReconciler
 from planops.reconciler.reconcile import Reconciler
 from planops.reconciler.run import authors
-from planops.reconciler.schedules.scheduled import ScheduleReconciler
 
 from .fakekube import FakeKube
 
@@ -62,6 +62,13 @@ def _meta(author: str | None, **annotations: str) -> dict[str, Any]:
 # -- the record and the decision ------------------------------------------------------------------
 
 
+def _refusal(api: _Api, required: bool = False) -> authors.Refusal | None:
+    """The check a reconcile makes before a run for the object's author under Capsule `safe`:
+    the record read (run.authors), the API server asked (a SubjectAccessReview)."""
+    check = Reconciler(api, require_author=required)._author
+    return asyncio.run(check(api.obj, "team-a", "safe"))
+
+
 def test_the_recorded_author_is_read_with_their_groups():
     got = authors.recorded_author(_meta(ALICE))
     assert got == authors.Author("alice", ("team-a", "system:authenticated"))
@@ -82,30 +89,33 @@ def test_the_recorded_author_is_read_with_their_groups():
 )
 def test_an_author_record_that_is_not_the_policys_is_refused_without_asking(raw: str):
     api = _Api({"kind": "ScheduledPlan", "metadata": _meta(raw)}, allowed=True)
-    why = asyncio.run(authors.refusal(api, api.obj, "team-a", "safe"))
-    assert why is not None and "cannot be read" in why
+    refused = _refusal(api)
+    assert refused is not None and "cannot be read" in refused.why
+    assert refused.reason == authors.REASON
     assert api.reviews == []
 
 
 def test_an_author_who_may_still_use_the_capsule_is_not_refused():
     api = _Api({"kind": "ScheduledPlan", "metadata": _meta(ALICE)}, allowed=True)
-    assert asyncio.run(authors.refusal(api, api.obj, "team-a", "safe")) is None
+    assert _refusal(api) is None
     assert api.reviews == [("team-a", "safe", "alice", ["team-a", "system:authenticated"])]
 
 
 def test_an_author_who_lost_use_is_refused_with_the_reason():
     api = _Api({"kind": "ScheduledPlan", "metadata": _meta(ALICE)}, allowed=False)
-    why = asyncio.run(authors.refusal(api, api.obj, "team-a", "safe"))
-    assert why is not None
-    assert "alice, who last changed what this ScheduledPlan does" in why
-    assert "may no longer use Capsule safe in namespace team-a" in why
+    refused = _refusal(api)
+    assert refused is not None and refused.reason == authors.REASON
+    assert "alice, who last changed what this ScheduledPlan does" in refused.why
+    assert "may no longer use Capsule safe in namespace team-a" in refused.why
 
 
 def test_nothing_recorded_means_nothing_checked():
     """Where the chart's policies are not installed, `use` is not enforced at all."""
     api = _Api({"kind": "ScheduledPlan", "metadata": _meta(None)}, allowed=False)
-    assert asyncio.run(authors.refusal(api, api.obj, "team-a", "safe")) is None
+    assert _refusal(api) is None
     assert api.reviews == []
+    unknown = _refusal(api, required=True)  # where the chart records authors
+    assert unknown is not None and unknown.reason == authors.UNKNOWN and api.reviews == []
 
 
 # -- a ScheduledPlan's due run ----------------------------------------------------------------

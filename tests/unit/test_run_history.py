@@ -12,9 +12,9 @@ from typing import Any
 from planops.archive.queue import earlier_row
 from planops.archive.row import row
 from planops.kube import manifests
+from planops.reconciler import earlier_run
 from planops.reconciler.history import chunks as reports_
 from planops.reconciler.history import run_history
-from planops.reconciler.history.replacing import earlier_run
 from planops.reconciler.reconcile import Reconciler
 from planops.reconciler.run import status as status_
 

@@ -11,7 +11,7 @@ import kopf
 import pytest
 
 from planops.handlers import webhook
-from planops.reconciler.schedules.scheduled import ScheduleReconciler
+from planops.reconciler import ScheduleReconciler
 
 from .fakekube import FakeKube
 

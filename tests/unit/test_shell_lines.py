@@ -15,7 +15,7 @@ import pytest
 from planops.cli import main as cli
 from planops.engine.shell_hints import shell_warnings
 from planops.handlers import webhook
-from planops.reconciler.run.judging import Judge
+from planops.reconciler import Reconciler
 
 from .fakekube import FakeKube
 from .helpers import EXAMPLE_CAPSULE, plan
@@ -91,11 +91,8 @@ def _admit(body: dict[str, Any]) -> list[str]:
         },
     )
 
-    class Reconciler:
-        judge = Judge(kube).judge
-
     warnings: list[str] = []
-    memo = kopf.Memo(reconciler=Reconciler())
+    memo = kopf.Memo(reconciler=Reconciler(kube))
     asyncio.run(handler.fn(body=body, memo=memo, operation="CREATE", warnings=warnings))
     return warnings
 

@@ -78,13 +78,13 @@ def test_the_echo_of_the_reconcilers_own_status_write_is_recognised_once():
     plan = kube.put("plan", {"metadata": {"namespace": "ns", "name": "p"}, "status": {}})
     r = Reconciler(kube)
     before = plan["metadata"]["resourceVersion"]
-    asyncio.run(r._write(plan, {}, {"phase": "Running"}))
+    asyncio.run(r._status.write(plan, {"phase": "Running"}))
     written = plan["metadata"]["resourceVersion"]
     assert not r.own_write("ns", "p", before)  # an older version: somebody else's
     assert not r.own_write("ns", "other", written)
     assert r.own_write("ns", "p", written)
     assert not r.own_write("ns", "p", written)  # only once
-    asyncio.run(r._write(plan, {}, {"phase": "Succeeded"}))
+    asyncio.run(r._status.write(plan, {"phase": "Succeeded"}))
     r.forget("ns", "p")
     assert not r.own_write("ns", "p", "43")  # a deleted Plan's entry is gone
 
@@ -398,13 +398,13 @@ def test_a_running_plans_duration_alone_is_not_written_but_its_end_is():
     def patches() -> int:
         return sum(1 for c in kube.calls if c[0] == "patch_plan_status")
 
-    asyncio.run(r._write(plan, running, {**running, "duration": "3s"}))
+    asyncio.run(r._status.write(plan, {**running, "duration": "3s"}))
     assert patches() == 0  # no patch: only the clock moved
-    asyncio.run(r._write(plan, running, {**running, "progress": "2/2", "duration": "3s"}))
+    asyncio.run(r._status.write(plan, {**running, "progress": "2/2", "duration": "3s"}))
     assert patches() == 1  # a real change carries the new duration with it
     done = {**running, "phase": "Succeeded", "duration": "4s"}
     plan["status"] = {**done, "duration": "3s"}
-    asyncio.run(r._write(plan, plan["status"], done))
+    asyncio.run(r._status.write(plan, done))
     assert patches() == 2  # a finished plan's duration is final: written
 
 

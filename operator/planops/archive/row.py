@@ -76,7 +76,7 @@ def pending_run(plan: dict[str, Any]) -> str | None:
 
 def pending_earlier(plan: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
     """The earlier runs the Plan keeps (status.history) that are finished and not archived yet,
-    with their index in the history (the mark's JSON Patch tests the entry there)."""
+    with their index in the history."""
     found = (plan.get("status") or {}).get("history")
     return [
         (i, e)
@@ -103,6 +103,28 @@ def archived(plan: dict[str, Any]) -> bool:
     the archive is on (its PlanReports go with it)."""
     status = plan.get("status") or {}
     return status.get("phase") in FINISHED and not pending_runs(plan)
+
+
+def marked(plan: dict[str, Any], run: str) -> dict[str, Any] | None:
+    """The Plan's status with its current run `run` marked archived (status.archived), or None
+    when there is nothing to mark: it is no longer the Plan's run, or is marked already."""
+    status = plan.get("status") or {}
+    if run_of(plan) != run or status.get(ARCHIVED) == run:
+        return None
+    return {**status, ARCHIVED: run}
+
+
+def marked_earlier(plan: dict[str, Any], run: str) -> dict[str, Any] | None:
+    """The Plan's status with the earlier run `run` its history keeps marked archived, or None
+    when there is nothing to mark: the history no longer has it, or it is marked already."""
+    status = plan.get("status") or {}
+    history = status.get("history")
+    entries = history if isinstance(history, list) else []
+    found = next((e for e in entries if isinstance(e, dict) and e.get("id") == run), None)
+    if found is None or found.get("archived") is True:
+        return None
+    kept = [{**e, "archived": True} if e is found else e for e in entries]
+    return {**status, "history": kept}
 
 
 def needs_report_objects(plan: dict[str, Any]) -> bool:

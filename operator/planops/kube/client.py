@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator, Callable, Iterable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import quote
@@ -30,46 +30,13 @@ from planops.api.documents import API_GROUP
 from planops.kube import credentials as credentials_
 from planops.kube import jsontext, loglines
 from planops.kube import kubeconfig as kubeconfig_
-from planops.kube.errors import ErrorKind, causes_of, kind_of
+from planops.kube.errors import ApiError, causes_of
 from planops.kube.transport import Query, Transport
+
+__all__ = ["UNREACHABLE", "ApiError", "ConfigError", "Kube", "dumps"]
 
 VERSION = "v1alpha1"
 Obj = dict[str, Any]
-
-
-class ApiError(Exception):
-    """A non-2xx answer of the API server: its code (`status`), reason and message, and its
-    kind (kube.errors: what it means, whether the same request can pass later), read from the
-    code, the reason and its details' causes, never from the message."""
-
-    def __init__(
-        self, status: int, reason: str, message: str, causes: Iterable[tuple[str, str]] = ()
-    ) -> None:
-        super().__init__(f"{status} {reason}: {message}")
-        self.status, self.reason, self.message = status, reason, message
-        self.kind = kind_of(status, reason, causes)
-
-    @property
-    def permanent(self) -> bool:
-        """The same request gets the same answer until something else changes."""
-        return self.kind.permanent
-
-    @property
-    def retryable(self) -> bool:
-        return self.kind.retryable
-
-    @property
-    def not_found(self) -> bool:
-        return self.kind is ErrorKind.NOT_FOUND
-
-    @property
-    def already_exists(self) -> bool:
-        return self.kind is ErrorKind.ALREADY_EXISTS
-
-    @property
-    def refused_by_admission(self) -> bool:
-        """Refused by an admission webhook or a ValidatingAdmissionPolicy (kube.errors)."""
-        return self.kind is ErrorKind.REFUSED_BY_ADMISSION
 
 
 class ConfigError(Exception):
@@ -246,12 +213,21 @@ class Kube:
     async def delete_plan(self, namespace: str, name: str) -> None:
         await self._delete(_custom("plans", namespace, name), BACKGROUND)
 
-    async def patch_plan_status(self, namespace: str, name: str, status: Obj) -> Obj:
+    async def patch_plan_status(
+        self, namespace: str, name: str, status: Obj, resource_version: str | None = None
+    ) -> Obj:
         """Replace .status whole (status subresource; spec untouched), with one JSON Patch `add`:
-        unlike a merge patch, explicit nulls of the report (failedStep: null) are kept."""
-        body = [{"op": "add", "path": "/status", "value": status}]
-        path = _custom("plans", namespace, name, "status")
-        return await _obj(await self.api.request("PATCH", path, body=body, content_type=JSON_PATCH))
+        unlike a merge patch, explicit nulls of the report (failedStep: null) are kept. With
+        `resource_version`, only the Plan as it was read: the patch sets that resourceVersion,
+        which the API server takes as a precondition (409 Conflict when the Plan changed since)."""
+        return await _obj(
+            await self.api.request(
+                "PATCH",
+                _custom("plans", namespace, name, "status"),
+                body=_status_patch(status, resource_version),
+                content_type=JSON_PATCH,
+            )
+        )
 
     async def patch_plan(self, namespace: str, name: str, patch: Obj) -> Obj:
         """A merge patch of the Plan itself (metadata: the rerun / cancel annotations)."""
@@ -259,38 +235,6 @@ class Kube:
         return await _obj(
             await self.api.request("PATCH", path, body=patch, content_type=MERGE_PATCH)
         )
-
-    async def patch_plan_archived(self, namespace: str, name: str, run: str) -> None:
-        """Mark the Plan's run archived (status.archived = run; planops.archive), only if it
-        is still the Plan's current run: a JSON Patch whose `test` fails otherwise (422)."""
-        body = [
-            {"op": "test", "path": "/status/run/id", "value": run},
-            {"op": "add", "path": "/status/archived", "value": run},
-        ]
-        path = _custom("plans", namespace, name, "status")
-        await _json(await self.api.request("PATCH", path, body=body, content_type=JSON_PATCH))
-
-    async def patch_plan_history_archived(
-        self, namespace: str, name: str, index: int, run: str
-    ) -> None:
-        """Mark an earlier run archived (status.history[index].archived), only while that
-        entry is still the run's: a JSON Patch whose `test` fails otherwise (422)."""
-        body = [
-            {"op": "test", "path": f"/status/history/{index}/id", "value": run},
-            {"op": "add", "path": f"/status/history/{index}/archived", "value": True},
-        ]
-        path = _custom("plans", namespace, name, "status")
-        await _json(await self.api.request("PATCH", path, body=body, content_type=JSON_PATCH))
-
-    async def patch_plan_collected(self, namespace: str, name: str, run: str) -> Obj:
-        """Mark the run's Jobs collected (status.jobsCollected = run; reconciler.retention), only
-        while it is still the Plan's current run (a failed `test`: 422)."""
-        body = [
-            {"op": "test", "path": "/status/run/id", "value": run},
-            {"op": "add", "path": "/status/jobsCollected", "value": run},
-        ]
-        path = _custom("plans", namespace, name, "status")
-        return await _obj(await self.api.request("PATCH", path, body=body, content_type=JSON_PATCH))
 
     async def delete_plan_as_seen(
         self, namespace: str, name: str, uid: str, resource_version: str
@@ -376,12 +320,17 @@ class Kube:
         return await self._get(_custom(plural, namespace, name))
 
     async def patch_status(
-        self, plural: str, namespace: str | None, name: str, status: Obj
-    ) -> None:
-        """Replace .status whole (JSON Patch `add`, as for Plans)."""
-        body = [{"op": "add", "path": "/status", "value": status}]
+        self,
+        plural: str,
+        namespace: str | None,
+        name: str,
+        status: Obj,
+        resource_version: str | None = None,
+    ) -> Obj:
+        """Replace .status whole (JSON Patch `add`, as for Plans), with the same precondition."""
         path = _custom(plural, namespace, name, "status")
-        await _json(await self.api.request("PATCH", path, body=body, content_type=JSON_PATCH))
+        body = _status_patch(status, resource_version)
+        return await _obj(await self.api.request("PATCH", path, body=body, content_type=JSON_PATCH))
 
     async def list_namespaces(self, selector: str) -> list[Obj]:
         return await self._list("/api/v1/namespaces", labelSelector=selector)
@@ -511,6 +460,19 @@ class Kube:
 
     async def create_event(self, namespace: str, body: Obj) -> None:
         await _json(await self.api.request("POST", _core("events", namespace), body=body))
+
+
+def _status_patch(status: Obj, resource_version: str | None) -> list[Obj]:
+    """A JSON Patch replacing .status whole; with `resource_version`, conditional on it (the
+    patched object carries that version, and the API server refuses an update whose version is
+    not the stored one: client-go's optimistic concurrency, in a patch)."""
+    patch = [{"op": "add", "path": "/status", "value": status}]
+    if resource_version is None:
+        return patch
+    return [
+        {"op": "replace", "path": "/metadata/resourceVersion", "value": resource_version},
+        *patch,
+    ]
 
 
 def dumps(obj: Any) -> str:

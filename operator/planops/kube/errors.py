@@ -19,8 +19,8 @@ Refused by admission is told apart by the shape of the answer, as the API server
   and its other admission plugins (quota, NamespaceLifecycle) name a type.
 RBAC's Forbidden (no causes) is FORBIDDEN: the request is refused all the same, said otherwise.
 
-Pure: no I/O, no client (kube.client.ApiError reads its kind here; pure decisions import this
-module alone).
+`ApiError` is the error kube.client raises for an error answer (and kube.client names it too):
+it lives here, with the kinds, so that what decides by kind needs no client.
 """
 
 from __future__ import annotations
@@ -107,3 +107,38 @@ def causes_of(details: object) -> tuple[tuple[str, str], ...]:
         for c in found
         if isinstance(c, dict)
     )
+
+
+class ApiError(Exception):
+    """A non-2xx answer of the API server: its code (`status`), reason and message, and its
+    kind (kube.errors: what it means, whether the same request can pass later), read from the
+    code, the reason and its details' causes, never from the message."""
+
+    def __init__(
+        self, status: int, reason: str, message: str, causes: Iterable[tuple[str, str]] = ()
+    ) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status, self.reason, self.message = status, reason, message
+        self.kind = kind_of(status, reason, causes)
+
+    @property
+    def permanent(self) -> bool:
+        """The same request gets the same answer until something else changes."""
+        return self.kind.permanent
+
+    @property
+    def retryable(self) -> bool:
+        return self.kind.retryable
+
+    @property
+    def not_found(self) -> bool:
+        return self.kind is ErrorKind.NOT_FOUND
+
+    @property
+    def already_exists(self) -> bool:
+        return self.kind is ErrorKind.ALREADY_EXISTS
+
+    @property
+    def refused_by_admission(self) -> bool:
+        """Refused by an admission webhook or a ValidatingAdmissionPolicy (kube.errors)."""
+        return self.kind is ErrorKind.REFUSED_BY_ADMISSION

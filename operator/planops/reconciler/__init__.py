@@ -11,10 +11,10 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from planops.reconciler.effects.actuator import CREATE_CONCURRENCY
+    from planops.reconciler.effects.actuator import CREATE_CONCURRENCY, StatusApi, StatusWriter
+    from planops.reconciler.effects.reads import earlier_run
     from planops.reconciler.history.chunks import CHUNK_RECORDS, records_json
     from planops.reconciler.history.chunks import selector as reports_selector
-    from planops.reconciler.history.replacing import earlier_run
     from planops.reconciler.history.run_history import (
         HISTORY_REPORT_BYTES,
         earlier_status,
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from planops.reconciler.queue.slots import is_child as is_child_plan
     from planops.reconciler.queue.standing import Standing as SlotStanding
     from planops.reconciler.queue.standing import to_wake as slot_waiters
-    from planops.reconciler.reconcile import Reconciler
+    from planops.reconciler.reconcile import Reconciler, ScheduleReconciler
     from planops.reconciler.run.observe import (
         controller_uid,
         job_event_matters,
@@ -35,19 +35,20 @@ if TYPE_CHECKING:
         pod_event_matters,
     )
     from planops.reconciler.run.status import STATUS_RECORDS, STATUS_RECORDS_MAX
-    from planops.reconciler.schedules.scheduled import ScheduleReconciler
 
 #: public name -> (module, its name there)
 _PUBLIC = {
     "Reconciler": ("reconcile", "Reconciler"),
-    "ScheduleReconciler": ("schedules.scheduled", "ScheduleReconciler"),
+    "ScheduleReconciler": ("reconcile", "ScheduleReconciler"),
+    "StatusWriter": ("effects.actuator", "StatusWriter"),
+    "StatusApi": ("effects.actuator", "StatusApi"),
     "job_event_matters": ("run.observe", "job_event_matters"),
     "pod_event_matters": ("run.observe", "pod_event_matters"),
     "controller_uid": ("run.observe", "controller_uid"),
     "owned": ("run.observe", "owned"),
     "CHUNK_RECORDS": ("history.chunks", "CHUNK_RECORDS"),
     "CREATE_CONCURRENCY": ("effects.actuator", "CREATE_CONCURRENCY"),
-    "earlier_run": ("history.replacing", "earlier_run"),
+    "earlier_run": ("effects.reads", "earlier_run"),
     "history_entries": ("history.run_history", "entries"),
     "run_ids": ("history.run_history", "run_ids"),
     "HISTORY_REPORT_BYTES": ("history.run_history", "HISTORY_REPORT_BYTES"),
@@ -83,6 +84,8 @@ __all__ = [
     "ScheduleReconciler",
     "SlotCounting",
     "SlotStanding",
+    "StatusApi",
+    "StatusWriter",
     "controller_uid",
     "earlier_run",
     "earlier_status",

@@ -39,7 +39,7 @@ class Event(NamedTuple):
 #: the metrics a decision updates (planops.metrics by name)
 MetricName = Literal[
     "plans", "plan_duration", "steps", "step_duration", "retries", "calls_denied",
-    "dispatch_latency",
+    "dispatch_latency", "refusals", "scheduled_runs", "runs_deleted_unarchived",
 ]  # fmt: skip
 
 
@@ -64,14 +64,18 @@ class Told:
     ) -> None:
         self.events.append(Event(reason, message, warning, post, fields))
 
-    def inc(self, name: MetricName, *labels: str) -> None:
-        self.metrics.append(Metric(name, labels, 1.0, False))
+    def inc(self, name: MetricName, *labels: str, by: float = 1.0) -> None:
+        self.metrics.append(Metric(name, labels, by, False))
 
     def observe(self, name: MetricName, value: float, *labels: str) -> None:
         self.metrics.append(Metric(name, labels, value, True))
 
     def reasons(self) -> list[str]:
         return [e.reason for e in self.events]
+
+    def then(self, later: Told) -> Told:
+        """These Events and metric updates, then `later`'s."""
+        return Told([*self.events, *later.events], [*self.metrics, *later.metrics])
 
 
 @dataclass(frozen=True)
@@ -91,7 +95,7 @@ class Create:
 
 
 @dataclass(frozen=True)
-class Answer:
+class CreateAnswer:
     """The API server's answer to a Create, as the decision reads it: the attempt's object
     exists, made now (`created`: its name) or before a restart (neither field set: adopted),
     or the attempt fails and `refusal` says why."""
@@ -103,7 +107,11 @@ class Answer:
 
 @dataclass(frozen=True)
 class Delete:
-    kind: Literal["job", "plan"]
+    """Delete an object of the Plan's: an attempt's Job or child Plan (a stop, a pod that cannot
+    start), or what a new run stops of the runs before it (their Jobs, child Plans, workspace
+    claims, PlanReports)."""
+
+    kind: Literal["job", "plan", "claim", "report"]
     name: str
 
 

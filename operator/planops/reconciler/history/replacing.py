@@ -1,121 +1,138 @@
-"""What happens to a Plan's run when a new one replaces it, and how an earlier run is read back.
+"""Pure: what happens to a Plan's run when a new one replaces it.
 
 When a re-run or a new generation starts a new run, the run it replaces becomes the first entry
-of `status.history` (reconciler.run_history says what an entry holds and which are kept). Its
-Jobs, pods, child Plans and workspace claim are stopped as before (runs.stop_other_runs); its
-PlanReports are kept while its entry is in the history, and those of the entries that fall off
-are deleted, and so are those of the entries past the history byte budget (such an entry
-keeps its summary: run_history.within_budget). A run whose status was its whole report (a small
-run writes no PlanReport: reports.hold_in_status) gets its records written to a PlanReport now,
-since the new run's status is about to replace them.
+of `status.history` (history.run_history says what an entry holds and which are kept). Its
+Jobs, pods, child Plans and workspace claim are stopped; its PlanReports are kept while its
+entry is in the history, and those of the entries that fall off are deleted, and so are those
+of the entries past the history byte budget (such an entry keeps its summary:
+run_history.within_budget). A run whose status was its whole report (a small run writes no
+PlanReport: chunks.hold_in_status) gets its records written to a PlanReport now, since the new
+run's status is about to replace them. A finished child Plan the archive does not hold yet is
+kept: it deletes itself once archived (history.retention).
 
-`earlier_run` reads an earlier run back whole (its entry and every record of its PlanReports):
-what `kubectl plan get NAME --run ID` shows, and what a retry reads of the run it retries.
+Two decisions around one read, because the byte budget counts the PlanReports as they are
+stored: `begin` (the history's entries, and the replaced run's records to write), then, once
+the actuator wrote them and effects.reads listed the Plan's other runs, `finish` (the budget,
+and every object to delete).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
-from typing import Any, Protocol
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from planops.kube import manifests
-from planops.kube.api import KubeApi
-from planops.kube.client import ApiError
-from planops.reconciler.history import chunks as reports_
-from planops.reconciler.history import run_history
+from planops.reconciler.effects.intents import Delete
+from planops.reconciler.history import chunks, retention, run_history
 from planops.reconciler.history.retention import Archived
-from planops.reconciler.run import identity as plan_runs
-from planops.reconciler.run.observe import owned
+
+Obj = dict[str, Any]
 
 
-async def start(
-    kube: KubeApi,
-    ref: manifests.PlanRef,
-    plan: dict[str, Any],
-    previous: dict[str, Any],
-    now: float,
-    *,
-    archive: bool = False,
-    budget: int | None = None,
-    archived: Archived = None,
-) -> list[dict[str, Any]]:
-    """The new run `ref.run` replaces the run `previous` (the Plan's status) holds: stop the
-    earlier runs' objects (their finished child Plans the archive, `archived` when on, does not
-    hold yet are kept), keep the PlanReports of the runs the history keeps (writing those of
-    a run whose status held them), delete the others; returns the new run's status.history."""
+@dataclass(frozen=True)
+class Replacement:
+    """The first half of a run's replacement (`begin`)."""
+
+    #: the new run
+    new_run: str
+    #: the entries the new run's history keeps (before the byte budget) and those it drops
+    kept: list[Obj]
+    dropped: list[Obj]
+    #: the replaced run, and its records its status held, to be written to PlanReports now
+    old: manifests.PlanRef | None = None
+    writes: list[chunks.Write] = field(default_factory=list)
+
+    @property
+    def same_id(self) -> bool:
+        """An earlier run of the new run's id is dropped (a re-run value used again): its
+        PlanReports are not the new run's, and the selector of other runs does not find them."""
+        return any(e["id"] == self.new_run for e in self.dropped)
+
+
+@dataclass(frozen=True)
+class OtherRuns:
+    """What effects.reads found of the Plan's runs other than the new one (its own, by UID)."""
+
+    jobs: list[Obj]
+    children: list[Obj]
+    claims: list[Obj]
+    chunks: list[Obj]
+    #: the chunks labelled with the new run's own id (an earlier run of that id)
+    same_id: list[Obj]
+
+
+def needed(previous: Obj, generation: int, rerun: str) -> bool:
+    """Whether a new run may replace anything: run ids derive from (uid, generation, re-run), so
+    a first generation that never ran and was never re-run has no other run to stop (three lists
+    saved per new Plan)."""
+    return bool(previous.get("run") or generation > 1 or rerun)
+
+
+def begin(
+    plan: Obj, previous: Obj, ref: manifests.PlanRef, now: float, archive: bool
+) -> Replacement:
+    """The new run `ref.run` replaces the run `previous` (the Plan's status) holds: the entries
+    its history keeps, and the records of the replaced run its status held (to PlanReports)."""
     kept, dropped = run_history.replaced(
         previous, ref.run, run_history.limit(plan.get("spec")), now, archive=archive
     )
     current = (previous.get("run") or {}).get("id")
-    if kept and kept[0]["id"] == current:
-        kept[0] = await keep_records(kube, replace(ref, run=current), previous, kept[0])
-    if kept:
-        kept = run_history.within_budget(
-            kept, await report_bytes(kube, ref), archive=archive, budget=budget
-        )
-    if any(e["id"] == ref.run for e in dropped):
-        # an earlier run of the new run's id (a re-run value used again): its PlanReports are
-        # not the new run's, and the selector of other runs does not find them
-        for chunk in owned(await kube.list_plan_reports(ref.namespace, ref.selector()), ref.uid):
-            await kube.delete_plan_report(ref.namespace, chunk["metadata"]["name"])
-    keep = frozenset(e["id"] for e in kept if run_history.records_kept(e))
-    await plan_runs.stop_other_runs(kube, ref, keep, archived)
-    return kept
+    if not (kept and kept[0]["id"] == current):
+        return Replacement(ref.run, kept, dropped)
+    old = replace(ref, run=current)
+    held = chunks.from_status(old.run, previous.get("report") or {})
+    if held is None:  # its records are in its PlanReports already
+        return Replacement(ref.run, kept, dropped)
+    records = [r.to_json() for r in held.records]
+    writes = chunks.plan_writes(chunks.Written(old.run), records)
+    written = chunks.Written(old.run)
+    for w in writes:
+        chunks.applied(written, w)
+    first = {**kept[0], "records": len(records), "reportObjects": len(written.chunks)}
+    return Replacement(ref.run, [first, *kept[1:]], dropped, old, writes)
 
 
-async def report_bytes(kube: KubeApi, ref: manifests.PlanRef) -> dict[str, int]:
-    """The bytes of the PlanReports of each earlier run of the Plan (its objects as JSON, as
-    listed): what run_history.within_budget counts."""
+def report_bytes(objects: list[Obj]) -> dict[str, int]:
+    """The bytes of the PlanReports of each earlier run (their objects as JSON, as listed):
+    what run_history.within_budget counts."""
     sizes: dict[str, int] = {}
-    for chunk in owned(
-        await kube.list_plan_reports(ref.namespace, ref.other_runs_selector()), ref.uid
-    ):
+    for chunk in objects:
         run = chunk.get("run")
         if isinstance(run, str):
             sizes[run] = sizes.get(run, 0) + len(json.dumps(chunk, separators=(",", ":")))
     return sizes
 
 
-async def keep_records(
-    kube: KubeApi, old: manifests.PlanRef, status: dict[str, Any], entry: dict[str, Any]
-) -> dict[str, Any]:
-    """The replaced run's records in PlanReports: written now when its status held them all
-    (no PlanReport), else already there. Returns its entry with its PlanReports counted."""
-    held = reports_.from_status(old.run, status.get("report") or {})
-    if held is None:
-        return entry
-    records = [r.to_json() for r in held.records]
-    written = reports_.Written(old.run)
-    for w in reports_.plan_writes(written, records):
-        try:
-            await kube.create_plan_report(old.namespace, reports_.body(old, w.chunk, w.records))
-        except ApiError as e:
-            if not e.already_exists:  # written by a reconcile that crashed before its status
-                raise
-        reports_.applied(written, w)
-    return {**entry, "records": len(records), "reportObjects": len(written.chunks)}
+def finish(
+    rep: Replacement,
+    other: OtherRuns,
+    *,
+    archive: bool = False,
+    budget: int | None = None,
+    archived: Archived = None,
+) -> tuple[list[Obj], list[Delete]]:
+    """The new run's status.history (within the byte budget), and what to delete: the chunks
+    of an earlier run of the new run's id, the other runs' Jobs, their child Plans (but a
+    finished one the archive does not hold yet), claims, and the PlanReports of the runs the
+    history does not keep (with their records)."""
+    kept = rep.kept
+    if kept:
+        kept = run_history.within_budget(
+            kept, report_bytes(other.chunks), archive=archive, budget=budget
+        )
+    keep = frozenset(e["id"] for e in kept if run_history.records_kept(e))
+    deletes = [Delete("report", _name(c)) for c in other.same_id]
+    deletes += [Delete("job", _name(j)) for j in other.jobs]
+    deletes += [
+        Delete("plan", _name(c))
+        for c in other.children
+        if not retention.waits_for_archive(c, archived)
+    ]
+    deletes += [Delete("claim", _name(c)) for c in other.claims]
+    deletes += [Delete("report", _name(c)) for c in other.chunks if c.get("run") not in keep]
+    return kept, deletes
 
 
-class ReadsReports(Protocol):
-    """What reading an earlier run asks of the API (the operator's and the CLI's clients)."""
-
-    async def list_plan_reports(self, namespace: str, selector: str) -> list[dict[str, Any]]: ...
-
-
-async def earlier_run(
-    kube: ReadsReports, plan: dict[str, Any], run_id: str
-) -> dict[str, Any] | None:
-    """The earlier run `run_id` of `plan` as a status (run_history.earlier_status): its history
-    entry with every record of its PlanReports in report.steps; None when the Plan's history
-    has no such run."""
-    meta = plan.get("metadata") or {}
-    found = run_history.find(plan.get("status") or {}, run_id)
-    if found is None:
-        return None
-    ref = manifests.PlanRef(str(meta["namespace"]), str(meta["name"]), str(meta["uid"]), run_id)
-    records: list[dict[str, Any]] = []
-    if run_history.records_kept(found):  # else its PlanReports were deleted (the byte budget)
-        listed = await kube.list_plan_reports(ref.namespace, reports_.selector(ref))
-        records = reports_.records_json(listed, ref.uid, run_id)
-    return run_history.earlier_status(ref.name, found, records)
+def _name(obj: Obj) -> str:
+    return str(obj["metadata"]["name"])

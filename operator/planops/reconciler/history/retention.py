@@ -1,5 +1,6 @@
 """Retention, as pure decisions: when a finished Plan is deleted (its TTL) and which of a run's
-Jobs are collected (its podGC). No API calls here: reconciler.collecting acts on these answers.
+Jobs are collected (its podGC). No API calls here: effects.reads reads what `wants` names,
+`decide` answers, and effects.actuator acts.
 
 Everything is derived from the Plan object (its spec, its status's `finishedAt`, `archived` and
 `jobsCollected`) and the clock, never from memory: a restarted operator, or a new leader, reads
@@ -81,8 +82,8 @@ def ttl(plan: dict[str, Any], default: int | None) -> int | None:
 
 
 @dataclass(frozen=True)
-class Verdict:
-    """What to do with a finished Plan now: keep it (no TTL, or not finished), wait until `at`,
+class TtlAction:
+    """What a finished Plan's TTL says now: keep it (no TTL, or not finished), wait until `at`,
     hold it for the archive, or delete it."""
 
     action: Literal["keep", "wait", "hold", "delete"]
@@ -125,24 +126,24 @@ def replaced_child(child: dict[str, Any], parent: dict[str, Any] | None) -> bool
     return controlled and (meta.get("labels") or {}).get(names.LABEL_RUN) not in (None, run)
 
 
-def ttl_verdict(
+def ttl_action(
     plan: dict[str, Any], now: float, default: int | None, archived: Archived
-) -> Verdict:
+) -> TtlAction:
     """The TTL's answer for this Plan at `now` (see the module's rules)."""
     status = plan.get("status") or {}
     if status.get("phase") not in (Phase.SUCCEEDED, Phase.FAILED):
-        return Verdict("keep")
+        return TtlAction("keep")
     seconds = ttl(plan, default)
     at = status.get("finishedAt")
     finished = parse_rfc3339(at) if isinstance(at, str) else None
     if seconds is None or finished is None:
-        return Verdict("keep")
+        return TtlAction("keep")
     due = finished + seconds
     if now < due:
-        return Verdict("wait", due)
+        return TtlAction("wait", due)
     if waits_for_archive(plan, archived):
-        return Verdict("hold")
-    return Verdict("delete")
+        return TtlAction("hold")
+    return TtlAction("delete")
 
 
 def collects_at_end(plan: dict[str, Any]) -> bool:
@@ -167,3 +168,83 @@ def wants_a_look(plan: dict[str, Any], default: int | None) -> bool:
     """Whether a run that just finished has retention work (Jobs to collect, a TTL to time):
     the reconcile that finishes it then looks at it again at once."""
     return pod_gc(plan) != NEVER or ttl(plan, default) is not None
+
+
+#: added to a TTL's wake-up (the deadline itself has passed when the Plan is looked at)
+WAKE_MARGIN = 0.05
+
+
+@dataclass(frozen=True)
+class Read:
+    """What a finished run's retention read (what `wants` named)."""
+
+    #: the Plan whose capsule step made this one (a child's; None: none, or not read)
+    parent: dict[str, Any] | None = None
+    #: the child Plans of any run of the Plan (read when its TTL would delete it)
+    children: tuple[dict[str, Any], ...] = ()
+    #: the run's Jobs (read when its podGC collects them at the end)
+    jobs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Retain:
+    """What a finished run's retention does now: delete the Plan as it was read (`deleted`
+    says why: its TTL, or its parent's new run replaced it), collect the run's Jobs by its podGC
+    `policy` and mark them collected in the status, and look at the Plan again in `wake`
+    seconds. `note`: what the operator's log says."""
+
+    delete: str | None = None
+    collect: tuple[str, ...] = ()
+    policy: str = NEVER
+    mark: bool = False
+    wake: float | None = None
+    note: str | None = None
+
+
+def wants(
+    plan: dict[str, Any], now: float, default: int | None, archived: Archived
+) -> tuple[bool, bool, bool]:
+    """What a finished run's retention must read first: (the parent of a child Plan, the
+    Plan's children, the run's Jobs)."""
+    meta = plan.get("metadata") or {}
+    parent = archived is not None and bool(_labels(meta).get(names.LABEL_PARENT))
+    children = archived is not None and ttl_action(plan, now, default, archived).action == "delete"
+    return parent, children, collects_at_end(plan)
+
+
+def decide(
+    plan: dict[str, Any], now: float, default: int | None, archived: Archived, read: Read
+) -> Retain:
+    """A finished run's retention: its TTL (held while its run, or a child's, is not archived),
+    its Jobs collected by its podGC, and a child Plan of a run its parent replaced, kept for the
+    archive, deleted once archived (what its parent's new run would have done)."""
+    if archived is not None and replaced_child(plan, read.parent):
+        if waits_for_archive(plan, archived):  # its archive mark is a change: that reconcile
+            return Retain(note="its parent's run was replaced; kept until archived")
+        return Retain(delete="replaced", note="archived; deleted (its parent's run was replaced)")
+    action = ttl_action(plan, now, default, archived)
+    if action.action == "delete" and any(waits_for_archive(c, archived) for c in read.children):
+        action = TtlAction("hold")  # they go with it: their archive marks wake it
+    if action.action == "delete":
+        return Retain(delete="ttl", note=f"deleted, {_ttl(plan)}s after its run finished (TTL)")
+    note = "its TTL passed; kept until its runs are archived" if action.action == "hold" else None
+    wake = None
+    if action.action == "wait" and action.at is not None:
+        wake = max(0.0, action.at - now) + WAKE_MARGIN
+    if collects_at_end(plan):
+        return Retain(collect=read.jobs, policy=pod_gc(plan), mark=True, wake=wake, note=note)
+    return Retain(wake=wake, note=note)
+
+
+def collected(status: dict[str, Any]) -> dict[str, Any]:
+    """A finished run's status, its Jobs marked collected (once per run)."""
+    return {**status, COLLECTED: (status.get("run") or {}).get("id")}
+
+
+def _labels(meta: dict[str, Any]) -> dict[str, Any]:
+    labels = meta.get("labels")
+    return labels if isinstance(labels, dict) else {}
+
+
+def _ttl(plan: dict[str, Any]) -> object:
+    return (plan.get("spec") or {}).get("ttlSecondsAfterFinished", "the operator's default")

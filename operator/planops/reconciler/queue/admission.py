@@ -19,36 +19,37 @@ The bound of this guarantee is the Lease's: a leader stops writing when it canno
 its renew deadline, before another replica may take the Lease (the lease duration); a status
 write held up in the network for longer than that difference could reach the API server after a
 new leader decided without it, as could any other write of a deposed leader.
+
+Pure but for the locks: what to read (`need`), what the queue's order says (queue.standing), and
+the decision (`decide`) are functions of what was read; effects.reads reads, the status writer
+writes, and reconcile.py holds the Capsule's lock (`Gate`) from the read to the write.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from planops.api import CapsuleSpec, PlanSpec
+from planops.api import CapsuleSpec
 from planops.api.names import Phase
-from planops.engine import capsule_name, finally_steps
-from planops.kube.api import KubeApi
-from planops.kube.cache import WatchCache
-from planops.kube.events import Recorder
-from planops.reconciler.effects.writing import StatusWriter
+from planops.reconciler.effects.intents import Told
 from planops.reconciler.history import run_history
-from planops.reconciler.queue import slots, standing
+from planops.reconciler.queue import slots
+from planops.reconciler.run import authors, stopping
 from planops.reconciler.run import status as status_
-from planops.reconciler.run import stopping
 
 #: the Event a Plan gets when it starts waiting for a slot
 REASON_QUEUED = "Queued"
-#: what the gate answers: go on holding a slot (`held`), go on as the run's start (`admitted`),
+#: what admission answers: go on holding a slot (`held`), go on as the run's start (`admitted`),
 #: go on without a slot to be cancelled (`cancelled`: the run creates nothing), wait, or stop
-#: (`refused`: the run waited and may no longer start; `may_start` wrote why)
-Answer = Literal["held", "admitted", "cancelled", "waits", "refused"]
-#: asked before a run that waited in the queue takes its slot: whether it may still start (its
-#: author's `use` of the Capsule may have been revoked meanwhile); on False it wrote why
-MayStart = Callable[[], Awaitable[bool]]
+#: (`refused`: the run waited and may no longer start)
+Admission = Literal["held", "admitted", "cancelled", "waits", "refused"]
+#: what must be known before deciding: nothing more (held, cancelled), whether its author may
+#: still start it (`start`: it waited, and needs no slot now), or the queue's order (`queue`)
+Need = Literal["held", "cancelled", "start", "queue"]
 
 
 def waiting_status(
@@ -58,7 +59,7 @@ def waiting_status(
     run: dict[str, Any],
     total: int,
     capsule: str,
-    verdict: slots.Verdict,
+    verdict: slots.QueuePlace,
     joined: str,
     now: float,
 ) -> dict[str, Any]:
@@ -90,7 +91,7 @@ def admitted_status(
     run: dict[str, Any],
     total: int,
     capsule: str,
-    verdict: slots.Verdict,
+    verdict: slots.QueuePlace,
     now: float,
 ) -> dict[str, Any]:
     """The status that takes a slot for the run, written before it creates anything (the
@@ -116,141 +117,114 @@ def admitted_status(
     }
 
 
-@dataclass
-class Gate:
-    """The admission decisions of one operator process (the leader's)."""
+def need(
+    plan: dict[str, Any],
+    previous: dict[str, Any],
+    capsule: CapsuleSpec,
+    run: dict[str, Any],
+    limited: frozenset[str],
+) -> Need:
+    """What admission needs to know of the Plan's current run (`run`, the status' run record)
+    under `capsule`, the Capsules of its namespace with a limit being `limited` (those its
+    exemption names: slots.exemption). A run that waited and needs no slot any more (the limit
+    gone, or a child whose ancestor's Capsule got one) starts, as one admitted does."""
+    if capsule.concurrency is None or slots.exempt(plan, limited):
+        waited = slots.waiting(plan) and (previous.get("run") or {}).get("id") == run["id"]
+        return "start" if waited else "held"
+    if slots.holds_run(plan, str(run["id"]), limited):
+        return "held"
+    if stopping.cancel_of(plan["metadata"].get("annotations") or {}):
+        return "cancelled"  # stopped before it started (a cancelled run creates nothing)
+    return "queue"
 
-    kube: KubeApi
-    writer: StatusWriter
-    #: Plans as the watch shows them (None: always list)
-    plans: WatchCache | None = None
-    #: Capsules as the watch shows them (None, or one not seen: ask the API)
-    capsules: WatchCache | None = None
-    _locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict)
 
-    async def admit(
-        self,
-        plan: dict[str, Any],
-        previous: dict[str, Any],
-        spec: PlanSpec,
-        capsule: CapsuleSpec,
-        run: dict[str, Any],
-        events: Recorder,
-        now: float,
-        may_start: MayStart | None = None,
-    ) -> Answer:
-        """Whether the Plan's current run (`run`, the status' run record) may go on under
-        `capsule`, the run's status building on `previous` (its earlier runs, `history`, are
-        kept). When it waits, its status says why (written here); when it is admitted, the slot
-        is recorded here, before the caller creates anything. A run that waited and needs no
-        slot any more (the limit gone, or a child whose ancestor's Capsule got one) starts, as
-        one admitted does."""
-        namespace = str(plan["metadata"]["namespace"])
-        limited = (
-            await self._limited(namespace, set(slots.exemption(plan)))
-            if capsule.concurrency
-            else frozenset()
-        )
-        if capsule.concurrency is None or slots.exempt(plan, limited):
-            if not (slots.waiting(plan) and (previous.get("run") or {}).get("id") == run["id"]):
-                return "held"
-            return "admitted" if may_start is None or await may_start() else "refused"
-        if slots.holds_run(plan, str(run["id"]), limited):
-            return "held"
-        annotations = plan["metadata"].get("annotations") or {}
-        if stopping.cancel_of(annotations):  # stopped before it started: reconcile cancels
-            return "cancelled"  # (a cancelled run creates nothing, finally steps included)
-        return await self._decide(
-            plan,
-            previous,
-            capsule_name(spec),
-            capsule.concurrency.max_running_plans,
-            run,
-            finally_steps.step_count(spec),
-            events,
-            now,
-            may_start,
-        )
+def queued(
+    plan: dict[str, Any], previous: dict[str, Any], capsule: str, run: dict[str, Any]
+) -> bool:
+    """Whether the run waits in the Capsule's queue already (its author is asked again as it
+    takes a slot)."""
+    return slots.waiting(plan, capsule) and (previous.get("run") or {}).get("id") == run["id"]
 
-    async def _limited(self, namespace: str, wanted: set[str]) -> frozenset[str]:
-        """Which of the Capsules `wanted` (above some child Plans) have a limit now (the cache,
-        else the API server: a Capsule the cache has not seen is not taken as absent)."""
-        found = set()
-        for name in wanted:
-            obj = self.capsules.get(namespace, name) if self.capsules is not None else None
-            if obj is None:
-                obj = await self.kube.get_capsule(namespace, name)
-            if slots.limit_of(obj) is not None:
-                found.add(name)
-        return frozenset(found)
 
-    async def _judge(
-        self, plan: dict[str, Any], limit: int, plans: standing.Standing, joined: str
-    ) -> slots.Verdict:
-        """Standing.verdict, with the limits of the Capsules above the Capsule's children."""
-        limited = await self._limited(str(plan["metadata"]["namespace"]), plans.lineage_capsules())
-        return plans.verdict(plan, limit, limited, joined)
+@dataclass(frozen=True)
+class Decided:
+    """An admission decision: its answer, and the status to write (a slot taken, a run
+    waiting or refused; None: none)."""
 
-    def _cached(self, namespace: str, capsule: str) -> standing.Standing | None:
-        """The live Plans of the Capsule as the watch shows them (None: no cache)."""
-        if self.plans is None:
-            return None
-        return standing.standing(self.plans, namespace, capsule)
+    admission: Admission
+    status: dict[str, Any] | None = None
 
-    async def _decide(
-        self,
-        plan: dict[str, Any],
-        previous: dict[str, Any],
-        capsule: str,
-        limit: int,
-        run: dict[str, Any],
-        total: int,
-        events: Recorder,
-        now: float,
-        may_start: MayStart | None,
-    ) -> Answer:
-        meta = plan["metadata"]
-        namespace = str(meta["namespace"])
-        generation = int(run["generation"])
-        joined = slots.queued_at(plan, str(run["id"]), now)
-        queued = slots.waiting(plan, capsule) and (previous.get("run") or {}).get("id") == run["id"]
-        lock = self._locks.setdefault((namespace, capsule), asyncio.Lock())
-        async with lock:
-            verdict = None
-            cached = self._cached(namespace, capsule)
-            if cached is not None:
-                verdict = await self._judge(plan, limit, cached, joined)
-            if verdict is None or verdict.admitted:  # the truth before a slot is taken
-                listed = await self.kube.list_plans(namespace, "")
-                mine = (p for p in listed if slots.capsule_key(p) == (namespace, capsule))
-                verdict = await self._judge(plan, limit, standing.Standing.of(mine), joined)
-            if verdict.admitted and queued and may_start is not None and not await may_start():
-                return "refused"  # it waited: its author's `use` is asked again as it starts
-            if verdict.admitted:
-                new = admitted_status(
-                    previous,
-                    generation=generation,
-                    run=run,
-                    total=total,
-                    capsule=capsule,
-                    verdict=verdict,
-                    now=now,
-                )
-                await self.writer.write(plan, run_history.carried(new, previous))
-                return "admitted"
-        new = waiting_status(
-            previous,
+
+@dataclass(frozen=True)
+class Asked:
+    """What one admission decision read: the run, its Capsule and limit, its place in the queue,
+    and (for a run that waited) whether its author may still start it."""
+
+    plan: dict[str, Any]
+    previous: dict[str, Any]
+    run: dict[str, Any]
+    capsule: str
+    total: int
+    now: float
+    verdict: slots.QueuePlace | None = None
+    refusal: authors.Refusal | None = None
+
+
+def decide(need_: Need, asked: Asked, told: Told) -> Decided:
+    """Whether the run goes on, waits or is refused; the status it writes (carried with its
+    history: run_history.carried) and the Events (told to `told`)."""
+    if need_ in ("held", "cancelled"):
+        return Decided(need_)
+    if asked.refusal is not None:
+        return Decided("refused", refused(asked, told))
+    if need_ == "start":
+        return Decided("admitted")
+    verdict, run = asked.verdict, asked.run
+    assert verdict is not None
+    generation = int(run["generation"])
+    if verdict.admitted:
+        new = admitted_status(
+            asked.previous,
             generation=generation,
             run=run,
-            total=total,
-            capsule=capsule,
+            total=asked.total,
+            capsule=asked.capsule,
             verdict=verdict,
-            joined=joined,
-            now=now,
+            now=asked.now,
         )
-        if not queued:
-            events(REASON_QUEUED, slots.message(capsule, verdict))
-        elif not slots.rewritten(previous.get("queue"), new["queue"]):
-            return "waits"  # farther back than it shows, or unchanged: no write (slots' rule)
-        await self.writer.write(plan, run_history.carried(new, previous))
-        return "waits"
+        return Decided("admitted", run_history.carried(new, asked.previous))
+    joined = slots.queued_at(asked.plan, str(run["id"]), asked.now)
+    new = waiting_status(
+        asked.previous,
+        generation=generation,
+        run=run,
+        total=asked.total,
+        capsule=asked.capsule,
+        verdict=verdict,
+        joined=joined,
+        now=asked.now,
+    )
+    if not queued(asked.plan, asked.previous, asked.capsule, run):
+        told(REASON_QUEUED, slots.message(asked.capsule, verdict))
+    elif not slots.rewritten(asked.previous.get("queue"), new["queue"]):
+        return Decided("waits")  # farther back than it shows, or unchanged: no write (slots' rule)
+    return Decided("waits", run_history.carried(new, asked.previous))
+
+
+def refused(asked: Asked, told: Told) -> dict[str, Any]:
+    """A run that may not start for its author (run.authors): the Event, and its status."""
+    assert asked.refusal is not None
+    return authors.refused_start(asked.run, asked.previous, asked.refusal, asked.now, told)
+
+
+@dataclass
+class Gate:
+    """One admission decision at a time per Capsule, in the leader (the module's docstring)."""
+
+    _locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict)
+
+    @asynccontextmanager
+    async def held(self, namespace: str, capsule: str) -> AsyncIterator[None]:
+        lock = self._locks.setdefault((namespace, capsule), asyncio.Lock())
+        async with lock:
+            yield

@@ -201,7 +201,7 @@ def order(plan: dict[str, Any], joined: str | None = None) -> tuple[float, str, 
 
 
 @dataclass(frozen=True)
-class Verdict:
+class QueuePlace:
     """Whether a Plan may start now, and if not, what it waits for."""
 
     admitted: bool
@@ -226,7 +226,7 @@ def _listed(names_: tuple[str, ...], count: int) -> str:
     return shown + (f" and {more} more" if more > 0 else "")
 
 
-def message(capsule: str, verdict: Verdict) -> str:
+def message(capsule: str, verdict: QueuePlace) -> str:
     """What a waiting Plan's condition says: the Capsule, its limit, the Plans ahead."""
     text = f"waiting for one of the {verdict.limit} slot(s) of Capsule {capsule}: "
     text += f"running: {_listed(verdict.running, verdict.running_count) or 'none'}"
@@ -235,7 +235,7 @@ def message(capsule: str, verdict: Verdict) -> str:
     return text
 
 
-def queue(capsule: str, verdict: Verdict, joined: str) -> dict[str, Any]:
+def queue(capsule: str, verdict: QueuePlace, joined: str) -> dict[str, Any]:
     """`status.queue` of a waiting Plan (bounded: at most NAMES_LISTED names a list)."""
     return {
         "capsule": capsule,

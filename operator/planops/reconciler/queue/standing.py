@@ -26,7 +26,7 @@ from typing import Any
 from planops.reconciler.queue.slots import (
     NAMES_LISTED,
     Cache,
-    Verdict,
+    QueuePlace,
     capsule_of,
     exempt,
     exemption,
@@ -126,7 +126,7 @@ class Standing:
         limit: int,
         limited: Container[str],
         joined: str | None = None,
-    ) -> Verdict:
+    ) -> QueuePlace:
         """Whether `plan` may start on this Capsule whose maxRunningPlans is `limit` (it need
         not be among the Plans: it is counted as waiting), the Capsules with a limit being
         `limited` and its run having joined the queue at `joined` (else as its status says)."""
@@ -142,7 +142,7 @@ class Standing:
         skip = own.order if own is not None else None
         running = _first((line.holders for line in lines), skip, None)
         ahead = _first((line.waiters for line in lines), skip, mine)
-        return Verdict(
+        return QueuePlace(
             admitted=ahead_count < limit - running_count,
             limit=limit,
             running=running,

@@ -25,30 +25,25 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from planops.kube.manifests import ANNOTATION_AUTHOR
+from planops.reconciler.effects.intents import Tell
+from planops.reconciler.history import run_history
 from planops.reconciler.run import status as status_
 
 #: the Event and condition reason when a run is refused for its author
 REASON = "UseRevoked"
 #: ... and when no author is recorded where one must be (`required`)
 UNKNOWN = "AuthorUnknown"
-_UNKNOWN_TEXT = "has no author record"
 
 
-def reason(why: str) -> str:
-    """The reason of a refusal `refusal` gave: UNKNOWN for an object with no record, else
-    REASON."""
-    return UNKNOWN if _UNKNOWN_TEXT in why.partition(":")[0] else REASON
+@dataclass(frozen=True)
+class Refusal:
+    """Why no run is started for an object's author: its reason (REASON, UNKNOWN) and text."""
 
-
-class AccessReviewer(Protocol):
-    """What this module needs of the API (planops.kube.client.Kube.may_use_capsule)."""
-
-    async def may_use_capsule(
-        self, namespace: str, capsule: str, username: str, groups: list[str]
-    ) -> tuple[bool, str]: ...
+    reason: str
+    why: str
 
 
 @dataclass(frozen=True)
@@ -85,38 +80,41 @@ def recorded_author(meta: dict[str, Any]) -> Author | None:
     return Author(username, tuple(groups))
 
 
-async def refusal(
-    kube: AccessReviewer,
-    obj: dict[str, Any],
-    namespace: str,
-    capsule: str,
-    required: bool = False,
-) -> str | None:
-    """Why no run may be started now for `obj`'s recorded author under `capsule` in `namespace`,
-    or None when one may (or nothing is recorded and a record is not `required`). An API error
-    propagates: the caller retries, and starts nothing meanwhile."""
+def question(obj: dict[str, Any], capsule: str, required: bool = False) -> Author | Refusal | None:
+    """What a run started for `obj`'s recorded author under `capsule` needs asked first: the
+    author whose `use` the API server is asked about (a SubjectAccessReview: effects.reads), a
+    refusal already (a record that cannot be read; no record where one is `required`), or None
+    (nothing recorded and no record required: not checked)."""
     kind = str(obj.get("kind") or "object")
     try:
         author = recorded_author(obj["metadata"])
     except UnreadableAuthorError:
-        return (
+        return Refusal(
+            REASON,
             f"the author record ({ANNOTATION_AUTHOR}) of this {kind} cannot be read, so "
             f"whether its author may still use Capsule {capsule} cannot be checked: no run is "
-            "started until someone who may use it changes the " + kind
+            "started until someone who may use it changes the " + kind,
         )
     if author is None:
-        return unknown(obj, capsule) if required else None
-    allowed, why = await kube.may_use_capsule(
-        namespace, capsule, author.username, list(author.groups)
-    )
+        return Refusal(UNKNOWN, unknown(obj, capsule)) if required else None
+    return author
+
+
+def answered(
+    obj: dict[str, Any], author: Author, namespace: str, capsule: str, allowed: bool, why: str
+) -> Refusal | None:
+    """The API server's answer (`allowed`, and its reason `why`) to whether `author` may still
+    use the Capsule, as a refusal of the run (None: it may start)."""
     if allowed:
         return None
-    return (
+    kind = str(obj.get("kind") or "object")
+    return Refusal(
+        REASON,
         f"{author.username}, who last changed what this {kind} does, may no longer use Capsule "
         f'{capsule} in namespace {namespace} (RBAC verb "use" on capsules.planops.dev'
         + (f": {why}" if why else "")
         + f"): no run is started for them; grant it again, or have someone who may use the "
-        f"Capsule apply the {kind}"
+        f"Capsule apply the {kind}",
     )
 
 
@@ -126,16 +124,22 @@ def unknown(obj: dict[str, Any], capsule: str) -> str:
     kind = str(obj.get("kind") or "object")
     name = str(obj["metadata"].get("name") or "")
     return (
-        f"this {kind} {_UNKNOWN_TEXT} ({ANNOTATION_AUTHOR}): it was written before the cluster "
-        f"recorded who changes what it does, so whether its author may use Capsule {capsule} "
-        "cannot be checked, and no run is started for it. Someone who may use the Capsule "
+        f"this {kind} has no author record ({ANNOTATION_AUTHOR}): it was written before the "
+        "cluster recorded who changes what it does, so whether its author may use Capsule "
+        f"{capsule} cannot be checked, and no run is started for it. Someone who may use the "
+        "Capsule "
         f"touches it to be recorded as its author: kubectl annotate {kind.lower()} {name} "
         "planops.dev/touched=$(date +%s) --overwrite (or applies it again with a change)"
     )
 
 
 def refused_run_status(
-    why: str, *, generation: int, run: dict[str, Any], previous: dict[str, Any], now: float
+    refusal: Refusal,
+    *,
+    generation: int,
+    run: dict[str, Any],
+    previous: dict[str, Any],
+    now: float,
 ) -> dict[str, Any]:
     """A Plan's status when its re-run was refused for its author: the run ended (`Failed`,
     so it is not looked at again) before any step, the `Succeeded` condition says why. Another
@@ -149,8 +153,27 @@ def refused_run_status(
         finishedAt=status_.rfc3339(now),
         conditions=[
             status_.condition(
-                "False", reason(why), why, generation, previous.get("conditions", []), now
+                "False",
+                refusal.reason,
+                refusal.why,
+                generation,
+                previous.get("conditions", []),
+                now,
             )
         ],
     )
     return new
+
+
+def refused_start(
+    run: dict[str, Any], previous: dict[str, Any], refusal: Refusal, now: float, told: Tell
+) -> dict[str, Any]:
+    """A run not started for its author: the Event (told to `told`), and its status (ended,
+    saying why; its history carried on)."""
+    rerun = run.get("rerun")
+    what = f"re-run {rerun}" if rerun else f"run {run['id']}"
+    told(refusal.reason, f"{what} not started: {refusal.why}", warning=True)
+    new = refused_run_status(
+        refusal, generation=int(run["generation"]), run=run, previous=previous, now=now
+    )
+    return run_history.carried(new, previous)

@@ -20,7 +20,7 @@ comparing intents, with no API to fake.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from planops.api import CapsuleSpec, PlanSpec
 from planops.engine import (
@@ -38,12 +38,11 @@ from planops.engine import dispatch as dispatch_
 from planops.engine.report import Halt
 from planops.kube import manifests
 from planops.reconciler.effects import announcing
-from planops.reconciler.effects.intents import Answer, Create, Delete, Intents, Told
+from planops.reconciler.effects.intents import Create, CreateAnswer, Delete, Intents, Told
 from planops.reconciler.run import asks as asks_
-from planops.reconciler.run import attempt_objects as dispatching
+from planops.reconciler.run import attempt_objects, stopping
 from planops.reconciler.run import identity as runs
 from planops.reconciler.run import status as status_
-from planops.reconciler.run import stopping
 from planops.reconciler.run.observe import Observed
 
 #: seconds until an output not readable yet is looked for again (reconciler.reading)
@@ -112,7 +111,7 @@ class PlanStep:
     #: the dispatches of the last decision, by attempt (what `answer` reads answers of)
     _round: list[Dispatch] = field(default_factory=list)
     #: the attempts of the last decision the dispatch rules refused (no request made)
-    _answered: list[Answer] = field(default_factory=list)
+    _answered: list[CreateAnswer] = field(default_factory=list)
     #: the run is the one the last reconcile kept, advanced (not restored)
     kept: bool = False
 
@@ -143,18 +142,18 @@ class PlanStep:
         if d.kind == "ask":
             return None
         if d.kind == "capsule":
-            refusal = dispatching.admit(s.ref, d, s.capsule, s.spec, s.policy)
+            refusal = attempt_objects.admit(s.ref, d, s.capsule, s.spec, s.policy)
             if refusal is None:
                 return Create(d, "plan")
-            self._answered.append(Answer(d, refusal=refusal))
+            self._answered.append(CreateAnswer(d, refusal=refusal))
             return None
-        build = dispatching.job_later(s.ref, d, s.capsule, s.spec, s.policy, s.claim, s.now)
+        build = attempt_objects.job_later(s.ref, d, s.capsule, s.spec, s.policy, s.claim, s.now)
         if isinstance(build, str):
-            self._answered.append(Answer(d, refusal=build))
+            self._answered.append(CreateAnswer(d, refusal=build))
             return None
         return Create(d, "job", build)
 
-    def answer(self, answers: list[Answer]) -> bool:
+    def answer(self, answers: list[CreateAnswer]) -> bool:
         """Read the answers to the last decision's creates (and the refusals of the dispatch
         rules, answered without a request); True: an attempt failed, decide again."""
         now = self.s.now
@@ -259,9 +258,14 @@ class PlanStep:
         )
 
     def deletes(self) -> tuple[Delete, ...]:
-        """The objects of the attempts stopped in flight: each one's Job or child Plan."""
+        """The objects to delete: those of the attempts stopped in flight (each one's Job or
+        child Plan), and the Jobs of attempts whose pod cannot start or was evicted (observe:
+        stuck; their attempts failed, and a Job left would hold its pod)."""
         objects = stopping.deletes(self.stopped, self.s.observed)
-        return tuple(Delete(kind, name) for kind, name in objects)
+        stuck: list[tuple[Literal["job", "plan"], str]] = [
+            ("job", o.object_name) for o in self.s.observed if o.stuck
+        ]
+        return tuple(Delete(kind, name) for kind, name in dict.fromkeys((*objects, *stuck)))
 
     @property
     def records(self) -> int:

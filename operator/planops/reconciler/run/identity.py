@@ -1,7 +1,5 @@
-"""A Plan's run as the cluster holds it: which run the Plan object asks for and its place in
-the tree of plans (PlanRef), the attempts in flight the status records, and the objects of a
-run besides its attempts (the workspace claim; an earlier run's objects, stopped when a new
-run starts).
+"""Pure: a Plan's run as the cluster holds it: which run the Plan object asks for and its place in
+the tree of plans (PlanRef), the attempts in flight the status records, and its workspace claim.
 """
 
 from __future__ import annotations
@@ -12,12 +10,7 @@ from planops.api import PlanSpec
 from planops.engine import Run
 from planops.engine import dispatch as dispatch_
 from planops.kube import manifests
-from planops.kube.api import KubeApi
-from planops.kube.client import ApiError
-from planops.reconciler.history import retention
-from planops.reconciler.history.retention import Archived
 from planops.reconciler.run import status as status_
-from planops.reconciler.run.observe import owned
 from planops.reconciler.run.status import rfc3339
 
 
@@ -36,45 +29,16 @@ def plan_ref(namespace: str, name: str, meta: dict[str, Any], run_id: str) -> ma
     )
 
 
-async def stop_other_runs(
-    kube: KubeApi,
-    ref: manifests.PlanRef,
-    keep: frozenset[str] = frozenset(),
-    archived: Archived = None,
-) -> None:
-    """A new run (new generation or re-run): stop the in-flight objects of earlier runs, and
-    delete their PlanReports but those of the runs in `keep` (the history: run_history). A
-    finished child Plan the archive (`archived`, when on) does not hold yet is kept: it deletes
-    itself once archived (reconciler.collecting)."""
-    other = ref.other_runs_selector()
-    for job in owned(await kube.list_jobs(ref.namespace, other), ref.uid):
-        await kube.delete_job(ref.namespace, job["metadata"]["name"])
-    other_children = ref.other_runs_children_selector()
-    for child in owned(await kube.list_plans(ref.namespace, other_children), ref.uid):
-        if not retention.waits_for_archive(child, archived):
-            await kube.delete_plan(ref.namespace, child["metadata"]["name"])
-    for pvc in owned(await kube.list_pvcs(ref.namespace, other), ref.uid):
-        await kube.delete_pvc(ref.namespace, pvc["metadata"]["name"])
-    for chunk in owned(await kube.list_plan_reports(ref.namespace, other), ref.uid):
-        if chunk.get("run") in keep:
-            continue
-        await kube.delete_plan_report(ref.namespace, chunk["metadata"]["name"])
-
-
-async def workspace(kube: KubeApi, ref: manifests.PlanRef, spec: PlanSpec) -> str | None:
-    """The claim mounted at /workspace in every step pod of this run, if the plan has one."""
+def claim(ref: manifests.PlanRef, spec: PlanSpec) -> tuple[str | None, dict[str, Any] | None]:
+    """The claim mounted at /workspace in every step pod of this run, if the plan has one, and
+    the claim to create for it (None: one the plan names, or none)."""
     ws = spec.workspace
     if ws is None:
-        return None
+        return None, None
     if ws.claim_name:
-        return ws.claim_name
+        return ws.claim_name, None
     body = manifests.workspace_claim(ref, ws.size or "1Gi", ws.storage_class_name)
-    try:
-        await kube.create_pvc(ref.namespace, body)
-    except ApiError as e:
-        if not e.already_exists:
-            raise
-    return str(body["metadata"]["name"])
+    return str(body["metadata"]["name"]), body
 
 
 #: kinds whose attempt is an object in the cluster (a Job, a child Plan)

@@ -34,23 +34,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import ValidationError
-
-from planops.api import CapsuleSpec, PlanSpec, names
-from planops.engine import CapsuleResolver, Facts, StepRecord, capsules
-from planops.engine.retry import RetryRefused, plan_retry, unread_capsule
+from planops.api import PlanSpec, names
+from planops.engine import CapsuleResolver, Facts, StepRecord
+from planops.engine.retry import RetryRefused, plan_retry
 from planops.kube import manifests
-from planops.kube.api import KubeApi
-from planops.kube.events import Recorder
-from planops.reconciler.effects.writing import StatusWriter
-from planops.reconciler.history import chunks as reports_
-from planops.reconciler.history import replacing as earlier_runs
+from planops.reconciler.effects.intents import Told
 from planops.reconciler.history import run_history
-from planops.reconciler.run.judging import Verdict
+from planops.reconciler.run.judging import Judgement
 
 ANNOTATION = names.ANNOTATION_RETRY
 REASON_STARTED = "RetryStarted"
@@ -146,16 +139,17 @@ def choose(meta: dict[str, Any], previous: dict[str, Any], generation: int, reru
     return Choice(new_rid, info, Request(token, from_step, str(before["id"])))
 
 
-async def child_requests(
-    plan: dict[str, Any], previous: dict[str, Any], status: StatusWriter, events: Recorder
+def child_requests(
+    plan: dict[str, Any], previous: dict[str, Any], told: Told
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """A capsule step's child Plan takes no re-run and no retry: its runs are its parent's step
     attempts, inside its parent's run (and, on a Capsule with a limit, inside the slot an
-    ancestor holds: reconciler.slots). A re-run, which needs no `use`, once took a child out of
+    ancestor holds: queue.slots). A re-run, which needs no `use`, once took a child out of
     that slot and into the queue, where two such children could wait for ever for the slots
-    their parents hold. Returns the Plan's metadata without those annotations, and its status;
-    a request not refused yet is refused now, with a RerunRefused Warning Event, and recorded
-    (`run.ignored`) so that it is told once."""
+    their parents hold. Returns the Plan's metadata without those annotations, and the status to
+    build on: a request not refused yet is refused now, with a RerunRefused Warning Event (told
+    to `told`), and recorded (`run.ignored`: written with the reconcile's status) so that it is
+    told once."""
     meta = plan["metadata"]
     notes = meta.get("annotations") or {}
     asked = ", ".join(
@@ -165,7 +159,7 @@ async def child_requests(
     if asked and run and run.get("ignored") != asked:
         parent = manifests.full_value(meta, names.LABEL_PARENT)
         step = manifests.full_value(meta, names.LABEL_STEP)
-        events(
+        told(
             REASON_CHILD_REFUSED,
             f"{asked[:300]}: not taken: this Plan is the child of step {step} of Plan {parent}, "
             f"and its runs are its parent's (re-run Plan {parent}, or retry it with --from "
@@ -173,8 +167,6 @@ async def child_requests(
             warning=True,
         )
         previous = {**previous, "run": {**run, "ignored": asked}}
-        await status.write(plan, previous)
-        await events.flush()
     kept = {k: v for k, v in notes.items() if k not in (names.ANNOTATION_RERUN, ANNOTATION)}
     return {**meta, "annotations": kept}, previous
 
@@ -187,64 +179,76 @@ def retry_run_id(uid: str, generation: int, rerun: str, of_run: str, token: str)
     return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
-async def earlier_records(
-    kube: KubeApi, ref: manifests.PlanRef, previous: dict[str, Any]
-) -> tuple[list[StepRecord], bool, bool]:
-    """The records of the run `previous` (the status) describes, whole: its PlanReport objects
-    when the status holds a summary. Also whether it completed, and whether an exit ended it."""
-    report = previous.get("report") or {}
-    steps = report.get("steps") or []
-    if report.get("reportObjects"):
-        earlier = manifests.PlanRef(ref.namespace, ref.name, ref.uid, str(previous["run"]["id"]))
-        listed = await kube.list_plan_reports(ref.namespace, reports_.selector(earlier))
-        steps = reports_.records_json(listed, earlier.uid, earlier.run)
-    records = [StepRecord.from_json(s) for s in steps]
-    return records, bool(report.get("completed")), report.get("exit") is not None
+@dataclass(frozen=True)
+class Earlier:
+    """What a retry read of the run it retries (effects.reads): its records, whether it
+    completed and whether an exit ended it, and the Capsules its capsule steps name."""
+
+    records: list[StepRecord]
+    completed: bool
+    exited: bool
+    capsules: CapsuleResolver
+
+    @classmethod
+    def of_status(cls, status: dict[str, Any], capsules_: CapsuleResolver) -> Earlier:
+        """An earlier run read back whole (run_history.earlier_status)."""
+        report = status.get("report") or {}
+        records = [StepRecord.from_json(s) for s in report.get("steps") or []]
+        return cls(
+            records, bool(report.get("completed")), report.get("exit") is not None, capsules_
+        )
 
 
-async def seed(
-    kube: KubeApi,
-    judge: Callable[..., Awaitable[Verdict]],
-    status: StatusWriter,
-    plan: dict[str, Any],
+@dataclass(frozen=True)
+class Refused:
+    """A retry refused: why, and the status that records its token as seen."""
+
+    why: str
+    status: dict[str, Any]
+
+
+def seed(
     choice: Choice,
-    events: Recorder,
-) -> Facts | None:
-    """What the reconcile's run starts from: nothing for a run that is no new retry, else the
-    records the retried run keeps, read before the earlier run is stopped. None: the retry is
-    refused (the Event and the status are written here). A Plan invalid now starts from nothing
-    (the reconcile reports it, as for any run)."""
+    previous: dict[str, Any],
+    judged: Judgement,
+    earlier: Earlier | None,
+    told: Told,
+) -> Facts | Refused:
+    """What the reconcile's run starts from: nothing for a run that is no retry; for a new retry,
+    the records of the retried run it keeps (engine.retry decides which), read before the
+    earlier run is stopped, with a RetryStarted Event; for a retried run that waited before it
+    started (it waited for a slot of its Capsule), the same from the run it retries as the
+    history keeps it (nothing when the history no longer has it: then every step runs).
+    Refused (RetryRefused, told here) when the engine refuses the retry, or the plan is refused
+    now: the ended run stays."""
     request = choice.request
-    if choice.reseed:
-        return await _reseed(kube, judge, plan)
-    if request is None:
+    if request is None and not choice.reseed:
         return Facts()
-    meta, previous = plan["metadata"], plan.get("status") or {}
-    spec, _, errors = await judge(plan, reuse=True)
+    spec, _, errors = judged
+    if choice.reseed:
+        return _reseed(choice, previous, spec if not errors else None, earlier)
+    assert request is not None
     try:
         if request.refusal:
             raise RetryRefused(request.refusal)
-        if spec is None or errors:  # refused before anything runs; the ended run stays
+        if spec is None or errors or earlier is None:  # refused before anything runs
             raise RetryRefused(
                 f"the plan is refused now, nothing runs: {'; '.join(str(e) for e in errors[:3])}"
             )
-        ref = manifests.PlanRef(meta["namespace"], meta["name"], meta["uid"], choice.rid)
-        records, completed, exited = await earlier_records(kube, ref, previous)
         retry = plan_retry(
             spec,
-            records,
-            completed=completed,
-            exited=exited,
+            earlier.records,
+            completed=earlier.completed,
+            exited=earlier.exited,
             from_step=request.from_step,
-            capsules=await capsule_plans(kube, ref.namespace, spec),
+            capsules=earlier.capsules,
         )
     except RetryRefused as e:
-        events(REASON_REFUSED, f"retry {request.token} of run {request.of_run}: {e}", warning=True)
-        await status.write(plan, {**previous, "run": {**previous["run"], "retry": request.token}})
-        await events.flush()
-        return None
+        why = f"retry {request.token} of run {request.of_run}: {e}"
+        told(REASON_REFUSED, why, warning=True)
+        return Refused(why, {**previous, "run": {**previous["run"], "retry": request.token}})
     again = ", ".join(retry.rerun) or "none of the main steps"
-    events(
+    told(
         REASON_STARTED,
         f"run {choice.rid} retries run {request.of_run}: {len(retry.kept)} steps kept, "
         f"running again: {again}",
@@ -253,42 +257,31 @@ async def seed(
     return retry.facts
 
 
-async def _reseed(
-    kube: KubeApi, judge: Callable[..., Awaitable[Verdict]], plan: dict[str, Any]
+def _reseed(
+    choice: Choice, previous: dict[str, Any], spec: PlanSpec | None, earlier: Earlier | None
 ) -> Facts:
-    """The kept records of a retried run that waited before it started, from the run it
-    retries as status.history keeps it (nothing when the history no longer has it: then every
-    step runs)."""
-    before = (plan.get("status") or {}).get("run") or {}
-    earlier = await earlier_runs.earlier_run(kube, plan, str(before["retryOf"]))
-    spec, _, errors = await judge(plan, reuse=True)
-    if earlier is None or spec is None or errors:
+    if earlier is None or spec is None:
         return Facts()
-    report = earlier.get("report") or {}
-    records = [StepRecord.from_json(s) for s in report.get("steps") or []]
+    before = previous.get("run") or {}
     try:
         retry = plan_retry(
             spec,
-            records,
-            completed=bool(report.get("completed")),
-            exited=report.get("exit") is not None,
+            earlier.records,
+            completed=earlier.completed,
+            exited=earlier.exited,
             from_step=before.get("retryFrom"),
-            capsules=await capsule_plans(kube, str(plan["metadata"]["namespace"]), spec),
+            capsules=earlier.capsules,
         )
     except RetryRefused:
         return Facts()
     return retry.facts
 
 
-async def capsule_plans(kube: KubeApi, namespace: str, spec: PlanSpec) -> CapsuleResolver:
-    """The Capsules the retry of `spec` looks at (whether a kept capsule step's child plan may
-    ask: engine.retry), read from the API once each; one that is missing or cannot be read is
-    None (its steps run again)."""
-    read: dict[str, CapsuleSpec | None] = {}
-    while (name := unread_capsule(spec, read)) is not None:
-        raw = await kube.get_capsule(namespace, name)
-        try:
-            read[name] = CapsuleSpec.model_validate(raw.get("spec") or {}) if raw else None
-        except ValidationError:
-            read[name] = None
-    return capsules({n: c for n, c in read.items() if c is not None})
+def retried(choice: Choice, previous: dict[str, Any]) -> str | None:
+    """The run whose records the reconcile's run starts from (None: it starts from nothing):
+    what a retry reads before it decides (effects.reads)."""
+    if choice.reseed:
+        return str((previous.get("run") or {}).get("retryOf"))
+    if choice.request is not None and not choice.request.refusal:
+        return choice.request.of_run
+    return None

@@ -22,20 +22,20 @@ API server *and* on each kubelet. So, per read:
 A refusal is taken for the cluster's only when the same log read without the parameter
 succeeds: a log that cannot be read at all (a container that never started) says nothing about
 stream selection.
+
+The reads themselves are effects.reads' (`Fetch`, one request of a pod's log): this module
+decides which to make and what their answers mean.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from planops.engine import outputs
-from planops.kube import manifests
-from planops.kube.api import KubeApi
-from planops.kube.client import ApiError
-from planops.kube.errors import ErrorKind
+from planops.kube.errors import ApiError, ErrorKind
 
 log = logging.getLogger("planops.reconciler")
 
@@ -44,6 +44,8 @@ RECHECK_SECONDS = 600.0
 #: the most of one stream read (limitBytes): the kubelet serves a container's current log file
 #: (10 MiB by default, containerLogMaxSize); past this the tail kept is the tail of what was read
 READ_LIMIT = 64 << 20
+#: one read of a pod's log: (namespace, pod, where each chunk goes, the stream or None for both)
+Fetch = Callable[[str, str, Callable[[bytes], None], str | None], Awaitable[None]]
 #: what the API server (Invalid) and the kubelet (BadRequest) answer to a stream they will not
 #: select (gate off)
 REFUSED = (ErrorKind.BAD_REQUEST, ErrorKind.INVALID)
@@ -65,7 +67,7 @@ class StepLog:
 class LogStreams:
     """Reads ended attempts' logs; remembers whether the cluster can select a stream."""
 
-    kube: KubeApi
+    fetch: Fetch
     clock: Callable[[], float]
     #: until when reads take the log as one (the cluster could not split it), and why
     merged_until: float = 0.0
@@ -114,9 +116,7 @@ class LogStreams:
     async def _read(
         self, namespace: str, pod: str, capture: outputs.Capture, stream: str | None
     ) -> None:
-        await self.kube.stream_log(
-            namespace, pod, manifests.CONTAINER, capture.feed, stream, READ_LIMIT
-        )
+        await self.fetch(namespace, pod, capture.feed, stream)
 
     def _cannot(self, why: str) -> None:
         if self.splits:

@@ -19,11 +19,11 @@ def of(
     per_ns: dict[str, Any],
     next_at: datetime,
     invalid: list[str],
-    checked: list[str],
+    checked: list[authors.Refusal | None],
     previous: dict[str, Any],
 ) -> dict[str, Any]:
     """The status: `per_ns` what each namespace's runs show, `invalid` the namespaces skipped and
-    why, `checked` the author check of the last due run ("" allowed, else the refusal)."""
+    why, `checked` the author check of the last due run (None: allowed; empty: none made)."""
     lasts = [v["lastScheduleTime"] for v in per_ns.values() if v.get("lastScheduleTime")]
     oks = [v["lastSuccessfulTime"] for v in per_ns.values() if v.get("lastSuccessfulTime")]
     active = [f"{ns}/{a}" if cluster else a for ns, v in per_ns.items() for a in v["active"]]
@@ -56,18 +56,20 @@ def of(
     return {k: v for k, v in status.items() if v is not None}
 
 
-def authorized(checked: list[str], previous: dict[str, Any]) -> list[dict[str, Any]]:
+def authorized(
+    checked: list[authors.Refusal | None], previous: dict[str, Any]
+) -> list[dict[str, Any]]:
     """The `Authorized` condition: whether the last due run's author could still use the Capsule
-    (`checked`: the refusal, "" when allowed); kept from `previous` between runs."""
+    (`checked`: the refusal, None when allowed); kept from `previous` between runs."""
     if not checked:
         return [c for c in previous.get("conditions") or [] if c.get("type") == "Authorized"]
-    (why,) = checked
+    (refusal,) = checked
     return [
         {
             "type": "Authorized",
-            "status": "False" if why else "True",
-            "reason": authors.reason(why) if why else "AuthorMayUse",
-            "message": why[:1000],
+            "status": "False" if refusal else "True",
+            "reason": refusal.reason if refusal else "AuthorMayUse",
+            "message": refusal.why[:1000] if refusal else "",
         }
     ]
 
