@@ -175,7 +175,7 @@ class FakeKube:
     def finish_job(self, job: Obj, ok: bool, at: str, log: str) -> None:
         """Let a step's Job end as the Job controller and the kubelet would show it: its
         Complete (or Failed) condition at `at` (RFC 3339), its pod ended with exit code 0 (or
-        1), and the pod's log."""
+        1) at `at`, and the pod's log."""
         kind = "Complete" if ok else "Failed"
         job["status"] = {
             "succeeded" if ok else "failed": 1,
@@ -189,6 +189,7 @@ class FakeKube:
             "uid": job["metadata"]["uid"],
             "controller": True,
         }
+        ended = {"exitCode": 0 if ok else 1, "finishedAt": at}
         self.put(
             "pod",
             {
@@ -196,10 +197,11 @@ class FakeKube:
                     "name": pod,
                     "labels": job["metadata"]["labels"],
                     "ownerReferences": [owner],
+                    "creationTimestamp": at,
                 },
                 "status": {
                     "phase": "Succeeded" if ok else "Failed",
-                    "containerStatuses": [{"state": {"terminated": {"exitCode": 0 if ok else 1}}}],
+                    "containerStatuses": [{"state": {"terminated": ended}}],
                 },
             },
         )

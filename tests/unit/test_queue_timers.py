@@ -16,7 +16,7 @@ from planops.handlers.queue import Coalescer
 from planops.kube.cache import WatchCache
 from planops.reconciler.queue import slots
 
-from .test_retention import World
+from .test_retention import world
 
 KEY = ("ns", "p")
 #: ttlSecondsAfterFinished's largest value: ~68 years
@@ -37,11 +37,11 @@ async def _settled(q: Coalescer) -> None:
 
 
 def test_a_thousand_label_edits_of_a_finished_plan_with_a_ttl_leave_one_timer():
-    w = World([{"id": "a", "shell": "echo a"}], ttlSecondsAfterFinished=YEARS)
+    w = world([{"id": "a", "shell": "echo a"}], ttlSecondsAfterFinished=YEARS)
     w.reconcile()
     w.end("a")
     w.reconcile()
-    assert w.status["phase"] == "Succeeded"
+    assert w.status()["phase"] == "Succeeded"
 
     async def edits() -> tuple[int, float]:
         q = Coalescer(w.reconciler.reconcile, workers=1)

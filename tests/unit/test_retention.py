@@ -5,7 +5,6 @@ against the in-memory API (fakekube), with an injected clock."""
 
 from __future__ import annotations
 
-import asyncio
 import copy
 from typing import Any, Literal
 
@@ -17,11 +16,11 @@ from planops.kube import manifests
 from planops.kube.cache import WatchCache
 from planops.kube.client import ApiError
 from planops.reconciler.history import retention
-from planops.reconciler.reconcile import Reconciler
 from planops.reconciler.run.observe import Observed
 from planops.reconciler.run.status import rfc3339
 
 from .fakekube import FakeKube
+from .harness import Cluster
 
 NOW = 1_800_000_000.0
 UID = "uid-plan"
@@ -125,83 +124,11 @@ def test_on_step_completion_collects_the_jobs_of_settled_steps_only_never_child_
 # -- in the reconcile --------------------------------------------------------------------------
 
 
-class World:
-    """A namespace with one Plan `p` (and its Capsule), a clock, and the reconciler."""
-
-    def __init__(self, steps: list[dict[str, Any]], **spec: Any) -> None:
-        self.kube = FakeKube()
-        self.kube.put(
-            "capsule", {"metadata": {"name": "default", "namespace": "ns"}, "spec": CAPSULE}
-        )
-        self.kube.put(
-            "plan",
-            {
-                "apiVersion": "planops.dev/v1alpha1",
-                "kind": "Plan",
-                "metadata": {"name": "p", "namespace": "ns", "uid": UID, "generation": 1},
-                "spec": {"steps": steps, **spec},
-            },
-        )
-        self.now = NOW
-        self.reconciler = self.operator()
-
-    def operator(self, **kw: Any) -> Reconciler:
-        """A reconciler as an operator (re)started now would have (nothing in memory)."""
-        return Reconciler(self.kube, clock=lambda: self.now, **kw)
-
-    def reconcile(self) -> float | None:
-        return asyncio.run(self.reconciler.reconcile("ns", "p"))
-
-    @property
-    def status(self) -> dict[str, Any]:
-        plan = self.kube.get("plan", "ns", "p")
-        assert plan is not None
-        return plan.get("status") or {}
-
-    def job_name(self, step: str, attempt: int = 1) -> str:
-        return manifests.child_name("p", RUN, step, attempt)
-
-    def jobs(self) -> list[str]:
-        return sorted(j["metadata"]["name"] for j in self.kube.of("job"))
-
-    def end(self, step: str, attempt: int = 1, *, ok: bool = True, output: str = "") -> None:
-        """The step's Job ends (its pod with it, its log `output`)."""
-        self.end_job(self.job_name(step, attempt), ok=ok, output=output)
-
-    def end_job(self, name: str, *, ok: bool = True, output: str = "") -> None:
-        job = self.kube.get("job", "ns", name)
-        assert job is not None, name
-        when = rfc3339(self.now)
-        condition = "Complete" if ok else "Failed"
-        job["status"] = {
-            "conditions": [{"type": condition, "status": "True", "lastTransitionTime": when}]
-        }
-        self.kube.put(
-            "pod",
-            {
-                "metadata": {
-                    "name": f"{name}-pod",
-                    "labels": job["metadata"]["labels"],
-                    "ownerReferences": [
-                        {
-                            "apiVersion": "batch/v1",
-                            "kind": "Job",
-                            "name": name,
-                            "uid": job["metadata"]["uid"],
-                            "controller": True,
-                        }
-                    ],
-                    "creationTimestamp": when,
-                },
-                "status": {
-                    "phase": "Succeeded" if ok else "Failed",
-                    "containerStatuses": [
-                        {"state": {"terminated": {"exitCode": 0 if ok else 1, "finishedAt": when}}}
-                    ],
-                },
-            },
-        )
-        self.kube.logs[f"{name}-pod"] = output
+def world(steps: list[dict[str, Any]], **spec: Any) -> Cluster:
+    """A namespace with one Plan `p` (and its Capsule) and the reconciler (tests.unit.harness)."""
+    c = Cluster({"default": CAPSULE})
+    c.new_plan("p", steps=steps, uid=UID, **spec)
+    return c
 
 
 def deleted_jobs(kube: FakeKube) -> list[str]:
@@ -209,7 +136,7 @@ def deleted_jobs(kube: FakeKube) -> list[str]:
 
 
 def test_on_step_completion_deletes_a_settled_steps_job_after_recording_its_output():
-    w = World(
+    w = world(
         [{"id": "a", "shell": "echo a"}, {"id": "b", "shell": "echo b", "dependsOn": ["a"]}],
         podGC="OnStepCompletion",
     )
@@ -217,20 +144,20 @@ def test_on_step_completion_deletes_a_settled_steps_job_after_recording_its_outp
     w.end("a", output="from a\n")
     w.reconcile()
     assert w.jobs() == [w.job_name("b")]  # a's Job collected; b's, in flight, kept
-    (a,) = [s for s in w.status["report"]["steps"] if s["stepId"] == "a"]
+    (a,) = [s for s in w.status()["report"]["steps"] if s["stepId"] == "a"]
     assert a["status"] == "success" and a["output"] == "from a"
     # the next reconcile does not take a's missing Job for a vanished attempt
     w.reconcile()
-    assert w.status["phase"] == "Running"
-    assert [f["stepId"] for f in w.status["inFlight"]] == ["b"]
+    assert w.status()["phase"] == "Running"
+    assert [f["stepId"] for f in w.status()["inFlight"]] == ["b"]
     w.end("b", output="from b\n")
     w.reconcile()
-    assert w.status["phase"] == "Succeeded" and w.jobs() == []
-    assert [s["output"] for s in w.status["report"]["steps"]] == ["from a", "from b"]
+    assert w.status()["phase"] == "Succeeded" and w.jobs() == []
+    assert [s["output"] for s in w.status()["report"]["steps"]] == ["from a", "from b"]
 
 
 def test_a_settled_steps_job_is_kept_until_the_status_recording_it_is_written():
-    w = World(
+    w = world(
         [{"id": "a", "shell": "echo a"}, {"id": "b", "shell": "sleep 1"}],
         podGC="OnStepCompletion",
     )
@@ -241,15 +168,15 @@ def test_a_settled_steps_job_is_kept_until_the_status_recording_it_is_written():
         w.reconcile()
     assert w.job_name("a") in w.jobs()  # its output is recorded nowhere yet
     w.reconcile()
-    assert w.status["report"]["steps"][0]["output"] == "from a"
+    assert w.status()["report"]["steps"][0]["output"] == "from a"
     w.end("b")
     w.reconcile()
     w.reconcile()  # the run's end collects what a step's own collection missed
-    assert w.status["phase"] == "Succeeded" and w.jobs() == []
+    assert w.status()["phase"] == "Succeeded" and w.jobs() == []
 
 
 def test_on_step_completion_keeps_a_failed_attempts_job_while_its_retry_runs():
-    w = World([{"id": "a", "shell": "true", "retries": 1}], podGC="OnStepCompletion")
+    w = world([{"id": "a", "shell": "true", "retries": 1}], podGC="OnStepCompletion")
     w.reconcile()
     w.end("a", 1, ok=False)
     w.reconcile()
@@ -258,11 +185,11 @@ def test_on_step_completion_keeps_a_failed_attempts_job_while_its_retry_runs():
     assert [n for m, _, n in w.kube.calls if m == "create_job"].count(w.job_name("a", 1)) == 1
     w.end("a", 2)
     w.reconcile()
-    assert w.status["phase"] == "Succeeded" and w.jobs() == []
+    assert w.status()["phase"] == "Succeeded" and w.jobs() == []
 
 
 def test_on_step_completion_collects_a_map_items_jobs_without_losing_an_item():
-    w = World(
+    w = world(
         [
             {"id": "m", "map": {"over": ["x", "y", "z"], "do": {"shell": "echo {{item}}"}}},
             {"id": "after", "shell": "echo after", "dependsOn": ["m"]},
@@ -276,20 +203,20 @@ def test_on_step_completion_collects_a_map_items_jobs_without_losing_an_item():
             w.end_job(name, output=f"{name}\n")
             ended.add(name)
         w.reconcile()
-        assert "deleted before the attempt finished" not in str(w.status)
-        if w.status["phase"] == "Succeeded":
+        assert "deleted before the attempt finished" not in str(w.status())
+        if w.status()["phase"] == "Succeeded":
             break
-    assert w.status["phase"] == "Succeeded" and w.jobs() == []
+    assert w.status()["phase"] == "Succeeded" and w.jobs() == []
     assert len(ended) == 4  # three items and `after`, each run once
-    assert [s["status"] for s in w.status["report"]["steps"]] == ["success"] * 5
+    assert [s["status"] for s in w.status()["report"]["steps"]] == ["success"] * 5
 
 
 def test_never_the_default_keeps_every_job():
-    w = World([{"id": "a", "shell": "echo a"}])
+    w = world([{"id": "a", "shell": "echo a"}])
     w.reconcile()
     w.end("a")
     assert w.reconcile() is None  # nothing more to look at
-    assert w.status["phase"] == "Succeeded" and w.jobs() == [w.job_name("a")]
+    assert w.status()["phase"] == "Succeeded" and w.jobs() == [w.job_name("a")]
     assert w.reconcile() is None
     assert deleted_jobs(w.kube) == [] and "list_jobs" not in [m for m, _, _ in w.kube.calls[-3:]]
 
@@ -303,7 +230,7 @@ def test_never_the_default_keeps_every_job():
     ],
 )
 def test_a_finished_runs_jobs_are_collected_once_by_its_policy(policy, ok, kept):
-    w = World([{"id": "a", "shell": "echo a"}, {"id": "b", "shell": "echo b"}], podGC=policy)
+    w = world([{"id": "a", "shell": "echo a"}, {"id": "b", "shell": "echo b"}], podGC=policy)
     w.reconcile()
     w.end("a")
     assert w.reconcile() is None and w.jobs() == [w.job_name("a"), w.job_name("b")]
@@ -313,7 +240,7 @@ def test_a_finished_runs_jobs_are_collected_once_by_its_policy(policy, ok, kept)
     w.reconcile()
     assert w.jobs() == ([w.job_name("a"), w.job_name("b")] if kept else [])
     assert metrics.jobs_collected.labels(policy)._value.get() - before == (0 if kept else 2)
-    assert w.status.get("jobsCollected") == (None if kept else RUN)
+    assert w.status().get("jobsCollected") == (None if kept else RUN)
     w.kube.calls.clear()
     w.reconcile()  # marked: not listed again
     assert "list_jobs" not in [m for m, _, _ in w.kube.calls]
@@ -321,7 +248,7 @@ def test_a_finished_runs_jobs_are_collected_once_by_its_policy(policy, ok, kept)
 
 def test_a_job_that_copies_the_runs_labels_but_is_not_the_plans_is_never_collected():
     # anyone who may create a Job can copy labels; only the controller reference makes it ours
-    w = World([{"id": "a", "shell": "echo a"}], podGC="OnPlanCompletion")
+    w = world([{"id": "a", "shell": "echo a"}], podGC="OnPlanCompletion")
     w.reconcile()
     job = w.kube.get("job", "ns", w.job_name("a"))
     assert job is not None
@@ -346,28 +273,28 @@ def test_a_job_that_copies_the_runs_labels_but_is_not_the_plans_is_never_collect
     w.end("a")
     w.reconcile()
     w.reconcile()
-    assert w.status["jobsCollected"] == RUN
+    assert w.status()["jobsCollected"] == RUN
     assert w.jobs() == ["someone-elses"]
 
 
 def test_a_cancelled_runs_jobs_are_collected_by_on_plan_completion():
-    w = World([{"id": "a", "shell": "sleep 100"}], podGC="OnPlanCompletion")
+    w = world([{"id": "a", "shell": "sleep 100"}], podGC="OnPlanCompletion")
     w.reconcile()
     plan = w.kube.get("plan", "ns", "p")
     assert plan is not None
     plan["metadata"]["annotations"] = {manifests.ANNOTATION_CANCEL: "enough"}
     assert w.reconcile() == 0.0  # stopped: looked at again at once
-    assert w.status["phase"] == "Failed"
+    assert w.status()["phase"] == "Failed"
     w.reconcile()
-    assert w.status["jobsCollected"] == RUN and w.jobs() == []
+    assert w.status()["jobsCollected"] == RUN and w.jobs() == []
 
 
 def test_a_finished_plan_is_deleted_when_its_ttl_passed_and_a_restart_times_it_the_same():
-    w = World([{"id": "a", "shell": "echo a"}], ttlSecondsAfterFinished=30)
+    w = world([{"id": "a", "shell": "echo a"}], ttlSecondsAfterFinished=30)
     w.reconcile()
     w.end("a")
     w.reconcile()  # finishes now
-    assert w.status["phase"] == "Succeeded"
+    assert w.status()["phase"] == "Succeeded"
     w.now += 10
     assert w.reconcile() == pytest.approx(20.05)  # the wake-up, from finishedAt
     w.reconciler = w.operator()  # a restarted operator: the same wake-up, from the status
@@ -380,7 +307,7 @@ def test_a_finished_plan_is_deleted_when_its_ttl_passed_and_a_restart_times_it_t
 
 
 def test_with_the_archive_on_a_due_plan_waits_for_its_run_to_be_archived():
-    w = World([{"id": "a", "shell": "echo a"}], ttlSecondsAfterFinished=0)
+    w = world([{"id": "a", "shell": "echo a"}], ttlSecondsAfterFinished=0)
     w.reconciler = w.operator(archived=archived)
     w.reconcile()
     w.end("a")
@@ -399,7 +326,7 @@ def test_with_the_archive_on_a_due_plan_waits_for_its_run_to_be_archived():
 
 
 def test_the_operators_default_ttl_deletes_a_plan_that_sets_none():
-    w = World([{"id": "a", "shell": "echo a"}])
+    w = world([{"id": "a", "shell": "echo a"}])
     w.reconciler = w.operator(default_ttl=5)
     w.reconcile()
     w.end("a")
@@ -413,7 +340,7 @@ def test_the_operators_default_ttl_deletes_a_plan_that_sets_none():
 def test_a_plan_changed_since_it_was_read_is_not_deleted_by_its_ttl():
     # the reconcile reads the watch's copy; a re-run asked for meanwhile changed the Plan: the
     # deletion's preconditions (uid, resourceVersion) refuse, and it is judged again as it is now
-    w = World([{"id": "a", "shell": "echo a"}], ttlSecondsAfterFinished=0)
+    w = world([{"id": "a", "shell": "echo a"}], ttlSecondsAfterFinished=0)
     w.reconcile()
     w.end("a")
     w.reconcile()
@@ -426,14 +353,14 @@ def test_a_plan_changed_since_it_was_read_is_not_deleted_by_its_ttl():
     plan["metadata"]["resourceVersion"] = "999"
     w.reconcile()  # the deletion's Conflict: the Plan is read again and decided again
     assert w.kube.get("plan", "ns", "p") is not None
-    assert w.status["run"]["rerun"] == "again" and w.status["phase"] == "Running"
+    assert w.status()["run"]["rerun"] == "again" and w.status()["phase"] == "Running"
 
 
 def test_an_invalid_plan_is_not_deleted_by_a_ttl():
-    w = World([{"id": "a", "shell": "rm -rf /"}], ttlSecondsAfterFinished=0)
+    w = world([{"id": "a", "shell": "rm -rf /"}], ttlSecondsAfterFinished=0)
     w.reconciler = w.operator(default_ttl=0)
     w.reconcile()
-    assert w.status["phase"] == "Invalid"
+    assert w.status()["phase"] == "Invalid"
     w.now += 99
     w.reconcile()
     assert w.kube.get("plan", "ns", "p") is not None
@@ -449,7 +376,7 @@ def test_an_invalid_plan_is_not_deleted_by_a_ttl():
 )
 def test_whose_runs_the_operators_default_ttl_deletes(owner, own_ttl, deleted):
     spec = {} if own_ttl is None else {"ttlSecondsAfterFinished": own_ttl}
-    w = World([{"id": "a", "shell": "echo a"}], **spec)
+    w = world([{"id": "a", "shell": "echo a"}], **spec)
     plan = w.kube.get("plan", "ns", "p")
     assert plan is not None
     ref = {"apiVersion": "planops.dev/v1alpha1", "kind": owner, "name": "o", "uid": "owner-uid"}

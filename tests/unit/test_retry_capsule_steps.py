@@ -13,7 +13,8 @@ from planops.kube import manifests
 from planops.reconciler.queue import slots
 from planops.reconciler.run.status import rfc3339
 
-from .test_capsule_concurrency import Cluster, capsule_spec
+from .harness import Cluster
+from .test_capsule_concurrency import capsule_spec, cluster
 
 ASK = {
     "prompt": "ship it?",
@@ -81,10 +82,10 @@ def approve(c: Cluster, child: str) -> None:
 
 
 def test_retry_from_runs_a_capsule_step_again_whose_child_asked():
-    c = Cluster(limit=None)
+    c = cluster(limit=None)
     c.capsule("gate", capsule_spec(None, plan={"steps": [{"id": "approve", "ask": ASK}]}))
     c.capsule("default", capsule_spec(None, spawn={"allow": ["gate"]}))
-    c.plan("ship", 1, steps=STEPS)
+    c.new_plan("ship", 1, steps=STEPS)
     c.reconcile("ship")
     (child,) = children(c)
     approve(c, child["metadata"]["name"])

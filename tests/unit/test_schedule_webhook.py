@@ -11,7 +11,7 @@ import kopf
 import pytest
 
 from planops.handlers import webhook
-from planops.reconciler import ScheduleReconciler
+from planops.reconciler import Reconciler, ScheduleReconciler
 
 from .fakekube import FakeKube
 
@@ -116,3 +116,38 @@ def test_the_refusal_lists_every_reason_and_how_to_check_offline():
     error = webhook.refusal("scheduledplan", ["a: one", "b: two"])
     assert "scheduledplan refused, 2 error(s): a: one; b: two" in str(error)
     assert "kubectl plan validate" in str(error)
+
+
+def test_a_capsule_that_cannot_be_used_refuses_a_plan_and_a_scheduled_plan_alike():
+    """The one judge (run.judging): a Capsule that is there but cannot be used (its spec is not
+    a Capsule's) is no missing Capsule for either kind: both reconciles refuse with the same
+    reason; both webhooks admit it, as they admit a missing one (GitOps applies in any order)."""
+    kube = FakeKube()
+    broken = {"metadata": {"name": "default", "namespace": "team-a"}, "spec": {"shell": 3}}
+    kube.put("capsule", broken)
+    kube.put(
+        "plan",
+        {
+            "apiVersion": "planops.dev/v1alpha1",
+            "kind": "Plan",
+            "metadata": {"name": "p", "namespace": "team-a", "generation": 1},
+            "spec": {"steps": [{"id": "a", "shell": "echo hi"}]},
+        },
+    )
+    kube.put("scheduledplan", scheduled())
+    asyncio.run(Reconciler(kube).reconcile("team-a", "p"))
+    asyncio.run(ScheduleReconciler(kube).reconcile("scheduledplans", "team-a", "nightly"))
+    plan = kube.get("plan", "team-a", "p")
+    schedule = kube.get("scheduledplan", "team-a", "nightly")
+    assert plan is not None and schedule is not None
+    [refused] = plan["status"]["errors"]
+    assert plan["status"]["phase"] == "Invalid" and refused["code"] == "no-capsule"
+    assert refused["message"].startswith("Capsule 'default' cannot be used: ")
+    assert schedule["status"]["errors"] == [
+        f"planTemplate.spec.capsule: [no-capsule] {refused['message']}"
+    ]
+    assert schedule["status"]["conditions"][0]["reason"] == "Invalid"
+    # the webhooks: admitted, as a missing Capsule is
+    plan_webhook = asyncio.run(Reconciler(kube).judge(plan))
+    assert [e.code for e in plan_webhook[2]] == ["no-capsule"]  # (the webhook admits this code)
+    assert asyncio.run(ScheduleReconciler(kube).judge("scheduledplans", scheduled())) == []
