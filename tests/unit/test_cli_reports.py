@@ -60,18 +60,20 @@ def recorded_objects() -> tuple[dict[str, Any], list[dict[str, Any]]]:
         reports.applied(written, w)
     st = status.running(
         Report("big", True, None, tuple(records())),
-        total=N,
-        finished=True,
-        dispatched_any=True,
-        generation=1,
-        run={"id": "run1", "generation": 1},
-        refused=[],
-        previous={},
-        started_at=1.7e9,
-        now=1.7e9 + 60,
-        reports=len(chunks),
-        status_records=5,
-    )
+        status.Progress(
+            total=N,
+            finished=True,
+            dispatched_any=True,
+            generation=1,
+            run={"id": "run1", "generation": 1},
+            refused=[],
+            previous={},
+            started_at=1.7e9,
+            now=1.7e9 + 60,
+            reports=len(chunks),
+            status_records=5,
+        ),
+    ).to_status()
     st["report"]["stderrInOutput"] = True  # read where the cluster could not split logs
     plan = {
         "apiVersion": "planops.dev/v1alpha1",

@@ -160,3 +160,40 @@ def test_in_the_reconciler_only_the_actuator_writes():
             ):
                 offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {ast.unparse(node)}")
     assert offenders == []
+
+
+def test_no_function_of_the_reconciler_is_over_80_lines_or_8_parameters():
+    """A function a reader takes in at once: at most 80 lines and 8 parameters (a parameter
+    object past that: run.status.Progress, effects.announcing.Decided). ruff's C901, PLR0913
+    and PLR0915 (pyproject.toml) bound complexity, arguments and statements everywhere; ruff has
+    no rule for lines, hence this one."""
+    long = []
+    for path in sorted((PACKAGE / "reconciler").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            args = node.args
+            params = [*args.posonlyargs, *args.args, *args.kwonlyargs]
+            params = [a for a in params if a.arg not in ("self", "cls")]
+            lines = (node.end_lineno or node.lineno) - node.lineno + 1
+            if lines > 80 or len(params) > 8:
+                where = f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name}"
+                long.append(f"{where}: {lines} lines, {len(params)} parameters")
+    assert long == []
+
+
+def test_no_code_comment_cites_a_performance_rounds_number():
+    """Code says why, not when it was measured: a dated measurement round belongs to the
+    performance results (docs/), which a comment may name by its section."""
+    import re  # noqa: PLC0415
+
+    cited = re.compile(r"\bround \d+\b", re.IGNORECASE)
+    root = PACKAGE.parents[1]
+    found = [
+        f"{p.relative_to(root)}:{n}: {line.strip()}"
+        for folder in ("operator", "bench")
+        for p in sorted((root / folder).rglob("*.py"))
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if cited.search(line)
+    ]
+    assert found == []

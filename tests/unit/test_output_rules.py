@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 
 from planops.api import CapsuleSpec
+from planops.api.status_model import PlanStatus
 from planops.engine import outputs
 from planops.kube import manifests
 from planops.reconciler.run import status as status_
@@ -348,12 +349,12 @@ def test_the_job_of_a_step_stays_one_container():
 def test_the_report_keeps_saying_so_for_the_rest_of_the_run():
     """Marked once a step's output was read as one, the run's report stays marked when later
     reconciles read nothing merged (a gate turned on mid-run, or nothing more to read)."""
-    new: dict[str, Any] = {"report": {}}
+    new = PlanStatus.model_construct(report={})
     status_.stderr_in_output(new, {"report": {"stderrInOutput": True}}, now=False)
-    assert new["report"]["stderrInOutput"] is True
-    fresh: dict[str, Any] = {"report": {}}
+    assert new.to_status()["report"]["stderrInOutput"] is True
+    fresh = PlanStatus.model_construct(report={})
     status_.stderr_in_output(fresh, {"report": {}}, now=False)
-    assert "stderrInOutput" not in fresh["report"]
+    assert "stderrInOutput" not in fresh.to_status()["report"]
 
 
 def test_a_step_printing_the_same_on_both_streams_changes_only_its_own_record():

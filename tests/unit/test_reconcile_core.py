@@ -27,37 +27,30 @@ NO_FACTS = Facts()
 
 
 def situation(
-    spec: PlanSpec,
-    cap: CapsuleSpec | None = None,
-    *,
-    ref: manifests.PlanRef = REF,
-    facts: Facts = NO_FACTS,
-    observed: tuple[Observed, ...] = (),
-    previous: dict[str, Any] | None = None,
-    annotations: dict[str, str] | None = None,
-    now: float = NOW,
-    started_at: float = NOW,
-    later: bool = False,
-    policy: Policy | None = None,
-    claim: str | None = None,
-    generation: int = 1,
-    status_records: int = 50,
+    spec: PlanSpec, cap: CapsuleSpec | None = None, *, generation: int = 1, **given: Any
 ) -> core.Situation:
+    """The Situation of the run `RUN` of Plan `p` (generation `generation`): `given` its fields,
+    the others a fresh run's."""
+    fields: dict[str, Any] = {
+        "ref": REF,
+        "facts": NO_FACTS,
+        "observed": (),
+        "previous": {},
+        "annotations": {},
+        "now": NOW,
+        "started_at": NOW,
+        "later": False,
+        "policy": Policy(),
+        "claim": None,
+        "status_records": 50,
+    }
+    fields.update({k: v for k, v in given.items() if v is not None})
+    fields["observed"] = list(fields["observed"])
     return core.Situation(
-        ref=ref,
         spec=spec,
         capsule=cap or capsule(image="busybox:1"),
-        policy=policy or Policy(),
-        facts=facts,
-        observed=list(observed),
-        previous=previous or {},
         run_info={"id": RUN, "generation": generation, "startedAt": "2027-01-15T08:00:00Z"},
-        annotations=annotations or {},
-        claim=claim,
-        now=now,
-        started_at=started_at,
-        later=later,
-        status_records=status_records,
+        **fields,
     )
 
 

@@ -30,7 +30,7 @@ def _slim(obj: Obj) -> Obj:
 
 #: What the reconciler reads of a run's Job or pod (reconciler.observe and reconciler.reading),
 #: and nothing else: a plan of 20,000 steps keeps 40,000 of them while they run. Whole, a pod
-#: costs ~10 KB and a Job ~7.5 KB held (docs/performance.md, "At scale", round 10), mostly
+#: costs ~10 KB and a Job ~7.5 KB held (docs/performance.md, "At scale"), mostly
 #: fields no reader looks at (volumes, env, images, every condition, the kubelet's bookkeeping).
 #: The dicts are built anew with literal keys, so every object shares the key strings.
 _RUN_META = (

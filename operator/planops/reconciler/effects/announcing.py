@@ -7,6 +7,7 @@ Pure: they are told to a `Told` (reconciler.intents), which the actuator posts a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from planops.api import PlanSpec, names
@@ -18,76 +19,90 @@ from planops.reconciler.run import status as status_
 from planops.reconciler.run import stopping
 
 
-def announce(
-    events: Told,
-    run: Run,
-    spec: PlanSpec,
-    previous: dict[str, Any],
-    now: float,
-    started_at: float,
-    dispatched: list[Dispatch],
-    new_settled: list[StepRecord],
-    report: Report,
-    finished: bool,
-) -> None:
-    """The Events and metrics of what this reconcile decided, in the order it happened."""
-    settled_at = {r.step_id: r.finished_at for r in run.settled if r.finished_at is not None}
-    body = BodyEvents(run.settled, new_settled)  # a big map posts summaries, not an Event each
-    # settlements first: a start follows the settlements that made its step ready
-    for rec in new_settled:
-        reason = {"success": "StepSucceeded", "failed": "StepFailed"}.get(rec.status, "StepSkipped")
-        events(
-            reason,
-            f"step {rec.step_id} {rec.status}" + (f": {rec.error}" if rec.error else ""),
-            warning=rec.status == "failed",
-            post=body.post_settled(rec.step_id),
-            step=rec.step_id,
-            status=rec.status,
-            attempts=rec.attempts,
-        )
-        kind = run.kind_of(rec.step_id)
-        events.inc("steps", kind, rec.status)
-        if rec.duration is not None:
-            events.observe("step_duration", rec.duration, kind)
-        if kind == "capsule" and rec.attempts:
-            events(
-                "DelegationFinished",
-                f"step {rec.step_id}: child plan {rec.status}",
-                step=rec.step_id,
-            )
-    for d in dispatched:
-        if d.attempt > 1:
+@dataclass(frozen=True)
+class Decided:
+    """What a reconcile decided of a run, as its Events and metrics tell it: the run and its
+    spec, the status it built on, the clock and the run's start, the attempts dispatched and
+    the records settled now, the report as written, and whether the run finished."""
+
+    run: Run
+    spec: PlanSpec
+    previous: dict[str, Any]
+    now: float
+    started_at: float
+    dispatched: list[Dispatch]
+    settled: list[StepRecord]
+    report: Report
+    finished: bool
+
+
+def announce(events: Told, d: Decided) -> None:
+    """The Events and metrics of what this reconcile decided, in the order it happened:
+    settlements first (a start follows the settlements that made its step ready), then the
+    steps started, then the plan's own end, once."""
+    body = BodyEvents(d.run.settled, d.settled)  # a big map posts summaries, not an Event each
+    for rec in d.settled:
+        _settled(events, d.run, rec, body)
+    settled_at = {r.step_id: r.finished_at for r in d.run.settled if r.finished_at is not None}
+    for dispatch in d.dispatched:
+        if dispatch.attempt > 1:
             events.inc("retries")
         events(
             "StepStarted",
-            f"step {d.step.id} attempt {d.attempt} ({d.kind})",
-            post=body.post_started(d.step.id),
-            step=d.step.id,
-            attempt=d.attempt,
+            f"step {dispatch.step.id} attempt {dispatch.attempt} ({dispatch.kind})",
+            post=body.post_started(dispatch.step.id),
+            step=dispatch.step.id,
+            attempt=dispatch.attempt,
         )
-        events.observe("dispatch_latency", max(0.0, now - ready_at(settled_at, d, started_at)))
+        ready = ready_at(settled_at, dispatch, d.started_at)
+        events.observe("dispatch_latency", max(0.0, d.now - ready))
     for ctl, message, warning in body.summaries():
         events("BodyStepsSettled", message, warning=warning, step=ctl)
-    if finished and not names.ended(previous.get("phase")):
-        result = "succeeded" if report.completed else "failed"
-        if report.stopped and report.stopped[0].reason == "Cancelled":
-            result = "cancelled"
-        events.inc("plans", result)
-        events.observe("plan_duration", max(0.0, now - started_at))
-        settled = f"{status_.top_level(report)}/{finally_steps.step_count(spec)} steps settled"
-        if report.stopped:
-            stopped = sum(1 for r in report.steps if stopped_record(r))
-            why = "; ".join(f"{h.label} ({h.why})" for h in report.stopped)
-            message = f"{why}; {stopped} running step(s) stopped; {settled}"
-        else:
-            message = settled + (
-                f"; step {report.failed_step} stopped the plan" if report.failed_step else ""
-            )
+    if d.finished and not names.ended(d.previous.get("phase")):
+        _ended(events, d)
+
+
+def _settled(events: Told, run: Run, rec: StepRecord, body: BodyEvents) -> None:
+    reason = {"success": "StepSucceeded", "failed": "StepFailed"}.get(rec.status, "StepSkipped")
+    events(
+        reason,
+        f"step {rec.step_id} {rec.status}" + (f": {rec.error}" if rec.error else ""),
+        warning=rec.status == "failed",
+        post=body.post_settled(rec.step_id),
+        step=rec.step_id,
+        status=rec.status,
+        attempts=rec.attempts,
+    )
+    kind = run.kind_of(rec.step_id)
+    events.inc("steps", kind, rec.status)
+    if rec.duration is not None:
+        events.observe("step_duration", rec.duration, kind)
+    if kind == "capsule" and rec.attempts:
         events(
-            "PlanSucceeded" if report.completed else "PlanFailed",
-            message,
-            warning=not report.completed,
+            "DelegationFinished", f"step {rec.step_id}: child plan {rec.status}", step=rec.step_id
         )
+
+
+def _ended(events: Told, d: Decided) -> None:
+    """The plan's end, told once (the status it built on had not ended)."""
+    report = d.report
+    result = "succeeded" if report.completed else "failed"
+    if report.stopped and report.stopped[0].reason == "Cancelled":
+        result = "cancelled"
+    events.inc("plans", result)
+    events.observe("plan_duration", max(0.0, d.now - d.started_at))
+    settled = f"{status_.top_level(report)}/{finally_steps.step_count(d.spec)} steps settled"
+    if report.stopped:
+        stopped = sum(1 for r in report.steps if stopped_record(r))
+        why = "; ".join(f"{h.label} ({h.why})" for h in report.stopped)
+        message = f"{why}; {stopped} running step(s) stopped; {settled}"
+    else:
+        message = settled + (
+            f"; step {report.failed_step} stopped the plan" if report.failed_step else ""
+        )
+    events(
+        "PlanSucceeded" if report.completed else "PlanFailed", message, warning=not report.completed
+    )
 
 
 def stops(events: Told, report: Report, previous: dict[str, Any], spec: PlanSpec) -> None:

@@ -35,6 +35,7 @@ from typing import Any, Literal
 
 from planops.api import CapsuleSpec
 from planops.api.names import Phase
+from planops.api.status_model import PlanStatus
 from planops.reconciler.effects.intents import Told
 from planops.reconciler.history import run_history
 from planops.reconciler.queue import slots
@@ -53,68 +54,56 @@ Need = Literal["held", "cancelled", "start", "queue"]
 
 
 def waiting_status(
-    previous: dict[str, Any],
-    *,
-    generation: int,
-    run: dict[str, Any],
-    total: int,
-    capsule: str,
-    verdict: slots.QueuePlace,
-    joined: str,
-    now: float,
-) -> dict[str, Any]:
+    previous: dict[str, Any], asked: Asked, verdict: slots.QueuePlace, joined: str
+) -> PlanStatus:
     """The status of a run waiting for a slot: Pending, not started, the queue it waits in
     (joined at `joined`)."""
-    return {
-        "observedGeneration": generation,
-        "run": {k: v for k, v in run.items() if k != "startedAt"},
-        "phase": Phase.PENDING.value,
-        "progress": f"0/{total}",
-        "conditions": [
+    run, generation = asked.run, int(asked.run["generation"])
+    message = slots.message(asked.capsule, verdict)
+    return PlanStatus.model_construct(
+        observed_generation=generation,
+        run={k: v for k, v in run.items() if k != "startedAt"},
+        phase=Phase.PENDING.value,
+        progress=f"0/{asked.total}",
+        conditions=[
             status_.condition(
                 "Unknown",
                 slots.REASON_WAITING,
-                slots.message(capsule, verdict),
+                message,
                 generation,
                 previous.get("conditions", []),
-                now,
+                asked.now,
             )
         ],
-        "queue": slots.queue(capsule, verdict, joined),
-    }
+        queue=slots.queue(asked.capsule, verdict, joined),
+    )
 
 
 def admitted_status(
-    previous: dict[str, Any],
-    *,
-    generation: int,
-    run: dict[str, Any],
-    total: int,
-    capsule: str,
-    verdict: slots.QueuePlace,
-    now: float,
-) -> dict[str, Any]:
+    previous: dict[str, Any], asked: Asked, verdict: slots.QueuePlace
+) -> PlanStatus:
     """The status that takes a slot for the run, written before it creates anything (the
     reconcile's own status replaces it once it has dispatched)."""
-    started = status_.rfc3339(now)
-    return {
-        "observedGeneration": generation,
-        "run": {**run, "startedAt": started},
-        "phase": Phase.PENDING.value,
-        "progress": f"0/{total}",
-        "conditions": [
+    generation = int(asked.run["generation"])
+    started = status_.rfc3339(asked.now)
+    return PlanStatus.model_construct(
+        observed_generation=generation,
+        run={**asked.run, "startedAt": started},
+        phase=Phase.PENDING.value,
+        progress=f"0/{asked.total}",
+        conditions=[
             status_.condition(
                 "Unknown",
                 Phase.PENDING.value,
-                f"started on Capsule {capsule}: "
+                f"started on Capsule {asked.capsule}: "
                 f"slot {verdict.running_count + 1} of {verdict.limit}",
                 generation,
                 previous.get("conditions", []),
-                now,
+                asked.now,
             )
         ],
-        "startedAt": started,
-    }
+        started_at=started,
+    )
 
 
 def need(
@@ -181,34 +170,16 @@ def decide(need_: Need, asked: Asked, told: Told) -> Decided:
         return Decided("admitted")
     verdict, run = asked.verdict, asked.run
     assert verdict is not None
-    generation = int(run["generation"])
     if verdict.admitted:
-        new = admitted_status(
-            asked.previous,
-            generation=generation,
-            run=run,
-            total=asked.total,
-            capsule=asked.capsule,
-            verdict=verdict,
-            now=asked.now,
-        )
-        return Decided("admitted", run_history.carried(new, asked.previous))
+        new = admitted_status(asked.previous, asked, verdict)
+        return Decided("admitted", run_history.carried(new.to_status(), asked.previous))
     joined = slots.queued_at(asked.plan, str(run["id"]), asked.now)
-    new = waiting_status(
-        asked.previous,
-        generation=generation,
-        run=run,
-        total=asked.total,
-        capsule=asked.capsule,
-        verdict=verdict,
-        joined=joined,
-        now=asked.now,
-    )
+    new = waiting_status(asked.previous, asked, verdict, joined)
     if not queued(asked.plan, asked.previous, asked.capsule, run):
         told(REASON_QUEUED, slots.message(asked.capsule, verdict))
-    elif not slots.rewritten(asked.previous.get("queue"), new["queue"]):
+    elif not slots.rewritten(asked.previous.get("queue"), new.queue):
         return Decided("waits")  # farther back than it shows, or unchanged: no write (slots' rule)
-    return Decided("waits", run_history.carried(new, asked.previous))
+    return Decided("waits", run_history.carried(new.to_status(), asked.previous))
 
 
 def refused(asked: Asked, told: Told) -> dict[str, Any]:

@@ -68,6 +68,7 @@ from typing import Any, Protocol
 
 from planops.api import names
 from planops.api.names import Phase
+from planops.api.status_model import Queue
 from planops.engine.policy import DEFAULT_CAPSULE
 from planops.engine.report import parse_rfc3339, rfc3339
 from planops.kube.cache import Group
@@ -235,17 +236,17 @@ def message(capsule: str, verdict: QueuePlace) -> str:
     return text
 
 
-def queue(capsule: str, verdict: QueuePlace, joined: str) -> dict[str, Any]:
+def queue(capsule: str, verdict: QueuePlace, joined: str) -> Queue:
     """`status.queue` of a waiting Plan (bounded: at most NAMES_LISTED names a list)."""
-    return {
-        "capsule": capsule,
-        "queuedAt": joined,
-        "maxRunningPlans": verdict.limit,
-        "position": verdict.position,
-        "running": list(verdict.running[:NAMES_LISTED]),
-        "ahead": list(verdict.ahead[:NAMES_LISTED]),
-        "message": message(capsule, verdict),
-    }
+    return Queue.model_construct(
+        capsule=capsule,
+        queued_at=joined,
+        max_running_plans=verdict.limit,
+        position=verdict.position,
+        running=list(verdict.running[:NAMES_LISTED]),
+        ahead=list(verdict.ahead[:NAMES_LISTED]),
+        message=message(capsule, verdict),
+    )
 
 
 def waiting(plan: dict[str, Any], capsule: str | None = None) -> bool:
@@ -254,10 +255,12 @@ def waiting(plan: dict[str, Any], capsule: str | None = None) -> bool:
     return isinstance(q, dict) and capsule in (None, q.get("capsule")) and live(plan)
 
 
-def rewritten(old: Any, new: dict[str, Any]) -> bool:
+def rewritten(old: Any, queue_: Queue | None) -> bool:
     """Whether a waiting run's `queue` must be written again (the module's rule): it joined
     only now, the limit changed, or it is among the first NAMES_LISTED and what it shows
     changed."""
+    assert queue_ is not None
+    new = queue_.to_status()
     if not isinstance(old, dict) or old.get("queuedAt") != new["queuedAt"]:
         return True
     if old.get("maxRunningPlans") != new["maxRunningPlans"]:

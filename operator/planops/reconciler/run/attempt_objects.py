@@ -64,7 +64,7 @@ def job_later(
 ) -> Callable[[], Obj] | str:
     """Why the attempt may not start, or what builds its Job when it is sent: a decision that
     starts 20,000 attempts holds no 20,000 Job bodies at once (92 MiB as dicts), only those
-    the actuator is sending (docs/performance.md, "At scale", round 9)."""
+    the actuator is sending (docs/performance.md, "At scale")."""
     refusal = admit(ref, d, capsule, spec, policy)
     if refusal is not None:
         return refusal

@@ -27,6 +27,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from planops.api.status_model import PlanStatus
 from planops.kube.manifests import ANNOTATION_AUTHOR
 from planops.reconciler.effects.intents import Tell
 from planops.reconciler.history import run_history
@@ -140,29 +141,30 @@ def refused_run_status(
     run: dict[str, Any],
     previous: dict[str, Any],
     now: float,
-) -> dict[str, Any]:
+) -> PlanStatus:
     """A Plan's status when its re-run was refused for its author: the run ended (`Failed`,
     so it is not looked at again) before any step, the `Succeeded` condition says why. Another
     re-run, or a change of the Plan, starts a new run, checked again."""
     new = status_.invalid([], generation=generation, run=run, previous=previous, now=now)
-    new.update(
-        phase="Failed",
-        errors=None,
-        errorCount=None,
-        startedAt=status_.rfc3339(now),
-        finishedAt=status_.rfc3339(now),
-        conditions=[
-            status_.condition(
-                "False",
-                refusal.reason,
-                refusal.why,
-                generation,
-                previous.get("conditions", []),
-                now,
-            )
-        ],
+    return new.model_copy(
+        update={
+            "phase": "Failed",
+            "errors": None,
+            "error_count": None,
+            "started_at": status_.rfc3339(now),
+            "finished_at": status_.rfc3339(now),
+            "conditions": [
+                status_.condition(
+                    "False",
+                    refusal.reason,
+                    refusal.why,
+                    generation,
+                    previous.get("conditions", []),
+                    now,
+                )
+            ],
+        }
     )
-    return new
 
 
 def refused_start(
@@ -176,4 +178,4 @@ def refused_start(
     new = refused_run_status(
         refusal, generation=int(run["generation"]), run=run, previous=previous, now=now
     )
-    return run_history.carried(new, previous)
+    return run_history.carried(new.to_status(), previous)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from planops.api import CapsuleSpec, PlanSpec
+from planops.api.status_model import PlanStatus
 from planops.engine import (
     AttemptFact,
     Dispatch,
@@ -197,7 +198,7 @@ class PlanStep:
 
     def conclude(self, report: Report, chunks: int) -> Intents:
         """What this reconcile ends with, given the report as its PlanReports hold it and their
-        count."""
+        count: the status, the Events and metrics, the attempts in flight, the next wake-up."""
         s, run, now, told = self.s, self.run, self.s.now, self.told
         self.waiting += [
             asks_.announce(
@@ -207,27 +208,11 @@ class PlanStep:
             if d.kind == "ask"
         ]
         flying = set(run.in_flight_attempts())
-        new = status_.running(
-            report,
-            total=s.total,
-            finished=self.finished,
-            dispatched_any=bool(self.dispatched or flying),
-            generation=int(s.run_info["generation"]),
-            run=s.run_info,
-            refused=self.refused,
-            previous=s.previous,
-            started_at=s.started_at,
-            now=now,
-            reports=chunks,
-            status_records=s.status_records,
-        )
-        status_.stderr_in_output(new, s.previous, s.stderr_in_output)
         waiting = [w for w in self.waiting if (w.step_id, w.attempt) in flying]
-        new["asks"] = [w.to_json() for w in waiting] or None
-        new["inFlight"] = runs.in_flight(run, s.previous, now)
+        new = self._status(report, chunks, flying)
+        new.asks = [w.to_json() for w in waiting] or None
         announcing.stops(told, report, s.previous, s.spec)
-        announcing.announce(
-            told,
+        decided = announcing.Decided(
             run,
             s.spec,
             s.previous,
@@ -238,8 +223,41 @@ class PlanStep:
             report,
             self.finished,
         )
-        # wake up at the first question's deadline (whenUnanswered applies then), at the plan's
-        # own deadline, when a retry's backoff ends, and soon for an output not readable yet
+        announcing.announce(told, decided)
+        return Intents(
+            status=new.to_status(),
+            told=told,
+            running=len(flying),
+            closes=self.finished,
+            wake=self._wake(waiting),
+            deletes=self.deletes(),
+        )
+
+    def _status(self, report: Report, chunks: int, flying: set[tuple[str, int]]) -> PlanStatus:
+        s = self.s
+        progress = status_.Progress(
+            total=s.total,
+            finished=self.finished,
+            dispatched_any=bool(self.dispatched or flying),
+            generation=int(s.run_info["generation"]),
+            run=s.run_info,
+            refused=self.refused,
+            previous=s.previous,
+            started_at=s.started_at,
+            now=s.now,
+            reports=chunks,
+            status_records=s.status_records,
+        )
+        new = status_.running(report, progress)
+        status_.stderr_in_output(new, s.previous, s.stderr_in_output)
+        new.in_flight = runs.in_flight(self.run, s.previous, s.now)
+        return new
+
+    def _wake(self, waiting: list[asks_.Waiting]) -> float | None:
+        """Seconds until the Plan is looked at again: at the first question's deadline
+        (whenUnanswered applies then), at the plan's own deadline, when a retry's backoff ends,
+        and soon for an output not readable yet; None: on an event only."""
+        s, now = self.s, self.s.now
         wake = [w.deadline for w in waiting]
         deadline = stopping.deadline(s.spec, s.started_at)
         if deadline is not None and deadline > now and not self.finished:
@@ -248,14 +266,7 @@ class PlanStep:
             wake.append(self.wake_at)
         if s.later:
             wake.append(now + LATER_SECONDS)
-        return Intents(
-            status=new,
-            told=told,
-            running=len(flying),
-            closes=self.finished,
-            wake=max(0.0, min(wake) - now) + WAKE_MARGIN if wake else None,
-            deletes=self.deletes(),
-        )
+        return max(0.0, min(wake) - now) + WAKE_MARGIN if wake else None
 
     def deletes(self) -> tuple[Delete, ...]:
         """The objects to delete: those of the attempts stopped in flight (each one's Job or

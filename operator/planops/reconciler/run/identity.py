@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from planops.api import PlanSpec
+from planops.api.status_model import InFlight
 from planops.engine import Run
 from planops.engine import dispatch as dispatch_
 from planops.kube import manifests
@@ -45,13 +46,15 @@ def claim(ref: manifests.PlanRef, spec: PlanSpec) -> tuple[str | None, dict[str,
 WITH_OBJECT = ("shell", "tool", "capsule")
 
 
-def in_flight(run: Run, previous: dict[str, Any], now: float) -> list[dict[str, Any]] | None:
+def in_flight(run: Run, previous: dict[str, Any], now: float) -> list[InFlight] | None:
     """The attempts in flight that have an object: recorded so that an object deleted behind
     the operator's back is a failed attempt (`reading.vanished`), not a step silently started
     again."""
     since = {(f["stepId"], f["attempt"]): f.get("since") for f in previous.get("inFlight") or []}
     out = [
-        {"stepId": step, "attempt": attempt, "since": since.get((step, attempt)) or rfc3339(now)}
+        InFlight.model_construct(
+            step_id=step, attempt=attempt, since=since.get((step, attempt)) or rfc3339(now)
+        )
         for step, attempt in run.in_flight_attempts()
         if run.kind_of(step) in WITH_OBJECT
     ]

@@ -143,7 +143,7 @@ def invalid(v: PlanView, previous: Obj, errors: list[PlanError], told: Told) -> 
     new = status_.invalid(
         errors, generation=v.generation, run=v.run_info, previous=previous, now=v.now
     )
-    return Stop(run_history.carried(new, previous), told)
+    return Stop(run_history.carried(new.to_status(), previous), told)
 
 
 def starts(v: PlanView, previous: Obj) -> bool:

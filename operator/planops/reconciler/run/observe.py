@@ -20,7 +20,7 @@ what the API server would write read as absent.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from planops.engine.delegation import delegated_output
@@ -214,14 +214,17 @@ def job_attempt(job: Obj, pod: Obj | None) -> Observed | None:
     if ident is None:
         return None
     step, attempt, name = ident
-    meta, spec = _obj(job.get("metadata")), _obj(job.get("spec"))
-    started = _time(meta.get("creationTimestamp")) or 0.0
-    pod_name = _text(_obj(_obj(pod).get("metadata")).get("name")) if pod is not None else None
-    container = _container(pod)
-    state = _obj(container.get("state"))
-    message = _text(_obj(state.get("terminated")).get("message"))
-    containers = _list(_obj(_obj(spec.get("template")).get("spec")).get("containers"))
-    limits = _obj(_obj(_obj(containers[0] if containers else {}).get("resources")).get("limits"))
+    meta = _obj(job.get("metadata"))
+    seen = Observed(
+        step,
+        attempt,
+        name,
+        "job",
+        _time(meta.get("creationTimestamp")) or 0.0,
+        None,
+        pod=_text(_obj(_obj(pod).get("metadata")).get("name")) if pod is not None else None,
+    )
+    state = _obj(_container(pod).get("state"))
     done = _condition(job, "Complete")
     # Settled by the Job's Complete, or already by its pod: the kubelet writes phase Succeeded
     # about a second after the container exited (once the pod is torn down) and the Job
@@ -234,67 +237,49 @@ def job_attempt(job: Obj, pod: Obj | None) -> Observed | None:
             if done is not None
             else _obj(state.get("terminated")).get("finishedAt")
         )
-        return Observed(
-            step,
-            attempt,
-            name,
-            "job",
-            started,
-            "success",
+        return replace(
+            seen,
+            status="success",
             finished_at=_time(finished),
-            pod=pod_name,
-            termination_message=message,
+            termination_message=_text(_obj(state.get("terminated")).get("message")),
         )
     if (failed := _condition(job, "Failed")) is not None:
-        finished = _time(failed.get("lastTransitionTime"))
-        pod_deadline = _obj(_obj(pod).get("spec")).get("activeDeadlineSeconds")
-        if _obj(_obj(pod).get("status")).get("reason") == "DeadlineExceeded":
-            error = f"deadline exceeded: the attempt ran longer than {pod_deadline}s"
-        elif failed.get("reason") == "DeadlineExceeded":
-            waited = spec.get("activeDeadlineSeconds")
-            error = (
-                f"deadline exceeded: the attempt did not finish within {waited}s of its Job's "
-                "creation (the cluster had no room to start it in time)"
-            )
-        else:
-            job_says = f"{failed.get('reason')}: {failed.get('message')}"
-            error = _gone(pod, job_says) or _pod_error(pod, limits) or job_says
-        start_error = _start_error(pod)
-        if start_error is not None:
-            error = start_error
-        return Observed(
-            step,
-            attempt,
-            name,
-            "job",
-            started,
-            "failed",
-            error,
-            finished,
-            pod_name,
-            message,
-            never_ran=start_error is not None,
-        )
+        return _failed(seen, job, pod, failed, state)
     if _disrupted(pod):  # evicted (its node lost, preempted...): it will not finish
-        return Observed(
-            step,
-            attempt,
-            name,
-            "job",
-            started,
-            "failed",
-            _gone(pod, ""),
-            None,
-            pod_name,
-            stuck=True,
-        )
+        return replace(seen, status="failed", error=_gone(pod, ""), stuck=True)
     waiting = _obj(state.get("waiting"))
     if waiting.get("reason") in CANNOT_START:
         error = f"cannot start: {waiting['reason']}: {waiting.get('message', '')}".rstrip(": ")
-        return Observed(
-            step, attempt, name, "job", started, "failed", error, None, pod_name, stuck=True
+        return replace(seen, status="failed", error=error, stuck=True)
+    return seen
+
+
+def _failed(seen: Observed, job: Obj, pod: Obj | None, failed: Obj, state: Obj) -> Observed:
+    """A Job the Job controller marked Failed: why, from its pod when it says more."""
+    spec = _obj(job.get("spec"))
+    containers = _list(_obj(_obj(spec.get("template")).get("spec")).get("containers"))
+    limits = _obj(_obj(_obj(containers[0] if containers else {}).get("resources")).get("limits"))
+    pod_deadline = _obj(_obj(pod).get("spec")).get("activeDeadlineSeconds")
+    if _obj(_obj(pod).get("status")).get("reason") == "DeadlineExceeded":
+        error = f"deadline exceeded: the attempt ran longer than {pod_deadline}s"
+    elif failed.get("reason") == "DeadlineExceeded":
+        waited = spec.get("activeDeadlineSeconds")
+        error = (
+            f"deadline exceeded: the attempt did not finish within {waited}s of its Job's "
+            "creation (the cluster had no room to start it in time)"
         )
-    return Observed(step, attempt, name, "job", started, None, pod=pod_name)
+    else:
+        job_says = f"{failed.get('reason')}: {failed.get('message')}"
+        error = _gone(pod, job_says) or _pod_error(pod, limits) or job_says
+    start_error = _start_error(pod)
+    return replace(
+        seen,
+        status="failed",
+        error=start_error if start_error is not None else error,
+        finished_at=_time(failed.get("lastTransitionTime")),
+        termination_message=_text(_obj(state.get("terminated")).get("message")),
+        never_ran=start_error is not None,
+    )
 
 
 def job_ended(job: Obj) -> bool:

@@ -24,10 +24,12 @@ The trimming rules (docs/operator.md):
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from planops.api.crd import MAX_STEPS, SPEC_BUDGET
 from planops.api.names import Phase
+from planops.api.status_model import Condition, PlanStatus, RefusedAttempt
 from planops.engine import AttemptFact, PlanError, Report, outputs
 from planops.engine.budget import RUN_TEXT_BUDGET
 from planops.engine.report import parse_rfc3339, rfc3339
@@ -153,18 +155,18 @@ def human_duration(seconds: float) -> str:
 
 def condition(
     status: str, reason: str, message: str, generation: int, previous: list[Any], now: float
-) -> dict[str, Any]:
+) -> Condition:
     """The `Succeeded` condition (True / False / Unknown), as Tekton and Argo CD read it."""
     old = next((c for c in previous if c.get("type") == "Succeeded"), None)
     changed = old is None or old.get("status") != status or old.get("reason") != reason
-    return {
-        "type": "Succeeded",
-        "status": status,
-        "reason": reason,
-        "message": message[:ERROR_LIMIT],
-        "observedGeneration": generation,
-        "lastTransitionTime": rfc3339(now) if changed else old["lastTransitionTime"],  # type: ignore[index]
-    }
+    return Condition.model_construct(
+        type="Succeeded",
+        status=status,
+        reason=reason,
+        message=message[:ERROR_LIMIT],
+        observed_generation=generation,
+        last_transition_time=rfc3339(now) if changed else old["lastTransitionTime"],  # type: ignore[index]
+    )
 
 
 def invalid(
@@ -174,141 +176,136 @@ def invalid(
     run: dict[str, Any],
     previous: dict[str, Any],
     now: float,
-) -> dict[str, Any]:
+) -> PlanStatus:
+    """The status of a Plan the judge refused: Invalid, its refusals (bounded), nothing run."""
     shown = errors[:MAX_ERRORS]
     message = f"{len(errors)} validation error(s); first: {errors[0]}" if errors else ""
-    return {
-        "observedGeneration": generation,
-        "run": run,
-        "phase": Phase.INVALID.value,
-        "progress": "0/0",
-        "errors": [{**e.to_json(), "message": e.message[:MAX_ERROR_MESSAGE]} for e in shown],
-        "errorCount": len(errors),
-        "conditions": [
-            condition(
-                "False",
-                "ValidationFailed",
-                message,
-                generation,
-                previous.get("conditions", []),
-                now,
-            )
-        ],
-        "report": None,
-        "failedStep": None,
-        "refusedAttempts": None,
-        "startedAt": None,
-        "finishedAt": None,
-        "duration": None,
-    }
+    cond = condition(
+        "False", "ValidationFailed", message, generation, previous.get("conditions", []), now
+    )
+    return PlanStatus.model_construct(
+        observed_generation=generation,
+        run=run,
+        phase=Phase.INVALID.value,
+        progress="0/0",
+        errors=[{**e.to_json(), "message": e.message[:MAX_ERROR_MESSAGE]} for e in shown],
+        error_count=len(errors),
+        conditions=[cond],
+        report=None,
+        failed_step=None,
+        refused_attempts=None,
+        started_at=None,
+        finished_at=None,
+        duration=None,
+    )
 
 
-def running(
-    report: Report,
-    *,
-    total: int,
-    finished: bool,
-    dispatched_any: bool,
-    generation: int,
-    run: dict[str, Any],
-    refused: list[AttemptFact],
-    previous: dict[str, Any],
-    started_at: float,
-    now: float,
-    reports: int = 0,
-    status_records: int = STATUS_RECORDS,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Progress:
+    """What a run's status says besides its report: how many steps it has, whether it finished
+    or dispatched anything, its generation and run record, the attempts refused without an
+    object, the status it builds on, when it started, the clock, its PlanReports' count and how
+    many records the status repeats."""
+
+    total: int
+    finished: bool
+    dispatched_any: bool
+    generation: int
+    run: dict[str, Any]
+    refused: list[AttemptFact]
+    previous: dict[str, Any]
+    started_at: float
+    now: float
+    reports: int = 0
+    status_records: int = STATUS_RECORDS
+
+
+def running(report: Report, p: Progress) -> PlanStatus:
     """The status of a run in progress or finished: a summary of `report` (whose records are
-    all in the run's `reports` PlanReport objects), bounded whatever the report's size."""
-    top = top_level(report)
-    if finished:
-        phase = Phase.SUCCEEDED if report.completed else Phase.FAILED
-    else:
-        phase = Phase.RUNNING if (report.steps or dispatched_any) else Phase.PENDING
+    all in the run's `p.reports` PlanReport objects), bounded whatever the report's size."""
+    phase = _phase(report, p)
+    settled = {r.step_id for r in report.steps}
+    refused = [f for f in p.refused if f.step_id not in settled][-REFUSED_LIMIT:]
+    return PlanStatus.model_construct(
+        observed_generation=p.generation,
+        run=p.run,
+        phase=phase.value,
+        progress=f"{top_level(report)}/{p.total}",
+        errors=None,
+        error_count=None,
+        conditions=[_succeeded(phase, report, p)],
+        report={
+            **summary(report, p.status_records),
+            "reportObjects": p.reports,
+            "generation": p.generation,
+        },
+        counts=counts(report),
+        failed_step=report.failed_step,  # top level for the printer column (absent when null)
+        refused_attempts=[
+            RefusedAttempt.model_construct(
+                step_id=f.step_id,
+                attempt=f.attempt,
+                error=cap_text(f.error, RECENT_TEXT),
+                started_at=rfc3339(f.started_at),
+                finished_at=rfc3339(f.finished_at),
+            )
+            for f in refused
+        ]
+        or None,
+        started_at=rfc3339(p.started_at),
+        finished_at=_finished_at(p),
+        duration=_duration(report, p),
+    )
+
+
+def _phase(report: Report, p: Progress) -> Phase:
+    if p.finished:
+        return Phase.SUCCEEDED if report.completed else Phase.FAILED
+    return Phase.RUNNING if (report.steps or p.dispatched_any) else Phase.PENDING
+
+
+def _succeeded(phase: Phase, report: Report, p: Progress) -> Condition:
+    """The Succeeded condition of a run in `phase`: why it succeeded, failed or goes on."""
     if phase == Phase.SUCCEEDED:
-        cond = condition(
-            "True",
-            "Succeeded",
-            f"all {total} steps settled",
-            generation,
-            previous.get("conditions", []),
-            now,
-        )
+        status, reason, why = "True", "Succeeded", f"all {p.total} steps settled"
     elif phase == Phase.FAILED and report.stopped:  # a cancel, a deadline, the finally budget
-        cond = condition(
-            "False",
-            report.stopped[0].reason,
-            "; ".join(f"{h.label}: {h.why}" for h in report.stopped),
-            generation,
-            previous.get("conditions", []),
-            now,
-        )
+        status, reason = "False", report.stopped[0].reason
+        why = "; ".join(f"{h.label}: {h.why}" for h in report.stopped)
     elif phase == Phase.FAILED:
+        status, reason = "False", "Failed"
         why = (
             f"step {report.failed_step!r} failed and stopped the plan"
             if report.failed_step
             else "the plan did not complete"
         )
-        cond = condition("False", "Failed", why, generation, previous.get("conditions", []), now)
     else:
         stops = "".join(f"; {h.label}: {h.why}, the finally steps run" for h in report.stopped)
-        cond = condition(
-            "Unknown",
-            phase.value,
-            f"{top} of {total} steps settled{stops}",
-            generation,
-            previous.get("conditions", []),
-            now,
-        )
-    finished_at = (
-        previous.get("finishedAt")
-        if finished and previous.get("finishedAt")
-        else (rfc3339(now) if finished else None)
-    )
-    end = (
-        now
-        if not finished
-        else (max((s.finished_at or 0) for s in report.steps) if report.steps else now)
-    )
-    settled = {r.step_id for r in report.steps}
-    return {
-        "observedGeneration": generation,
-        "run": run,
-        "phase": phase.value,
-        "progress": f"{top}/{total}",
-        "errors": None,
-        "errorCount": None,
-        "conditions": [cond],
-        "report": {
-            **summary(report, status_records),
-            "reportObjects": reports,
-            "generation": generation,
-        },
-        "counts": counts(report),
-        "failedStep": report.failed_step,  # top level for the printer column (absent when null)
-        "refusedAttempts": [
-            {
-                "stepId": f.step_id,
-                "attempt": f.attempt,
-                "error": cap_text(f.error, RECENT_TEXT),
-                "startedAt": rfc3339(f.started_at),
-                "finishedAt": rfc3339(f.finished_at),
-            }
-            for f in [f for f in refused if f.step_id not in settled][-REFUSED_LIMIT:]
-        ]
-        or None,
-        "startedAt": rfc3339(started_at),
-        "finishedAt": finished_at,
-        "duration": human_duration(max(0.0, end - started_at)),
-    }
+        status, reason = "Unknown", phase.value
+        why = f"{top_level(report)} of {p.total} steps settled{stops}"
+    return condition(status, reason, why, p.generation, p.previous.get("conditions", []), p.now)
 
 
-def stderr_in_output(new: dict[str, Any], previous: dict[str, Any], now: bool) -> None:
+def _finished_at(p: Progress) -> str | None:
+    """When the run finished: as the status first said it (a later reconcile keeps it)."""
+    if not p.finished:
+        return None
+    return str(p.previous.get("finishedAt") or "") or rfc3339(p.now)
+
+
+def _duration(report: Report, p: Progress) -> str:
+    """How long the run took: until its last record settled once it finished, else until now."""
+    end = p.now
+    if p.finished and report.steps:
+        end = max((s.finished_at or 0) for s in report.steps)
+    return human_duration(max(0.0, end - p.started_at))
+
+
+def stderr_in_output(new: PlanStatus, previous: dict[str, Any], now: bool) -> None:
     """Mark the run's report when a step's output was read as one with its stderr (the cluster
     could not read the pod log's streams apart: docs/operator.md), now or by an earlier
     reconcile of the run; one field for the run, nothing per record."""
-    if now or (previous.get("report") or {}).get("stderrInOutput"):
-        new["report"]["stderrInOutput"] = True
+    if new.report is not None and (now or (previous.get("report") or {}).get("stderrInOutput")):
+        new.report["stderrInOutput"] = True
 
 
 def recut(record: dict[str, Any], records: int, output_limit: int) -> dict[str, Any]:
