@@ -1,6 +1,6 @@
 """Bytes one run writes to its PlanReports: the plan of bench/big_results.py (a `map` whose body
 filters an input, no Job) run through the engine, its records cut and chunked as the operator's
-report writer does (reconciler.reports), and the chunks' JSON summed.
+report writer does (reconciler.history.chunks), and the chunks' JSON summed.
 
     python bench/report_bytes.py [--items 2000] [--rows 1500] [--unbounded]
 

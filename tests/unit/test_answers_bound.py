@@ -1,5 +1,5 @@
 """An answer approves the one question the operator asked: the ask of one attempt, in one run of
-one Plan (reconciler.asks: the annotation carries `status.asks[].question`). And a run id is
+one Plan (reconciler.run.asks: the annotation carries `status.asks[].question`). And a run id is
 never used twice within a Plan (status.run.serial), so an old answer annotation left on a Plan
 answers no later run: not a re-run with a value used before, not one after the re-run
 annotation was taken away (neither needs `use` on the Capsule), which once named the earlier

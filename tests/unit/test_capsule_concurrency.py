@@ -1,7 +1,8 @@
 """A Capsule's `concurrency.maxRunningPlans`, checked without a cluster: several Plans on one
 Capsule reconciled against the in-memory API (fakekube.FakeKube), in whatever order, by one
-Reconciler or by a new one (a restarted operator, a new leader). The rule is reconciler.slots';
-the e2e test (tests/faults/test_capsule_concurrency.py) runs it on the real cluster."""
+Reconciler or by a new one (a restarted operator, a new leader). The rule is
+reconciler.queue.slots'; the e2e test (tests/faults/test_capsule_concurrency.py) runs it on the real
+cluster."""
 
 from __future__ import annotations
 
@@ -250,7 +251,7 @@ def test_capsule_steps_into_each_others_capsules_run_inside_their_parents_slots(
 
 @pytest.mark.parametrize("annotation", [manifests.ANNOTATION_RERUN, manifests.ANNOTATION_RETRY])
 def test_a_childs_rerun_or_retry_is_refused_and_starts_nothing(annotation: str):
-    """A child's runs are its parent's (reconciler.retrying.child_requests): a re-run or retry
+    """A child's runs are its parent's (reconciler.run.retrying.child_requests): a re-run or retry
     written on it starts no run, in a slot or out of one; a RerunRefused event says so, once,
     and names the parent to re-run instead."""
     c = cluster(limit=1)

@@ -2,7 +2,7 @@
 (fakekube.FakeKube): it rides a slot only when a Capsule above it has a limit (an ancestor holds
 a slot there); under unlimited Capsules alone it is counted and waits like any Plan, so an author
 who may use an unlimited Capsule cannot run more Plans on a limited one than its limit. The rule
-is reconciler.slots'."""
+is reconciler.queue.slots'."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """kubectl-plan assembles a Plan's whole report from its status summary and its PlanReport
 objects (cli/plan_report.py full_report): `get -o json`, `describe` and `logs` show every record.
 
-The objects are the ones the operator writes (reconciler.status, reconciler.reports), served
-from a loopback HTTP server at the API's paths, so the real client, kubeconfig and CLI run.
+The objects are the ones the operator writes (reconciler.run.status, reconciler.history.chunks),
+served from a loopback HTTP server at the API's paths, so the real client, kubeconfig and CLI run.
 tests/e2e/test_reports.py does the same against the real API server."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The report's `cut` counts (records whose text was cut, and the bytes they had in full) are the
 same whoever cut and whenever they are counted: the local runner's outputLimitBytes cut, the
 run's budget (engine.budget), and in the cluster a Job log read to its share and a record cut to
-its share of the PlanReports (reconciler.status). A restarted operator restores the records as
+its share of the PlanReports (reconciler.run.status). A restarted operator restores the records as
 its PlanReports hold them, so each mark must carry the full size, and the live operator must
 count the records as written, or the two disagree."""
 

@@ -3,10 +3,10 @@ refuse the same ones with the same words, and give them the same deadline, memor
 environment (planops' variables, the tool's own, nothing of the host's) and working directory
 (their own, or the workspace).
 
-Each case runs twice: through the reconciler's path (reconciler.dispatching: the Job or child
-Plan it would create, or its refusal) and through the local runner (a real subprocess), and
-both must come to the same outcome. The engine's rules (engine.dispatch) are also checked
-directly, one by one."""
+Each case runs twice: through the reconciler's path (reconciler.run.attempt_objects: the Job or
+child Plan it would create, or its refusal) and through the local runner (a real subprocess), and
+both must come to the same outcome. The engine's rules (engine.dispatch) are also checked directly,
+one by one."""
 
 from __future__ import annotations
 

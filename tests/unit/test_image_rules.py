@@ -2,8 +2,8 @@
 what dispatch refuses the validator refuses first, in the same words.
 
 The table runs each case through both sides of each executor: the cluster's dispatch (the Job
-it would create, reconciler.dispatching: a step needs an image) against the validator with the
-operator's policy (`needs_image`), and the local runner's admit (no image needed) against the
+it would create, reconciler.run.attempt_objects: a step needs an image) against the validator with
+the operator's policy (`needs_image`), and the local runner's admit (no image needed) against the
 validator as `kubectl-plan validate` / `run --local` call it. The two verdicts must agree."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""The reconciler keeps each running Plan's Run between reconciles (reconciler.kept) and uses it
-only when nothing moved under it: against the in-memory API, a run reconciled with the kept Run
-writes exactly the statuses, reports and Jobs of the same run restored every time; a lost status
+"""The reconciler keeps each running Plan's Run between reconciles (reconciler.run.kept_runs) and
+uses it only when nothing moved under it: against the in-memory API, a run reconciled with the kept
+Run writes exactly the statuses, reports and Jobs of the same run restored every time; a lost status
 write, a write by someone else and a new leadership term restore."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The reconciler's decisions as values: reconciler.core is given what a reconcile read (a
+"""The reconciler's decisions as values: reconciler.run.core is given what a reconcile read (a
 Situation) and answers with intents (the objects to create or delete, the status, Events and
 metrics, the next wake-up). No API, fake or real: each test builds the facts, feeds the API
 server's answers by hand and compares what comes back."""

@@ -176,7 +176,7 @@ def test_a_slow_api_server_slows_a_reconcile_but_changes_nothing():
     assert status["phase"] == "Running" and len(w.kube.of("job")) == 20
 
 
-# -- finally steps after a stop (engine.finally_steps, reconciler.stopping) --------------------
+# -- finally steps after a stop (engine.finally_steps, reconciler.run.stopping) --------------------
 
 SLEEPY_FINALLY = {"finally": [{"id": "clean", "shell": "sleep 100"}]}
 

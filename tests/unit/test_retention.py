@@ -1,7 +1,7 @@
 """Retention without a cluster: when a finished Plan is deleted (its TTL, held for the archive),
 which Jobs each podGC policy collects and when, and that a collected Job is never taken for an
-attempt that vanished. The pure rules (reconciler.retention) first, then Reconciler.reconcile
-against the in-memory API (fakekube), with an injected clock."""
+attempt that vanished. The pure rules (reconciler.history.retention) first, then
+Reconciler.reconcile against the in-memory API (fakekube), with an injected clock."""
 
 from __future__ import annotations
 

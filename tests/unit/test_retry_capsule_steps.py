@@ -1,7 +1,7 @@
 """`retry --from` of a Plan whose capsule step's child Plan asked for an approval (in its own
 Capsule): the capsule step runs again, a new child that asks again, and what depends on it
 waits; the approval given in the earlier run approves nothing now, as for a top-level `ask`
-(engine.retry; the operator reads the target Capsules: reconciler.retrying.capsule_plans).
+(engine.retry; the operator reads the target Capsules: reconciler.run.retrying.capsule_plans).
 Against the in-memory API (fakekube.FakeKube)."""
 
 from __future__ import annotations

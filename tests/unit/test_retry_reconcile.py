@@ -1,5 +1,5 @@
-"""The retry annotation in the reconciler (reconciler.retrying), against the in-memory API: a new
-run (new run id) that creates Jobs only for what runs again, its report starting with the kept
+"""The retry annotation in the reconciler (reconciler.run.retrying), against the in-memory API: a
+new run (new run id) that creates Jobs only for what runs again, its report starting with the kept
 records; one retry per token; refusals as a Warning Event with no run started; a retry asked for
 while a run is under way waits for it; the recorded author is asked first, as for a re-run."""
 

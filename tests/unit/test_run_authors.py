@@ -1,5 +1,5 @@
 """A revoked Capsule `use` stops the runs the operator starts on an author's behalf: the decision
-(planops.reconciler.authors) and its two callers, a ScheduledPlan's due run and a Plan's re-run,
+(planops.reconciler.run.authors) and its two callers, a ScheduledPlan's due run and a Plan's re-run,
 against an in-memory API whose access review answers as told. The admission policy that records
 the author, and the real SubjectAccessReview, are tested on the cluster
 (tests/e2e/test_tenancy.py)."""

@@ -1,8 +1,9 @@
 """Every run keeps its record: when a re-run or a new generation replaces a Plan's run, the run
-it replaces becomes the first entry of status.history (reconciler.run_history) and its records
-stay in its PlanReports until its entry falls off spec.historyLimit (reconciler.earlier_runs).
-Driven through Reconciler.reconcile against the in-memory API (fakekube.FakeKube); the cluster's
-e2e test (tests/e2e/test_run_history.py) runs the same on the real API server."""
+it replaces becomes the first entry of status.history (reconciler.history.run_history) and its
+records stay in its PlanReports until its entry falls off spec.historyLimit
+(reconciler.history.replacing). Driven through Reconciler.reconcile against the in-memory API
+(fakekube.FakeKube); the cluster's e2e test (tests/e2e/test_run_history.py) runs the same on the
+real API server."""
 
 from __future__ import annotations
 

@@ -78,7 +78,7 @@ def worst_status(n: int, status_records: int) -> dict[str, object]:
             status_records=status_records,
         ),
     ).to_status()
-    # the reconciler adds these, each bounded (reconciler.runs.in_flight)
+    # the reconciler adds these, each bounded (reconciler.run.identity.in_flight)
     st["inFlight"] = [
         {"stepId": LONG_ID, "attempt": 100, "since": "2026-11-30T00:00:00.000Z"}
     ] * status.IN_FLIGHT_LIMIT

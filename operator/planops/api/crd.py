@@ -270,7 +270,7 @@ def _scheduled_crd(cluster: bool) -> dict[str, Any]:
 
 
 def plan_report_crd() -> dict[str, Any]:
-    """PlanReport: one chunk of a run's report (planops.reconciler.reports). Written by the
+    """PlanReport: one chunk of a run's report (planops.reconciler.history.chunks). Written by the
     operator only, owned by its Plan, no spec and no status: its records are its data."""
     record = obj(
         "One settled step, as in the Plan's status.report.steps.",

@@ -187,8 +187,8 @@ class Workspace(Model):
 HISTORY_LIMIT = 10
 HISTORY_LIMIT_MAX = 50
 
-#: When a Plan's step Jobs are deleted (planops.reconciler.retention): as each step settles, once
-#: the run finished, once it succeeded, or never (the default).
+#: When a Plan's step Jobs are deleted (planops.reconciler.history.retention): as each step settles,
+#: once the run finished, once it succeeded, or never (the default).
 PodGC = Literal["OnStepCompletion", "OnPlanCompletion", "OnPlanSuccess", "Never"]
 POD_GC_POLICIES: tuple[str, ...] = typing.get_args(PodGC)
 
@@ -435,7 +435,7 @@ class WorkspacePolicy(Model):
 
 class Concurrency(Model):
     """How many Plans may run on a Capsule at once, across the cluster (1: a mutex). Plans beyond
-    it wait in phase Pending, in queue order (reconciler.slots has the rule)."""
+    it wait in phase Pending, in queue order (reconciler.queue.slots has the rule)."""
 
     max_running_plans: int = Field(ge=1, le=10_000)
 

@@ -18,7 +18,7 @@ from planops.api.models import (
 )
 from planops.api.schema_parts import Schema, array, bounds, integer, obj, resources, text
 
-#: a Plan's spec as stored JSON: its status (planops.reconciler.status) shares the one object
+#: a Plan's spec as stored JSON: its status (planops.reconciler.run.status) shares the one object
 SPEC_BUDGET = 768 << 10
 #: literal steps: as many of the smallest steps (~26 bytes) as SPEC_BUDGET holds
 MAX_STEPS = 30_000

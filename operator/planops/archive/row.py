@@ -8,7 +8,7 @@ restart, a new leader, a database that was down) is found again from the cluster
 `pending_run` is that question. A new run's status starts without the field.
 
 A run replaced by a new one (a re-run, a new generation) before it was archived is kept in the
-Plan's status.history with its PlanReports (reconciler.run_history) and archived from there:
+Plan's status.history with its PlanReports (reconciler.history.run_history) and archived from there:
 `pending_earlier` finds it, queue.earlier_row is its row, and its entry's `archived: true` the
 mark.
 While the archive is on, such an entry stays in the history past the Plan's historyLimit.
@@ -87,7 +87,7 @@ def pending_earlier(plan: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
 
 def waits_for_archive(entry: dict[str, Any]) -> bool:
     """Whether an earlier run's entry is finished and not archived yet (the reconciler keeps
-    such an entry past historyLimit by the same rule: reconciler.run_history)."""
+    such an entry past historyLimit by the same rule: reconciler.history.run_history)."""
     return entry.get("phase") in FINISHED and entry.get("archived") is not True
 
 

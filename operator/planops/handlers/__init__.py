@@ -216,7 +216,7 @@ async def _resync(memo: kopf.Memo) -> None:
     while True:
         await asyncio.sleep(CONFIG.resync_seconds)
         for key in list(memo.active):
-            memo.reconciler.check(*key)  # a list: what the watch missed is found (RunReader.resync)
+            memo.reconciler.check(*key)  # a list: what the watch missed is found (Reads.resync)
             memo.queue.put(key)
         if memo.archiver is not None:  # runs the full queue did not take are found again
             memo.archiver.sweep()
@@ -233,7 +233,7 @@ async def plan_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_
         memo.active.add((ns, name))
     memo.plans.seen(event["type"], dict(event["object"]))
     # a slot of its Capsule freed (its move into finished, or its deletion; no other event of
-    # a finished Plan): the first Plans waiting for one look again now (reconciler.slots)
+    # a finished Plan): the first Plans waiting for one look again now (reconciler.queue.slots)
     if memo.counting.moved_out(event["type"], dict(event["object"])):
         for key in slot_waiters(dict(event["object"]), memo.plans, memo.capsules):
             memo.queue.put(key)

@@ -64,7 +64,7 @@ class KubeApi(Protocol):
 
 
 class ScheduleApi(KubeApi, Protocol):
-    """What a ScheduledPlan's reconcile asks besides (reconciler.scheduled): its own object by
+    """What a ScheduledPlan's reconcile asks besides (reconciler.schedules.shell): its own object by
     plural (namespaced or cluster-wide), its status, the namespaces a selector picks."""
 
     async def get_object(self, plural: str, namespace: str | None, name: str) -> Obj | None: ...

@@ -298,7 +298,7 @@ class Kube:
     async def create_capsule(self, namespace: str, body: Obj) -> Obj:
         return await self._create(_custom("capsules", namespace), body)
 
-    # -- PlanReports: a run's report, in chunks (planops.reconciler.reports) --------------------
+    # -- PlanReports: a run's report, in chunks (planops.reconciler.history.chunks) ----------------
 
     async def list_plan_reports(self, namespace: str, selector: str) -> list[Obj]:
         return await self._list(_custom("planreports", namespace), labelSelector=selector)

@@ -2,7 +2,7 @@
 
 Settlements first (a step's start follows the settlements that made it ready), then the steps
 started, then the plan's own end, once: the Plan's previous phase says whether it was told.
-Pure: they are told to a `Told` (reconciler.intents), which the actuator posts and counts.
+Pure: they are told to a `Told` (reconciler.effects.intents), which the actuator posts and counts.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Pure: what one reconcile decided to do, as data the actuator carries out.
 
-The reconciler's decisions (reconciler.core) return intents instead of making requests: the
+The reconciler's decisions (reconciler.run.core) return intents instead of making requests: the
 objects to create (an attempt's Job or child Plan) and to delete (a stopped run's), the Events
 and metric updates to tell, the status to write and when to look at the Plan again. Kept as
-data, a decision is checked by comparing values, with no API to fake; reconciler.actuator is
+data, a decision is checked by comparing values, with no API to fake; reconciler.effects.actuator is
 the one place that turns them into requests.
 """
 
@@ -83,7 +83,7 @@ class Create:
     """Create the object of a dispatched attempt: its Job (`body`, built when read: the
     actuator reads it as it sends it), or, for a capsule step, the child Plan the actuator
     builds from its target Capsule (`body` None: the Capsule's `plan` is read at the create,
-    reconciler.dispatching.child)."""
+    reconciler.run.attempt_objects.child)."""
 
     dispatch: Dispatch
     kind: Literal["job", "plan"]

@@ -1,12 +1,12 @@
 """A run's full report as PlanReport objects: append-only chunks of settled records.
 
-A Plan's status holds a bounded summary (reconciler.status); every settled record of a run is
+A Plan's status holds a bounded summary (reconciler.run.status); every settled record of a run is
 written here, in the order the operator settled it, to objects of the namespaced kind
 `PlanReport` (planops.dev), the way Kubernetes keeps what outgrows one object: owned children.
 - Each chunk is one PlanReport named `<plan>-<run>-<index>`, labelled with the Plan
   (`planops.dev/plan`), the run (`planops.dev/run`) and its index (`planops.dev/chunk`), whose
   controller is the Plan (garbage-collected with it; trusted only by that owner reference, as
-  Jobs are: reconciler.observe.owned).
+  Jobs are: reconciler.run.observe.owned).
 - Records go to the last chunk until it holds `chunk_records` records or CHUNK_BYTES bytes;
   then the next chunk is created. Only the last chunk is ever written again, by a JSON Patch
   that appends the new records behind a `test` of its count (a stale writer fails instead of

@@ -21,12 +21,12 @@ The rules:
   Plans are not all archived (they go with it). The question is the archive's
   (planops.archive.row.archived), handed in by the operator when the archive is on: the
   archive is a layer above the reconciler. Every other deletion of a finished Plan asks it too
-  (`waits_for_archive`): a schedule's history limits (reconciler.scheduled), a parent's new run
-  (reconciler.runs), which leaves such a child to delete itself once archived
+  (`waits_for_archive`): a schedule's history limits (reconciler.schedules.shell), a parent's new
+  run (reconciler.run.identity), which leaves such a child to delete itself once archived
   (`replaced_child`).
 - podGC collects only the Jobs of settled steps (their records, outputs included, are in the
   status or the PlanReports before any Job is deleted): the Job of an attempt in flight is never
-  deleted, so a collected Job is never taken for one that vanished (reading.vanished reads only
+  deleted, so a collected Job is never taken for one that vanished (run.facts.vanished reads only
   the attempts the status has in flight).
 """
 

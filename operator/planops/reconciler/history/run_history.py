@@ -11,7 +11,7 @@ shows the whole report of a failure someone re-ran.
 
 The history is bounded twice: by `spec.historyLimit` (HISTORY_LIMIT by default, at most
 HISTORY_LIMIT_MAX, the CRD's bound) and, in bytes, by ENTRIES_MAX entries of at most
-ENTRY_BYTES each, which the status' budget holds beside the summary (reconciler.status). While
+ENTRY_BYTES each, which the status' budget holds beside the summary (reconciler.run.status). While
 the archive is on, an entry whose run is finished and not archived yet stays past the limit (up
 to ENTRIES_MAX), so its PlanReports are there when the archive's writer reads them.
 
@@ -25,7 +25,7 @@ HISTORY_REPORT_BYTES of earlier runs' (plus one run's chunk overshoot, the first
 fit being dropped whole). While the archive is on, an entry not archived yet keeps its
 PlanReports past the budget (the archive's writer reads them); they count in the sum.
 
-Pure: reconciler.earlier_runs does the requests.
+Pure: reconciler.history.replacing does the requests.
 """
 
 from __future__ import annotations

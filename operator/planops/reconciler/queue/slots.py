@@ -6,7 +6,7 @@ namespace whose `spec.capsule` names it:
 
 - A Plan **holds a slot** while its status says its current run started: phase Pending or
   Running without a `queue` entry (the operator writes that status, with the run's id and start
-  time, before the run creates anything: reconciler.admission). It holds it until the run
+  time, before the run creates anything: reconciler.queue.admission). It holds it until the run
   succeeds or fails, or the Plan is deleted.
 - Every other Plan of the Capsule not finished and not being deleted **waits** (phase Pending,
   `status.queue` naming the Plans ahead), and so does one not reconciled yet.
@@ -56,9 +56,8 @@ namespace whose `spec.capsule` names it:
   Plan alone, never on Capsules: whether a child is exempt is asked, of the Capsules as they
   are then, only when a verdict is made, so a limit changed leaves no stale grouping.
 
-The queue's order is kept by reconciler.standing (Standing: each Capsule's Plans sorted as they
-change, so a verdict costs no sort of the queue; whom a freed slot wakes).
-"""
+The queue's order is kept by reconciler.queue.standing (Standing: each Capsule's Plans sorted as
+they change, so a verdict costs no sort of the queue; whom a freed slot wakes)."""
 
 from __future__ import annotations
 
@@ -113,7 +112,7 @@ def lineage(plan: dict[str, Any]) -> tuple[str, ...]:
 def exemption(plan: dict[str, Any]) -> tuple[str, ...]:
     """The Capsules whose limit makes a Plan's run exempt: the lineage of a child Plan (its only
     runs are those its parent starts: the operator takes no re-run or retry of a child,
-    reconciler.retrying, so a re-run annotation does not take it out of the slot); none for any
+    reconciler.run.retrying, so a re-run annotation does not take it out of the slot); none for any
     other Plan."""
     return lineage(plan) if is_child(plan) else ()
 

@@ -1,4 +1,4 @@
-"""The order of a Capsule's queue (reconciler.slots' rule), kept as its Plans change.
+"""The order of a Capsule's queue (reconciler.queue.slots' rule), kept as its Plans change.
 
 The Plans' cache keeps one Standing per Capsule of a namespace (kube.cache.WatchCache's groups):
 its live Plans, those holding a slot and those waiting, each sorted by queue order (slots.order)

@@ -4,7 +4,7 @@ The reconciler's side of engine.dispatch: the rules themselves (admit, the timeo
 live there, shared with the local runner; this module turns an admitted attempt into the object
 to create (a Job, or a child Plan from the target Capsule's `plan`), and reads the API server's
 answer to that create (adopt our own object, fail the attempt on a refusal, or retry later).
-No I/O: the reconciler's actuator (reconciler.actuator) makes the requests.
+No I/O: the reconciler's actuator (reconciler.effects.actuator) makes the requests.
 """
 
 from __future__ import annotations
@@ -92,10 +92,12 @@ def child(
     return manifests.child_plan(parent, d, target, plan_spec)
 
 
-Answer = Literal["adopt", "retry"] | str
+#: what an error answer to a create means: adopt the object, retry the reconcile, or the
+#: attempt's failure (why)
+ErrorMeaning = Literal["adopt", "retry"] | str
 
 
-def create_refused(kind: str, error: ErrorKind, message: str) -> Answer:
+def create_refused(kind: str, error: ErrorKind, message: str) -> ErrorMeaning:
     """What an error answer to creating an attempt's object means, by its kind (kube.errors):
     "adopt" (the name exists: made before a restart, if it is ours), the attempt's failure (the
     request itself is refused: refused by admission, forbidden, invalid; sending it again cannot

@@ -5,8 +5,8 @@ of its attempts, the objects observed, the previous status, the clock), `plan_st
 the engine's Run (or advances the one the last reconcile kept, when the facts line up with it:
 engine.keeping) and answers what to do: stop what a cancel or a deadline stops (Run.halt: the
 objects to delete) and advance the rest (the Jobs and child Plans to create: the finally
-steps after a stop too). The actuator (reconciler.actuator) makes the requests;
-the API server's answers come back as `Answer`s, and a refused create fails its attempt at
+steps after a stop too). The actuator (reconciler.effects.actuator) makes the requests;
+the API server's answers come back as `CreateAnswer`s, and a refused create fails its attempt at
 once, which may make other steps ready (its retry, an onError): the step decides again, and
 the actuator creates again, a bounded number of rounds. Once the report is written (its
 records as the PlanReports hold them), `conclude` gives the status, the Events and metrics,
@@ -46,7 +46,7 @@ from planops.reconciler.run import identity as runs
 from planops.reconciler.run import status as status_
 from planops.reconciler.run.observe import Observed
 
-#: seconds until an output not readable yet is looked for again (reconciler.reading)
+#: seconds until an output not readable yet is looked for again (reconciler.effects.reads)
 LATER_SECONDS = 2.0
 #: rounds of decide -> create -> refused in one reconcile; past them the refusals are recorded
 #: and the Plan is looked at again at once (each round fails at least one attempt for good, so
@@ -73,14 +73,14 @@ class Situation:
     claim: str | None
     now: float
     started_at: float
-    #: an output not readable yet (reconciler.observe): look again soon
+    #: an output not readable yet (reconciler.run.observe): look again soon
     later: bool = False
     status_records: int = status_.STATUS_RECORDS
     #: the run holds (or needs no) Capsule slot: False for a run that waited for one and is
-    #: cancelled before it started (reconciler.admission), which runs nothing, finally steps
+    #: cancelled before it started (reconciler.queue.admission), which runs nothing, finally steps
     #: included
     admitted: bool = True
-    #: a step's output was read as one with its stderr (reconciler.step_logs)
+    #: a step's output was read as one with its stderr (reconciler.run.step_logs)
     stderr_in_output: bool = False
 
     @property
@@ -100,7 +100,7 @@ class PlanStep:
     #: attempts stopped in flight (by `halt`, or by the finally steps' budget): their objects
     #: are deleted
     stopped: list[tuple[str, int]] = field(default_factory=list)
-    #: the questions waiting (reconciler.asks)
+    #: the questions waiting (reconciler.run.asks)
     waiting: list[asks_.Waiting] = field(default_factory=list)
     #: attempts that failed without an object: refused by the cluster or at dispatch
     refused: list[AttemptFact] = field(default_factory=list)

@@ -48,7 +48,7 @@ WITH_OBJECT = ("shell", "tool", "capsule")
 
 def in_flight(run: Run, previous: dict[str, Any], now: float) -> list[InFlight] | None:
     """The attempts in flight that have an object: recorded so that an object deleted behind
-    the operator's back is a failed attempt (`reading.vanished`), not a step silently started
+    the operator's back is a failed attempt (`run.facts.vanished`), not a step silently started
     again."""
     since = {(f["stepId"], f["attempt"]): f.get("since") for f in previous.get("inFlight") or []}
     out = [
@@ -58,7 +58,7 @@ def in_flight(run: Run, previous: dict[str, Any], now: float) -> list[InFlight] 
         for step, attempt in run.in_flight_attempts()
         if run.kind_of(step) in WITH_OBJECT
     ]
-    return out[: status_.IN_FLIGHT_LIMIT] or None  # the status bound (reconciler.status)
+    return out[: status_.IN_FLIGHT_LIMIT] or None  # the status bound (reconciler.run.status)
 
 
 def depth(label: Any) -> int:

@@ -4,7 +4,7 @@ A Plan's spec and status share one object, and etcd refuses objects over 1.5 MiB
 holds only a summary (docs/architecture.md, "Reports"): phase, the `Succeeded` condition,
 counts by status, the attempts in flight, the failed step's record, the most recent settled
 records and the plan's output, each part under its own bound (SUMMARY_BUDGET in all). Every
-settled record goes to the run's PlanReport objects (reconciler.reports), the report's only
+settled record goes to the run's PlanReport objects (reconciler.history.chunks), the report's only
 complete copy, which is also what a restarted operator restores from.
 
 The trimming rules (docs/operator.md):
@@ -359,7 +359,7 @@ def summary(report: Report, status_records: int = STATUS_RECORDS) -> dict[str, A
         "records": len(report.steps),
         "stepsOmitted": len(report.steps) - len(recent),
     }
-    # the stops too: a stop holds once written (reconciler.stopping reads them back)
+    # the stops too: a stop holds once written (reconciler.run.stopping reads them back)
     whole = Report(
         report.plan_id,
         report.completed,
@@ -402,7 +402,7 @@ STATUS_RECORDS_MAX = 100
 def holds_all(records: list[dict[str, Any]], status_records: int = STATUS_RECORDS) -> bool:
     """Whether `summary` repeats every one of a run's `records` (StepRecord.to_json, as cut for
     the report) without shortening any: then the status alone is the run's whole report, and
-    no PlanReport is written for it (reconciler.reports)."""
+    no PlanReport is written for it (reconciler.history.chunks)."""
     if not records or len(records) > _repeated(status_records):
         return False
     return all(

@@ -13,11 +13,11 @@ API server *and* on each kubelet. So, per read:
   (400, gate off on that node; the API server passes the kubelet's answer on), or an API server or
   kubelet older than 1.32 ignores it (both reads give the same text). Then the output is the log
   as one (stdout and stderr interleaved, as `kubectl logs` shows it), the record has no stderr,
-  and the run's report says so (`stderrInOutput`: RunReader.merged). After a refusal, reads take
-  the log as one, one request each as before the split existed, for RECHECK_SECONDS, then the
-  cluster is asked again (a gate turned on later is used). A refusal is the cluster's answer to
-  the request, which no step can change; the same text on both streams is not remembered (a step
-  can print it: it changes only that step's record).
+  and the run's report says so (`stderrInOutput`: effects.reads.RunRead.merged). After a refusal,
+  reads take the log as one, one request each as before the split existed, for RECHECK_SECONDS, then
+  the cluster is asked again (a gate turned on later is used). A refusal is the cluster's answer to
+  the request, which no step can change; the same text on both streams is not remembered (a step can
+  print it: it changes only that step's record).
 
 A refusal is taken for the cluster's only when the same log read without the parameter
 succeeds: a log that cannot be read at all (a container that never started) says nothing about

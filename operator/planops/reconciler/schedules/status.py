@@ -1,6 +1,6 @@
 """A ScheduledPlan's (or ClusterScheduledPlan's) status, built from what one reconcile found: the
 last and next schedule times, the active runs, the Ready and Authorized conditions. Pure, apart
-from the scheduler's requests (planops.reconciler.scheduled), so the shape users read with
+from the scheduler's requests (planops.reconciler.schedules.shell), so the shape users read with
 `kubectl get -o yaml` is in one place.
 """
 
