@@ -46,6 +46,22 @@ BASE: dict[str, Any] = {
                 },
             },
             {"id": "b", "tool": "echo-input", "input": {"x": 1}, "dependsOn": ["a"]},
+            {
+                "id": "c",
+                "script": "echo hi",
+                "interpreter": "sh",
+                "env": [
+                    {"name": "A", "value": "{{input.n}}"},
+                    {"name": "B", "valueFrom": {"secretKeyRef": {"name": "ci", "key": "k"}}},
+                    {
+                        "name": "C",
+                        "valueFrom": {
+                            "configMapKeyRef": {"name": "s", "key": "k", "optional": True}
+                        },
+                    },
+                ],
+                "volumeMounts": [{"name": "cache", "mountPath": "/cache", "readOnly": True}],
+            },
         ],
     },
 }

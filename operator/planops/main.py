@@ -12,14 +12,17 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable
 from typing import Any
 
 from planops.api import quantity
-from planops.api.crd import MAX_STEPS
+from planops.api.limits import MAX_STEPS
+from planops.api.pod_models import BASELINE_CAPABILITIES
 from planops.engine import Policy
 from planops.engine.bodies import MAX_RECORDS
+from planops.engine.policy import ProfileCaps
 from planops.reconciler import (
     CHUNK_RECORDS,
     HISTORY_REPORT_BYTES,
@@ -128,6 +131,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="QUANTITY",
         help="ceiling of any step's memory limit (a quantity: 4Gi); default none",
     )
+    _profile_flags(p)
     p.add_argument("--resync-seconds", type=float, default=60.0)
     p.add_argument(
         "--webhook-port",
@@ -180,6 +184,80 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-v", "--verbose", action="store_true")
     return p
+
+
+def _profile_flags(p: argparse.ArgumentParser) -> None:
+    """What any Capsule's security profiles may ask for (engine.policy.ProfileCaps; the chart's
+    policy.securityProfiles): a profile past it is refused, and nothing of its plan runs."""
+    p.add_argument(
+        "--allow-privileged-profiles",
+        action="store_true",
+        help="a Capsule's security profile may run privileged containers",
+    )
+    p.add_argument(
+        "--allow-host-namespaces",
+        action="store_true",
+        help="a Capsule's security profile may share the node's network, PID or IPC namespace",
+    )
+    p.add_argument(
+        "--forbid-run-as-root",
+        action="store_true",
+        help="no Capsule's security profile may run as root (runAsUser 0)",
+    )
+    p.add_argument(
+        "--allowed-capabilities",
+        type=_capabilities,
+        default=BASELINE,
+        help="capabilities a Capsule's security profile may add, comma-separated; `baseline` "
+        "stands for Pod Security baseline's (the default); empty: none",
+    )
+    p.add_argument(
+        "--allowed-host-paths",
+        type=_host_paths,
+        default="",
+        metavar="PATHS",
+        help="directories of the node a Capsule's security profile may mount (each path equal "
+        "to one or under it), comma-separated absolute paths; default none",
+    )
+
+
+#: in --allowed-capabilities: the capabilities Pod Security's baseline level allows
+BASELINE = "baseline"
+
+
+def _capabilities(text: str) -> str:
+    for name in (c.strip() for c in text.split(",") if c.strip() not in ("", BASELINE)):
+        if not re.fullmatch(r"[A-Z][A-Z0-9_]*", name) or name.startswith("CAP_"):
+            raise argparse.ArgumentTypeError(f"{name!r} is not a capability (NET_ADMIN, no CAP_)")
+    return text
+
+
+def _host_paths(text: str) -> str:
+    for path in (p.strip() for p in text.split(",") if p.strip()):
+        parts = path.split("/")[1:]
+        if not path.startswith("/") or any(x in ("", ".", "..") for x in parts if path != "/"):
+            raise argparse.ArgumentTypeError(f"{path!r} is not an absolute path (/var/cache)")
+    return text
+
+
+def _expanded(text: str) -> tuple[str, ...]:
+    names: list[str] = []
+    for c in (c.strip() for c in text.split(",") if c.strip()):
+        names += BASELINE_CAPABILITIES if c == BASELINE else [c]
+    return tuple(dict.fromkeys(names))
+
+
+def profile_caps(args: argparse.Namespace) -> ProfileCaps:
+    """The operator's cap on security profiles, from its flags."""
+    return ProfileCaps(
+        allow_privileged=args.allow_privileged_profiles,
+        allow_host_namespaces=args.allow_host_namespaces,
+        allow_run_as_root=not args.forbid_run_as_root,
+        allowed_capabilities=_expanded(args.allowed_capabilities),
+        allowed_host_paths=tuple(
+            p.strip() for p in args.allowed_host_paths.split(",") if p.strip()
+        ),
+    )
 
 
 def usage(width: int = 100) -> str:
@@ -335,6 +413,7 @@ def main(argv: list[str] | None = None, *, run: Callable[..., Any] | None = None
         max_cpu=args.max_cpu,
         max_memory=args.max_memory,
         needs_image=True,
+        profiles=profile_caps(args),
     )
     # kopf's runtime scanning (it lists every CRD and namespace) is only needed for namespace
     # globs; without it the operator needs no cluster-wide read of CRDs (RBAC least privilege)

@@ -49,6 +49,7 @@ start_node() {
     return 1
   fi
   node_packages
+  stale_api_rules
   "$here/build" node >/dev/null
   local pause_bin; pause_bin=$(ls "$cache"/bin/pause-"$(sha256sum "$here/pause.c" | cut -c1-12)"/pause)
   local images=$cache/images
@@ -175,6 +176,20 @@ api_rule() { # -A | -D
   local at=$1; [[ $at == -A ]] && at="-I"
   iptables "$at" INPUT -i "$CNI_BRIDGE" -d "$NODE_IP/32" -p tcp --dport "$APIPROXY_PORT" \
     -m comment --comment "planops-test $dir" -j ACCEPT
+}
+# A machine restart (or a killed `up`) leaves a dead cluster's rules behind; its DNAT rule would
+# come first and send our pods' API traffic to a relay that no longer listens. No other node runs
+# (start_node checked), so every planops-test rule belongs to a cluster that is gone.
+stale_api_rules() {
+  local table chain rule
+  for table in nat filter; do
+    chain=INPUT; [[ $table == nat ]] && chain=PREROUTING
+    while read -r rule; do
+      [[ -n $rule ]] || continue
+      log "removing a stale rule of a stopped test cluster: iptables -t $table $rule"
+      eval "iptables -t $table ${rule/#-A /-D }" 2>/dev/null || true
+    done < <(iptables -t "$table" -S "$chain" 2>/dev/null | grep -F '"planops-test ' || true)
+  done
 }
 # What a pod's connection to the `kubernetes` Service goes through, for a failure's diagnosis.
 api_path() {

@@ -253,7 +253,7 @@ def steps(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 #: the bounds a Plan's status and each of its PlanReports stay under (reconciler/run/status.py,
 #: reconciler/history/chunks.py), a chunk with room for the metadata the API server adds
-STATUS_BOUND = 448 * 1024
+STATUS_BOUND = 452 * 1024
 CHUNK_BOUND = 512 * 1024 + 16 * 1024
 
 

@@ -153,7 +153,7 @@ def test_the_installed_operator_runs_a_plan_under_the_charts_account(kube: Kube,
     )
     obj = wait_plan(kube, release.work, "in-cluster", timeout=180)
     assert obj["status"]["phase"] == "Succeeded", json.dumps(obj["status"])[:2000]
-    assert steps(obj)["bye"]["output"] == "hello from the chart\n"
+    assert steps(obj)["bye"]["output"] == "hello from the chart"
     logs = kube.run("logs", "-n", release.system, pod["metadata"]["name"]).stdout
     assert "forbidden" not in logs.lower(), logs[-3000:]
 

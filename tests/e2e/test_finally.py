@@ -113,7 +113,7 @@ def test_a_plan_past_its_deadline_stops_its_steps_and_runs_its_finally_step(kube
         rep["slow"]["error"] == "stopped (the plan ran longer than its activeDeadlineSeconds (8s))"
     )
     assert rep["notify"]["status"] == "success"
-    assert rep["notify"]["output"] == "failed DeadlineExceeded\n"
+    assert rep["notify"]["output"] == "failed DeadlineExceeded"
     # after the stop (a Job's creationTimestamp has whole seconds)
     assert rep["notify"]["startedAt"][:19] >= rep["slow"]["finishedAt"][:19]
     assert (st["report"]["completed"], st["report"]["failedStep"]) == (False, None)
@@ -159,7 +159,7 @@ def test_cancel_run_finally_runs_the_finally_steps_within_their_budget(
     assert st["conditions"][0]["reason"] == "Cancelled"
     rep = steps(obj)
     assert rep["slow"]["error"].startswith("cancelled (kubectl plan cancel --run-finally at ")
-    assert rep["tell"]["output"] == "Cancelled\n"
+    assert rep["tell"]["output"] == "Cancelled"
     assert rep["hang"]["error"] == (
         "stopped (the finally steps ran longer than their finallyTimeoutSeconds (20s))"
     )

@@ -109,7 +109,7 @@ def test_a_plan_runs_on_simulated_nodes_with_a_failure_and_an_output_passed_on(
     env = {
         e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]
     }
-    assert json.loads(env["PLANOPS_INPUT"]) == {"got": GREETING + "\n"}
+    assert json.loads(env["PLANOPS_INPUT"]) == {"got": GREETING}
     # a simulated `false` fails as a real one does
     assert (rep["broken"]["status"], rep["broken"]["error"]) == ("failed", "exit code 1")
     assert rep["after"]["status"] == "success"

@@ -46,7 +46,7 @@ def test_a_tool_sees_the_same_world_in_a_pod_and_in_a_local_run(
     assert in_a_pod["status"] == "success", in_a_pod
     assert in_a_pod["output"] == (
         'plan=parity step=t attempt=1 input={"n": 1} url=https://$(HOST)/$(MODE)/1 mode=fast '
-        "arg=t $(PATH) $(MODE) secret=none\nUTC\n"
+        "arg=t $(PATH) $(MODE) secret=none\nUTC"
     )
 
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "the user's own")

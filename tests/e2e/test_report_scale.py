@@ -2,7 +2,7 @@
 
 One literal step costs at least ~25 bytes of spec, so 100,000 of them would make an object of
 ~2.5 MB: over what the API server takes (etcd's ~1.5 MiB request limit; the CRD bounds a spec
-to 768 KiB and 30,000 steps, api/plan_schema.py). A run of 100,000 steps is a `map` over
+to 768 KiB and 30,000 steps, api/limits.py). A run of 100,000 steps is a `map` over
 100,000 items (the spec holds the items, ~600 KB), which is how data teams fan out. Its body
 is a `filter` step, settled by the operator itself, so the test measures the operator's and the
 report's side without 100,000 pods; the pods' side is test_kwok.py's large plan and bench/scale.py.
@@ -24,7 +24,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from planops.api.crd import SPEC_BUDGET
+from planops.api.limits import SPEC_BUDGET
 from planops.reconciler.run.status import json_size
 from tests.conftest import Kube
 from tests.e2e.conftest import (

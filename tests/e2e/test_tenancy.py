@@ -649,24 +649,33 @@ def test_someone_with_edit_cannot_make_the_job_or_pod_the_operator_would_take_fo
     assert steps(result)["next"]["output"] == "real"
 
 
+def editor_meets_tests_running(
+    kube: Kube, ns: str, name: str, *steps: dict[str, Any]
+) -> dict[str, Any]:
+    """mallory has `edit` in `ns`; Plan `name` of `steps` then `deploy` (after `tests`) runs,
+    with `tests` in flight."""
+    grant_edit(kube, ns)
+    deploy = {"id": "deploy", "shell": "echo deployed", "dependsOn": ["tests"]}
+    return running(
+        kube,
+        ns,
+        plan(name, *steps, deploy, capsule="safe"),
+        until=lambda o: [f["stepId"] for f in o["status"].get("inFlight") or []] == ["tests"],
+    )
+
+
 def test_a_finished_jobs_annotation_cannot_make_it_pass_for_a_running_step(kube: Kube, tenant: str):
     """`kubectl annotate job <build's Job> planops.dev/step-id=tests`: the running `tests` would
     settle with build's log, and `deploy` start while the real tests still ran. `edit` is
     refused by the API server (planops annotations on Jobs and pods are the operator's); with
     the policy out of the way (an admin, who holds `manage`, writes it), the operator does not
     read an annotation that disagrees with the label it completes."""
-    grant_edit(kube, tenant)
-    obj = running(
+    obj = editor_meets_tests_running(
         kube,
         tenant,
-        plan(
-            "gated",
-            {"id": "build", "shell": "echo built"},
-            {"id": "tests", "shell": "sh -c 'sleep 25; echo tested'", "dependsOn": ["build"]},
-            {"id": "deploy", "shell": "echo deployed", "dependsOn": ["tests"]},
-            capsule="safe",
-        ),
-        until=lambda o: [f["stepId"] for f in o["status"].get("inFlight") or []] == ["tests"],
+        "gated",
+        {"id": "build", "shell": "echo built"},
+        {"id": "tests", "shell": "sh -c 'sleep 25; echo tested'", "dependsOn": ["build"]},
     )
     run = obj["status"]["run"]["id"]
     selector = f"planops.dev/plan=gated,planops.dev/run={run},planops.dev/step=build"
@@ -691,8 +700,49 @@ def test_a_finished_jobs_annotation_cannot_make_it_pass_for_a_running_step(kube:
     done = wait_plan(kube, tenant, "gated", timeout=120)
     assert done["status"]["phase"] == "Succeeded", done["status"]
     got = steps(done)
-    assert got["tests"]["output"] == "tested\n" and got["deploy"]["output"] == "deployed\n"
+    assert got["tests"]["output"] == "tested" and got["deploy"]["output"] == "deployed"
     assert got["deploy"]["startedAt"] >= got["tests"]["finishedAt"]
+
+
+def test_someone_with_edit_cannot_change_what_a_running_step_runs(kube: Kube, tenant: str):
+    """A pod's image is mutable, and the kubelet restarts the container in the new image
+    whatever the restart policy: `kubectl set image pod/<tests' pod> step=<an image of mine>`
+    ran the step's command in the editor's image, which exits 0 printing what it chooses, and
+    `deploy` started on it. A debug container joins the step's processes; a Job's backoffLimit or
+    parallelism change how its attempt runs. The API server refuses each (the spec of a run's Job
+    or pod is the operator's); a label of the editor's own on the pod stays allowed."""
+    obj = editor_meets_tests_running(
+        kube, tenant, "imaged", {"id": "tests", "shell": "sh -c 'sleep 25; echo tested'"}
+    )
+    run = obj["status"]["run"]["id"]
+    selector = f"planops.dev/plan=imaged,planops.dev/run={run},planops.dev/step=tests"
+    deadline = time.monotonic() + 60
+    while not (pods := kube.get("pods", "-n", tenant, "-l", selector)["items"]):
+        assert time.monotonic() < deadline, "the step's pod never appeared"
+        time.sleep(0.5)
+    (job,) = kube.get("jobs", "-n", tenant, "-l", selector)["items"]
+    pod = pods[0]["metadata"]["name"]
+
+    def as_editor(*args: str) -> subprocess.CompletedProcess[str]:
+        return kube.run(f"--as={EDITOR}", *args, "-n", tenant, check=False)
+
+    image = as_editor("set", "image", f"pod/{pod}", "step=registry.example/forger:1")
+    assert image.returncode != 0, "`edit` changed the image of a step's pod"
+    assert "may not change a pod that carries planops marks (its spec)" in image.stderr
+    patch = '{"spec": {"backoffLimit": 6, "parallelism": 3}}'
+    retried = as_editor("patch", "job", job["metadata"]["name"], "--type=merge", "-p", patch)
+    assert retried.returncode != 0, "`edit` changed the spec of a step's Job"
+    assert "may not change a Job that carries planops marks (its spec)" in retried.stderr
+    forger = "--image=registry.example/forger:1"
+    debug = as_editor("debug", pod, forger, "--target=step", "--", "true")
+    assert debug.returncode != 0, "`edit` added a debug container to a step's pod"
+    assert "its spec" in debug.stderr or "forbidden" in debug.stderr.lower(), debug.stderr
+    mine = as_editor("label", "pod", pod, "mine=yes")
+    assert mine.returncode == 0, mine.stderr  # a label of the editor's own: nothing planops reads
+    done = wait_plan(kube, tenant, "imaged", timeout=120)
+    assert done["status"]["phase"] == "Succeeded", done["status"]
+    got = steps(done)
+    assert got["tests"]["output"] == "tested" and got["deploy"]["output"] == "deployed"
 
 
 READER = "bob"  # plan-author in the namespace, `use` on no Capsule: may re-run, may not answer

@@ -75,7 +75,8 @@ def test_a_second_step_reads_what_the_first_wrote_in_the_workspace(
     assert rep["write"]["output"] == "/workspace"
     assert rep["read"]["output"] == "data"
     assert rep["protected"]["status"] == "failed"
-    assert "Read-only file system" in (rep["protected"]["output"] or "")
+    said = rep["protected"].get("stderr") or rep["protected"]["output"] or ""  # split, or not
+    assert "Read-only file system" in said
     (pvc,) = kube.get("pvc", "-n", ns, "-l", "planops.dev/plan=ws")["items"]
     assert pvc["metadata"]["ownerReferences"][0]["name"] == "ws"
     assert pvc["spec"]["storageClassName"] == sc

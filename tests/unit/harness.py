@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from planops.api import names
 from planops.engine.report import rfc3339
 from planops.kube import manifests
 from planops.reconciler.reconcile import Reconciler
@@ -168,7 +169,7 @@ class Cluster:
         """The id of the Plan's current run (its first run's before any reconcile)."""
         found = (self.status(name).get("run") or {}).get("id")
         uid = self.obj(name)["metadata"]["uid"]
-        return str(found) if found else manifests.run_id(uid, 1, "", 1)
+        return str(found) if found else manifests.run_id(uid, 1, 1)
 
     def job_name(self, step: str, attempt: int | None = 1, name: str = "p") -> str:
         """The Job of the step's attempt in the Plan's current run (None: its latest)."""
@@ -183,7 +184,7 @@ class Cluster:
         return sorted(
             j["metadata"]["name"]
             for j in self.kube.of("job")
-            if name is None or j["metadata"]["labels"].get(manifests.LABEL_PLAN) == name
+            if name is None or j["metadata"]["labels"].get(names.LABEL_PLAN) == name
         )
 
     def step_jobs(self, name: str = "p") -> dict[str, Obj]:
@@ -192,16 +193,16 @@ class Cluster:
         found = [
             j
             for j in self.kube.of("job")
-            if j["metadata"]["labels"].get(manifests.LABEL_PLAN) == name
-            and j["metadata"]["labels"][manifests.LABEL_RUN] == run
+            if j["metadata"]["labels"].get(names.LABEL_PLAN) == name
+            and j["metadata"]["labels"][names.LABEL_RUN] == run
         ]
-        found.sort(key=lambda j: int(j["metadata"]["labels"][manifests.LABEL_ATTEMPT]))
-        return {j["metadata"]["labels"][manifests.LABEL_STEP]: j for j in found}
+        found.sort(key=lambda j: int(j["metadata"]["labels"][names.LABEL_ATTEMPT]))
+        return {j["metadata"]["labels"][names.LABEL_STEP]: j for j in found}
 
     def running(self) -> set[str]:
         """The Plans that created a Job (in any namespace)."""
         return {
-            j["metadata"]["labels"][manifests.LABEL_PLAN]
+            j["metadata"]["labels"][names.LABEL_PLAN]
             for (kind, _, _), j in self.kube.objects.items()
             if kind == "job"
         }

@@ -13,6 +13,7 @@ import json
 
 import pytest
 
+from planops.api import names
 from planops.cli import steer
 from planops.kube import manifests
 
@@ -38,9 +39,9 @@ def answer(w: Cluster, step: str = "approve") -> int:
 def rerun(w: Cluster, value: str | None) -> dict[str, object]:
     notes = w.plan["metadata"]["annotations"]
     if value is None:
-        notes.pop(manifests.ANNOTATION_RERUN, None)
+        notes.pop(names.ANNOTATION_RERUN, None)
     else:
-        notes[manifests.ANNOTATION_RERUN] = value
+        notes[names.ANNOTATION_RERUN] = value
     return w.reconciled()
 
 

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from planops import metrics
+from planops.api.names import LABEL_SCHEDULED_BY
 from planops.archive.queue import Archiver
 from planops.archive.row import archived, pending_run, row, spec_digest
 from planops.kube.cache import WatchCache
-from planops.kube.manifests import LABEL_SCHEDULED_BY
 
 from .fakekube import FakeKube
 

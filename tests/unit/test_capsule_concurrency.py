@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
+from planops.api import names
 from planops.api.documents import parse_document
 from planops.cli import steer
 from planops.cli.exit_codes import EXIT_INPUT
-from planops.kube import manifests
 from planops.kube.cache import WatchCache
 from planops.reconciler import slot_waiters
 from planops.reconciler.queue import slots
@@ -249,7 +249,7 @@ def test_capsule_steps_into_each_others_capsules_run_inside_their_parents_slots(
     assert c.jobs("waiter") == []
 
 
-@pytest.mark.parametrize("annotation", [manifests.ANNOTATION_RERUN, manifests.ANNOTATION_RETRY])
+@pytest.mark.parametrize("annotation", [names.ANNOTATION_RERUN, names.ANNOTATION_RETRY])
 def test_a_childs_rerun_or_retry_is_refused_and_starts_nothing(annotation: str):
     """A child's runs are its parent's (reconciler.run.retrying.child_requests): a re-run or retry
     written on it starts no run, in a slot or out of one; a RerunRefused event says so, once,
@@ -284,7 +284,7 @@ def test_a_plan_posing_as_a_child_by_its_label_alone_still_waits():
     c = cluster(limit=1)
     c.new_plan("first", 1)
     forged = c.new_plan("forged", 2)
-    forged["metadata"]["labels"] = {manifests.LABEL_PARENT: "first"}
+    forged["metadata"]["labels"] = {names.LABEL_PARENT: "first"}
     c.reconcile("first", "forged")
     assert c.running() == {"first"}
     assert c.status("forged")["phase"] == "Pending"
@@ -297,7 +297,7 @@ def test_a_waiting_plan_cancelled_fails_without_running_anything():
     c.reconcile("first", "second")
     waiting = c.kube.get("plan", "ns", "second")
     assert waiting is not None
-    waiting["metadata"]["annotations"] = {manifests.ANNOTATION_CANCEL: "not today"}
+    waiting["metadata"]["annotations"] = {names.ANNOTATION_CANCEL: "not today"}
     c.reconcile("second")
     status = c.status("second")
     assert status["phase"] == "Failed"
@@ -408,8 +408,8 @@ def test_a_finished_child_plan_wakes_the_first_waiter_only_when_it_was_counted(
     c.capsule("free", capsule_spec(None))
     w = _Watch(c)
     child = copy.deepcopy(c.kube.get("plan", "ns", "fourth"))
-    child["metadata"]["labels"] = {manifests.LABEL_PARENT: "p"}
-    child["metadata"]["annotations"] = {manifests.ANNOTATION_LINEAGE: f"{above},default"}
+    child["metadata"]["labels"] = {names.LABEL_PARENT: "p"}
+    child["metadata"]["annotations"] = {names.ANNOTATION_LINEAGE: f"{above},default"}
     child["metadata"]["ownerReferences"] = [
         {"apiVersion": "planops.dev/v1alpha1", "kind": "Plan", "controller": True, "uid": "u"}
     ]
@@ -469,7 +469,7 @@ def test_a_rerun_of_the_plan_holding_the_slot_waits_behind_the_plans_already_wai
     assert c.jobs("holder")  # it holds the slot when its re-run is asked
     plan = c.kube.get("plan", "ns", "holder")
     assert plan is not None
-    plan["metadata"]["annotations"] = {manifests.ANNOTATION_RERUN: "again"}
+    plan["metadata"]["annotations"] = {names.ANNOTATION_RERUN: "again"}
     c.now += 60
     c.reconcile("holder")
     status = c.status("holder")
@@ -488,7 +488,7 @@ def test_a_rerun_of_an_old_finished_plan_goes_behind_plans_created_later():
     c.reconcile("holder", "later")
     plan = c.kube.get("plan", "ns", "old")
     assert plan is not None
-    plan["metadata"]["annotations"] = {manifests.ANNOTATION_RERUN: "again"}
+    plan["metadata"]["annotations"] = {names.ANNOTATION_RERUN: "again"}
     c.now += 60
     c.reconcile("old")
     queue = c.status("old")["queue"]
@@ -512,7 +512,7 @@ def test_a_run_whose_authors_use_was_revoked_while_it_waited_is_refused_as_it_ta
     c.new_plan("holder", 1)
     waiter = c.new_plan("waiter", 2)
     alice = '{"username": "alice", "groups": []}'
-    waiter["metadata"]["annotations"] = {manifests.ANNOTATION_AUTHOR: alice}
+    waiter["metadata"]["annotations"] = {names.ANNOTATION_AUTHOR: alice}
     c.reconcile("holder", "waiter")
     assert c.status("waiter")["queue"]
     c.kube.use_denied.add(("ns", "default", "alice"))  # her `use` of the Capsule revoked
@@ -539,7 +539,7 @@ def test_max_running_plans_below_one_or_not_a_number_is_refused(limit: Any):
 def _schedule_api(run_status: dict[str, Any]) -> FakeKube:
     """The API server holding a Forbid schedule, due now, whose last run waits for a slot of
     its Capsule."""
-    from planops.kube.manifests import LABEL_SCHEDULED_BY  # noqa: PLC0415
+    from planops.api.names import LABEL_SCHEDULED_BY  # noqa: PLC0415
 
     kube = FakeKube()
     meta = {"name": "nightly", "namespace": "ns", "uid": "u-sched", "generation": 1}
@@ -592,7 +592,7 @@ def test_a_rerun_waiting_for_a_slot_keeps_the_earlier_runs_in_its_history():
     plan = c.kube.get("plan", "ns", "again")
     assert plan is not None
     earlier = plan["status"]["run"]["id"]
-    plan["metadata"]["annotations"] = {manifests.ANNOTATION_RERUN: "r2"}
+    plan["metadata"]["annotations"] = {names.ANNOTATION_RERUN: "r2"}
     c.reconcile("again")
     status = c.status("again")
     assert status["queue"]["running"] == ["holder"]
@@ -635,7 +635,7 @@ def test_kubectl_plan_rerun_and_retry_refuse_a_child_before_writing_anything():
         args = argparse.Namespace(name=name, from_step=None)
         assert asyncio.run(verb(c.kube, args, "ns")) == EXIT_INPUT
     notes = child["metadata"]["annotations"]
-    assert manifests.ANNOTATION_RERUN not in notes and manifests.ANNOTATION_RETRY not in notes
+    assert names.ANNOTATION_RERUN not in notes and names.ANNOTATION_RETRY not in notes
     assert steer.child_refusal(child) == (
         f"plan {name} is the child of step ship of plan build: its runs are its parent's "
         "(kubectl plan rerun build, or kubectl plan retry build --from ship)"

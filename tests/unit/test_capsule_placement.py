@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from planops.api import CapsuleSpec, Step, crd
+from planops.api import CapsuleSpec, Step, crd, structural
 
 from .helpers import capsule
 
@@ -70,7 +70,7 @@ def test_a_plan_step_cannot_choose_its_node():
     for field in ("nodeSelector", "tolerations", "node_selector", "affinity", "nodeName"):
         with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
             Step.model_validate({"id": "s", "shell": "true", field: {"type": "kwok"}})
-    step = crd.step_schema()["properties"]
+    step = structural.schema(Step)["properties"]
     assert not {"nodeSelector", "tolerations", "affinity", "nodeName"} & set(step)
 
 

@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from planops.api import crd
-from planops.kube import manifests
+from planops.api import crd, names
 from planops.main import _parser
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "planops"
@@ -255,15 +254,21 @@ def test_the_admission_policies_reserve_exactly_the_keys_the_operator_writes(hel
     owned_objects = policies["po-planops-owned-objects"]["spec"]
     assert [r["resources"] for r in owned_objects["matchConstraints"]["resourceRules"]] == [
         ["jobs"],
-        ["pods"],
+        ["pods", "pods/ephemeralcontainers"],  # a debug container joins the step's processes
     ]
     assert "check('manage')" in owned_objects["validations"][0]["expression"]
+    # the spec of a run's Job or pod is the operator's too: a pod's image is mutable, and the
+    # kubelet restarts the step's container in the new one (tests/e2e/test_tenancy.py)
+    (spec_changed,) = [v for v in owned_objects["variables"] if v["name"] == "specChanged"]
+    assert "object.spec != oldObject.spec" in spec_changed["expression"]
+    (touched,) = [v for v in owned_objects["variables"] if v["name"] == "touched"]
+    assert "variables.specChanged" in touched["expression"]
     reports = policies["po-planops-plan-reports"]["spec"]
     assert reports["matchConstraints"]["resourceRules"][0]["resources"] == ["planreports"]
     assert "check('manage')" in reports["validations"][0]["expression"]
     managed = policies["po-planops-managed-plans"]
-    assert _policy_list(managed, "labels") == list(manifests.RESERVED_LABELS)
-    assert _policy_list(managed, "annotations") == list(manifests.RESERVED_ANNOTATIONS)
+    assert _policy_list(managed, "labels") == list(names.RESERVED_LABELS)
+    assert _policy_list(managed, "annotations") == list(names.RESERVED_ANNOTATIONS)
     use = policies["po-planops-capsule-use"]
     assert use["spec"]["failurePolicy"] == "Fail"
     assert use["spec"]["matchConstraints"]["resourceRules"][0]["resources"] == [
@@ -291,17 +296,17 @@ def test_the_admission_policies_reserve_exactly_the_keys_the_operator_writes(hel
 
     # one definition of an author's act: the check of `use` and the record of the author agree
     def act(policy: dict[str, Any]) -> list[dict[str, Any]]:
-        names = {"notActs", "newMarks", "oldMarks", "newRefs", "oldRefs", "orphaning", "act"}
-        return [v for v in policy["spec"]["variables"] if v["name"] in names]
+        wanted = {"notActs", "newMarks", "oldMarks", "newRefs", "oldRefs", "orphaning", "act"}
+        return [v for v in policy["spec"]["variables"] if v["name"] in wanted]
 
     assert len(act(use)) == 7 and act(record) == act(use) == act(managed)
     assert _policy_list(use, "notActs") == [
-        manifests.ANNOTATION_CANCEL,
-        manifests.ANNOTATION_RERUN,
-        manifests.ANNOTATION_AUTHOR,
+        names.ANNOTATION_CANCEL,
+        names.ANNOTATION_RERUN,
+        names.ANNOTATION_AUTHOR,
     ]  # not retry: with --from it picks what runs again, an act that needs `use`; not
     # cancel-run-finally either: it makes the finally steps run (a plain cancel runs none)
-    assert manifests.ANNOTATION_AUTHOR.replace("/", "~1") in str(record["spec"]["mutations"])
+    assert names.ANNOTATION_AUTHOR.replace("/", "~1") in str(record["spec"]["mutations"])
     off = render(helm, "--set", "admissionPolicy.enabled=false")
     assert kinds(off, "ValidatingAdmissionPolicy") == kinds(off, "MutatingAdmissionPolicy") == []
     older = render(helm, "--set", "admissionPolicy.recordAuthor=false")  # Kubernetes < 1.36

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 
-from planops.kube import manifests
+from planops.api import names
 from planops.kube.cache import WatchCache
 from planops.reconciler.queue import slots, standing
 from planops.reconciler.reconcile import Reconciler
@@ -193,7 +193,7 @@ def test_rerun_annotations_on_two_children_bring_back_no_slot_deadlock():
     for k in kids:
         child = c.kube.get("plan", "ns", k)
         assert child is not None
-        child["metadata"].setdefault("annotations", {})[manifests.ANNOTATION_RERUN] = "again"
+        child["metadata"].setdefault("annotations", {})[names.ANNOTATION_RERUN] = "again"
         child["metadata"]["resourceVersion"] += "1"
     c.now += 60
     c.reconcile(*kids)

@@ -9,16 +9,11 @@ from typing import Any
 
 import pytest
 
+from planops.api.names import ANNOTATION_STEP_ID, LABEL_ATTEMPT, LABEL_STEP
 from planops.cli import follow, show
 from planops.cli.cluster_args import add_parsers
 from planops.cli.exit_codes import EXIT_FAILED, EXIT_INPUT, EXIT_OK
-from planops.kube.manifests import (
-    ANNOTATION_STEP_ID,
-    LABEL_ATTEMPT,
-    LABEL_STEP,
-    PlanRef,
-    label_value,
-)
+from planops.kube.manifests import PlanRef, label_value
 
 from .fakekube import FakeKube
 

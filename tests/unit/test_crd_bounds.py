@@ -2,9 +2,10 @@
 a Plan's spec (its steps, workspace, ...), a Capsule's spec (tools, env, secret mounts, ...) and
 a (Cluster)ScheduledPlan's spec, at any depth: its type, minimum/maximum, minLength/maxLength,
 minItems/maxItems, enum, pattern and which fields are required. The bounds are written once,
-in the models; api/schema_parts.py takes them from there (bounds). Where the two differ on purpose
-the difference is listed below with its reason, and a listed difference that no longer exists
-fails too (the list cannot go stale)."""
+in the models, and the CRDs are made from them (api.structural): this walk checks that none is
+lost on the way. Where the two differ on purpose (a model's CRD hints, api.crd_hints) the
+difference is listed below with its reason, and a listed difference that no longer exists fails
+too (the list cannot go stale)."""
 
 from __future__ import annotations
 
@@ -13,36 +14,29 @@ from typing import Any
 import pytest
 
 from planops.api import crd
-from planops.api.models import CapsuleSpec, Model, PlanSpec
+from planops.api.capsule_models import CapsuleSpec
+from planops.api.models import STEP_KINDS, Model, PlanSpec
 from planops.api.schedule_models import ClusterScheduledPlanSpec, ScheduledPlanSpec
+from planops.api.structural import BOUNDS
 
-KEYWORDS = (
-    "type",
-    "minimum",
-    "maximum",
-    "exclusiveMinimum",
-    "exclusiveMaximum",
-    "minLength",
-    "maxLength",
-    "minItems",
-    "maxItems",
-    "enum",
-    "pattern",
-    "required",
-)
+#: the step kinds that are control steps (seed 2), and the two refused (they need a model)
+CONTROL_KINDS = [k for k in STEP_KINDS if k not in ("tool", "shell", "script", "capsule")]
+
+#: the keywords compared: a node's type, every bound a CRD may carry, and what is required
+KEYWORDS = ("type", *BOUNDS, "required")
 
 _KIND = "the validator refuses a value that is no object with code `control` (the seed's code, "
 _KIND += "at the field's path); the API server refuses it before"
 _LOOSE = "typed loosely in the model so the validator refuses a bad value with the seed's code"
 #: (path, keyword): why the CRD and the model differ there
 DIFFERENCES: dict[tuple[str, str], str] = {
-    **{(f"steps[].{k}", "type"): _KIND for k in crd.CONTROL_KINDS},
-    ("steps[].exit", "type"): _KIND,
-    ("steps[].filter", "type"): _KIND,
-    **{(f"steps[].{k}", "type"): _KIND for k in crd.REFUSED_KINDS},
+    **{(f"steps[].{k}", "type"): _KIND for k in CONTROL_KINDS},
     ("steps[].onError", "type"): _LOOSE + " (on-error)",
     ("steps[].onError", "enum"): _LOOSE + " (on-error)",
-    ("steps", "maxItems"): "the API server's bound on a stored Plan (crd.MAX_STEPS); a plan read "
+    (
+        "steps",
+        "maxItems",
+    ): "the API server's bound on a stored Plan (MAX_STEPS); a plan read "
     "by kubectl-plan is bounded by the operator's Policy.max_steps (code `limits`)",
     ("steps[].dependsOn", "maxItems"): "the API server's bound on a stored Plan; the validator "
     "judges each entry (unknown-step) whatever their number",
@@ -120,8 +114,8 @@ def _differences(model: type[Model], structural: dict[str, Any]) -> dict[tuple[s
 CRDS = [
     ("Plan", PlanSpec, lambda: _spec(crd.plan_crd())),
     ("Capsule", CapsuleSpec, lambda: _spec(crd.capsule_crd())),
-    ("ScheduledPlan", ScheduledPlanSpec, lambda: _spec(crd._scheduled_crd(False))),
-    ("ClusterScheduledPlan", ClusterScheduledPlanSpec, lambda: _spec(crd._scheduled_crd(True))),
+    ("ScheduledPlan", ScheduledPlanSpec, lambda: _spec(crd.scheduled_crd(False))),
+    ("ClusterScheduledPlan", ClusterScheduledPlanSpec, lambda: _spec(crd.scheduled_crd(True))),
 ]
 
 

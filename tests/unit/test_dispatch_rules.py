@@ -22,11 +22,12 @@ import pytest
 
 from planops.api import CapsuleSpec, PlanSpec
 from planops.api.models import ResourceList, Resources
+from planops.api.names import ANNOTATION_LINEAGE, LABEL_DEPTH, LABEL_RUN
 from planops.api.quantity import parse
 from planops.engine import Policy, Run
 from planops.engine import dispatch as rules
 from planops.kube.errors import kind_of
-from planops.kube.manifests import ANNOTATION_LINEAGE, LABEL_DEPTH, LABEL_RUN, PlanRef
+from planops.kube.manifests import PlanRef
 from planops.reconciler.run import attempt_objects as dispatching
 from planops.runners.local import LocalRunner
 
@@ -38,6 +39,13 @@ RLIMIT = f"{PY} -c 'import resource; print(resource.getrlimit(resource.RLIMIT_DA
 
 #: prints where it runs and what it finds there (the local runner's side of "cwd")
 WHERE = f"{PY} -c 'import os; print(os.getcwd()); print(os.listdir()); print(os.environ[\"HOME\"])'"
+#: a script that prints its environment (a shell sets PWD of its own: not the step's)
+SCRIPT_ENV = "unset PWD OLDPWD\nexec env\n"
+#: a script that prints where it runs, what it finds there and its HOME, as WHERE does
+SCRIPT_WHERE = """pwd
+if [ -z "$(ls -A)" ]; then echo '[]'; else ls -A; fi
+echo "$HOME"
+"""
 #: in a pod, what the image and the container runtime add to the Job's env (PATH, HOME; the
 #: clock's zone is the image's, UTC): locally, the runner's HOST_ENV and its own HOME and TZ
 POD_ADDS = {"PATH", "HOME", "TZ"}
@@ -217,6 +225,104 @@ CASES = [
         cap(),
         ("cwd", "its own"),
         spec={"workspace": {"size": "1Mi"}},
+    ),
+    # a script step: run by an interpreter its Capsule allows, its env values as data
+    Case(
+        "a script step gets its env values rendered once, as data, and nothing of the host's",
+        {
+            "id": "s",
+            "script": SCRIPT_ENV,
+            "env": [
+                {"name": "WHO", "value": "{{input.who}}"},
+                {"name": "N", "value": "{{input.n}}"},
+            ],
+        },
+        cap(scripts={"allow": ["sh"]}),
+        (
+            "env",
+            {
+                "PLANOPS_PLAN": "p",
+                "PLANOPS_STEP": "s",
+                "PLANOPS_ATTEMPT": "1",
+                "WHO": "$(HOME) {{input.n}}; rm -rf /",  # rendered once: never again, nor expanded
+                "N": "[1, 2]",  # a value that is no text: as JSON
+            },
+        ),
+        spec={"input": {"who": "$(HOME) {{input.n}}; rm -rf /", "n": [1, 2]}},
+    ),
+    Case(
+        "a script step without a workspace starts in a directory of its own",
+        {"id": "s", "script": SCRIPT_WHERE},
+        cap(scripts={"allow": ["sh"]}),
+        ("cwd", "its own"),
+    ),
+    Case(
+        "a script step of a run with a workspace starts in the workspace",
+        {"id": "s", "script": SCRIPT_WHERE},
+        cap(scripts={"allow": ["sh"]}),
+        ("cwd", "the workspace"),
+        spec={"workspace": {"size": "1Mi"}},
+    ),
+    Case(
+        "a script under a Capsule that allows no interpreter is denied",
+        {"id": "s", "script": "echo hi"},
+        cap(),
+        (
+            "refused",
+            "call denied: the Capsule allows no interpreter (its scripts.allow is empty): no "
+            "script step may run under it",
+        ),
+    ),
+    Case(
+        "an interpreter no longer in scripts.allow is denied",
+        {"id": "s", "script": "echo hi", "interpreter": "bash"},
+        cap(scripts={"allow": ["sh"]}),
+        (
+            "refused",
+            "call denied: interpreter 'bash' is not in the Capsule's scripts.allow (allowed: sh)",
+        ),
+    ),
+    Case(
+        "env from a Secret the Capsule does not list is denied",
+        {
+            "id": "s",
+            "shell": "true",
+            "env": [{"name": "T", "valueFrom": {"secretKeyRef": {"name": "other", "key": "t"}}}],
+        },
+        cap(env={"secrets": ["ci"]}),
+        (
+            "refused",
+            "call denied: env T reads Secret 'other', which the Capsule does not list in "
+            "env.secrets (listed: ci)",
+        ),
+    ),
+    Case(
+        "a volume the Capsule does not declare is denied",
+        {"id": "s", "shell": "true", "volumeMounts": [{"name": "gone", "mountPath": "/data"}]},
+        cap(),
+        (
+            "refused",
+            "call denied: volume 'gone' is not one of the Capsule's volumes (volumes: none)",
+        ),
+    ),
+    Case(
+        "a writable mount of a volume the Capsule marks readOnly is denied",
+        {
+            "id": "s",
+            "script": "true",
+            "volumeMounts": [{"name": "data", "mountPath": "/data", "readOnly": False}],
+        },
+        cap(
+            scripts={"allow": ["sh"]},
+            volumes=[
+                {"name": "data", "persistentVolumeClaim": {"claimName": "d"}, "readOnly": True}
+            ],
+        ),
+        (
+            "refused",
+            "call denied: volume 'data' may only be mounted read-only (the Capsule marks it "
+            "readOnly): drop readOnly: false",
+        ),
     ),
 ]
 

@@ -25,6 +25,23 @@ COMMAND = re.compile(
 )
 
 
+#: options whose value is no file (`--plan NAME`, `--input K=V`, `--answer STEP.KEY=V`, `-o json`)
+VALUE_OPTIONS = {"--plan", "--input", "--answer", "-o", "--output"}
+
+
+def _operands(words: list[str]) -> list[str]:
+    """The words of a command that name files: not options, nor the values of VALUE_OPTIONS."""
+    found, skip = [], False
+    for word in words:
+        if skip:
+            skip = False
+        elif word in VALUE_OPTIONS:
+            skip = True
+        elif not word.startswith("-"):
+            found.append(word)
+    return found
+
+
 def commands() -> list[tuple[str, str, int]]:
     """(where, the arguments, the exit code) of every offline command whose files exist here:
     0, unless the text right after it says otherwise (`(exit code 1: ...)`)."""
@@ -33,7 +50,7 @@ def commands() -> list[tuple[str, str, int]]:
         for match in COMMAND.finditer(source.read_text()):
             args = match.group(1).strip()
             words = args.split()[2 if args.startswith("run ") else 1 :]
-            operands = [w for w in words if not w.startswith("-")]
+            operands = _operands(words)
             if operands and all((ROOT / w).is_file() for w in operands):
                 said = re.match(r"\s*\n?[#\s]*\(exit code (\d+)", source.read_text()[match.end() :])
                 found.setdefault(args, (source.name, int(said.group(1)) if said else 0))

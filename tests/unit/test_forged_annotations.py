@@ -8,15 +8,9 @@ for a cluster without the policy."""
 
 from __future__ import annotations
 
+from planops.api.names import ANNOTATION_STEP_ID, LABEL_PARENT, LABEL_PLAN, LABEL_STEP
 from planops.kube import manifests
-from planops.kube.manifests import (
-    ANNOTATION_STEP_ID,
-    LABEL_PARENT,
-    LABEL_PLAN,
-    LABEL_STEP,
-    full_value,
-    label_value,
-)
+from planops.kube.manifests import full_value, label_value
 
 from .test_retry_reconcile import world
 

@@ -14,13 +14,14 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from planops.api import PlanDocument, parse_document
+from planops.api import PlanDocument, names, parse_document
+from planops.api.names import LABEL_ATTEMPT, LABEL_PLAN, LABEL_STEP
 from planops.cli import inputs
 from planops.cli.inputs import InputError, Loaded, load
 from planops.engine import PlanError, Policy, validate
 from planops.kube import manifests
 from planops.kube.cache import slim_run_object
-from planops.kube.manifests import LABEL_ATTEMPT, LABEL_PLAN, LABEL_STEP, label_value
+from planops.kube.manifests import label_value
 from planops.reconciler.run import asks
 from planops.reconciler.run import identity as runs
 from planops.reconciler.run.observe import (
@@ -309,7 +310,7 @@ labels = st.one_of(
 )
 annotations = st.one_of(
     st.dictionaries(
-        st.sampled_from([manifests.ANNOTATION_STEP_ID, LABEL_PLAN, "x"]),
+        st.sampled_from([names.ANNOTATION_STEP_ID, LABEL_PLAN, "x"]),
         st.one_of(label_text, scalar),
         max_size=3,
     ),
@@ -455,7 +456,11 @@ terminated = st.fixed_dictionaries(
     },
 )
 waiting = st.fixed_dictionaries(
-    {"reason": st.sampled_from(["ErrImagePull", "ContainerCreating"])},
+    {
+        "reason": st.sampled_from(
+            ["ErrImagePull", "ContainerCreating", "PodInitializing", "CrashLoopBackOff"]
+        )
+    },
     optional={"message": shaped(text)},
 )
 run_state = st.one_of(
@@ -530,6 +535,8 @@ pod_status = st.fixed_dictionaries(
         "reason": st.sampled_from(["DeadlineExceeded", "x"]),
         "conditions": shaped(st.lists(shaped(pod_condition), max_size=3)),
         "hostIP": text,
+        # a step's services (sidecars: init containers)
+        "initContainerStatuses": shaped(st.lists(shaped(container_status), max_size=2)),
     },
 )
 run_pod = st.fixed_dictionaries(

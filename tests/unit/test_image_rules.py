@@ -167,4 +167,4 @@ def test_an_image_on_a_step_that_does_not_run_in_it_is_refused(kind: dict[str, A
     spec = plan({"id": "s", "image": "busybox:1", **kind})
     (error,) = validate(spec, resolver(default=cap(spawn={"allow": ["c"]})))
     assert (error.code, error.path) == ("step-kind", "steps[0].image")
-    assert "image is a shell step's field" in error.message
+    assert "image is a shell or script step's field" in error.message

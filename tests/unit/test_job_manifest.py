@@ -9,10 +9,7 @@ import json
 from typing import Any
 
 from planops.api import Step
-from planops.engine import Dispatch
-from planops.engine.facts import Kind
-from planops.kube import manifests
-from planops.kube.manifests import (
+from planops.api.names import (
     ANNOTATION_DELEGATION,
     ANNOTATION_LINEAGE,
     ANNOTATION_OBJECTIVE,
@@ -24,9 +21,11 @@ from planops.kube.manifests import (
     LABEL_PLAN,
     LABEL_RUN,
     LABEL_STEP,
-    PlanRef,
-    full_value,
 )
+from planops.engine import Dispatch
+from planops.engine.facts import Kind
+from planops.kube import manifests
+from planops.kube.manifests import PlanRef, full_value
 
 from .helpers import capsule
 

@@ -12,19 +12,17 @@ from typing import Any
 import pytest
 
 from planops.api import PlanSpec, Step
-from planops.engine import Dispatch, Run
-from planops.engine.schedule import ScheduleSpec, run_name
-from planops.kube import events, manifests
-from planops.kube.manifests import (
+from planops.api.names import (
     ANNOTATION_STEP_ID,
     LABEL_PARENT,
     LABEL_PLAN,
     LABEL_SCHEDULED_BY,
     LABEL_STEP,
-    PlanRef,
-    full_value,
-    label_value,
 )
+from planops.engine import Dispatch, Run
+from planops.engine.schedule import ScheduleSpec, run_name
+from planops.kube import events, manifests
+from planops.kube.manifests import PlanRef, full_value, label_value
 from planops.reconciler.run import asks
 from planops.reconciler.schedules import decide
 

@@ -86,7 +86,7 @@ def test_shell_operators_written_unquoted_are_warned_about(line, shown):
     (w,) = shell_warnings(plan({"id": "s", "shell": line}))
     assert w.step == "s" and w.path == "steps[0].shell"
     assert w.message.startswith(f"{shown} would be passed to the program")
-    assert "tool of the Capsule" in w.message
+    assert "write a pipeline as a script step" in w.message
 
 
 @pytest.mark.parametrize("line", ["echo 'a|b'", 'echo "x > y"', "echo hi", "echo $HOME"])

@@ -9,7 +9,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from planops.api import CapsuleSpec, PlanSpec
+from planops.api import CapsuleSpec, PlanSpec, names
 from planops.engine import AttemptFact, Facts, Policy, StepRecord
 from planops.engine import dispatch as rules
 from planops.kube import manifests
@@ -83,7 +83,7 @@ def test_a_step_creates_its_job_and_the_status_says_it_runs():
     creates = step.decide()
     assert [(c.kind, c.dispatch.step.id) for c in creates] == [("job", "a")]
     assert creates[0].body is not None
-    assert creates[0].body["metadata"]["labels"][manifests.LABEL_RUN] == RUN
+    assert creates[0].body["metadata"]["labels"][names.LABEL_RUN] == RUN
     assert not step.answer(created(creates))
     intents = step.conclude(step.run.report(), 0)
     assert intents.status["phase"] == "Running"
@@ -202,7 +202,7 @@ def test_cancel_deletes_each_attempt_in_flight_and_fails_the_plan():
         capsule(image="busybox:1", spawn={"allow": ["x"]}),
         facts=facts,
         observed=observed,
-        annotations={manifests.ANNOTATION_CANCEL: "by alice"},
+        annotations={names.ANNOTATION_CANCEL: "by alice"},
         previous={"phase": "Running"},
     )
     step = core.plan_step(s)
@@ -360,7 +360,7 @@ def test_a_stopped_runs_status_says_who_stopped_it_and_what_it_holds():
     s = situation(
         spec,
         facts=facts,
-        annotations={manifests.ANNOTATION_CANCEL: "by alice"},
+        annotations={names.ANNOTATION_CANCEL: "by alice"},
         previous={"phase": "Running"},
         generation=2,
         status_records=1,

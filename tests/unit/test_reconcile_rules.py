@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from planops.api import names
 from planops.kube import manifests
 from planops.kube.client import ApiError
 from planops.kube.errors import ErrorKind
@@ -80,7 +81,7 @@ def test_cancel_deletes_what_runs_and_fails_the_plan():
     w = world([{"id": "a", "shell": "sleep 100"}, {"id": "b", "shell": "sleep 100"}])
     w.reconciled()
     assert len(w.kube.of("job")) == 2
-    w.annotate(manifests.ANNOTATION_CANCEL, "not needed")
+    w.annotate(names.ANNOTATION_CANCEL, "not needed")
     status = w.reconciled()
     assert w.kube.of("job") == []
     assert status["phase"] == "Failed"
@@ -225,17 +226,17 @@ def test_a_cancel_that_asks_for_the_finally_steps_runs_them_and_holds_once_writt
         **SLEEPY_FINALLY,
     )
     w.reconciled()
-    w.annotate(manifests.ANNOTATION_CANCEL_RUN_FINALLY, "tidy up")
+    w.annotate(names.ANNOTATION_CANCEL_RUN_FINALLY, "tidy up")
     status = w.reconciled()
     assert job_of(w, "a") is None and job_of(w, "clean") is not None
     assert status["phase"] == "Running"
     # taking the annotation away does not resume the steps the cancel stopped
-    del w.plan["metadata"]["annotations"][manifests.ANNOTATION_CANCEL_RUN_FINALLY]
+    del w.plan["metadata"]["annotations"][names.ANNOTATION_CANCEL_RUN_FINALLY]
     w.now += 1
     assert w.reconciled()["phase"] == "Running"
     assert job_of(w, "b") is None
     # a plain cancel stops the finally steps too
-    w.annotate(manifests.ANNOTATION_CANCEL, "enough")
+    w.annotate(names.ANNOTATION_CANCEL, "enough")
     w.now += 1
     status = w.reconciled()
     assert job_of(w, "clean") is None
@@ -279,8 +280,8 @@ def test_kubectl_plan_cancel_run_finally_writes_the_request_the_operator_runs_fi
     assert asyncio.run(steer.cmd_cancel(w.kube, args, "ns")) == 0
     assert "its finally steps run" in capsys.readouterr().out
     annotations = w.plan["metadata"]["annotations"]
-    assert set(annotations) == {manifests.ANNOTATION_CANCEL_RUN_FINALLY}  # not the plain one
-    assert annotations[manifests.ANNOTATION_CANCEL_RUN_FINALLY].startswith(
+    assert set(annotations) == {names.ANNOTATION_CANCEL_RUN_FINALLY}  # not the plain one
+    assert annotations[names.ANNOTATION_CANCEL_RUN_FINALLY].startswith(
         "kubectl plan cancel --run-finally at "
     )
     w.now += 1

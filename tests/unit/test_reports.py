@@ -13,9 +13,10 @@ import copy
 import jsonpatch
 import pytest
 
+from planops.api.names import LABEL_PLAN, LABEL_RUN
 from planops.engine import Facts, Report, Run, StepRecord
 from planops.engine.facts import AttemptFact
-from planops.kube.manifests import LABEL_PLAN, LABEL_RUN, PlanRef
+from planops.kube.manifests import PlanRef
 from planops.reconciler.history import chunks as reports
 from planops.reconciler.run import status
 

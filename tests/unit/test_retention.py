@@ -11,6 +11,7 @@ from typing import Any, Literal
 import pytest
 
 from planops import metrics
+from planops.api import names
 from planops.archive.row import archived
 from planops.kube import manifests
 from planops.kube.cache import WatchCache
@@ -25,7 +26,7 @@ from .harness import Cluster
 NOW = 1_800_000_000.0
 UID = "uid-plan"
 CAPSULE = {"image": "busybox:1", "shell": {"allow": ["true", "echo", "sleep"]}}
-RUN = manifests.run_id(UID, 1, "", 1)
+RUN = manifests.run_id(UID, 1, 1)
 
 
 def finished(phase: str = "Succeeded", at: float = NOW, **spec: Any) -> dict[str, Any]:
@@ -282,7 +283,7 @@ def test_a_cancelled_runs_jobs_are_collected_by_on_plan_completion():
     w.reconcile()
     plan = w.kube.get("plan", "ns", "p")
     assert plan is not None
-    plan["metadata"]["annotations"] = {manifests.ANNOTATION_CANCEL: "enough"}
+    plan["metadata"]["annotations"] = {names.ANNOTATION_CANCEL: "enough"}
     assert w.reconcile() == 0.0  # stopped: looked at again at once
     assert w.status()["phase"] == "Failed"
     w.reconcile()
@@ -349,7 +350,7 @@ def test_a_plan_changed_since_it_was_read_is_not_deleted_by_its_ttl():
     cache = WatchCache()
     cache.seen("MODIFIED", copy.deepcopy(plan))
     w.reconciler = w.operator(plans=cache)
-    plan["metadata"]["annotations"] = {manifests.ANNOTATION_RERUN: "again"}
+    plan["metadata"]["annotations"] = {names.ANNOTATION_RERUN: "again"}
     plan["metadata"]["resourceVersion"] = "999"
     w.reconcile()  # the deletion's Conflict: the Plan is read again and decided again
     assert w.kube.get("plan", "ns", "p") is not None

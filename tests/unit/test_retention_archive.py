@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from planops import metrics
+from planops.api import names
 from planops.archive.row import archived
-from planops.kube import manifests
 from planops.reconciler import ScheduleReconciler
 from planops.reconciler.history import retention
 from planops.reconciler.run.status import rfc3339
@@ -63,8 +63,8 @@ def _run(kube: FakeKube, k: int, phase: str = "Succeeded", archived_: bool = Fal
                 "name": f"nightly-{k:03d}",
                 "namespace": "ns",
                 "uid": f"u-run-{k}",
-                "labels": {manifests.LABEL_SCHEDULED_BY: "nightly"},
-                "annotations": {manifests.ANNOTATION_SCHEDULED_TIME: rfc3339(NOW + 60 * k)},
+                "labels": {names.LABEL_SCHEDULED_BY: "nightly"},
+                "annotations": {names.ANNOTATION_SCHEDULED_TIME: rfc3339(NOW + 60 * k)},
                 "ownerReferences": [{**OWNER, "name": "nightly", "controller": True}],
             },
             "status": {
@@ -189,7 +189,7 @@ def finish(w: Cluster) -> str:
 
 
 def rerun(w: Cluster) -> None:
-    w.annotate(manifests.ANNOTATION_RERUN, "2")
+    w.annotate(names.ANNOTATION_RERUN, "2")
     w.now += 60
     w.reconcile()
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from planops.api import names
 from planops.kube import manifests
 from planops.reconciler.queue import slots
 from planops.reconciler.run.status import rfc3339
@@ -41,8 +42,8 @@ def deploys(c: Cluster, run: str) -> list[str]:
     return [
         j["metadata"]["name"]
         for j in c.kube.of("job")
-        if j["metadata"]["labels"][manifests.LABEL_RUN] == run
-        and j["metadata"]["labels"][manifests.LABEL_STEP] == "deploy"
+        if j["metadata"]["labels"][names.LABEL_RUN] == run
+        and j["metadata"]["labels"][names.LABEL_STEP] == "deploy"
     ]
 
 
@@ -96,14 +97,14 @@ def test_retry_from_runs_a_capsule_step_again_whose_child_asked():
     complete(c, deploy)
     c.reconcile("ship")
     assert c.status("ship")["phase"] == "Succeeded"
-    annotate(c, "ship", manifests.ANNOTATION_RETRY, "t1:from=deploy")
+    annotate(c, "ship", names.ANNOTATION_RETRY, "t1:from=deploy")
     c.now += 10
     c.reconcile("ship")
     run = c.status("ship")["run"]
     assert run["retryFrom"] == "deploy" and run["id"] != first
     assert deploys(c, run["id"]) == [], "deployed again on the earlier run's approval"
     (again,) = children(c)  # the earlier child is gone with its run; a new one asks
-    assert again["metadata"]["labels"][manifests.LABEL_RUN] == run["id"]
+    assert again["metadata"]["labels"][names.LABEL_RUN] == run["id"]
     approve(c, again["metadata"]["name"])
     c.reconcile("ship")
     assert deploys(c, run["id"]) != []

@@ -9,6 +9,7 @@ import asyncio
 import json
 from typing import Any
 
+from planops.api import names
 from planops.cli.steer import retry_refusal
 from planops.kube import manifests
 from planops.reconciler.run import retrying
@@ -29,7 +30,7 @@ def world(steps: list[dict[str, Any]] = STEPS, status_records: int = 20, **capsu
     """A Plan `p` written by alice, a second between reconciles (tests.unit.harness)."""
     spec = {"image": "busybox:1", "shell": {"allow": ["true"]}, **capsule}
     c = Cluster({"default": spec}, tick=1, status_records=status_records)
-    c.new_plan("p", steps=steps, uid=UID, annotations={manifests.ANNOTATION_AUTHOR: ALICE})
+    c.new_plan("p", steps=steps, uid=UID, annotations={names.ANNOTATION_AUTHOR: ALICE})
     return c
 
 
@@ -51,7 +52,7 @@ def steps_of(status: dict[str, Any]) -> list[tuple[str, str]]:
 def test_a_retry_is_a_new_run_that_creates_jobs_only_for_what_runs_again():
     w = failed_at_b()
     first = w.status()
-    w.annotate(manifests.ANNOTATION_RETRY, "t1")
+    w.annotate(names.ANNOTATION_RETRY, "t1")
     status = w.reconciled()
     assert status["run"]["id"] != first["run"]["id"]
     assert status["run"]["retryOf"] == first["run"]["id"] and status["run"]["retry"] == "t1"
@@ -68,13 +69,13 @@ def test_a_retry_is_a_new_run_that_creates_jobs_only_for_what_runs_again():
 
 def test_one_retry_per_token():
     w = failed_at_b()
-    w.annotate(manifests.ANNOTATION_RETRY, "t1")
+    w.annotate(names.ANNOTATION_RETRY, "t1")
     w.reconciled()
     w.finish("b", False)
     assert w.reconciled()["phase"] == "Failed"
     run = w.status()["run"]["id"]
     assert w.reconciled()["run"]["id"] == run  # the same token again: nothing new
-    w.annotate(manifests.ANNOTATION_RETRY, "t2")  # a new token: a retry of the retry
+    w.annotate(names.ANNOTATION_RETRY, "t2")  # a new token: a retry of the retry
     assert w.reconciled()["run"]["retryOf"] == run
 
 
@@ -88,7 +89,7 @@ def test_a_succeeded_plan_is_not_retried_without_from_and_nothing_starts():
     before = w.reconciled()
     assert before["phase"] == "Succeeded"
     jobs = len(w.kube.of("job"))
-    w.annotate(manifests.ANNOTATION_RETRY, "t1")
+    w.annotate(names.ANNOTATION_RETRY, "t1")
     after = w.reconciled()
     assert after["run"]["id"] == before["run"]["id"] and after["phase"] == "Succeeded"
     assert len(w.kube.of("job")) == jobs
@@ -101,7 +102,7 @@ def test_a_succeeded_plan_is_not_retried_without_from_and_nothing_starts():
 
 def test_from_reruns_a_succeeded_step_and_what_depends_on_it():
     w = failed_at_b()
-    w.annotate(manifests.ANNOTATION_RETRY, "t1:from=a")
+    w.annotate(names.ANNOTATION_RETRY, "t1:from=a")
     status = w.reconciled()
     assert status["run"]["retryFrom"] == "a"
     assert sorted(w.step_jobs()) == ["a"]  # b waits for a; c is kept
@@ -112,7 +113,7 @@ def test_a_retry_asked_for_while_the_run_is_under_way_waits_for_it_to_end():
     w = world()
     w.reconciled()
     run = w.status()["run"]["id"]
-    w.annotate(manifests.ANNOTATION_RETRY, "t1")
+    w.annotate(names.ANNOTATION_RETRY, "t1")
     assert w.reconciled()["run"]["id"] == run  # a and c still run: same run
     w.finish("a", True)
     w.finish("c", True)
@@ -125,7 +126,7 @@ def test_a_retry_asked_for_while_the_run_is_under_way_waits_for_it_to_end():
 def test_a_retry_is_not_started_when_the_plans_author_lost_use():
     w = failed_at_b()
     w.kube.use_denied.add(("ns", "default", "alice"))
-    w.annotate(manifests.ANNOTATION_RETRY, "t1")
+    w.annotate(names.ANNOTATION_RETRY, "t1")
     status = w.reconciled()
     assert status["phase"] == "Failed" and w.step_jobs() == {}
     assert status["conditions"][0]["reason"] == "UseRevoked"
@@ -134,7 +135,7 @@ def test_a_retry_is_not_started_when_the_plans_author_lost_use():
 
 def test_a_new_generation_with_a_stale_retry_annotation_is_a_full_run():
     w = failed_at_b()
-    w.annotate(manifests.ANNOTATION_RETRY, "t1")
+    w.annotate(names.ANNOTATION_RETRY, "t1")
     w.reconciled()
     w.plan["metadata"]["generation"] = 2
     status = w.reconciled()
@@ -151,7 +152,7 @@ def test_the_earlier_runs_records_are_read_from_its_report_objects_before_they_g
     w = failed_at_b(status_records=1)  # the status repeats one record: the rest are in chunks
     first = w.status()
     assert first["report"]["reportObjects"] and first["report"]["stepsOmitted"] == 2
-    w.annotate(manifests.ANNOTATION_RETRY, "t1")
+    w.annotate(names.ANNOTATION_RETRY, "t1")
     status = w.reconciled()
     assert sorted(w.step_jobs()) == ["b"]
     reports = [r for r in w.kube.of("planreport") if r["run"] == status["run"]["id"]]
@@ -178,7 +179,7 @@ def test_kubectl_plan_retry_refuses_before_writing_anything():
 def test_a_huge_retry_annotation_is_recorded_and_told_bounded():
     w = failed_at_b()
     value = "x" * 200_000 + ":from=" + "y" * 50_000
-    w.annotate(manifests.ANNOTATION_RETRY, value)
+    w.annotate(names.ANNOTATION_RETRY, value)
     status = w.reconciled()
     assert len(status["run"]["retry"]) < 200 and status["phase"] == "Failed"
     (message,) = w.events("RetryRefused")  # --from names no step
@@ -194,7 +195,7 @@ def test_a_retry_of_a_plan_refused_now_starts_nothing_and_keeps_the_ended_run():
     assert capsule is not None
     capsule["spec"]["shell"]["allow"] = ["echo"]  # `true` no longer allowed
     capsule["metadata"]["resourceVersion"] = "999"
-    w.annotate(manifests.ANNOTATION_RETRY, "t1")
+    w.annotate(names.ANNOTATION_RETRY, "t1")
     status = w.reconciled()
     assert status["run"]["id"] == before["run"]["id"] and status["phase"] == "Failed"
     assert status["report"] == before["report"]
@@ -214,7 +215,7 @@ def test_a_retried_run_that_waits_for_a_capsule_slot_still_keeps_what_succeeded(
         },
     )
     asyncio.run(w.reconciler.reconcile("ns", "other"))  # holds the Capsule's one slot
-    w.annotate(manifests.ANNOTATION_RETRY, "t1")
+    w.annotate(names.ANNOTATION_RETRY, "t1")
     waiting = w.reconciled()
     assert waiting["phase"] == "Pending" and waiting["run"]["retryOf"]
     assert w.step_jobs() == {}
@@ -232,7 +233,7 @@ def test_a_token_used_again_retries_another_run_under_a_new_id_and_every_run_sta
     first = w.status()["run"]["id"]
     ids = [first]
     for token in ("t1", "t2", "t1"):
-        w.annotate(manifests.ANNOTATION_RETRY, token)
+        w.annotate(names.ANNOTATION_RETRY, token)
         w.reconciled()
         w.finish("b", False)
         assert w.reconciled()["phase"] == "Failed"
@@ -245,45 +246,45 @@ def test_a_token_used_again_retries_another_run_under_a_new_id_and_every_run_sta
 def test_no_rerun_value_spells_a_retrys_run_id():
     w = failed_at_b()
     before = w.status()["run"]["id"]
-    w.annotate(manifests.ANNOTATION_RETRY, "t1")
+    w.annotate(names.ANNOTATION_RETRY, "t1")
     w.reconciled()
     retried = w.status()["run"]["id"]
-    for rerun in ("/retry/t1", f"/retry-of/{before}/t1", f"/retry/{before}/t1"):
-        for serial in range(1, 4):
-            assert manifests.run_id(UID, 1, rerun, serial) != retried
-    assert retried == retrying.retry_run_id(UID, 1, "", before, "t1")
+    for serial in range(1, 6):  # a full run's id, whatever its number: another hash prefix
+        assert manifests.run_id(UID, 1, serial) != retried
+    assert retried == retrying.retry_run_id(UID, 1, before, w.status()["run"]["serial"])
 
 
-def test_a_retry_whose_run_id_the_plan_already_had_is_refused_and_nothing_starts():
+def test_a_retry_whose_run_id_the_plan_already_had_starts_under_the_next_one():
+    """Ten hex digits may collide by chance: a retry never takes an id the status knows (its
+    current run, its history); it counts on to the next number (tests/unit/test_run_ids_chosen.py
+    for full runs)."""
     w = failed_at_b()
-    before = w.status()["run"]["id"]
-    taken = retrying.retry_run_id(UID, 1, "", before, "t1")
-    # the run a re-run value used again named once more, retried once already (its id in history)
+    before, number = w.status()["run"]["id"], w.status()["run"]["serial"]
+    taken = retrying.retry_run_id(UID, 1, before, number + 1)
+    # as if an earlier run had had that id (in history)
     w.plan["status"]["history"] = [{"id": taken, "phase": "Failed"}]
-    w.annotate(manifests.ANNOTATION_RETRY, "t1")
+    w.annotate(names.ANNOTATION_RETRY, "t1")
     status = w.reconciled()
-    assert status["run"]["id"] == before and status["phase"] == "Failed"
-    assert status["run"]["retry"] == "t1"  # seen: not asked again each reconcile
-    assert status["history"] == [{"id": taken, "phase": "Failed"}]
-    (why,) = w.events(retrying.REASON_REFUSED)
-    assert taken in why and "never used twice" in why
-    assert w.reconciled()["run"]["id"] == before and len(w.events(retrying.REASON_REFUSED)) == 1
+    assert status["run"]["id"] == retrying.retry_run_id(UID, 1, before, number + 2)
+    assert status["run"]["serial"] == number + 2 and status["run"]["retryOf"] == before
+    assert [e["id"] for e in status["history"]][:2] == [before, taken]
+    assert w.events(retrying.REASON_REFUSED) == []
 
 
 def test_a_huge_rerun_value_is_recorded_bounded_and_its_run_is_still_retried():
     w = failed_at_b()
     huge = "r" * 200_000
-    w.plan["metadata"]["annotations"][manifests.ANNOTATION_RERUN] = huge
+    w.plan["metadata"]["annotations"][names.ANNOTATION_RERUN] = huge
     w.reconciled()
     rerun_run = w.status()["run"]["id"]
-    assert rerun_run == manifests.run_id(UID, 1, huge, 2)  # the whole value names the run
+    assert rerun_run == manifests.run_id(UID, 1, 2)  # the run's number names it, not the value
     assert len(w.status()["run"]["rerun"]) < 200 and w.status()["run"]["rerun"].startswith("rrr")
     w.finish("a", True)
     w.finish("c", True)
     w.reconciled()
     w.finish("b", False)
     assert w.reconciled()["phase"] == "Failed" and w.status()["run"]["id"] == rerun_run
-    w.annotate(manifests.ANNOTATION_RETRY, "t1")
+    w.annotate(names.ANNOTATION_RETRY, "t1")
     assert w.reconciled()["run"]["retryOf"] == rerun_run  # the bounded value still matches
     assert len(json.dumps(w.status())) < 20_000
 
@@ -291,7 +292,7 @@ def test_a_huge_rerun_value_is_recorded_bounded_and_its_run_is_still_retried():
 def test_a_huge_rerun_value_refused_for_its_author_is_told_bounded():
     w = failed_at_b()
     w.kube.use_denied.add(("ns", "default", "alice"))
-    w.plan["metadata"]["annotations"][manifests.ANNOTATION_RERUN] = "r" * 200_000
+    w.plan["metadata"]["annotations"][names.ANNOTATION_RERUN] = "r" * 200_000
     w.reconciled()
     (why,) = [e["message"] for e in w.kube.events if e.get("reason") == "UseRevoked"]
     assert why.startswith("re-run rrr") and len(why) < 1000

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
+from planops.api.names import ANNOTATION_AUTHOR, ANNOTATION_RERUN
 from planops.engine import schedule
-from planops.kube.manifests import ANNOTATION_AUTHOR, ANNOTATION_RERUN, run_id
+from planops.kube.manifests import run_id
 from planops.reconciler import ScheduleReconciler
 from planops.reconciler.reconcile import Reconciler
 from planops.reconciler.run import authors
@@ -309,7 +310,7 @@ def test_a_run_that_waited_as_invalid_is_asked_about_when_it_starts():
     """A Plan that was Invalid (its Capsule missing) starts later, when the Capsule appears: on
     its author's behalf, so their `use` is asked then."""
     obj = _plan(ALICE, None)
-    rid = run_id("u-1", 1, "", 1)
+    rid = run_id("u-1", 1, 1)
     obj["status"] = {"phase": "Invalid", "run": {"id": rid, "generation": 1}, "conditions": []}
     api = _again(obj, allowed=False)
     assert _created(api) == [] and [r[2] for r in api.reviews] == ["alice"]

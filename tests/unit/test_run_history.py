@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from planops.api import names
 from planops.archive.queue import earlier_row
 from planops.archive.row import row
-from planops.kube import manifests
 from planops.reconciler import earlier_run
 from planops.reconciler.history import chunks as reports_
 from planops.reconciler.history import run_history
@@ -38,7 +38,7 @@ def rerun(w: Cluster, value: str, *, refuse: bool = False) -> dict[str, Any]:
     w.kube._refusals.clear()
     if refuse:
         w.kube.refuse("create_job", 403, REFUSED, times=None)
-    w.annotate(manifests.ANNOTATION_RERUN, value)
+    w.annotate(names.ANNOTATION_RERUN, value)
     w.now += 60
     return w.reconciled()
 
@@ -108,7 +108,7 @@ def test_a_run_replaced_while_running_is_recorded_as_stopped_and_its_jobs_are_de
     [entry] = second["history"]
     assert entry["phase"] == "Failed" and entry["reason"] == run_history.REPLACED
     assert second["run"]["id"] in entry["message"]
-    assert [j["metadata"]["labels"][manifests.LABEL_RUN] for j in w.kube.of("job")] == [
+    assert [j["metadata"]["labels"][names.LABEL_RUN] for j in w.kube.of("job")] == [
         second["run"]["id"]
     ]
 

@@ -1,7 +1,7 @@
 """A multi-line `shell:` block is one command, its newlines read as spaces: `echo one` and
 `echo two` on two lines print `one echo two`. It ran silently; now `validate`, `run --local` and
-the admission webhook warn about it (`shell-lines`, never a refusal), pointing at one step per
-command or a tool (a script step is planned)."""
+the admission webhook warn about it (`shell-lines`, never a refusal), pointing at a script step
+(or one step per command)."""
 
 from __future__ import annotations
 
@@ -30,8 +30,11 @@ def test_a_block_of_lines_is_warned_about_showing_the_one_command():
     assert w.message.startswith(
         "its 2 lines run as ONE command, the newlines read as spaces (`echo one echo two`)"
     )
-    assert "one step per command" in w.message and "a script step is planned" in w.message
-    assert "tool of the Capsule" in w.message
+    assert "one step per command" in w.message
+    assert (
+        "Write a script step (script: the lines, run by an interpreter of the Capsule's "
+        "scripts.allow)" in w.message
+    )
 
 
 @pytest.mark.parametrize(

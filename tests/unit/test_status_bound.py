@@ -4,7 +4,7 @@ chunk stays well under 1 MiB, whatever the steps print."""
 
 import json
 
-from planops.api import crd
+from planops.api import crd, limits
 from planops.engine import AttemptFact, PlanError, Report, StepRecord, outputs
 from planops.engine.bodies import MAX_RECORDS
 from planops.reconciler.history import chunks as reports
@@ -24,7 +24,7 @@ def stored_size(obj: object) -> int:
 
 
 def test_the_crd_step_limit_is_the_one_the_budgets_are_computed_for():
-    assert crd.MAX_STEPS == status.MAX_STEPS
+    assert limits.MAX_STEPS == status.MAX_STEPS
     schema = crd.plan_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     assert schema["properties"]["spec"]["properties"]["steps"]["maxItems"] == status.MAX_STEPS
     assert status.SPEC_BUDGET + status.SUMMARY_BUDGET + METADATA_ROOM < ETCD_LIMIT - (128 << 10)

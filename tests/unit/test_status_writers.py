@@ -12,9 +12,9 @@ import asyncio
 import copy
 from typing import Any
 
+from planops.api import names
 from planops.archive.queue import Archiver
 from planops.archive.row import archived
-from planops.kube import manifests
 from planops.kube.cache import WatchCache
 
 from .harness import Cluster
@@ -58,7 +58,7 @@ def _replaced_runs(n: int, **spec: Any) -> Cluster:
     for k in range(n):
         w.end("a")
         assert w.reconciled()["phase"] == "Succeeded"
-        w.annotate(manifests.ANNOTATION_RERUN, str(k))
+        w.annotate(names.ANNOTATION_RERUN, str(k))
         assert w.reconciled()["phase"] == "Running"
     assert [e.get("archived") for e in w.status()["history"]] == [False] * n
     return w

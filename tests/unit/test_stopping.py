@@ -4,16 +4,16 @@ attempt in flight recorded failed by the engine, its object deleted)."""
 
 from __future__ import annotations
 
+from planops.api import names
 from planops.engine import Run
 from planops.engine.report import Halt
-from planops.kube import manifests
 from planops.reconciler.run import stopping
 from planops.reconciler.run.observe import Observed
 
 from .helpers import plan
 
-CANCEL = manifests.ANNOTATION_CANCEL
-RUN_FINALLY = manifests.ANNOTATION_CANCEL_RUN_FINALLY
+CANCEL = names.ANNOTATION_CANCEL
+RUN_FINALLY = names.ANNOTATION_CANCEL_RUN_FINALLY
 
 
 def test_a_cancel_stops_a_run_at_once_and_a_deadline_only_once_passed():

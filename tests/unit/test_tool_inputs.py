@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from planops.api import CapsuleSpec
-from planops.api.models import Tool
+from planops.api.capsule_models import Tool
 from planops.engine import Policy, Run, tool_inputs, validate
 from planops.engine import dispatch as rules
 from planops.engine.jsonschemas import evaluate

@@ -101,7 +101,7 @@ def test_an_earlier_run_opens_with_its_records_and_an_unknown_one_is_refused():
 def test_the_page_follows_no_watch_and_offers_no_log_for_an_earlier_run():
     js = (ROOT / "operator/planops/cli/ui/static/app.js").read_text()
     assert "if (state.view.earlier) {" in js
-    assert '!view.earlier && ["shell", "tool", "capsule"]' in js
+    assert '!view.earlier && ["shell", "script", "tool", "capsule"]' in js
     assert "?run=${encodeURIComponent(run)}" in js
 
 

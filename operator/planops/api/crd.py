@@ -1,14 +1,16 @@
-"""The CustomResourceDefinitions of planops, as data.
+"""The CustomResourceDefinitions of planops, as data: `python -m planops.api.crd [DIR...]` writes
+crds/*.yaml and the Helm chart's copy (tests/unit/test_crds.py keeps both current).
 
-Why generated: the Plan spec schema appears three times (in Plan, in a Capsule's `plan` template,
-in a ScheduledPlan's template), and every field needs a description (`kubectl explain
-plan.spec.steps` must teach the language). One source: the schemas of api/plan_schema.py and
-api/capsule_schema.py, built from api/schema_parts.py, assembled into CRDs here; `python -m
-planops.api.crd DIR` writes `crds/*.yaml`, and tests/unit/test_crds.py checks the committed files
-are current and cover every field of the pydantic models.
+The spec schemas are made from the pydantic models (planops.api.structural): the models are the
+one source of every field, bound and `kubectl explain` text, so the Plan spec that appears three
+times (a Plan's spec, a Capsule's `plan` template, a ScheduledPlan's `planTemplate.spec`) is
+written once. Here: what only a CRD has (names, short names, printer columns, the status
+subresource, scope) and the status schemas, written by the operator and described for `kubectl
+explain` (until the status has a model of its own).
 
 The API server enforces the cheap structural rules (types, enums, patterns, bounds, exactly one
-step kind via CEL); the validator (planops.engine) judges the rest with the seed's codes.
+step kind via CEL); the validator (planops.engine) judges the rest with the seed's codes. No
+runtime code imports this module (import-linter): what the runtime counts with is api.limits.
 """
 
 from __future__ import annotations
@@ -19,75 +21,42 @@ from typing import Any
 
 import yaml
 
-from planops.api import names
-from planops.api.capsule_schema import capsule_spec_schema
-from planops.api.documents import API_GROUP
-from planops.api.plan_schema import (
-    CONTROL_KINDS,
-    MAX_STEPS,
-    REFUSED_KINDS,
-    SPEC_BUDGET,
-    plan_spec_schema,
-    plan_status_schema,
-    step_schema,
-)
-from planops.api.schedule_models import LabelSelectorRequirement, ScheduledPlanSpec
-from planops.api.schema_parts import Schema, array, bounds, integer, obj, text
+from planops.api import names, structural
+from planops.api.capsule_models import CapsuleSpec
+from planops.api.limits import HISTORY_ENTRIES_MAX
+from planops.api.models import PlanSpec
+from planops.api.schedule_models import ClusterScheduledPlanSpec, ScheduledPlanSpec
+from planops.api.structural import Schema
 
-#: what this module's readers take from it (the schemas' own modules hold the rest)
-__all__ = [
-    "CONTROL_KINDS",
-    "MAX_STEPS",
-    "REFUSED_KINDS",
-    "SPEC_BUDGET",
-    "bounds",
-    "capsule_crd",
-    "capsule_spec_schema",
-    "plan_crd",
-    "plan_report_crd",
-    "plan_spec_schema",
-    "render",
-    "step_schema",
-]
-
-VERSION = names.VERSION
+Column = dict[str, Any]
 
 
 def _crd(
-    plural: str,
     kind: str,
     short: list[str],
-    spec: Schema,
-    status: Schema | None,
-    columns: list[dict[str, Any]],
-    description: str,
+    schema: Schema,
+    columns: list[Column],
+    *,
+    status: bool = True,
+    cluster: bool = False,
 ) -> dict[str, Any]:
-    props: dict[str, Schema] = {"spec": spec}
-    if status is not None:
-        props["status"] = status
+    plural = kind.lower() + "s"
     version: dict[str, Any] = {
-        "name": VERSION,
+        "name": names.VERSION,
         "served": True,
         "storage": True,
-        "schema": {
-            "openAPIV3Schema": {
-                "type": "object",
-                "description": description,
-                "properties": props,
-                "required": ["spec"],
-            }
-        },
+        "schema": {"openAPIV3Schema": schema},
         "additionalPrinterColumns": columns,
     }
-    if status is not None:
+    if status:
         version["subresources"] = {"status": {}}
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{API_GROUP}"},
+        "metadata": {"name": f"{plural}.{names.GROUP}"},
         "spec": {
-            "group": API_GROUP,
-            "scope": "Namespaced",
+            "group": names.GROUP,
+            "scope": "Cluster" if cluster else "Namespaced",
             "names": {
                 "plural": plural,
                 "singular": kind.lower(),
@@ -100,249 +69,247 @@ def _crd(
     }
 
 
+def _object(description: str, spec: Schema, status: Schema | None = None) -> Schema:
+    """An object's root schema: its spec (required) and the status the operator writes."""
+    props = {"spec": spec, **({"status": status} if status is not None else {})}
+    return {"type": "object", "description": description, "properties": props, "required": ["spec"]}
+
+
+def _column(name: str, kind: str, path: str, description: str = "", **kw: Any) -> Column:
+    return {
+        "name": name,
+        "type": kind,
+        "jsonPath": path,
+        **({"description": description} if description else {}),
+        **kw,
+    }
+
+
+AGE = _column("Age", "date", ".metadata.creationTimestamp")
+
+
 def plan_crd() -> dict[str, Any]:
     return _crd(
-        "plans",
         "Plan",
         ["pl"],
-        plan_spec_schema("A set of steps and the order they may run in."),
-        plan_status_schema(history=True),
+        _object(
+            "A Plan: one run of a set of steps. planops validates it, runs each ready step as a "
+            "Job, and writes the report to status.",
+            structural.schema(PlanSpec),
+            status_schema("The run's report, written by the operator.", history=True),
+        ),
         [
-            {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
-            {
-                "name": "Steps",
-                "type": "string",
-                "jsonPath": ".status.progress",
-                "description": "Steps settled / steps in the plan",
-            },
-            {
-                "name": "Failed",
-                "type": "string",
-                "jsonPath": ".status.failedStep",
-                "description": "The step that stopped the plan",
-            },
-            {"name": "Duration", "type": "string", "jsonPath": ".status.duration"},
-            {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-            {
-                "name": "Waiting",
-                "type": "string",
-                "jsonPath": ".status.queue.message",
-                "description": "What a Plan waiting for a slot of its Capsule waits for",
-                "priority": 1,
-            },
+            _column("Phase", "string", ".status.phase"),
+            _column("Steps", "string", ".status.progress", "Steps settled / steps in the plan"),
+            _column("Failed", "string", ".status.failedStep", "The step that stopped the plan"),
+            _column("Duration", "string", ".status.duration"),
+            AGE,
+            _column(
+                "Waiting",
+                "string",
+                ".status.queue.message",
+                "What a Plan waiting for a slot of its Capsule waits for",
+                priority=1,
+            ),
         ],
-        "A Plan: one run of a set of steps. planops validates it, runs each ready step as a Job, "
-        "and writes the report to status.",
     )
 
 
 def capsule_crd() -> dict[str, Any]:
     return _crd(
-        "capsules",
         "Capsule",
         ["cap"],
-        capsule_spec_schema(),
-        None,
-        [
-            {"name": "Image", "type": "string", "jsonPath": ".spec.image"},
-            {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-        ],
-        "A Capsule: the policy and inventory Plans run under (images, binaries, tools, limits).",
+        _object(
+            "A Capsule: the policy and inventory Plans run under (images, binaries, tools, "
+            "limits).",
+            structural.schema(CapsuleSpec),
+        ),
+        [_column("Image", "string", ".spec.image"), AGE],
+        status=False,
     )
 
 
-def _scheduled_spec(description: str, cluster: bool) -> Schema:
-    props: dict[str, Schema] = {
-        "schedule": text(
-            "When to run, in cron syntax (minute hour day-of-month month day-of-week) "
-            "or a macro: @yearly @monthly @weekly @daily @hourly.",
-            **bounds(ScheduledPlanSpec, "schedule"),
-        ),
-        "timeZone": text(
-            "IANA time zone of the schedule (Europe/Berlin). Default: UTC. When clocks "
-            "go back, a schedule naming its hours runs once; see docs/schedules.md."
-        ),
-        "concurrencyPolicy": text(
-            "What to do when a run is due while another is active: Allow "
-            "(start it), Forbid (wait until the active run ends), Replace "
-            "(stop the active run, start the new one).",
-            **bounds(ScheduledPlanSpec, "concurrencyPolicy"),
-            default="Allow",
-        ),
-        "startingDeadlineSeconds": integer(
-            "A due time older than this is missed, not started late.",
-            **bounds(ScheduledPlanSpec, "startingDeadlineSeconds"),
-        ),
-        "suspend": {
-            "type": "boolean",
-            "default": False,
-            "description": "Start no new runs (due times pass and are reported missed).",
-        },
-        "successfulRunsHistoryLimit": integer(
-            "Succeeded runs kept.",
-            **bounds(ScheduledPlanSpec, "successfulRunsHistoryLimit"),
-            default=3,
-        ),
-        "failedRunsHistoryLimit": integer(
-            "Failed runs kept.", **bounds(ScheduledPlanSpec, "failedRunsHistoryLimit"), default=1
-        ),
-        "planTemplate": obj(
-            "The Plan each run creates.",
-            {
-                "metadata": obj(
-                    "Labels and annotations of each run.",
-                    {
-                        "labels": {
-                            "type": "object",
-                            "description": "Labels of each run.",
-                            "additionalProperties": {"type": "string"},
-                        },
-                        "annotations": {
-                            "type": "object",
-                            "description": "Annotations of each run.",
-                            "additionalProperties": {"type": "string"},
-                        },
-                    },
-                ),
-                "spec": plan_spec_schema("The spec of each run."),
-            },
-            required=["spec"],
-        ),
-    }
-    required = ["schedule", "planTemplate"]
-    if cluster:
-        req = obj(
-            "A label selector requirement.",
-            {
-                "key": text("The label key."),
-                "operator": text(
-                    "In, NotIn, Exists or DoesNotExist.",
-                    **bounds(LabelSelectorRequirement, "operator"),
-                ),
-                "values": array("Values for In and NotIn.", {"type": "string"}),
-            },
-            required=["key", "operator"],
-        )
-        props["namespaceSelector"] = obj(
-            "Namespaces to stamp a run into at each scheduled time (each run uses the Capsule of "
-            "its own namespace).",
-            {
-                "matchLabels": {
-                    "type": "object",
-                    "description": "Labels a namespace must have.",
-                    "additionalProperties": {"type": "string"},
-                },
-                "matchExpressions": array("Requirements a namespace must meet.", req),
-            },
-        )
-        required.append("namespaceSelector")
-    return obj(description, props, required=required)
-
-
-def _scheduled_crd(cluster: bool) -> dict[str, Any]:
+def scheduled_crd(cluster: bool) -> dict[str, Any]:
+    """A ScheduledPlan's CRD, or (cluster) a ClusterScheduledPlan's."""
     kind = "ClusterScheduledPlan" if cluster else "ScheduledPlan"
-    crd = _crd(
-        kind.lower() + "s",
+    spec = ClusterScheduledPlanSpec if cluster else ScheduledPlanSpec
+    return _crd(
         kind,
         ["cspl"] if cluster else ["spl"],
-        _scheduled_spec(
-            f"A {kind}: runs a Plan on a schedule"
-            + (" in every matching namespace." if cluster else "."),
-            cluster,
+        _object(
+            f"A {kind}: CronJob semantics for Plans.",
+            structural.schema(spec),
+            status_schema("Schedule history, written by the operator."),
         ),
-        plan_status_schema(),
         [
-            {"name": "Schedule", "type": "string", "jsonPath": ".spec.schedule"},
-            {"name": "Suspend", "type": "boolean", "jsonPath": ".spec.suspend"},
-            {"name": "Active", "type": "integer", "jsonPath": ".status.activeCount"},
-            {"name": "Last Schedule", "type": "date", "jsonPath": ".status.lastScheduleTime"},
-            {"name": "Next", "type": "string", "jsonPath": ".status.nextScheduleTime"},
-            {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+            _column("Schedule", "string", ".spec.schedule"),
+            _column("Suspend", "boolean", ".spec.suspend"),
+            _column("Active", "integer", ".status.activeCount"),
+            _column("Last Schedule", "date", ".status.lastScheduleTime"),
+            _column("Next", "string", ".status.nextScheduleTime"),
+            AGE,
         ],
-        f"A {kind}: CronJob semantics for Plans.",
+        cluster=cluster,
     )
-    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"][
-        "description"
-    ] = "Schedule history, written by the operator."
-    if cluster:
-        crd["spec"]["scope"] = "Cluster"
-    return crd
+
+
+def _node(kind: str, description: str, **kw: Any) -> Schema:
+    return {"type": kind, "description": description, **kw}
+
+
+def _text(description: str, **kw: Any) -> Schema:
+    return _node("string", description, **kw)
+
+
+def _integer(description: str, **kw: Any) -> Schema:
+    return _node("integer", description, **kw)
+
+
+def _flag(description: str) -> Schema:
+    return _node("boolean", description)
+
+
+def status_schema(description: str, *, history: bool = False) -> Schema:
+    """The status written by the operator, its fields kept whatever they are; a Plan's with its
+    `history` described (`kubectl explain plan.status.history`)."""
+    return {
+        "type": "object",
+        "description": description,
+        "x-kubernetes-preserve-unknown-fields": True,
+        **({"properties": {"history": history_schema()}} if history else {}),
+    }
+
+
+def history_schema() -> Schema:
+    """status.history, described for `kubectl explain plan.status.history`."""
+    entry = {
+        "id": _text(f"The run id (its PlanReports' {names.LABEL_RUN} label)."),
+        "generation": _integer("The Plan generation the run ran."),
+        "rerun": _text("The re-run annotation's value that started it, if any."),
+        "capsule": _text("The Capsule it ran under (as it started)."),
+        "phase": _text("Succeeded or Failed (a run replaced while running: Failed)."),
+        "reason": _text(
+            "Why it ended: the Succeeded condition's reason (Replaced: a new run stopped it "
+            "before it ended)."
+        ),
+        "message": _text("The Succeeded condition's message."),
+        "startedAt": _text("When it started (RFC 3339)."),
+        "finishedAt": _text("When it ended, or was stopped (RFC 3339)."),
+        "failedStep": _text("The step that failed the run, if any."),
+        "completed": _flag("Every step settled as it should."),
+        "counts": _node(
+            "object",
+            "Settled records by outcome.",
+            properties={
+                "success": _integer("Records of steps that succeeded."),
+                "failed": _integer("Records of steps that failed."),
+                "skipped": _integer("Records of steps skipped."),
+            },
+        ),
+        "records": _integer("Records the run settled (all in its PlanReports)."),
+        "reportObjects": _integer("Its PlanReport objects."),
+        "reportBytes": _integer(
+            "Bytes of its PlanReport objects (as JSON) when it was last counted."
+        ),
+        "recordsKept": _flag(
+            "False once its PlanReports were deleted to keep the earlier runs' PlanReports of "
+            "this Plan within the history byte budget (16 MiB, newest first; never before the "
+            "archive, when on, has the run): its summary stays, --run shows no records."
+        ),
+        "archived": _flag("Written to the archive (PostgreSQL), when it is on."),
+    }
+    return _node(
+        "array",
+        "Earlier runs of this Plan, newest first (spec.historyLimit bounds them). A re-run or a "
+        "new generation adds the run it replaces; each run's records stay in its PlanReports "
+        f"(label {names.LABEL_RUN}=<id>): kubectl plan get NAME --run ID.",
+        items=_node(
+            "object",
+            "One earlier run as it ended.",
+            properties=entry,
+            required=["id"],
+            **{"x-kubernetes-preserve-unknown-fields": True},
+        ),
+        maxItems=HISTORY_ENTRIES_MAX,
+    )
 
 
 def plan_report_crd() -> dict[str, Any]:
     """PlanReport: one chunk of a run's report (planops.reconciler.history.chunks). Written by the
     operator only, owned by its Plan, no spec and no status: its records are its data."""
-    record = obj(
-        "One settled step, as in the Plan's status.report.steps.",
-        {
-            "stepId": text(
-                "The step (a body step: CONTROL.BRANCH-OR-ITEM.STEP, e.g. scan.3.probe)."
-            ),
-            "status": text("success, failed or skipped."),
-            "output": text("The step's output, cut to its share of the report (docs/operator.md)."),
-            "error": text("Why it failed or was skipped."),
-            "stderr": text(
-                "The last lines the step wrote on stderr (at most 4 KiB; never part of its "
-                "output). Absent when it wrote none, or when the cluster cannot read a log's "
-                "streams apart (docs/operator.md)."
-            ),
-            "attempts": integer("Attempts made."),
-            "startedAt": text("RFC 3339."),
-            "finishedAt": text("RFC 3339."),
-        },
-    )
-    for key in ("output", "error", "stderr", "startedAt", "finishedAt"):
-        record["properties"][key]["nullable"] = True
-    crd = _crd(
-        "planreports",
-        "PlanReport",
-        ["planrep"],
-        {},
-        None,
-        [
-            {"name": "Plan", "type": "string", "jsonPath": ".plan"},
-            {"name": "Run", "type": "string", "jsonPath": ".run"},
-            {"name": "Chunk", "type": "integer", "jsonPath": ".chunk"},
-            {
-                "name": "First",
-                "type": "integer",
-                "jsonPath": ".first",
-                "description": "The run's record number of the chunk's first record",
-            },
-            {"name": "Records", "type": "integer", "jsonPath": ".count"},
-            {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-        ],
+    record = {
+        "stepId": _text("The step (a body step: CONTROL.BRANCH-OR-ITEM.STEP, e.g. scan.3.probe)."),
+        "status": _text("success, failed or skipped."),
+        "output": _text(
+            "The step's output, cut to its share of the report (docs/operator.md).", nullable=True
+        ),
+        "error": _text("Why it failed or was skipped.", nullable=True),
+        "stderr": _text(
+            "The last lines the step wrote on stderr (at most 4 KiB; never part of its output). "
+            "Absent when it wrote none, or when the cluster cannot read a log's streams apart "
+            "(docs/operator.md).",
+            nullable=True,
+        ),
+        "attempts": _integer("Attempts made."),
+        "startedAt": _text("RFC 3339.", nullable=True),
+        "finishedAt": _text("RFC 3339.", nullable=True),
+    }
+    schema = _node(
+        "object",
         "One chunk of a Plan run's report: settled step records in the order they settled, "
         "written by the operator (the Plan's status keeps a summary). Owned by the Plan.",
+        properties={
+            "plan": _text("The Plan's name."),
+            "run": _text("The run (the Plan's status.run.id)."),
+            "chunk": _integer("This chunk's index in the run (0, 1, ...).", minimum=0),
+            "first": _integer("The run's record number of this chunk's first record.", minimum=0),
+            "count": _integer("Records in this chunk.", minimum=0),
+            "records": _node(
+                "array",
+                "The records, in the order they settled.",
+                items=_node("object", "One settled step, as in the Plan's status.report.steps.")
+                | {"properties": record},
+            ),
+        },
+        required=["plan", "run", "chunk", "first", "count", "records"],
     )
-    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    schema["properties"] = {
-        "plan": text("The Plan's name."),
-        "run": text("The run (the Plan's status.run.id)."),
-        "chunk": integer("This chunk's index in the run (0, 1, ...).", minimum=0),
-        "first": integer("The run's record number of this chunk's first record.", minimum=0),
-        "count": integer("Records in this chunk.", minimum=0),
-        "records": array("The records, in the order they settled.", record),
-    }
-    schema["required"] = ["plan", "run", "chunk", "first", "count", "records"]
-    return crd
+    return _crd(
+        "PlanReport",
+        ["planrep"],
+        schema,
+        [
+            _column("Plan", "string", ".plan"),
+            _column("Run", "string", ".run"),
+            _column("Chunk", "integer", ".chunk"),
+            _column(
+                "First", "integer", ".first", "The run's record number of the chunk's first record"
+            ),
+            _column("Records", "integer", ".count"),
+            AGE,
+        ],
+        status=False,
+    )
+
+
+class _Dumper(yaml.SafeDumper):
+    """YAML without anchors and aliases: each node written out where it is (a reader of the
+    file sees every field's schema in place)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 def render() -> dict[str, str]:
     """File name -> YAML text of every CRD."""
     head = (
-        "# Generated by `python -m planops.api.crd`: edit operator/planops/api/ (crd.py and the\n"
-        "# schemas it assembles).\n"
+        "# Generated by `python -m planops.api.crd` from the models (operator/planops/api/):\n"
+        "# edit those, not this file.\n"
     )
+    crds = (plan_crd(), capsule_crd(), scheduled_crd(False), scheduled_crd(True))
     return {
-        f"{crd['metadata']['name']}.yaml": head + yaml.safe_dump(crd, sort_keys=False, width=100)
-        for crd in (
-            plan_crd(),
-            capsule_crd(),
-            _scheduled_crd(False),
-            _scheduled_crd(True),
-            plan_report_crd(),
-        )
+        f"{crd['metadata']['name']}.yaml": head
+        + yaml.dump(crd, Dumper=_Dumper, sort_keys=False, width=100)
+        for crd in (*crds, plan_report_crd())
     }
 
 

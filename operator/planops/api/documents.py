@@ -19,7 +19,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from planops.api import names, schema_help, seed2, values
-from planops.api.models import STEP_KINDS, CapsuleSpec, PlanSpec, SeedPlan
+from planops.api.capsule_models import CapsuleSpec
+from planops.api.models import STEP_KINDS, PlanSpec, SeedPlan
 from planops.api.schedule_models import ClusterScheduledPlanSpec, ScheduledPlanSpec
 
 API_GROUP = names.GROUP

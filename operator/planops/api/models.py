@@ -1,4 +1,4 @@
-"""Typed models of what users write: Plan specs, steps and Capsules.
+"""Typed models of what users write: Plan specs and their steps (a Capsule's: api.capsule_models).
 
 Why pydantic: the structure of a document (unknown fields, wrong types) is checked here, once,
 with precise field paths; the *meaning* of a plan (duplicate ids, cycles, allowlists) is checked by
@@ -13,28 +13,38 @@ keys are normalized: a step's `input` belongs to its tool and is never rewritten
 
 from __future__ import annotations
 
-import functools
-import re
 import typing
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from planops.api import durations
+from planops.api import base, durations
+from planops.api.base import Model
+from planops.api.container_models import MAX_SCRIPT, StepEnvVar, VolumeMount, distinct
+from planops.api.crd_hints import crd
+from planops.api.labels import DNS_LABEL_PATTERN
+from planops.api.limits import (
+    HISTORY_LIMIT,
+    HISTORY_LIMIT_MAX,
+    MAX_DEPENDS_ON,
+    MAX_FINALLY_STEPS,
+    MAX_STEPS,
+)
+
+#: A Kubernetes object name (api.base's, named here too: the plan's fields and others use it)
+NAME_PATTERN = base.NAME_PATTERN
 
 #: A step id: also a Job label value and part of a Job name, hence the restriction (the seed
 #: leaves ids free; planops needs them to be label-safe). Letters, digits, `_` and `-`.
 STEP_ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,62}$"
 
-#: A Kubernetes object name (RFC 1123 subdomain, shortened to what a label value may hold).
-NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$"
-
-#: The keys that make a step's kind: exactly one per step. tool, shell, capsule (seed 1) and the
-#: seed-2 control steps; the validator says which of these planops runs (engine.validation).
+#: The keys that make a step's kind: exactly one per step. tool, shell, capsule (seed 1), script
+#: (planops') and the seed-2 control steps; the validator says which of these planops runs
+#: (engine.validation).
 STEP_KINDS = (
     "tool",
     "shell",
+    "script",
     "capsule",
     "exit",
     "filter",
@@ -49,72 +59,41 @@ STEP_KINDS = (
 NEEDS_A_MODEL = ("agent", "infer")
 
 
-@functools.cache
-def _integer_keys(model: type[BaseModel]) -> tuple[str, ...]:
-    """The keys (both spellings) of a model's fields that take an integer and not a number."""
-    keys: list[str] = []
-    for name, f in model.model_fields.items():
-        annotation = f.annotation
-        types = set(typing.get_args(annotation)) if typing.get_args(annotation) else {annotation}
-        if int in types and float not in types:
-            keys += [name] + ([f.alias] if f.alias and f.alias != name else [])
-    return tuple(keys)
-
-
-class Model(BaseModel):
-    """Base: unknown fields refused, both spellings accepted, immutable; types strict, as the
-    API server holds them to the CRD's schema (`retries: "3"` is refused, not converted), so
-    what `kubectl apply` refuses is refused offline too."""
-
-    model_config = ConfigDict(
-        strict=True,
-        extra="forbid",
-        populate_by_name=True,
-        alias_generator=to_camel,
-        frozen=True,
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _whole_numbers(cls, data: Any) -> Any:
-        """JSON has one number type, and the API server takes 3.0 for a CRD's integer (a whole
-        number is an integer there): so does the model, strict as it is otherwise."""
-        if not isinstance(data, dict):
-            return data
-        fixed: dict[str, Any] | None = None
-        for key in _integer_keys(cls):
-            value = data.get(key)
-            if isinstance(value, float) and value.is_integer():
-                fixed = fixed if fixed is not None else dict(data)
-                fixed[key] = int(value)
-        return fixed if fixed is not None else data
-
-    def dump(self) -> dict[str, Any]:
-        """The camelCase form, without unset optional fields (as the seed writes plans)."""
-        return self.model_dump(by_alias=True, exclude_none=True, exclude_defaults=True)
-
-
 class ResourceList(Model):
     """Kubernetes quantities (`cpu: 500m`, `memory: 64Mi`)."""
 
-    cpu: str | int | None = None
-    memory: str | int | None = None
+    cpu: str | int | None = Field(default=None, description="CPU, in cores or millicores (500m).")
+    memory: str | int | None = Field(
+        default=None, description="Memory, in bytes or with a suffix (64Mi)."
+    )
 
 
 class Resources(Model):
     """Requests and limits of a step's container (the cgroup limits)."""
 
-    requests: ResourceList | None = None
-    limits: ResourceList | None = None
+    requests: ResourceList | None = Field(
+        default=None, description="What the step's container is guaranteed (scheduling)."
+    )
+    limits: ResourceList | None = Field(
+        default=None,
+        description="The cgroup limits of the step's container; exceeding memory is OOMKilled.",
+    )
 
 
 class RetryBackoff(Model):
     """The pause before each retry: attempt n+1 starts `duration x factor^(n-1)` after attempt n
     failed, at most `maxDuration` (Argo's retryStrategy.backoff; the Job controller's backoff)."""
 
-    duration: str | int = Field(description="The first pause (10s, 1m, 500ms).")
-    factor: float = Field(default=2.0, ge=1, le=100, description="Each pause grows by this.")
-    max_duration: str | int | None = Field(default=None, description="The longest pause.")
+    duration: str | int = Field(description="The first pause: 10s, 1m30s, 500ms.")
+    factor: float = Field(
+        default=2.0,
+        ge=1,
+        le=100,
+        description="Each further pause is the previous one times this. Default 2.",
+    )
+    max_duration: str | int | None = Field(
+        default=None, description="The longest pause. Default: none."
+    )
 
     @field_validator("duration", "max_duration")
     @classmethod
@@ -133,59 +112,246 @@ class RetryBackoff(Model):
         return min(wait, durations.MAX_SECONDS)
 
 
-class Step(Model):
-    """One step of a plan. Exactly one kind: tool / shell / capsule or a seed-2 control step
-    (checked by the validator)."""
+#: a body (then / else / do): a single call {tool|shell|capsule|ask|filter|exit, input, ...} or
+#: a list of steps with ids, run in order
+_BODY = (
+    "a single call (a step without id: {tool: x, input: ...} or {shell: ...}) or a list of "
+    "steps with ids, run in order; bodies may not contain decide, map or reduce"
+)
+#: the API server's count of a step's kinds (the validator says which kind is missing or extra)
+_ONE_KIND = " + ".join(f"(has(self.{k}) ? 1 : 0)" for k in STEP_KINDS) + " == 1"
 
-    id: str = Field(pattern=STEP_ID_PATTERN, max_length=63, description="Unique within the plan.")
+
+def _control(description: str) -> Any:
+    """A seed-2 control step's field: typed loosely here, so that the validator refuses a bad
+    value with the seed's code (`control`, at the field's path); the API server takes objects."""
+    return Field(default=None, description=description, json_schema_extra=crd(type="object"))
+
+
+#: a service of the Capsule, by name (api.pod_models.Service.name)
+_ServiceName = Annotated[
+    str, Field(pattern=DNS_LABEL_PATTERN, max_length=63, description="A service's name.")
+]
+
+
+def _refused(kind: str) -> Any:
+    return _control(f"Seed 2 {kind}: refused (needs a language model: use a capsule step).")
+
+
+class Step(Model):
+    """One step. Exactly one kind: tool, shell, script, capsule, or a control step (exit, filter,
+    decide, map, reduce, ask)."""
+
+    # No field of a step has a default in the CRD (crd_hints): the API server would store each
+    # in every step (29 bytes a step for onError and retries, half the spec of a 20,000-step
+    # plan of short shell steps); the model applies them when a spec is read.
+    model_config = ConfigDict(
+        json_schema_extra=crd(
+            rules=[
+                (
+                    _ONE_KIND,
+                    "a step declares exactly one of tool, shell, script, capsule, exit, filter, "
+                    "decide, map, reduce, ask",
+                )
+            ]
+        )
+    )
+
+    id: str = Field(
+        pattern=STEP_ID_PATTERN,
+        max_length=63,
+        description="Unique within the plan; other steps name it in dependsOn and in "
+        "$<id>.output / $<id>.status references. Letters, digits, _ and -.",
+    )
     tool: str | None = Field(
-        default=None, min_length=1, max_length=253, description="A tool of the Capsule's inventory."
+        default=None,
+        min_length=1,
+        max_length=253,
+        description="A tool of the Capsule's inventory (spec.tools of the Capsule). The tool "
+        "receives the step's input as JSON. Tool steps of one plan run one at a time.",
     )
     shell: str | None = Field(
         default=None,
         min_length=1,
         max_length=16384,
-        description="A command line split into words (never given to a shell); "
-        "its first word must be in the Capsule's shell.allow.",
+        description="A command line, split into words (POSIX shell quoting rules) but never "
+        "given to a shell. Its first word must be in the Capsule's shell.allow; a pipeline "
+        "belongs in a script step (an interpreter such as sh in shell.allow allows anything).",
     )
     capsule: str | None = Field(
         default=None,
         pattern=NAME_PATTERN,
         max_length=63,
-        description="A Capsule name in spawn.allow, run as a child Plan.",
+        description="A Capsule in the plan's Capsule's spawn.allow; its plan runs as a child "
+        "Plan given this step's task text as input.objective; the child's output (as JSON "
+        "text), or else its last step's output, becomes this step's.",
     )
-    input: Any = Field(default=None, description="Handed to the step (object or string).")
+    script: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_SCRIPT,
+        description="A script (several lines), run by an interpreter the Capsule allows "
+        "(scripts.allow; see interpreter) in the step's image: `sh -c SCRIPT`. Never rendered: "
+        "a {{ in it is refused; values reach it as data through env.",
+    )
+    interpreter: str | None = Field(
+        default=None,
+        max_length=63,
+        description="The interpreter of a script step: one of the Capsule's scripts.allow "
+        "(sh, bash, python3, ...). Default: the first it allows.",
+    )
+    env: list[StepEnvVar] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Environment variables of a shell or script step: a value (templates "
+        "rendered once, as data), or a key of a Secret or ConfigMap the Capsule lists in "
+        "env.secrets / env.configMaps. Names starting with PLANOPS_ are planops'.",
+    )
+    volume_mounts: list[VolumeMount] = Field(
+        default_factory=list,
+        max_length=16,
+        description="Volumes of the Capsule (spec.volumes, by name) mounted into a shell or "
+        "script step; a volume the Capsule marks readOnly is mounted read-only.",
+    )
+    input: Any = Field(
+        default=None,
+        description="Handed to the step: a tool step gets it as JSON (env PLANOPS_INPUT); a "
+        "capsule step's input is its task text, a string or {objective: <text>}; a shell step "
+        "ignores it. A string that is exactly $<id>.output or $<id>.status, at any depth, is "
+        "replaced by that step's result when this step is dispatched.",
+    )
     # seed 2 control steps, judged by the validator (typed loosely so errors carry seed codes)
-    exit: Any = None
-    filter: Any = None
-    decide: Any = None
-    map: Any = None
-    reduce: Any = None
-    ask: Any = None
-    agent: Any = None
-    infer: Any = None
-    depends_on: list[str] = Field(default_factory=list)
-    if_: str | None = Field(default=None, alias="if", max_length=4096)
-    # Typed loosely on purpose: a bad value is the seed's `on-error` refusal (see module doc).
-    on_error: Any = "fail"
-    retries: int = Field(default=0, ge=0, le=100)
-    retry_backoff: RetryBackoff | None = None
-    timeout_seconds: int | None = Field(default=None, ge=1, le=7 * 24 * 3600)
-    image: str | None = Field(default=None, max_length=512)
-    resources: Resources | None = None
+    exit: Any = _control(
+        "Seed 2: end the plan early: {when?: gate, status: success|error, message?, "
+        "output?}. Evaluated by planops (no Job)."
+    )
+    filter: Any = _control(
+        "Seed 2: partition a list: {over: template, where: gate with {{item}} and {{index}}}. "
+        "Evaluated by planops (no Job)."
+    )
+    decide: Any = _control(
+        "Seed 2: fork: {if: gate, then: body, else?: body}. Result {branch, verdict, reason, "
+        f"result}}. A body is {_BODY}; exit is allowed in branches."
+    )
+    map: Any = _control(
+        "Seed 2: run a body per item: {over: template rendering to an array, do: body, "
+        "concurrency?: max items in flight (default 1)}; {{item}}, {{index}}, {{length}} in the "
+        f"body. Result {{count, results}} in input order. A body is {_BODY}."
+    )
+    reduce: Any = _control(
+        "Seed 2: fold a list: {over, do: body, initial?}; {{accumulator}} starts at initial "
+        "(default null) and becomes each item's result. Result {count, result}."
+    )
+    ask: Any = _control(
+        "Seed 2: ask a person: {prompt, outputSchema: object of string/number/integer/"
+        "boolean/enum fields, whenUnanswered?: fail|default, default?}. Answer with kubectl "
+        "plan answer PLAN STEP --set k=v; past the step's timeout whenUnanswered applies. "
+        "Result {answer, answered, reason?}."
+    )
+    agent: Any = _refused("agent")
+    infer: Any = _refused("infer")
+    depends_on: list[str] = Field(
+        default_factory=list,
+        description="Steps that must settle (succeed, fail or be skipped) before this one is "
+        "dispatched. Omitted: the step is ready immediately.",
+        # the API server's bounds of a stored Plan; the validator judges each entry
+        # (unknown-step: no step id is longer than 63) whatever their number
+        json_schema_extra=crd(maxItems=MAX_DEPENDS_ON, items={"maxLength": 63}),
+    )
+    if_: str | None = Field(
+        default=None,
+        alias="if",
+        max_length=4096,
+        description="A condition over references, the plan's input ($input.NAME) and quoted "
+        'literals: == != > < (text comparison), && (binds tighter) and ||, e.g. "$test.status '
+        "== 'failed' || $input.env == 'prod'\". Never rendered: no {{...}} (use a decide "
+        "step). False settles the step skipped without running it.",
+    )
+    # Typed loosely on purpose: a bad value is the seed's `on-error` refusal (see module doc);
+    # the API server holds it to the three values.
+    on_error: Any = Field(
+        default="fail",
+        description="What a failed step (after its retries) does to the plan: fail (settles "
+        "failed, stops the plan), skip (settles skipped, continues), continue (settles failed, "
+        "continues). Default: fail.",
+        json_schema_extra=crd(type="string", enum=["fail", "skip", "continue"]),
+    )
+    retries: int = Field(
+        default=0,
+        ge=0,
+        le=100,
+        description="Extra dispatches after a failure: retries: 2 runs the step up to three "
+        "times. Each attempt is its own Job. Default: 0.",
+    )
+    retry_backoff: RetryBackoff | None = Field(
+        default=None,
+        description="The pause before each retry: attempt n+1 starts duration x factor^(n-1) "
+        "after attempt n failed, at most maxDuration. Default: the Capsule's, else none.",
+    )
+    timeout_seconds: int | None = Field(
+        default=None,
+        ge=1,
+        le=7 * 24 * 3600,
+        description="Deadline of each attempt (the Job's activeDeadlineSeconds). Default: the "
+        "Capsule's defaultTimeoutSeconds.",
+    )
+    image: str | None = Field(
+        default=None,
+        max_length=512,
+        description="Container image of a shell step; must match the Capsule's images. "
+        "Default: the Capsule's image.",
+    )
+    # what the step picks of its Capsule's pod grants (api.pod_models; engine.pod_grants)
+    security_profile: str | None = Field(
+        default=None,
+        pattern=DNS_LABEL_PATTERN,
+        max_length=63,
+        description="One of the Capsule's securityProfiles the step's container runs under "
+        "(root, a uid, capabilities, ...: what the Capsule's owner declared, within the "
+        "operator's cap). Default: today's restricted container (uid 65534, nothing added).",
+    )
+    services: list[_ServiceName] = Field(
+        default_factory=list,
+        max_length=16,
+        description="Services of the Capsule (spec.services, by name) started beside the "
+        "step's command, as sidecars of its pod: each is ready before the command starts, "
+        "reached on localhost or by its name, and stopped when it ends.",
+    )
+    resources: Resources | None = Field(
+        default=None,
+        description="Requests and limits of the step's container. Default: the Capsule's "
+        "resources; bounded by its maxResources.",
+    )
+
+    @field_validator("script")
+    @classmethod
+    def _no_nul(cls, value: str | None) -> str | None:
+        if value is not None and "\x00" in value:  # no process can be given it
+            raise ValueError(
+                "a script cannot hold a NUL byte (it reaches its interpreter as a C string)"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _distinct_env_and_mounts(self) -> Step:
+        distinct("env name", [e.name for e in self.env])
+        distinct("volumeMounts mountPath", [m.mount_path for m in self.volume_mounts])
+        return self
 
 
 class Workspace(Model):
-    """One volume shared by every step of a run (seed 1's workdir)."""
+    """One volume shared by every step of a run, mounted at /workspace, the working directory of
+    shell steps (tools start in a private one)."""
 
-    size: str | None = None
-    storage_class_name: str | None = None
-    claim_name: str | None = Field(default=None, description="Use an existing claim instead.")
+    # seed 1's workdir
+    size: str | None = Field(
+        default=None, description="Size of a new claim made for the run (1Gi)."
+    )
+    storage_class_name: str | None = Field(default=None, description="Storage class of that claim.")
+    claim_name: str | None = Field(
+        default=None, description="Use this existing PersistentVolumeClaim instead."
+    )
 
-
-#: earlier runs a Plan keeps in status.history by default (spec.historyLimit), and at most
-HISTORY_LIMIT = 10
-HISTORY_LIMIT_MAX = 50
 
 #: When a Plan's step Jobs are deleted (planops.reconciler.history.retention): as each step settles,
 #: once the run finished, once it succeeded, or never (the default).
@@ -194,65 +360,93 @@ POD_GC_POLICIES: tuple[str, ...] = typing.get_args(PodGC)
 
 
 class PlanSpec(Model):
-    """The spec of a Plan resource (and of a Capsule's plan template)."""
+    """A set of steps and the order they may run in."""
 
-    capsule: str | None = Field(default=None, pattern=NAME_PATTERN, max_length=63)
-    parallelism: int | None = Field(default=None, ge=1)
+    # The spec of a Plan resource, of a Capsule's plan template and of a ScheduledPlan's.
+    capsule: str | None = Field(
+        default=None,
+        pattern=NAME_PATTERN,
+        max_length=63,
+        description="The Capsule (policy and inventory) this plan runs under, in the plan's "
+        "namespace. Default: default. No such Capsule: the plan is Invalid.",
+    )
+    parallelism: int | None = Field(
+        default=None, ge=1, description="The most steps in flight at once. Default: no cap."
+    )
     active_deadline_seconds: int | None = Field(
         default=None,
         ge=1,
         le=30 * 24 * 3600,
-        description="The longest the main steps may run: past it, those running are stopped, "
-        "the finally steps run (within finallyTimeoutSeconds) and the plan fails (reason "
-        "DeadlineExceeded).",
+        description="The longest the main steps may run, in seconds from the run's start: past "
+        "it, those running are stopped, the finally steps run (within finallyTimeoutSeconds) "
+        "and the plan fails (condition reason DeadlineExceeded). Default: no deadline.",
     )
     finally_timeout_seconds: int | None = Field(
         default=None,
         ge=1,
         le=30 * 24 * 3600,
-        description="The finally steps' budget, counted from when the main steps were over or "
-        "stopped: past it, those running are stopped and the plan fails (reason "
-        "DeadlineExceeded). Default 600.",
+        description="The finally steps' budget, in seconds from the moment the main steps were "
+        "over or stopped (a failure, an exit, activeDeadlineSeconds, a cancel with "
+        "--run-finally): each attempt's deadline is its end, and past it those running are "
+        "stopped and the plan fails (reason DeadlineExceeded). Default: 600.",
     )
     history_limit: int | None = Field(
         default=None,
         ge=0,
         le=HISTORY_LIMIT_MAX,
-        description="Earlier runs kept in status.history, each with its PlanReports "
-        f"(default {HISTORY_LIMIT}; 0 keeps none).",
+        description="Earlier runs kept in status.history, newest first, each with its "
+        "PlanReports (kubectl plan get NAME --run ID shows one): a re-run or a new generation "
+        "makes the run it replaces the first entry, and an entry past the limit is deleted with "
+        "its PlanReports (while the archive is on, only once archived). "
+        f"Default {HISTORY_LIMIT}; 0 keeps none.",
     )
     ttl_seconds_after_finished: int | None = Field(
         default=None,
         ge=0,
         le=2**31 - 1,
-        description="Delete the Plan this many seconds after its run finished (Succeeded or "
-        "Failed); with the archive on, not before the run is archived. Default: the operator's.",
+        description="Delete the Plan (with its Jobs, pods and PlanReports) this many seconds "
+        "after its run finished, Succeeded or Failed (not Invalid). With the archive on, not "
+        "before the run is archived. Ignored on a capsule step's child Plan (it goes with its "
+        "parent). Default: the operator's --ttl-seconds-after-finished (none).",
     )
     pod_gc: PodGC | None = Field(
         default=None,
         alias="podGC",
-        description="When the steps' Jobs (and their pods) are deleted; the report and every "
-        "step's recorded output stay. Default: Never.",
+        description="When the steps' Jobs and their pods are deleted: OnStepCompletion (as "
+        "each step settles), OnPlanCompletion (once the run finished), OnPlanSuccess (once it "
+        "succeeded; a failed run keeps them), Never (the default). The report and each step's "
+        "recorded output stay (kubectl plan get / logs).",
     )
     workspace: Workspace | None = None
     input_schema: dict[str, Any] | None = Field(
-        default=None, description="Seed 2: JSON Schema (Draft 2020-12) the input must satisfy."
+        default=None,
+        description="JSON Schema (Draft 2020-12) the input must satisfy before any step runs "
+        "(seed 2); every violation is reported with its path.",
     )
-    input: dict[str, Any] | None = Field(default=None, description="Seed 2: values of {{input.*}}.")
-    steps: list[Step]
+    input: dict[str, Any] | None = Field(
+        default=None, description="Values for {{input.*}} templates in steps and output."
+    )
+    steps: list[Step] = Field(
+        description="The steps. An empty list is a plan that completes having done nothing.",
+        # the API server's bound on a stored Plan (what SPEC_BUDGET holds); a plan read by
+        # kubectl-plan is bounded by the operator's Policy.max_steps (code `limits`)
+        json_schema_extra=crd(maxItems=MAX_STEPS),
+    )
     finally_: list[Step] = Field(
         default_factory=list,
         alias="finally",
-        max_length=100,  # api.plan_schema.MAX_FINALLY_STEPS
-        description="Steps that run once the main steps are over, whatever their outcome "
-        "(after a failure, an exit or activeDeadlineSeconds too; after a cancel only with "
-        "--run-finally), within finallyTimeoutSeconds; they read every step's result and the "
-        "main steps' outcome as $plan.status.",
+        max_length=MAX_FINALLY_STEPS,
+        description="Steps that run once the main steps are over, whatever their outcome (after "
+        "a failure, an exit or activeDeadlineSeconds too; after kubectl plan cancel only with "
+        "--run-finally), within finallyTimeoutSeconds. They read every step's "
+        "$id.status/$id.output and the main steps' outcome as $plan.status (success or "
+        "failed); dependsOn may name other finally steps. They follow the main steps in the "
+        "report, and fail the plan only when one fails with onError: fail.",
     )
     output: dict[str, Any] | None = Field(
         default=None,
-        description="Seed 2: a template map "
-        "rendered into the report's output when the plan completes.",
+        description="A template map rendered into the report's output (status.report.output) "
+        "once every step settled, e.g. {count: '{{list.json.count}}'}.",
     )
 
     @field_validator("steps", mode="before")
@@ -267,234 +461,3 @@ class SeedPlan(PlanSpec):
     """A bare seed-format plan object: `{"id": ..., "steps": [...]}`."""
 
     id: str = Field(min_length=1)
-
-
-#: An environment variable name (a C identifier, as shells and most programs read them).
-ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
-#: Set by planops on every step container; a Capsule's tool may not redefine them.
-RESERVED_ENV_PREFIX = "PLANOPS_"
-
-
-class KeyRef(Model):
-    """One key of a Secret or ConfigMap in the Plan's namespace (resolved by the kubelet)."""
-
-    name: str = Field(pattern=NAME_PATTERN, description="The Secret's or ConfigMap's name.")
-    key: str = Field(min_length=1, max_length=253, description="The key within it.")
-    optional: bool = Field(default=False, description="Start the step even if it is missing.")
-
-
-class EnvSource(Model):
-    """Where a tool's environment variable comes from: exactly one of the two."""
-
-    secret_key_ref: KeyRef | None = None
-    config_map_key_ref: KeyRef | None = None
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> EnvSource:
-        if (self.secret_key_ref is None) == (self.config_map_key_ref is None):
-            raise ValueError("exactly one of secretKeyRef or configMapKeyRef")
-        return self
-
-
-class EnvVar(Model):
-    """An environment variable of a tool's container: a value, or a Secret/ConfigMap key."""
-
-    name: str = Field(pattern=ENV_NAME_PATTERN, max_length=256)
-    value: str | None = None
-    value_from: EnvSource | None = None
-
-    @model_validator(mode="after")
-    def _one_source(self) -> EnvVar:
-        if self.name.startswith(RESERVED_ENV_PREFIX):
-            raise ValueError(f"{self.name}: names starting with PLANOPS_ are set by planops")
-        if (self.value is None) == (self.value_from is None):
-            raise ValueError(f"{self.name}: exactly one of value or valueFrom")
-        return self
-
-
-#: the top directory of a step container that is planops' own: a tool's private working
-#: directory is /planops/tool (kube.manifests.TOOL_WORKDIR), so nothing a Capsule or a plan sets
-#: may mount there (a Secret there would be the tool's files; a mount over it, its workdir)
-RESERVED_DIR = "planops"
-
-
-class SecretMount(Model):
-    """A Secret mounted read-only into a tool's container."""
-
-    secret_name: str = Field(pattern=NAME_PATTERN)
-    mount_path: str = Field(pattern=r"^/[^:]*$", max_length=1024)
-
-    @field_validator("mount_path")
-    @classmethod
-    def _not_shared(cls, value: str) -> str:
-        parts = [p for p in value.split("/") if p]
-        if not parts or ".." in parts or parts[0] == "workspace":
-            raise ValueError(
-                f"{value}: an absolute path outside /workspace (where every step could read it)"
-            )
-        if parts[0] == RESERVED_DIR:
-            raise ValueError(
-                f"{value}: /{RESERVED_DIR} is planops' own (a tool starts in the private empty "
-                f"directory /{RESERVED_DIR}/tool): mount the Secret elsewhere"
-            )
-        return value
-
-
-class Tool(Model):
-    """A tool of a Capsule's inventory: an image and a command that reads JSON input. Its
-    credentials (`env` from Secrets, `secretMounts`) are the tool's: shell steps and child Plans
-    never get them, and no Plan can name a Secret."""
-
-    name: str = Field(min_length=1)
-    image: str | None = None
-    command: list[str] = Field(min_length=1)
-    description: str | None = None
-    input_schema: dict[str, Any] | None = None
-    env: list[EnvVar] = Field(default_factory=list, max_length=64)
-    secret_mounts: list[SecretMount] = Field(default_factory=list, max_length=16)
-
-    @model_validator(mode="after")
-    def _distinct(self) -> Tool:
-        names = [e.name for e in self.env]
-        paths = [m.mount_path.rstrip("/") for m in self.secret_mounts]
-        for what, values in (("env name", names), ("secretMounts path", paths)):
-            twice = sorted({v for v in values if values.count(v) > 1})
-            if twice:
-                raise ValueError(f"{what} declared twice: {', '.join(twice)}")
-        return self
-
-
-class AllowList(Model):
-    allow: list[str] = Field(default_factory=list)
-
-
-#: A label key as Kubernetes checks it: an optional DNS-subdomain prefix (at most 253 characters)
-#: and `/`, then a name of at most 63 characters (letters, digits, `-`, `_`, `.`).
-LABEL_KEY_PATTERN = (
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
-)
-LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$"
-_LABEL_KEY, _LABEL_VALUE = re.compile(LABEL_KEY_PATTERN), re.compile(LABEL_VALUE_PATTERN)
-
-
-def _label_key(key: str, where: str) -> str:
-    if not _LABEL_KEY.fullmatch(key) or len(key.rsplit("/", 1)[0]) > 253:
-        raise ValueError(
-            f"{where} {key!r} is not a label key: [prefix/]name, the name at most 63 letters, "
-            "digits, '-', '_' or '.', the prefix a DNS subdomain (example.com/zone)"
-        )
-    return key
-
-
-def _schema(**bounds: Any) -> dict[str, Any]:
-    """Bounds stated in the model's JSON Schema (so the CRD's come from here,
-    api/schema_parts.bounds) but checked by the model's own validators, whose messages say what a
-    label is (pydantic's would quote the regex)."""
-    return bounds
-
-
-_LabelValue = Annotated[
-    str, Field(json_schema_extra=_schema(maxLength=63, pattern=LABEL_VALUE_PATTERN))
-]
-
-
-class Toleration(Model):
-    """A toleration of step pods (Kubernetes' own shape and rules): lets them onto nodes with a
-    matching taint."""
-
-    key: str = Field(
-        default="", json_schema_extra=_schema(maxLength=317, pattern=f"^$|{LABEL_KEY_PATTERN}")
-    )
-    operator: Literal["Exists", "Equal"] = "Equal"
-    value: str = Field(default="", max_length=63, pattern=LABEL_VALUE_PATTERN)
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
-    toleration_seconds: int | None = Field(default=None, ge=0)
-
-    @model_validator(mode="after")
-    def _kubernetes_rules(self) -> Toleration:
-        if self.key:
-            _label_key(self.key, "toleration key")
-        elif self.operator != "Exists":
-            raise ValueError("a toleration without a key must have operator Exists (all taints)")
-        if self.operator == "Exists" and self.value:
-            raise ValueError(f"toleration {self.key!r}: operator Exists takes no value")
-        if self.toleration_seconds is not None and self.effect != "NoExecute":
-            raise ValueError(f"toleration {self.key!r}: tolerationSeconds needs effect NoExecute")
-        return self
-
-
-class WorkspacePolicy(Model):
-    """What workspaces (spec.workspace) plans under a Capsule may have. Deny by default: no
-    existing claim, no storage class of the plan's choosing, new claims of at most 1Gi."""
-
-    claim_names: list[str] = Field(default_factory=list)
-    max_size: str | int = "1Gi"
-    storage_class_names: list[str] = Field(default_factory=list)
-
-
-class Concurrency(Model):
-    """How many Plans may run on a Capsule at once, across the cluster (1: a mutex). Plans beyond
-    it wait in phase Pending, in queue order (reconciler.queue.slots has the rule)."""
-
-    max_running_plans: int = Field(ge=1, le=10_000)
-
-
-class CapsuleSpec(Model):
-    """Policy and inventory a Plan runs under. Deny by default: empty lists allow nothing."""
-
-    image: str | None = Field(default=None, description="Default image of shell steps.")
-    images: list[str] = Field(
-        default_factory=list, description="Allowed image patterns (planops.engine.images)."
-    )
-    shell: AllowList = Field(default_factory=AllowList)
-    tools: list[Tool] = Field(default_factory=list)
-    spawn: AllowList = Field(default_factory=AllowList)
-    resources: Resources | None = Field(default=None, description="Defaults of every step.")
-    max_resources: ResourceList | None = None
-    default_timeout_seconds: int | None = Field(default=None, ge=1)
-    #: the retry pause of steps that set none (RetryBackoff); None: retries start at once
-    retry_backoff: RetryBackoff | None = None
-    max_timeout_seconds: int | None = Field(default=None, ge=1)
-    output_limit_bytes: int = Field(default=65536, ge=256, le=1 << 20)
-    service_account_name: str | None = None
-    automount_service_account_token: bool = False
-    read_only_paths: list[str] = Field(default_factory=list)
-    workspace: WorkspacePolicy = Field(default_factory=WorkspacePolicy)
-    #: seconds a step pod stays on a node that is NotReady or unreachable before it is evicted
-    #: (and its attempt fails, naming the node); None: the cluster's default (300 s)
-    node_failure_toleration_seconds: int | None = Field(default=None, ge=0, le=86400)
-    #: where step pods may run (pod spec nodeSelector, tolerations): the Capsule owner's choice,
-    #: never a plan author's (no step field sets them)
-    node_selector: dict[str, _LabelValue] = Field(default_factory=dict, max_length=64)
-    tolerations: list[Toleration] = Field(default_factory=list, max_length=64)
-    plan: PlanSpec | None = Field(default=None, description="What runs when a plan spawns it.")
-    #: at most this many of the Plans on this Capsule run at once; None: no limit
-    concurrency: Concurrency | None = None
-
-    @field_validator("read_only_paths")
-    @classmethod
-    def _inside_workspace(cls, value: list[str]) -> list[str]:
-        for path in value:
-            if not path.strip("/") or ".." in path.split("/"):
-                raise ValueError(
-                    f"readOnlyPaths {path!r}: a path inside the workspace (mounted at "
-                    f"/workspace/{path.strip('/')}), without '..': it may not reach /workspace "
-                    f"itself or outside it (/{RESERVED_DIR} is planops' own)"
-                )
-        return value
-
-    @field_validator("node_selector")
-    @classmethod
-    def _node_labels(cls, value: dict[str, str]) -> dict[str, str]:
-        for k, v in value.items():
-            _label_key(k, "nodeSelector key")
-            if not _LABEL_VALUE.fullmatch(v):
-                raise ValueError(
-                    f"nodeSelector {k}: {v!r} is not a label value (at most 63 letters, digits, "
-                    "'-', '_' or '.', starting and ending with a letter or digit)"
-                )
-        return value
-
-    def tool(self, name: str) -> Tool | None:
-        return next((t for t in self.tools if t.name == name), None)

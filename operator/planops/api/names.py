@@ -45,6 +45,10 @@ def ended(phase: object) -> bool:
     return phase in ENDED
 
 
+#: the prefix of every label and annotation key planops puts on an object (the operator's watch
+#: cache keeps only these of an object's labels and annotations)
+KEY_PREFIX = f"{GROUP}/"
+
 LABEL_PLAN = f"{GROUP}/plan"
 LABEL_RUN = f"{GROUP}/run"
 LABEL_STEP = f"{GROUP}/step"
@@ -72,3 +76,35 @@ ANNOTATION_AUTHOR = f"{GROUP}/author"
 ANNOTATION_SCHEDULED_TIME = f"{GROUP}/scheduled-time"
 #: the answer to an ask step: answer.planops.dev/<step> (reconciler.run.asks has the format)
 ANNOTATION_ANSWER_PREFIX = f"answer.{GROUP}/"
+#: an annotation planops never reads: writing it changes an object, and so records its writer as
+#: the author (what the docs tell a user to run for an object written before authors were)
+ANNOTATION_TOUCHED = f"{GROUP}/touched"
+
+#: What only the operator writes on the Plans it manages (child Plans, scheduled runs): the
+#: chart's admission policy (templates/admission-policy.yaml, kept equal by a unit test) lets only
+#: holders of `manage` on plans create a Plan carrying any of them or change them.
+RESERVED_LABELS = (
+    LABEL_PARENT,
+    LABEL_RUN,
+    LABEL_STEP,
+    LABEL_ATTEMPT,
+    LABEL_DEPTH,
+    LABEL_SCHEDULED_BY,
+    LABEL_CLUSTER_SCHEDULED_BY,
+)
+RESERVED_ANNOTATIONS = (
+    ANNOTATION_LINEAGE,
+    ANNOTATION_SPAWNED_BY,
+    ANNOTATION_DELEGATION,
+    ANNOTATION_OBJECTIVE,
+    ANNOTATION_STEP_ID,
+    ANNOTATION_SCHEDULED_TIME,
+    # the full values of labels that kube.manifests.label_value may shorten (full_value reads
+    # them first)
+    LABEL_PARENT,
+    LABEL_SCHEDULED_BY,
+    LABEL_CLUSTER_SCHEDULED_BY,
+)
+
+#: the Events' reportingComponent (kube.events)
+REPORTING_COMPONENT = f"{GROUP}/operator"

@@ -10,43 +10,91 @@ from typing import Literal
 
 from pydantic import Field
 
-from planops.api.models import Model, PlanSpec
+from planops.api.base import Model
+from planops.api.crd_hints import crd
+from planops.api.models import PlanSpec
 
 
 class TemplateMeta(Model):
-    """Labels and annotations given to every run."""
+    """Labels and annotations of each run."""
 
-    labels: dict[str, str] = Field(default_factory=dict)
-    annotations: dict[str, str] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict, description="Labels of each run.")
+    annotations: dict[str, str] = Field(
+        default_factory=dict, description="Annotations of each run."
+    )
 
 
 class PlanTemplate(Model):
+    """The Plan each run creates."""
+
     metadata: TemplateMeta = Field(default_factory=TemplateMeta)
-    spec: PlanSpec
+    spec: PlanSpec = Field(description="The spec of each run.")
+
+
+#: the defaults a ScheduledPlan's spec stores (as a CronJob's does): `kubectl get` shows them
+_STORED = crd(store_default=True)
 
 
 class ScheduledPlanSpec(Model):
-    """CronJob semantics for plans (planops.engine.schedule has the rules)."""
+    """A ScheduledPlan: runs a Plan on a schedule."""
 
-    schedule: str = Field(min_length=1)
-    time_zone: str | None = None
-    concurrency_policy: Literal["Allow", "Forbid", "Replace"] = "Allow"
-    starting_deadline_seconds: int | None = Field(default=None, ge=0)
-    suspend: bool = False
-    successful_runs_history_limit: int = Field(default=3, ge=0, le=100)
-    failed_runs_history_limit: int = Field(default=1, ge=0, le=100)
+    # CronJob semantics for plans (planops.engine.schedule has the rules)
+    schedule: str = Field(
+        min_length=1,
+        description="When to run, in cron syntax (minute hour day-of-month month day-of-week) "
+        "or a macro: @yearly @monthly @weekly @daily @hourly.",
+    )
+    time_zone: str | None = Field(
+        default=None,
+        description="IANA time zone of the schedule (Europe/Berlin). Default: UTC. When clocks "
+        "go back, a schedule naming its hours runs once; see docs/schedules.md.",
+    )
+    concurrency_policy: Literal["Allow", "Forbid", "Replace"] = Field(
+        default="Allow",
+        description="What to do when a run is due while another is active: Allow (start it), "
+        "Forbid (wait until the active run ends), Replace (stop the active run, start the new "
+        "one).",
+        json_schema_extra=_STORED,
+    )
+    starting_deadline_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        description="A due time older than this is missed, not started late.",
+    )
+    suspend: bool = Field(
+        default=False,
+        description="Start no new runs (due times pass and are reported missed).",
+        json_schema_extra=_STORED,
+    )
+    successful_runs_history_limit: int = Field(
+        default=3, ge=0, le=100, description="Succeeded runs kept.", json_schema_extra=_STORED
+    )
+    failed_runs_history_limit: int = Field(
+        default=1, ge=0, le=100, description="Failed runs kept.", json_schema_extra=_STORED
+    )
     plan_template: PlanTemplate
 
 
 class LabelSelectorRequirement(Model):
-    key: str
-    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
-    values: list[str] = Field(default_factory=list)
+    """A label selector requirement."""
+
+    key: str = Field(description="The label key.")
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"] = Field(
+        description="In, NotIn, Exists or DoesNotExist."
+    )
+    values: list[str] = Field(default_factory=list, description="Values for In and NotIn.")
 
 
 class LabelSelector(Model):
-    match_labels: dict[str, str] = Field(default_factory=dict)
-    match_expressions: list[LabelSelectorRequirement] = Field(default_factory=list)
+    """Namespaces to stamp a run into at each scheduled time (each run uses the Capsule of its
+    own namespace)."""
+
+    match_labels: dict[str, str] = Field(
+        default_factory=dict, description="Labels a namespace must have."
+    )
+    match_expressions: list[LabelSelectorRequirement] = Field(
+        default_factory=list, description="Requirements a namespace must meet."
+    )
 
     def to_selector(self) -> str:
         """The selector in the API's string form (`a=b,c in (d,e),!f`)."""
@@ -64,6 +112,8 @@ class LabelSelector(Model):
 
 
 class ClusterScheduledPlanSpec(ScheduledPlanSpec):
-    """A scheduled plan stamped into every namespace matching `namespaceSelector`."""
+    """A ClusterScheduledPlan: runs a Plan on a schedule in every matching namespace."""
+
+    # a scheduled plan stamped into every namespace matching `namespaceSelector`
 
     namespace_selector: LabelSelector

@@ -21,14 +21,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from planops.api.names import LABEL_CLUSTER_SCHEDULED_BY, LABEL_PARENT, LABEL_SCHEDULED_BY
 from planops.engine.policy import DEFAULT_CAPSULE
 from planops.engine.report import parse_rfc3339
-from planops.kube.manifests import (
-    LABEL_CLUSTER_SCHEDULED_BY,
-    LABEL_PARENT,
-    LABEL_SCHEDULED_BY,
-    full_value,
-)
+from planops.kube.manifests import full_value
 
 #: the status field naming the run last archived
 ARCHIVED = "archived"

@@ -22,12 +22,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from planops.api.names import LABEL_ATTEMPT, LABEL_STEP
 from planops.cli import steppods
 from planops.cli.exit_codes import EXIT_FAILED, EXIT_INPUT, EXIT_OK
 from planops.cli.plan_report import full_report
 from planops.kube.api import CliApi
 from planops.kube.client import UNREACHABLE, ApiError
-from planops.kube.manifests import CONTAINER, LABEL_ATTEMPT, LABEL_STEP, PlanRef, full_value
+from planops.kube.manifests import CONTAINER, PlanRef, full_value
 
 FINISHED = ("Succeeded", "Failed", "Invalid")
 #: a pod whose container has started (or ended): its log can be read

@@ -102,7 +102,7 @@ def _input_items(over: Any, spec: PlanSpec) -> int | None:
 def _what(step: Step, kind: str) -> str:
     """What a step runs, in a few words."""
     value = getattr(step, kind)
-    if kind in ("shell", "tool", "capsule"):
+    if kind in ("shell", "script", "tool", "capsule"):
         return clean(value, WHAT_WIDTH)
     if not isinstance(value, dict):
         return ""

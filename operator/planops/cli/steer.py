@@ -10,19 +10,18 @@ import sys
 import time
 from typing import Any
 
-from planops.cli.exit_codes import EXIT_INPUT, EXIT_OK
-from planops.engine import control
-from planops.kube.api import CliApi
-from planops.kube.manifests import (
+from planops.api.names import (
     ANNOTATION_CANCEL,
     ANNOTATION_CANCEL_RUN_FINALLY,
     ANNOTATION_RERUN,
     ANNOTATION_RETRY,
     LABEL_PARENT,
     LABEL_STEP,
-    answer_annotation,
-    full_value,
 )
+from planops.cli.exit_codes import EXIT_INPUT, EXIT_OK
+from planops.engine import control
+from planops.kube.api import CliApi
+from planops.kube.manifests import answer_annotation, full_value
 from planops.reconciler import is_child_plan
 
 

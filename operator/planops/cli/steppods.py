@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from planops.api.names import LABEL_ATTEMPT
 from planops.kube.api import CliApi
-from planops.kube.manifests import LABEL_ATTEMPT, step_selector
+from planops.kube.manifests import step_selector
 from planops.reconciler import controller_uid, owned
 
 Obj = dict[str, Any]

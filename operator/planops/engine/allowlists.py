@@ -5,7 +5,7 @@ on these before anything runs, and every executor asks them again right before i
 the validator accepts about a step's image, dispatch accepts (`image_refusal`).
 
 **Which image a step runs in** (`step_image`): a tool step, its tool's `image`, else the
-Capsule's `image`; a shell step, its own `image`, else the Capsule's. Other steps run no
+Capsule's `image`; a shell or script step, its own `image`, else the Capsule's. Other steps run no
 container of their own (a capsule step's child plan has its own steps; control steps are
 evaluated by the engine).
 
@@ -21,7 +21,8 @@ import re
 import shlex
 from typing import Literal
 
-from planops.api.models import CapsuleSpec, Step
+from planops.api.capsule_models import CapsuleSpec
+from planops.api.models import Step
 from planops.engine import images
 from planops.engine.policy import Policy
 
@@ -30,7 +31,7 @@ _SHLEX_WHITESPACE = re.compile(r"[ \t\r\n]+")
 #: who named the image a step runs in: the step itself, its tool, or its Capsule (the default)
 NamedBy = Literal["step", "tool", "capsule"]
 #: the steps that run in an image of their own (a Job's container, in the cluster)
-IMAGE_KINDS = ("tool", "shell")
+IMAGE_KINDS = ("tool", "shell", "script")
 
 
 def shell_words(command: str) -> list[str]:
@@ -67,13 +68,13 @@ def image_allowed(image: str, capsule: CapsuleSpec, policy: Policy) -> bool:
 
 
 def step_image(kind: str, step: Step, capsule: CapsuleSpec) -> tuple[str | None, NamedBy]:
-    """The image a tool or shell step runs in and who named it; (None, "capsule") when nothing
-    names one (or the step runs in no image of its own)."""
+    """The image a tool, shell or script step runs in and who named it; (None, "capsule") when
+    nothing names one (or the step runs in no image of its own)."""
     if kind == "tool":
         tool = capsule.tool(step.tool or "")
         if tool is not None and tool.image is not None:
             return tool.image, "tool"
-    elif kind == "shell" and step.image is not None:
+    elif kind in ("shell", "script") and step.image is not None:
         return step.image, "step"
     return (capsule.image if kind in IMAGE_KINDS else None), "capsule"
 
@@ -95,20 +96,27 @@ def image_refusal(
         "tool": f"tool {step.tool!r}'s image",
         "capsule": "the Capsule's image",
     }
+    own = image if named_by == "tool" else None
+    return named_image_refusal(image, whose[named_by], capsule, policy, own=own)
+
+
+def named_image_refusal(
+    image: str, whose: str, capsule: CapsuleSpec, policy: Policy, *, own: str | None
+) -> str | None:
+    """Why `image` (`whose`, for the message) may not run, or None: it is an image reference the
+    Capsule allows (its image, `own`: an image it names for this container, or its `images`
+    patterns) and the operator's allowlist too. A service's image is its Capsule's own, as a
+    tool's is (engine.pod_grants)."""
     ref = images.parse(image)
     if ref is None:
         return (
-            f"{whose[named_by]} {image!r} is not an image reference "
+            f"{whose} {image!r} is not an image reference "
             "([host[:port]/]path[:tag][@digest], the path in lowercase)"
         )
-    own = image if named_by == "tool" else None
     if not _by_capsule(ref, capsule, own):
-        return (
-            f"{whose[named_by]} {image!r} is not allowed by the Capsule (its images, or its image)"
-        )
+        return f"{whose} {image!r} is not allowed by the Capsule (its images, or its image)"
     if not _by_operator(ref, policy):
         return (
-            f"{whose[named_by]} {image!r} is not allowed by the operator's allowlist "
-            "(policy.allowedImages)"
+            f"{whose} {image!r} is not allowed by the operator's allowlist (policy.allowedImages)"
         )
     return None

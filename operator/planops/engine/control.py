@@ -205,18 +205,28 @@ def answer_problem(
     schema: dict[str, Any], answer: Any, tick: jsonschemas.Tick | None = None
 ) -> str | None:
     """Why `answer` does not conform to the ask's outputSchema (None: it does). Evaluated by
-    engine.jsonschemas (patterns on RE2, no remote references), like the plan's input."""
+    engine.jsonschemas (patterns on RE2, no remote references), like the plan's input, within
+    the budget of a check made while a plan runs (jsonschemas.RUN_STEPS): the operator judges
+    an answer on its event loop, and `kubectl plan answer` by this same rule."""
     from planops.engine import jsonschemas  # noqa: PLC0415 - jsonschema: only for ask steps
 
     unusable = jsonschemas.schema_problems(schema)
     if unusable:
         return "the outputSchema cannot be used: " + "; ".join(m for _, m in unusable)
+    steps = jsonschemas.Steps(jsonschemas.RUN_STEPS)
     try:
         errors = sorted(
-            jsonschemas.evaluate(schema, answer, tick), key=lambda e: list(map(str, e.path))
+            jsonschemas.evaluate(schema, answer, tick, steps=steps),
+            key=lambda e: list(map(str, e.path)),
         )
     except jsonschemas.UnusableSchemaError as e:
         return f"the outputSchema cannot be used: {e}"
+    except jsonschemas.OverBudgetError:
+        return (
+            f"the answer takes more than {jsonschemas.RUN_STEPS} steps to check against the "
+            "question's outputSchema (the budget of a check made while a plan runs): answer "
+            "with fewer fields or shorter values"
+        )
     if not errors:
         return None
     return "; ".join(

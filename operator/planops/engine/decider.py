@@ -48,6 +48,7 @@ from planops.engine.facts import (
 )
 from planops.engine.report import Halt, StepRecord
 from planops.engine.runstate import RunState, Status
+from planops.engine.step_grants import render_env
 
 CONTROL = ("exit", "filter")  # evaluated by the decider itself: no Job, no process
 #: `ask` is dispatched like a tool call, but its executor asks a person (prompt or annotation)
@@ -400,7 +401,8 @@ class Run(RunState):
             st.in_flight = True
             self._flying[i] = st.attempts
             return None
-        words = None
+        words: list[str] | None = None
+        env: tuple[tuple[str, str], ...] = ()
         try:
             resolved = step.input
             if step.ask is not None:
@@ -416,6 +418,8 @@ class Run(RunState):
                     words = templates.render_command(
                         words, self._template_lookup, self.prefix + step.id
                     )
+            if step.env:  # rendered once, as data (never a shell step's words)
+                env = render_env(step, self._template_lookup)
         except (references.UnsettledReference, templates.TemplateError) as e:
             self._unseen += 1
             self._attempt_failed(i, None, str(e), now)
@@ -425,7 +429,7 @@ class Run(RunState):
         kind = self._kinds[i]
         if kind == "tool":
             self._tools_flying += 1
-        return Dispatch(step, st.attempts, kind, resolved, words)
+        return Dispatch(step, st.attempts, kind, resolved, words, env=env)
 
     def _run_control(self, i: int, now: float) -> None:
         """exit / filter: evaluated here, settled at once with the seed's result shape."""

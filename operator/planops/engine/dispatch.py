@@ -10,7 +10,8 @@ rule of its own:
   Capsule's inventory and its input, as rendered, inside the tool's inputSchema
   (engine.tool_inputs), the binary still in `shell.allow`, the image allowed by the Capsule and
   the operator, the target capsule in `spawn.allow`, not already running above the step (a
-  cycle), and plans nested at most MAX_DEPTH deep.
+  cycle), and plans nested at most MAX_DEPTH deep; a shell or script step's grants (its
+  script's interpreter, its env's Secrets and ConfigMaps, its volumes: engine.step_grants).
 - `timeout_seconds`: the step's timeout (else the Capsule's default, else an hour), bounded by
   the Capsule's and the operator's maximum; a Job's run time and an ask's wait alike.
   `attempt_timeout` bounds it by what the attempt's deadline leaves (a finally step's budget).
@@ -25,10 +26,11 @@ from __future__ import annotations
 import json
 import math
 
-from planops.api.models import CapsuleSpec, Step
+from planops.api.capsule_models import CapsuleSpec
+from planops.api.models import Step
 from planops.api.quantity import parse
 from planops.api.resources import resources as merged_resources
-from planops.engine import tool_inputs
+from planops.engine import pod_grants, step_grants, tool_inputs
 from planops.engine.allowlists import image_refusal, shell_words, step_image
 from planops.engine.facts import Dispatch
 from planops.engine.policy import Policy
@@ -62,6 +64,9 @@ def admit(
     `depth` how deep this plan nests (0: a top-level plan). `needs_image`: the executor runs
     the step in an image (a cluster), so a step without one cannot start; an executor that runs
     local processes needs none, but an image that is named must be allowed all the same."""
+    grants = pod_grants.refusals(d.step, d.kind, capsule, policy)  # [] unless it asks any
+    if grants:
+        return DENIED + "; ".join(r.message for r in grants)
     if d.kind == "ask":  # a question to a person: nothing runs
         return None
     if d.kind == "capsule":
@@ -78,6 +83,8 @@ def admit(
         if not words or words[0] not in capsule.shell.allow:
             binary = words[0] if words else ""
             return f"{DENIED}binary {binary!r} is not in the Capsule's shell.allow"
+    if d.kind in step_grants.OWN_COMMAND and (grants := step_grants.refusals(d.step, capsule)):
+        return DENIED + "; ".join(r.message for r in grants)
     refused = image_refusal(d.kind, d.step, capsule, policy, needs_image=needs_image)
     return None if refused is None else DENIED + refused
 

@@ -13,12 +13,20 @@ CODES: dict[str, str] = {
     "schema": "the document's structure: unknown field, wrong type, missing field, a value JSON "
     "has no meaning for",
     "duplicate-id": "two steps with the same id",
-    "step-kind": "a step declaring none of tool, shell, capsule, or more than one; an image on "
-    "a step that is not a shell step",
+    "step-kind": "a step declaring none of tool, shell, script, capsule, or more than one; an "
+    "image, env or volumeMounts on a step that is not a shell or script step; an interpreter on "
+    "a step that is not a script step",
     "unknown-tool": "a tool step naming a tool that is not in the capsule's inventory",
     "plan-in-plan": "a tool step naming submit-plan: a plan cannot submit a plan",
     "shell-not-allowed": "a shell step whose binary is absent from the capsule's shell.allow",
     "shell-syntax": "a shell command line that cannot be split into words",
+    "script-not-allowed": "a script step under a Capsule that allows no interpreter, or naming "
+    "an interpreter outside the Capsule's scripts.allow",
+    "env-not-allowed": "a step's env reading a key of a Secret or ConfigMap that the Capsule "
+    "does not list in env.secrets / env.configMaps",
+    "volume-not-allowed": "a step mounting a volume the Capsule does not declare, or asking a "
+    "writable mount of a volume that is read-only (the Capsule's readOnly, a configMap or "
+    "secret volume)",
     "capsule-input": 'a capsule step whose input is neither a string nor {"objective": "<text>"}',
     "capsule-plan-input": "a capsule step whose target Capsule's plan declares an inputSchema "
     'that {"objective": <the step\'s text>} (over the input the plan declares) cannot satisfy',
@@ -36,6 +44,12 @@ CODES: dict[str, str] = {
     "or shell step with no image anywhere",
     "limits": "a plan or step beyond the operator's or the capsule's limits, a quantity beyond "
     "what Kubernetes holds, or a value nested deeper than 64 levels",
+    "security-profile": "a step's securityProfile that is not one of its capsule's "
+    "securityProfiles, or one that asks for more than the operator allows any capsule "
+    "(policy.securityProfiles: privileged, host namespaces or paths, root, capabilities)",
+    "service": "a step's services naming one its capsule does not declare (or twice), one whose "
+    "image the operator's allowlist refuses or whose security profile is beyond the operator's "
+    "cap, or two listening on one port",
     "workspace": "a workspace the capsule does not allow: an existing claim it does not list, a "
     "storage class it does not list, or a size above its workspace.maxSize",
     "schedule": "a ScheduledPlan's schedule or time zone that cannot be used",
@@ -50,7 +64,8 @@ CODES: dict[str, str] = {
     "its path; an input with templates or references: what no rendered value can change), or a "
     "tool whose inputSchema is not a JSON Schema",
     "template": "a {{...}} template that is malformed, names an unknown root, uses a step result "
-    "the step does not depend on, or sits in a shell step's first word",
+    "the step does not depend on, or sits in a shell step's first word; a {{ in a script (never "
+    "rendered: values reach a script through env)",
 }
 
 

@@ -18,7 +18,9 @@ from planops.engine.budget import TextBudget
 from planops.engine.dag import Graph
 from planops.engine.report import ExitReport, Halt, StepRecord
 
-Kind = Literal["tool", "shell", "capsule", "ask", "exit", "filter", "decide", "map", "reduce"]
+Kind = Literal[
+    "tool", "shell", "script", "capsule", "ask", "exit", "filter", "decide", "map", "reduce"
+]
 
 
 def step_kind(step: Step) -> Kind:
@@ -26,7 +28,7 @@ def step_kind(step: Step) -> Kind:
         return "shell"
     if step.tool is not None:
         return "tool"
-    for kind in ("capsule", "ask", "exit", "filter", "decide", "map", "reduce"):
+    for kind in ("script", "capsule", "ask", "exit", "filter", "decide", "map", "reduce"):
         if getattr(step, kind) is not None:
             return kind
     return "shell"
@@ -44,6 +46,9 @@ class Dispatch(NamedTuple):
     #: when the attempt must have ended, whatever its own timeout (a finally step's: the end of
     #: the finally steps' budget, engine.finally_steps); None: its timeout alone bounds it
     deadline: float | None = None
+    #: a shell or script step's env values, each rendered once, as text (engine.step_grants);
+    #: its valueFrom entries are the kubelet's to read
+    env: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,15 @@ author to stall the operator (which judges every plan) or make it reach out:
   indexes and keys in sets (stock: lists, O(n^2)).
 - **A cooperative budget**: `evaluate(..., tick=f)` calls `f()` before every keyword it
   evaluates; `f` may raise to stop the evaluation (the validator's time budget does).
+- **A budget of steps** for what is checked while a plan runs (a tool's input at dispatch, an
+  answer to an ask: engine.tool_inputs, engine.control), which has no time budget and must give
+  the same verdict in every executor: `evaluate(..., steps=Steps(n))` counts one step per
+  keyword evaluated, one more per entry of the keyword's own list or map it goes through
+  (`required`, `properties`, `enum`, `anyOf`...), and as many more as the work a keyword does on
+  the value itself (`enum`, `const`, `uniqueItems` walk it; `additionalProperties`,
+  `patternProperties` and `unevaluatedProperties` match every key against every pattern;
+  `pattern` reads the string); past `n` it raises `OverBudgetError`. Deterministic: a value is
+  refused for its cost the same way by the operator, `run --local` and the validator.
 - A schema whose evaluation recurses without end (`{"allOf": [{"$ref": "#"}]}`) is
   `UnusableSchemaError`, not a crash.
 """
@@ -56,6 +65,67 @@ _TICK: contextvars.ContextVar[Tick | None] = contextvars.ContextVar("planops_sch
 class UnusableSchemaError(ValueError):
     """A schema that passed `schema_problems` but cannot be evaluated on this value (a `$ref` to
     something outside it, a reference cycle); the message says which."""
+
+
+class OverBudgetError(Exception):
+    """An evaluation stopped because it spent its Steps."""
+
+
+@attrs.define
+class Steps:
+    """A budget of evaluation steps (the module's docstring): `limit` at most, `spent` so far."""
+
+    limit: int
+    spent: int = 0
+
+    def spend(self, n: int) -> None:
+        self.spent += n
+        if self.spent > self.limit:
+            raise OverBudgetError(f"more than {self.limit} steps")
+
+    @property
+    def left(self) -> int:
+        return max(0, self.limit - self.spent)
+
+
+#: the steps one check made while a plan runs may spend (a tool's input at dispatch, an answer):
+#: a few hundred milliseconds of the operator's CPU at most, and room for a list of a few
+#: thousand items against a schema that checks each (tests/unit/test_schema_budgets.py)
+RUN_STEPS = 10_000
+_STEPS: contextvars.ContextVar[Steps | None] = contextvars.ContextVar("planops_schema_steps")
+#: the keywords whose work grows with the value they see (the module's docstring), and how
+_WALKS = frozenset({"enum", "const", "uniqueItems"})
+_KEYS = frozenset({"additionalProperties", "patternProperties", "unevaluatedProperties"})
+#: characters of a string `pattern` reads per step (RE2 is linear; a step is a keyword's cost)
+_PATTERN_CHARS = 4096
+
+
+def _nodes(value: Any, cap: int) -> int:
+    """How many JSON values `value` holds (itself included), counting stopped past `cap`."""
+    count, stack = 0, [value]
+    while stack and count <= cap:
+        v = stack.pop()
+        count += 1
+        if isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return count
+
+
+def _cost(name: str, value: Any, instance: Any, schema: Any, cap: int) -> int:
+    """The steps keyword `name` (with `value`, in `schema`) costs on `instance`: one, one more
+    per entry of `value` it goes through (`required`, `properties`, `enum`, `anyOf`...), and the
+    work it does on the instance itself (the module's docstring)."""
+    cost = 1 + (len(value) if isinstance(value, list | dict) else 0)
+    if name in _WALKS:
+        cost += _nodes(instance, cap)
+    elif name in _KEYS and isinstance(instance, dict):
+        patterns = schema.get("patternProperties") if isinstance(schema, dict) else None
+        cost += len(instance) * (1 + (len(patterns) if isinstance(patterns, dict) else 0))
+    elif name == "pattern" and isinstance(instance, str):
+        cost += len(instance) // _PATTERN_CHARS
+    return cost
 
 
 @functools.lru_cache(maxsize=1024)
@@ -249,11 +319,14 @@ _OVERRIDES: dict[str, Callable[..., Iterator[ValidationError]]] = {
 }
 
 
-def _ticking(keyword: Callable[..., Any]) -> Callable[..., Any]:
+def _ticking(name: str, keyword: Callable[..., Any]) -> Callable[..., Any]:
     def run(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
         tick = _TICK.get(None)
         if tick is not None:
             tick()
+        steps = _STEPS.get(None)
+        if steps is not None:
+            steps.spend(_cost(name, value, instance, schema, steps.left))
         return keyword(validator, value, instance, schema)
 
     return run
@@ -261,7 +334,7 @@ def _ticking(keyword: Callable[..., Any]) -> Callable[..., Any]:
 
 _Validator: Any = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
     _BASE,
-    {k: _ticking(_OVERRIDES.get(k) or fn) for k, fn in _BASE.VALIDATORS.items()},
+    {k: _ticking(k, _OVERRIDES.get(k) or fn) for k, fn in _BASE.VALIDATORS.items()},
 )
 _INIT_FIELDS = [(f.name, f.alias) for f in attrs.fields(_Validator) if f.init]
 
@@ -339,25 +412,32 @@ def schema_problems(schema: Any) -> list[tuple[Path, str]]:
 
 
 def evaluate(
-    schema: Any, instance: Any, tick: Tick | None = None, *, python_types: bool = False
+    schema: Any,
+    instance: Any,
+    tick: Tick | None = None,
+    *,
+    python_types: bool = False,
+    steps: Steps | None = None,
 ) -> list[ValidationError]:
     """Every violation of `schema` (which passed `schema_problems`) by `instance`, in
-    jsonschema's order; raises UnusableSchemaError, or whatever `tick` raises. With
-    `python_types`, an `integer` is an int, never a float such as 2.0."""
-    return evaluator(schema, python_types=python_types)(instance, tick)
+    jsonschema's order; raises UnusableSchemaError, OverBudgetError (past `steps`), or whatever
+    `tick` raises. With `python_types`, an `integer` is an int, never a float such as 2.0."""
+    return evaluator(schema, python_types=python_types)(instance, tick, steps)
 
 
 def evaluator(
     schema: Any, *, python_types: bool = False
-) -> Callable[[Any, Tick | None], list[ValidationError]]:
+) -> Callable[[Any, Tick | None, Steps | None], list[ValidationError]]:
     """`evaluate` for one schema, its validator built once: for a schema that judges many values
     (a tool's inputSchema, once per step)."""
     validator = (_PythonTypesValidator if python_types else _Validator)(schema, registry=_REGISTRY)
     return functools.partial(_errors, validator)
 
 
-def _errors(validator: Any, instance: Any, tick: Tick | None = None) -> list[ValidationError]:
-    token = _TICK.set(tick)
+def _errors(
+    validator: Any, instance: Any, tick: Tick | None = None, steps: Steps | None = None
+) -> list[ValidationError]:
+    token, counted = _TICK.set(tick), _STEPS.set(steps)
     try:
         return list(validator.iter_errors(instance))
     except referencing.exceptions.Unresolvable as e:
@@ -371,3 +451,4 @@ def _errors(validator: Any, instance: Any, tick: Tick | None = None) -> list[Val
         ) from None
     finally:
         _TICK.reset(token)
+        _STEPS.reset(counted)

@@ -9,7 +9,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from planops.api.models import CapsuleSpec, PlanSpec
+from planops.api.capsule_models import CapsuleSpec
+from planops.api.models import PlanSpec
+from planops.api.pod_models import BASELINE_CAPABILITIES
 
 DEFAULT_CAPSULE = "default"
 
@@ -34,6 +36,22 @@ def capsule_name(spec: PlanSpec) -> str:
 
 
 @dataclass(frozen=True)
+class ProfileCaps:
+    """What any Capsule's security profiles may ask for (api.pod_models.SecurityProfile): the
+    chart's `policy.securityProfiles`, the operator's --allow-* flags. The defaults are the
+    chart's: root and Pod Security baseline's capabilities may be granted by a Capsule's owner;
+    privileged containers, the node's namespaces, its paths and other capabilities only once the
+    cluster's admin allows them here."""
+
+    allow_privileged: bool = False
+    allow_host_namespaces: bool = False
+    allow_run_as_root: bool = True
+    allowed_capabilities: tuple[str, ...] = BASELINE_CAPABILITIES
+    #: directories of the node a profile may mount (each path equal to one or under it)
+    allowed_host_paths: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Policy:
     """Operator-wide bounds that no Capsule can widen (Helm values in the cluster)."""
 
@@ -47,6 +65,8 @@ class Policy:
     #: steps run in images (the operator: each attempt is a Job), so a tool or shell step that
     #: names no image anywhere is refused; kubectl-plan (validate, run --local) runs processes
     needs_image: bool = False
+    #: what any Capsule's security profiles may ask for
+    profiles: ProfileCaps = ProfileCaps()
 
 
 @dataclass(frozen=True)

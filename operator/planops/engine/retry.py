@@ -42,7 +42,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from planops.api.models import CapsuleSpec, PlanSpec, Step
+from planops.api.capsule_models import CapsuleSpec
+from planops.api.models import PlanSpec, Step
 from planops.engine import references
 from planops.engine.facts import Facts
 from planops.engine.policy import CapsuleResolver

@@ -8,8 +8,8 @@ A warning, not a refusal: the same characters can be meant as arguments (`grep -
 quoted and not warned about, but `expr 2 '<' 3` written unquoted is legal too; a newline
 inside quotes is part of an argument and not warned about), and a plan that runs today must not
 be refused tomorrow. The CLI prints the warnings (`validate`, `run --local`), and the admission
-webhook returns them to `kubectl apply`; pipelines, redirections and scripts belong in a tool of
-the Capsule (a script step is planned).
+webhook returns them to `kubectl apply`; pipelines, redirections and several lines belong in a
+script step (`script:`, run by an interpreter the Capsule allows in `scripts.allow`).
 """
 
 from __future__ import annotations
@@ -80,9 +80,9 @@ def _lines_warning(step_id: str, path: str, line: str) -> PlanError | None:
         LINES_CODE,
         step_id,
         path,
-        f"{how} (`{shown}`): a shell step runs one program, without a shell. Write one step per "
-        "command (chained with dependsOn), or put the script in a tool of the Capsule (a "
-        "script step is planned)",
+        f"{how} (`{shown}`): a shell step runs one program, without a shell. Write a script "
+        "step (script: the lines, run by an interpreter of the Capsule's scripts.allow), or "
+        "one step per command (chained with dependsOn)",
     )
 
 
@@ -117,8 +117,9 @@ def _warning(step_id: str, path: str, line: str) -> PlanError | None:
         path,
         f"{shown} would be passed to the program as {what}: "
         "a shell step is split into words and run without a shell (no pipes, redirections, "
-        "`&&`, `;` or `$(...)`); put a pipeline in a tool of the Capsule, or quote the "
-        "characters if they are meant as arguments",
+        "`&&`, `;` or `$(...)`); write a pipeline as a script step (script:, run by an "
+        "interpreter of the Capsule's scripts.allow), or quote the characters if they are meant "
+        "as arguments",
     )
 
 

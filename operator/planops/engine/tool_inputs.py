@@ -9,6 +9,13 @@ reaches it:
   `$id.output` references) is checked again before the tool starts; outside the schema, the
   attempt is `call denied` and nothing starts.
 
+**What a check may cost.** The dispatch check runs on the operator's event loop, which serves
+every tenant, so it is bounded twice, the same in every executor: the input is at most
+TOOL_INPUT_BYTES as JSON (the tool reads it from PLANOPS_INPUT, and Linux starts no program whose
+environment holds a longer string: such an input never ran), and its evaluation spends at most
+jsonschemas.RUN_STEPS steps (jsonschemas.Steps). Past either, the attempt is `call denied`
+saying which. The validator applies both to a literal input (what it accepts, dispatch accepts).
+
 **An input with templates or references** is judged before anything runs on what no rendered
 value can change (`static_violations`), and in full at dispatch. A string that is exactly one
 template (a typed splice) or a whole reference may become any JSON value, so nothing about it is
@@ -31,11 +38,13 @@ import json
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
-from planops.api.models import Tool
+from planops.api.capsule_models import Tool
 from planops.engine import references, templates
 
 if TYPE_CHECKING:
     from jsonschema import ValidationError
+
+    from planops.engine import jsonschemas
 
 Path = tuple[str | int, ...]
 #: a rendered value that may become any JSON value, or a string whose text is not known yet
@@ -51,6 +60,9 @@ _SHAPE = frozenset(
 _CHOOSING = frozenset({"if", "then", "else", "unevaluatedProperties", "unevaluatedItems"})
 #: a dispatch refusal lists at most this many violations
 SHOWN = 10
+#: the longest input a tool takes, as JSON: Linux refuses an environment string (PLANOPS_INPUT=
+#: and the value, and its end) of 128 KiB or more (MAX_ARG_STRLEN, execve's E2BIG)
+TOOL_INPUT_BYTES = 128 * 1024 - len("PLANOPS_INPUT=") - 1
 
 
 @functools.lru_cache(maxsize=256)
@@ -83,22 +95,50 @@ def unusable(tool: Tool) -> str | None:
 
 
 @functools.lru_cache(maxsize=256)
-def _evaluator(schema_json: str) -> Callable[[Any, Tick | None], list[ValidationError]]:
+def _evaluator(
+    schema_json: str,
+) -> Callable[[Any, Tick | None, jsonschemas.Steps | None], list[ValidationError]]:
     from planops.engine import jsonschemas  # noqa: PLC0415 - jsonschema: only for tools that have a schema
 
     return jsonschemas.evaluator(json.loads(schema_json))
 
 
-def _evaluate(schema: Any, value: Any, tick: Tick | None) -> list[ValidationError]:
-    """Every violation, by path; raises jsonschemas.UnusableSchemaError (or what `tick`
-    raises). The schema's validator is built once per schema text."""
-    errors = _evaluator(json.dumps(schema, sort_keys=True))(value, tick)
+def _evaluate(
+    schema: Any, value: Any, tick: Tick | None, steps: jsonschemas.Steps | None = None
+) -> list[ValidationError]:
+    """Every violation, by path; raises jsonschemas.UnusableSchemaError, OverBudgetError (past
+    `steps`) or what `tick` raises. The schema's validator is built once per schema text."""
+    errors = _evaluator(json.dumps(schema, sort_keys=True))(value, tick, steps)
     return sorted(errors, key=lambda e: [str(p) for p in e.absolute_path])
+
+
+def too_long(value: Any) -> str | None:
+    """Why the input (None: `{}`) is too long for a tool to be given, or None."""
+    size = len(json.dumps({} if value is None else value))
+    if size <= TOOL_INPUT_BYTES:
+        return None
+    return (
+        f"the input is {size} bytes as JSON, and a tool takes at most {TOOL_INPUT_BYTES} bytes "
+        "(its PLANOPS_INPUT environment variable: Linux starts no program with a longer one)"
+    )
+
+
+def too_costly(tool: Tool) -> str:
+    """Why an input whose check passed its budget (jsonschemas.RUN_STEPS) is refused."""
+    from planops.engine import jsonschemas  # noqa: PLC0415 - jsonschema: only for tools that have a schema
+
+    return (
+        f"the input takes more than {jsonschemas.RUN_STEPS} steps to check against tool "
+        f"{tool.name!r}'s inputSchema (the budget of a check made while a plan runs): give the "
+        "tool a smaller input"
+    )
 
 
 def refusal(tool: Tool, value: Any) -> str | None:
     """Dispatch's verdict on the input as rendered (None: the tool takes it). The tool gets
     `{}` for no input, so `{}` is what is checked."""
+    if (long := too_long(value)) is not None:
+        return long
     if tool.input_schema is None:
         return None
     bad = unusable(tool)
@@ -106,10 +146,13 @@ def refusal(tool: Tool, value: Any) -> str | None:
         return f"{bad}: it can take no input"
     from planops.engine import jsonschemas  # noqa: PLC0415 - jsonschema: only for tools that have a schema
 
+    steps = jsonschemas.Steps(jsonschemas.RUN_STEPS)
     try:
-        errors = _evaluate(tool.input_schema, {} if value is None else value, None)
+        errors = _evaluate(tool.input_schema, {} if value is None else value, None, steps)
     except jsonschemas.UnusableSchemaError as e:
         return f"tool {tool.name!r}'s inputSchema cannot be evaluated on this input: {e}"
+    except jsonschemas.OverBudgetError:
+        return too_costly(tool)
     if not errors:
         return None
     shown = "; ".join(f"input{where(tuple(e.absolute_path))}: {e.message}" for e in errors[:SHOWN])
@@ -185,11 +228,25 @@ def static_violations(
     literal input; of an input with templates or references, those no rendered value can
     change (the module's rule). Raises jsonschemas.UnusableSchemaError. The schema must have
     passed `schema_problems`."""
+    skeleton, unknowns = _skeleton({} if value is None else value)
+    # each unknown renders to at least 1 character where its placeholder (null, "") has 2 to 4
+    if len(json.dumps(skeleton)) - 3 * len(unknowns) > TOOL_INPUT_BYTES:
+        yield (), str(too_long(skeleton))
+        return
     if tool.input_schema is None:
         return
-    skeleton, unknowns = _skeleton({} if value is None else value)
+    from planops.engine import jsonschemas  # noqa: PLC0415 - jsonschema: only for tools that have a schema
+
+    # a literal input is judged within the dispatch check's budget too; with rendered values
+    # the cost is known only once they are (the validator's own time budget bounds this)
+    steps = None if unknowns else jsonschemas.Steps(jsonschemas.RUN_STEPS)
+    try:
+        errors = _evaluate(tool.input_schema, skeleton, tick, steps)
+    except jsonschemas.OverBudgetError:
+        yield (), too_costly(tool)
+        return
     holders = {u[:n] for u in unknowns for n in range(len(u))}
-    for e in _evaluate(tool.input_schema, skeleton, tick):
+    for e in errors:
         message = _judged(e, unknowns, holders) if unknowns else str(e.message)
         if message is not None:
             yield tuple(e.absolute_path), message

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from planops.api import quantity
-from planops.api.models import CapsuleSpec, Workspace
+from planops.api.capsule_models import CapsuleSpec
+from planops.api.models import Workspace
 
 DEFAULT_SIZE = "1Gi"
 

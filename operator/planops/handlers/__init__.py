@@ -15,6 +15,13 @@ import kopf
 
 from planops import metrics
 from planops.api import names
+from planops.api.names import (
+    LABEL_CLUSTER_SCHEDULED_BY,
+    LABEL_PARENT,
+    LABEL_PLAN,
+    LABEL_RUN,
+    LABEL_SCHEDULED_BY,
+)
 from planops.archive.row import archived
 from planops.handlers.config import CONFIG
 from planops.handlers.queue import Coalescer
@@ -23,14 +30,7 @@ from planops.kube.cache import RunObjects, WatchCache
 from planops.kube.client import Kube
 from planops.kube.events import Poster
 from planops.kube.leader import GuardedKube, LeaderElector, Timing
-from planops.kube.manifests import (
-    LABEL_CLUSTER_SCHEDULED_BY,
-    LABEL_PARENT,
-    LABEL_PLAN,
-    LABEL_RUN,
-    LABEL_SCHEDULED_BY,
-    full_value,
-)
+from planops.kube.manifests import full_value
 from planops.reconciler import (
     Reconciler,
     ScheduleReconciler,

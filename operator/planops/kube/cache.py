@@ -14,6 +14,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from planops.api.names import KEY_PREFIX
+
 Obj = dict[str, Any]
 #: ended runs remembered, so that late events of their objects do not bring them back
 CLOSED_KEPT = 50_000
@@ -43,7 +45,7 @@ _RUN_META = (
 )
 #: the labels and annotations observe reads (the attempt's step and number, the Plan and run
 #: that RunObjects files it under; manifests.full_value: a shortened label's full value)
-_OURS = "planops.dev/"
+_OURS = KEY_PREFIX
 #: a Job's conditions that settle its attempt; a pod's that say why it is taken away
 _JOB_CONDITIONS = ("Complete", "Failed")
 _POD_CONDITIONS = ("DisruptionTarget",)
@@ -92,6 +94,30 @@ def _first_container_state(status: Obj) -> list[Any]:
     if not isinstance(found, list) or not found:
         return []
     return [_container_state(found[0]), *({} for _ in found[1:])]
+
+
+def _waiting_states(found: Any) -> Any:
+    """A pod's init containers (a step's services) as observe reads them: each one's name and
+    why it waits (a list that is not one, or an entry that is not an object, as it was)."""
+    if not isinstance(found, list):
+        return found
+    out: list[Any] = []
+    for c in found:
+        if not isinstance(c, dict):
+            out.append(c)
+            continue
+        kept = _pick(c, ("name",), ("name",))
+        state = c.get("state")
+        if not isinstance(state, dict):
+            if "state" in c:
+                kept["state"] = state
+        elif "waiting" in state:
+            w = state["waiting"]
+            kept["state"] = {"waiting": _same_or_dropped(w, _pick(w, _WAITING_FIELDS))}
+        else:
+            kept["state"] = {}
+        out.append(kept)
+    return out
 
 
 def _container_state(first: Any) -> Any:
@@ -178,6 +204,8 @@ def slim_run_object(kind: str, obj: Obj) -> Obj:
             kept = _pick(status, ("phase", "reason"), ("phase", "reason"))
             kept["conditions"] = _conditions(status, _POD_CONDITIONS)
             kept["containerStatuses"] = _first_container_state(status)
+            if "initContainerStatuses" in status:  # a step's services (observe: stuck?)
+                kept["initContainerStatuses"] = _waiting_states(status["initContainerStatuses"])
         out["status"] = kept
     elif "status" in obj:
         out["status"] = status

@@ -18,6 +18,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+from planops.api import names
 from planops.engine.report import rfc3339
 from planops.kube.api import KubeApi
 from planops.kube.client import ApiError
@@ -67,7 +68,7 @@ def event(plan: dict[str, Any], reason: str, message: str, warning: bool = False
         "message": message[:1024],
         "type": "Warning" if warning else "Normal",
         "source": {"component": COMPONENT},
-        "reportingComponent": "planops.dev/operator",
+        "reportingComponent": names.REPORTING_COMPONENT,
         "reportingInstance": os.environ.get("HOSTNAME", "planops")[:128],
         "action": reason,
         # eventTime has microseconds (firstTimestamp only seconds): it orders a plan's trace

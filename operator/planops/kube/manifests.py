@@ -26,56 +26,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from planops.api import API_VERSION, CapsuleSpec, names
+from planops.api.grant_models import Volume
+from planops.api.pod_models import NOBODY
 from planops.api.resources import resources
-from planops.engine import Dispatch, delegation, shell_words
+from planops.engine import Dispatch, delegation, shell_words, step_grants
 from planops.engine import dispatch as dispatch_
-
-#: the keys (api.names), importable from here too, where the objects carrying them are made
-ANNOTATION_ANSWER_PREFIX = names.ANNOTATION_ANSWER_PREFIX
-ANNOTATION_AUTHOR = names.ANNOTATION_AUTHOR
-ANNOTATION_CANCEL = names.ANNOTATION_CANCEL
-ANNOTATION_CANCEL_RUN_FINALLY = names.ANNOTATION_CANCEL_RUN_FINALLY
-ANNOTATION_DELEGATION = names.ANNOTATION_DELEGATION
-ANNOTATION_LINEAGE = names.ANNOTATION_LINEAGE
-ANNOTATION_OBJECTIVE = names.ANNOTATION_OBJECTIVE
-ANNOTATION_RERUN = names.ANNOTATION_RERUN
-ANNOTATION_RETRY = names.ANNOTATION_RETRY
-ANNOTATION_SCHEDULED_TIME = names.ANNOTATION_SCHEDULED_TIME
-ANNOTATION_SPAWNED_BY = names.ANNOTATION_SPAWNED_BY
-ANNOTATION_STEP_ID = names.ANNOTATION_STEP_ID
-LABEL_ATTEMPT = names.LABEL_ATTEMPT
-LABEL_CLUSTER_SCHEDULED_BY = names.LABEL_CLUSTER_SCHEDULED_BY
-LABEL_DEPTH = names.LABEL_DEPTH
-LABEL_PARENT = names.LABEL_PARENT
-LABEL_PLAN = names.LABEL_PLAN
-LABEL_RUN = names.LABEL_RUN
-LABEL_SCHEDULED_BY = names.LABEL_SCHEDULED_BY
-LABEL_STEP = names.LABEL_STEP
-#: What only the operator writes on the Plans it manages (child Plans, scheduled runs): the
-#: chart's admission policy (templates/admission-policy.yaml, kept equal by a unit test) lets only
-#: holders of `manage` on plans create a Plan carrying any of them or change them.
-RESERVED_LABELS = (
-    LABEL_PARENT,
-    LABEL_RUN,
-    LABEL_STEP,
-    LABEL_ATTEMPT,
-    LABEL_DEPTH,
-    LABEL_SCHEDULED_BY,
-    LABEL_CLUSTER_SCHEDULED_BY,
-)
-RESERVED_ANNOTATIONS = (
-    ANNOTATION_LINEAGE,
-    ANNOTATION_SPAWNED_BY,
-    ANNOTATION_DELEGATION,
-    ANNOTATION_OBJECTIVE,
-    ANNOTATION_STEP_ID,
-    ANNOTATION_SCHEDULED_TIME,
-    # the full values of labels that label_value may shorten (full_value reads them first)
-    LABEL_PARENT,
-    LABEL_SCHEDULED_BY,
-    LABEL_CLUSTER_SCHEDULED_BY,
-)
-
+from planops.kube import step_pod
 
 #: Kubernetes' syntax of a label value (and of an annotation key's name part), at most 63 chars.
 LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
@@ -97,7 +53,7 @@ def label_value(text: str) -> str:
 
 def full_value(meta: dict[str, Any], label: str) -> str | None:
     """The full value behind one of our labels that `label_value` may have shortened: its
-    annotation (the step's is ANNOTATION_STEP_ID, the others' the label's own key) when it
+    annotation (the step's is names.ANNOTATION_STEP_ID, the others' the label's own key) when it
     agrees with the label, that is when shortening it gives the label exactly; else the label
     itself (a label that holds its whole value carries no annotation); None without the label.
 
@@ -109,7 +65,7 @@ def full_value(meta: dict[str, Any], label: str) -> str | None:
     shown = labels.get(label) if isinstance(labels, dict) else None
     if not isinstance(shown, str) or not shown:
         return None
-    key = ANNOTATION_STEP_ID if label == LABEL_STEP else label
+    key = names.ANNOTATION_STEP_ID if label == names.LABEL_STEP else label
     full = notes.get(key) if isinstance(notes, dict) else None
     if isinstance(full, str) and full and full != shown and label_value(full) == shown:
         return full
@@ -118,19 +74,19 @@ def full_value(meta: dict[str, Any], label: str) -> str | None:
 
 def step_selector(plan: str, step: str, attempt: int | None = None) -> str:
     """The pods (and Jobs) of one step of a Plan, any run; of one attempt when given."""
-    selector = f"{LABEL_PLAN}={label_value(plan)},{LABEL_STEP}={label_value(step)}"
-    return selector + (f",{LABEL_ATTEMPT}={attempt}" if attempt is not None else "")
+    selector = f"{names.LABEL_PLAN}={label_value(plan)},{names.LABEL_STEP}={label_value(step)}"
+    return selector + (f",{names.LABEL_ATTEMPT}={attempt}" if attempt is not None else "")
 
 
 def answer_annotation(step_id: str) -> str:
     """The annotation that answers an ask step (its name part follows the label value rules)."""
-    return ANNOTATION_ANSWER_PREFIX + label_value(step_id)
+    return names.ANNOTATION_ANSWER_PREFIX + label_value(step_id)
 
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "planops"}
 CONTAINER = "step"
 QUEUE_ALLOWANCE_SECONDS = 3600
-NON_ROOT_UID = 65534
+NON_ROOT_UID = NOBODY
 #: a tool's Secret files: readable by the step's group (fsGroup), by nobody else
 SECRET_FILE_MODE = 0o440
 WORKSPACE_MOUNT = "/workspace"
@@ -153,8 +109,10 @@ class PlanRef:
     run: str
     depth: int = 0
     lineage: tuple[str, ...] = ()
-    #: the Plan's recorded author (ANNOTATION_AUTHOR), handed to its child Plans
+    #: the Plan's recorded author (names.ANNOTATION_AUTHOR), handed to its child Plans
     author: str | None = None
+    #: the Plan's labels (a Capsule's propagateLabels copies some to its steps' Jobs and pods)
+    plan_labels: tuple[tuple[str, str], ...] = ()
 
     def owner(self) -> dict[str, Any]:
         return {
@@ -168,10 +126,10 @@ class PlanRef:
 
     def labels(self, step: str, attempt: int) -> dict[str, str]:
         return {
-            LABEL_PLAN: label_value(self.name),
-            LABEL_RUN: self.run,
-            LABEL_STEP: label_value(step),
-            LABEL_ATTEMPT: str(attempt),
+            names.LABEL_PLAN: label_value(self.name),
+            names.LABEL_RUN: self.run,
+            names.LABEL_STEP: label_value(step),
+            names.LABEL_ATTEMPT: str(attempt),
             **MANAGED_BY,
         }
 
@@ -180,34 +138,39 @@ class PlanRef:
         that holds its whole value needs no copy (`full_value` reads the label then). Every
         byte of a Job's pod template is stored in etcd about five times (the Job, the pod, the
         field ownership of each), so the common case carries no annotation at all."""
-        full = {ANNOTATION_STEP_ID: step, LABEL_PLAN: self.name}
-        labels = {ANNOTATION_STEP_ID: label_value(step), LABEL_PLAN: label_value(self.name)}
+        full = {names.ANNOTATION_STEP_ID: step, names.LABEL_PLAN: self.name}
+        labels = {
+            names.ANNOTATION_STEP_ID: label_value(step),
+            names.LABEL_PLAN: label_value(self.name),
+        }
         return {k: v for k, v in full.items() if labels[k] != v}
 
     def selector(self) -> str:
         """Jobs (and their pods) of this run."""
-        return f"{LABEL_PLAN}={label_value(self.name)},{LABEL_RUN}={self.run}"
+        return f"{names.LABEL_PLAN}={label_value(self.name)},{names.LABEL_RUN}={self.run}"
 
     def other_runs_selector(self) -> str:
         """Jobs, pods and workspace claims of this Plan's other runs."""
-        return f"{LABEL_PLAN}={label_value(self.name)},{LABEL_RUN}!={self.run}"
+        return f"{names.LABEL_PLAN}={label_value(self.name)},{names.LABEL_RUN}!={self.run}"
 
     def children_selector(self) -> str:
         """Child Plans of this run."""
-        return f"{LABEL_PARENT}={label_value(self.name)},{LABEL_RUN}={self.run}"
+        return f"{names.LABEL_PARENT}={label_value(self.name)},{names.LABEL_RUN}={self.run}"
 
     def other_runs_children_selector(self) -> str:
         """Child Plans of this Plan's other runs."""
-        return f"{LABEL_PARENT}={label_value(self.name)},{LABEL_RUN}!={self.run}"
+        return f"{names.LABEL_PARENT}={label_value(self.name)},{names.LABEL_RUN}!={self.run}"
 
 
-def run_id(uid: str, generation: int, rerun: str, serial: int) -> str:
+def run_id(uid: str, generation: int, serial: int) -> str:
     """A run: one generation of a Plan, and each re-run requested by annotation; `serial`
     counts the Plan's runs (status.run.serial, one more for each new run), so a re-run value
     used again, or taken away, never names an earlier run's id again (reconciler.run.retrying).
-    Hashed from a JSON list: text that starts with `["run"`, unlike the ids of runs started
-    before serials were counted (`<uid>/<generation>/<rerun>`) and of retries (`["retry-of"`)."""
-    text = json.dumps(["run", uid, generation, rerun, serial])
+    Nothing an author writes goes into it (a re-run value did: ten hex digits are 40 bits, and
+    an author could search for a value naming an id the Plan had). Hashed from a JSON list: text
+    that starts with `["run"`, unlike the ids of runs started before (`<uid>/<generation>/
+    <rerun>`, then `["run", uid, generation, rerun, serial]`) and of retries (`["retry-of"`)."""
+    text = json.dumps(["run", uid, generation, serial])
     return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
@@ -229,11 +192,68 @@ def literal(text: str) -> str:
 
 def step_command(d: Dispatch, capsule: CapsuleSpec) -> list[str]:
     """The container command: a tool's as its Capsule's owner wrote it (`$(VAR)` there is the
-    owner's to use); a shell step's words exactly as the plan gives them (see `literal`)."""
+    owner's to use); a shell step's words, a script step's interpreter and script, exactly as
+    the plan gives them (see `literal`)."""
     if d.kind == "tool":
         tool = capsule.tool(d.step.tool or "")
         return list(tool.command) if tool is not None else []
+    if d.kind == "script":
+        return [literal(w) for w in step_grants.script_argv(d.step, capsule)]
     return [literal(w) for w in d.words or shell_words(d.step.shell or "")]
+
+
+#: a Capsule's volume in a step's pod: named apart from planops' own (workspace, secret-N)
+STEP_VOLUME_PREFIX = "vol-"
+
+
+def step_env(d: Dispatch) -> list[dict[str, Any]]:
+    """A shell or script step's own env, in its order: its values as rendered (d.env), exactly
+    (see `literal`), its keys of Secrets and ConfigMaps for the kubelet to read."""
+    values = dict(d.env)
+    env: list[dict[str, Any]] = []
+    for e in d.step.env:
+        if e.value_from is not None:
+            env.append(
+                {
+                    "name": e.name,
+                    "valueFrom": e.value_from.model_dump(by_alias=True, exclude_none=True),
+                }
+            )
+        else:
+            env.append({"name": e.name, "value": literal(values[e.name])})
+    return env
+
+
+def step_volumes(
+    d: Dispatch, capsule: CapsuleSpec
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The Capsule's volumes a shell or script step mounts, as (pod volumes, container mounts):
+    each volume once, read-only where the step or the Capsule says (an admitted step asks no
+    writable mount of a read-only volume: engine.step_grants)."""
+    volumes: dict[str, dict[str, Any]] = {}
+    mounts: list[dict[str, Any]] = []
+    for m in d.step.volume_mounts:
+        volume = capsule.volume(m.name)
+        assert volume is not None  # admitted
+        name = STEP_VOLUME_PREFIX + volume.name
+        read_only = step_grants.read_only(m.read_only, volume.always_read_only)
+        if name not in volumes:
+            volumes[name] = {"name": name, **_volume_source(volume)}
+        mounts.append({"name": name, "mountPath": m.mount_path, "readOnly": read_only})
+    return list(volumes.values()), mounts
+
+
+def _volume_source(volume: Volume) -> dict[str, Any]:
+    if volume.config_map is not None:
+        return {"configMap": {"name": volume.config_map.name}}
+    if volume.secret is not None:
+        secret = volume.secret.secret_name
+        return {"secret": {"secretName": secret, "defaultMode": SECRET_FILE_MODE}}
+    if volume.empty_dir is not None:
+        return {"emptyDir": volume.empty_dir.model_dump(by_alias=True, exclude_defaults=True)}
+    assert volume.persistent_volume_claim is not None  # exactly one (api.grant_models)
+    claim = {"claimName": volume.persistent_volume_claim.claim_name}
+    return {"persistentVolumeClaim": claim | ({"readOnly": True} if volume.read_only else {})}
 
 
 def job(
@@ -245,8 +265,11 @@ def job(
     timeout_seconds: int,
     workspace_claim: str | None = None,
 ) -> dict[str, Any]:
-    """The Job of one attempt of a tool or shell step: restricted pod security, limits set,
-    backoffLimit 0 (planops owns retries, each attempt visible), deadline = the step timeout."""
+    """The Job of one attempt of a tool, shell or script step: restricted pod security, limits
+    set, backoffLimit 0 (planops owns retries, each attempt visible), deadline = the step
+    timeout; a shell or script step's env and the Capsule's volumes it mounts, and what its
+    Capsule grants its pod (kube.step_pod); none of these: today's one-container pod, byte for
+    byte."""
     labels = ref.labels(d.step.id, d.attempt)
     # the full values of shortened labels; none (no `annotations` key) when every label is whole
     annotated = {"annotations": a} if (a := ref.annotations(d.step.id)) else {}
@@ -258,6 +281,9 @@ def job(
     tool = capsule.tool(d.step.tool or "") if d.kind == "tool" else None
     volumes: list[dict[str, Any]] = []
     mounts: list[dict[str, Any]] = []
+    if d.kind in step_grants.OWN_COMMAND and (d.step.env or d.step.volume_mounts):
+        env += step_env(d)  # after planops' own: no name of it starts with PLANOPS_
+        volumes, mounts = step_volumes(d, capsule)
     if tool is not None:  # the tool's credentials: on its own containers only
         env += [e.model_dump(by_alias=True, exclude_none=True) for e in tool.env]
         for n, m in enumerate(tool.secret_mounts):
@@ -275,11 +301,7 @@ def job(
         "command": step_command(d, capsule),
         "env": env,
         "resources": resources(d.step.resources, capsule.resources),
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "capabilities": {"drop": ["ALL"]},
-            "runAsNonRoot": True,
-        },
+        "securityContext": step_pod.container_security(None),
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     pod_spec: dict[str, Any] = {
@@ -337,7 +359,7 @@ def job(
     if mounts:
         container["volumeMounts"] = mounts
         pod_spec["volumes"] = volumes
-    return {
+    manifest = {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
@@ -359,6 +381,8 @@ def job(
             },
         },
     }
+    # what the step's Capsule grants its pod: a security profile, services, placement, labels
+    return step_pod.dress(manifest, d, capsule, ref.plan_labels)
 
 
 def workspace_claim(ref: PlanRef, size: str, storage_class: str | None) -> dict[str, Any]:
@@ -375,8 +399,12 @@ def workspace_claim(ref: PlanRef, size: str, storage_class: str | None) -> dict[
         "metadata": {
             "name": child_name(ref.name, ref.run, "workspace", 0),
             "namespace": ref.namespace,
-            "labels": {LABEL_PLAN: label_value(ref.name), LABEL_RUN: ref.run, **MANAGED_BY},
-            "annotations": {LABEL_PLAN: ref.name},
+            "labels": {
+                names.LABEL_PLAN: label_value(ref.name),
+                names.LABEL_RUN: ref.run,
+                **MANAGED_BY,
+            },
+            "annotations": {names.LABEL_PLAN: ref.name},
             "ownerReferences": [ref.owner()],
         },
         "spec": spec,
@@ -396,25 +424,25 @@ def child_plan(ref: PlanRef, d: Dispatch, target: str, spec: dict[str, Any]) -> 
             "name": name,
             "namespace": ref.namespace,
             "labels": {
-                LABEL_PARENT: label_value(ref.name),
-                LABEL_RUN: ref.run,
-                LABEL_STEP: label_value(d.step.id),
-                LABEL_ATTEMPT: str(d.attempt),
-                LABEL_DEPTH: str(ref.depth + 1),
+                names.LABEL_PARENT: label_value(ref.name),
+                names.LABEL_RUN: ref.run,
+                names.LABEL_STEP: label_value(d.step.id),
+                names.LABEL_ATTEMPT: str(d.attempt),
+                names.LABEL_DEPTH: str(ref.depth + 1),
                 **MANAGED_BY,
             },
             "annotations": {
-                LABEL_PARENT: ref.name,
-                ANNOTATION_STEP_ID: d.step.id,
-                ANNOTATION_LINEAGE: ",".join(lineage),
-                ANNOTATION_SPAWNED_BY: ref.uid,
-                ANNOTATION_DELEGATION: hashlib.sha256(f"{ref.uid}/{name}".encode()).hexdigest()[
-                    :16
-                ],
-                ANNOTATION_OBJECTIVE: str(objective)[:4096],
+                names.LABEL_PARENT: ref.name,
+                names.ANNOTATION_STEP_ID: d.step.id,
+                names.ANNOTATION_LINEAGE: ",".join(lineage),
+                names.ANNOTATION_SPAWNED_BY: ref.uid,
+                names.ANNOTATION_DELEGATION: hashlib.sha256(
+                    f"{ref.uid}/{name}".encode()
+                ).hexdigest()[:16],
+                names.ANNOTATION_OBJECTIVE: str(objective)[:4096],
                 # a run of the child started later (it waited as Invalid) is started for the
                 # parent's author (reconciler.run.authors)
-                **({ANNOTATION_AUTHOR: ref.author} if ref.author else {}),
+                **({names.ANNOTATION_AUTHOR: ref.author} if ref.author else {}),
             },
             "ownerReferences": [ref.owner()],
         },

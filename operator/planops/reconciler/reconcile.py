@@ -17,6 +17,7 @@ the API and decided again (CONFLICT_ROUNDS times at most; then the queue retries
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -383,12 +384,16 @@ class Reconciler:
         self, plan: Obj, s: core.Situation, kept: Kept | None, told: Told
     ) -> float | None:
         """The run advances (run.core): decided, created (the answers decided again), stopped
-        attempts deleted, the report and the status written, the Events told."""
+        attempts deleted, the report and the status written, the Events told. The core decides
+        in a worker thread: pure CPU work that grows with the plan (restoring its run, judging
+        answers, tool inputs against their schemas) would hold the event loop, which serves
+        every other Plan, the webhook and the health probe (one reconcile per Plan at a time:
+        no state is shared)."""
         ref, key = s.ref, (s.ref.namespace, s.ref.name)
-        step = core.plan_step(s, kept)
-        creates = step.decide()
+        step = await asyncio.to_thread(core.plan_step, s, kept)
+        creates = await asyncio.to_thread(step.decide)
         while step.answer(await self._create(ref, s.spec, creates)):
-            creates = step.decide()
+            creates = await asyncio.to_thread(step.decide)
         await self._act.delete(ref.namespace, step.deletes())
         own = step.run.report()
         report = await self._act.record(self._book, ref, own, step.records, s.capsule, s.previous)
@@ -403,15 +408,9 @@ class Reconciler:
             keep = step.keep()
             if keep is not None:
                 version = (written.get("metadata") or {}).get("resourceVersion")
-                basis = Basis(
-                    ref.uid,
-                    ref.run,
-                    int(s.run_info["generation"]),
-                    version,
-                    s.spec,
-                    s.capsule,
-                    self._book.held(key),
-                )
+                generation = int(s.run_info["generation"])
+                held = self._book.held(key)
+                basis = Basis(ref.uid, ref.run, generation, version, s.spec, s.capsule, held)
                 self._kept.put(key, basis, keep)
         # podGC: the Jobs of steps settled, now that the status records them
         if retention.pod_gc(plan) == retention.ON_STEP and s.observed:

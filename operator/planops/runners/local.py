@@ -4,6 +4,9 @@ It is an *executor* of the engine's decider (planops.engine.Run), exactly as the
 it asks what to start, starts it, and reports results back. No scheduling rule lives here.
 
 - shell: the step's words (shlex) as a subprocess, first word looked up on PATH, never a shell.
+- script: its interpreter (looked up on PATH) given the script as one argument (`sh -c SCRIPT`),
+  as in a pod (engine.step_grants); its env values as rendered, a value from a Secret or
+  ConfigMap and a volume refused (runners.podlike): a laptop has neither.
 - tool: the tool's `command`, with the JSON input on stdin and in env PLANOPS_INPUT (stdin is
   local only: in a pod the input is in PLANOPS_INPUT alone).
 - capsule: the target Capsule's `plan` run in-process as a sub-plan (nesting capped at 8,
@@ -15,7 +18,8 @@ it asks what to start, starts it, and reports results back. No scheduling rule l
   sub-plan with a limited Capsule above it (the top plan's included: it holds its Capsule's
   only place here) rides that slot and is not counted, so waiting never closes a cycle.
 - Each attempt gets what a step pod gets (runners.podlike): planops' PLANOPS_* variables, its
-  tool's `env` (a Secret's value refused), of this machine's environment only PATH, a fresh
+  tool's `env` (a Secret's value refused), its services refused and its security profile noted
+  (no sidecar, no other uid here), of this machine's environment only PATH, a fresh
   directory of its own; the steps share files only through the plan's workspace (`workdir`,
   else a fresh temporary directory), as pods share only a volume.
 - Limits: the step's timeout and the memory limit (RLIMIT_DATA, the closest per-process
@@ -60,6 +64,7 @@ from planops.engine import (
     delegation,
     finally_steps,
     shell_words,
+    step_grants,
     validate,
 )
 from planops.engine import dispatch as dispatch_
@@ -251,6 +256,11 @@ class LocalRunner:
             reason = refusal.removeprefix(dispatch_.DENIED)
             emit({"event": "call_denied", "stepId": d.step.id, "reason": reason})
             return Result("failed", None, refusal)
+        notices, refused = podlike.pod_grants(d, capsule)  # what a pod has and a laptop not
+        if refused:
+            return Result("failed", None, "; ".join(refused))
+        for message in notices:
+            emit({"event": "notice", "stepId": d.step.id, "message": message})
         if d.kind == "ask":
             return await self._ask(d)
         if d.kind == "capsule":
@@ -260,6 +270,9 @@ class LocalRunner:
             assert tool is not None  # admitted
             payload = json.dumps(d.input if d.input is not None else {})
             return await self._attempt(tool.command, d, capsule, where, payload, tool, emit)
+        if d.kind == "script":  # its interpreter, on this machine's PATH
+            argv = step_grants.script_argv(d.step, capsule)
+            return await self._attempt(argv, d, capsule, where, None, None, emit)
         words = d.words or shell_words(d.step.shell or "")
         return await self._attempt(words, d, capsule, where, None, None, emit)
 
@@ -284,6 +297,13 @@ class LocalRunner:
             for message in unset:
                 emit({"event": "notice", "stepId": d.step.id, "message": message})
             argv = [podlike.expand(word, declared | own) for word in argv]
+        elif d.step.env or d.step.volume_mounts:  # a shell or script step's own
+            own, unset, refusals = podlike.step_env(d)
+            refusals += podlike.mount_refusals(d, capsule)
+            if refusals:
+                return Result("failed", None, "; ".join(refusals))
+            for message in unset:
+                emit({"event": "notice", "stepId": d.step.id, "message": message})
         with podlike.private_dir(d) as private:
             env = podlike.environment(where, d, private) | own
             shared = where.workspace if tool is None else None  # a tool: never in the workspace

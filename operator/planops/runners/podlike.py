@@ -6,7 +6,8 @@ runner is the cluster").
   as a Job's env), its tool's `env`, and of this machine's environment only HOST_ENV, with HOME
   the attempt's own directory and TZ=UTC. A tool's value from a Secret or ConfigMap cannot be
   read here: the attempt is refused saying so (an optional one is left unset, with a notice), and
-  so is a tool's secretMounts; never a silent empty value.
+  so is a tool's secretMounts; never a silent empty value. A shell or script step's own `env`
+  likewise (its values as rendered, never expanded), and its volumes: refused, naming each.
 - The kubelet's `$(VAR)` references: in a tool's env values (each by the variables before it)
   and its command (by them all), as the kubelet expands them (`expand`); a shell step's words
   are the plan's, never expanded (kube.manifests escapes them for the kubelet).
@@ -15,6 +16,8 @@ runner is the cluster").
 - The workspace (`spec.workspace`): one directory per run, where shell steps start, named by
   PLANOPS_WORKSPACE (/workspace in a pod); without one the steps share no directory, as pods
   without a volume share none. The Capsule's readOnlyPaths are not read-only here (a notice).
+- The pod's grants (api.pod_models): a step's services refuse its attempt (no sidecar starts
+  here), its security profile is noted (the process runs as you), never silently dropped.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from planops.api import CapsuleSpec, PlanSpec, Tool
+from planops.api.container_models import EnvVar
 from planops.engine import Dispatch
 from planops.engine import dispatch as dispatch_
 
@@ -108,28 +112,96 @@ def tool_env(tool: Tool, given: Mapping[str, str]) -> tuple[dict[str, str], list
         if e.value is not None:
             values[e.name] = expand(e.value, {**given, **values})
             continue
-        assert e.value_from is not None  # exactly one of them (api.models)
-        ref = e.value_from.secret_key_ref or e.value_from.config_map_key_ref
-        kind = "Secret" if e.value_from.secret_key_ref is not None else "ConfigMap"
-        assert ref is not None
-        source = f"{kind} {ref.name!r} (key {ref.key!r})"
-        if ref.optional:
-            unset.append(
-                f"tool {tool.name!r}: env {e.name} is left unset: its value is optional, from "
-                f"{source}, and a local run reads no {kind}"
-            )
-        else:
-            refusals.append(
-                f"tool {tool.name!r}: env {e.name} comes from {source}, which a local run "
-                "cannot read (run the plan in a cluster, or give the tool a value in a "
-                "Capsule file of your own for local runs)"
-            )
+        _unreadable(
+            f"tool {tool.name!r}",
+            e,
+            "give the tool a value in a Capsule file of your own for local runs",
+            unset,
+            refusals,
+        )
     refusals += [
         f"tool {tool.name!r} mounts Secret {m.secret_name!r} at {m.mount_path}, which a local "
         "run cannot (run the plan in a cluster)"
         for m in tool.secret_mounts
     ]
     return values, unset, refusals
+
+
+def step_env(d: Dispatch) -> tuple[dict[str, str], list[str], list[str]]:
+    """A shell or script step's own `env` as a local process can have it: (its values as the
+    engine rendered them, never expanded: the plan's data, as kube.manifests hands them over;
+    notices of optional values from a Secret or ConfigMap left unset; refusals of the others,
+    which a local run cannot read)."""
+    unset: list[str] = []
+    refusals: list[str] = []
+    for e in d.step.env:
+        if e.value_from is not None:
+            _unreadable(
+                f"step {d.step.id!r}",
+                e,
+                "give it a value in a plan file for local runs",
+                unset,
+                refusals,
+            )
+    return dict(d.env), unset, refusals
+
+
+def _unreadable(whose: str, e: EnvVar, instead: str, unset: list[str], refusals: list[str]) -> None:
+    """A value from a Secret or ConfigMap, which a local run cannot read: an optional one is
+    left unset (a notice, in `unset`), any other refuses the attempt (in `refusals`)."""
+    assert e.value_from is not None  # exactly one of value and valueFrom (api.models)
+    ref = e.value_from.secret_key_ref or e.value_from.config_map_key_ref
+    kind = "Secret" if e.value_from.secret_key_ref is not None else "ConfigMap"
+    assert ref is not None
+    source = f"{kind} {ref.name!r} (key {ref.key!r})"
+    if ref.optional:
+        unset.append(
+            f"{whose}: env {e.name} is left unset: its value is optional, from {source}, and a "
+            f"local run reads no {kind}"
+        )
+    else:
+        refusals.append(
+            f"{whose}: env {e.name} comes from {source}, which a local run cannot read (run "
+            f"the plan in a cluster, or {instead})"
+        )
+
+
+def mount_refusals(d: Dispatch, capsule: CapsuleSpec) -> list[str]:
+    """A shell or script step's volumes, which a local run cannot mount: one refusal each,
+    naming the volume (a process sees this machine's files at an absolute path; none of them
+    is the Capsule's volume, and a directory made for an emptyDir could not appear there)."""
+    refusals = []
+    for m in d.step.volume_mounts:
+        volume = capsule.volume(m.name)
+        what = f"{volume.source} volume" if volume is not None else "volume"
+        refusals.append(
+            f"step {d.step.id!r} mounts {what} {m.name!r} at {m.mount_path}, which a local run "
+            "cannot (run the plan in a cluster)"
+        )
+    return refusals
+
+
+def pod_grants(d: Dispatch, capsule: CapsuleSpec) -> tuple[list[str], list[str]]:
+    """What the step's pod grants give it that a local process cannot have, as (notices,
+    refusals): its services refuse the attempt (a laptop starts no sidecar: never a step run
+    without the database it lists); its security profile is noted (the process runs as you,
+    with your privileges, not as the profile's uid with its capabilities)."""
+    refusals = []
+    if d.step.services:
+        refusals.append(
+            f"services {', '.join(d.step.services)} run beside the step in its pod, which a "
+            "local run cannot start (run the plan in a cluster)"
+        )
+    notices = []
+    profile = capsule.security_profile(d.step.security_profile or "")
+    if profile is not None:
+        notices.append(
+            f"security profile {profile.name!r} (uid {profile.uid()}"
+            f"{', capabilities ' + ', '.join(profile.capabilities) if profile.capabilities else ''}"
+            f"{', privileged' if profile.privileged else ''}) applies in a pod only: here the step "
+            f"runs as you (uid {os.getuid()}), with your privileges"
+        )
+    return notices, refusals
 
 
 def expand(text: str, env: Mapping[str, str]) -> str:

@@ -1,6 +1,6 @@
 -- The finished runs of Plans, one row per run. A run id is unique within its Plan (a digest of
--- the Plan's uid, generation and re-run), so the key is the Plan's uid with the run id: two Plans'
--- run ids may collide (ten hex digits), their uids never do.
+-- the Plan's uid, generation and run number), so the key is the Plan's uid with the run id: two
+-- Plans' run ids may collide (ten hex digits), their uids never do.
 CREATE TABLE planops_runs (
     plan_uid         text        NOT NULL,
     run_id           text        NOT NULL,

@@ -50,13 +50,14 @@ from urllib.parse import quote, urlencode
 
 from aiohttp import web
 
+from planops.api.names import LABEL_PARENT
 from planops.cli import cluster, live_graph, steppods
 from planops.cli.exit_codes import EXIT_INPUT, EXIT_OK
 from planops.cli.plan_report import full_report, run_report
 from planops.cli.ui import view
 from planops.kube.api import CliApi
 from planops.kube.client import UNREACHABLE, ApiError
-from planops.kube.manifests import CONTAINER, LABEL_PARENT, label_value
+from planops.kube.manifests import CONTAINER, label_value
 
 STATIC = Path(__file__).parent / "static"
 LOG_LIMIT = 1 << 20  # bytes of a pod's log shown; `kubectl plan logs` prints it whole

@@ -20,13 +20,12 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from planops.api import PlanDocument, parse_document
+from planops.api import PlanDocument, names, parse_document
 from planops.cli import graph
 
-#: The annotations the operator puts on a child Plan (kube.manifests.child_plan); repeated
-#: here as text because this module must not import the Kubernetes layer.
-PARENT = "planops.dev/parent"
-STEP_ID = "planops.dev/step-id"
+#: The annotations the operator puts on a child Plan (kube.manifests.child_plan)
+PARENT = names.LABEL_PARENT
+STEP_ID = names.ANNOTATION_STEP_ID
 
 
 def text(value: Any) -> str | None:

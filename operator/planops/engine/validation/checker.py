@@ -8,7 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from planops.api.models import CapsuleSpec, PlanSpec, Step
+from planops.api.capsule_models import CapsuleSpec
+from planops.api.models import PlanSpec, Step
 from planops.engine import templates
 from planops.engine.allowlists import shell_words
 from planops.engine.dag import Graph

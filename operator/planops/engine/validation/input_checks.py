@@ -7,7 +7,8 @@ ticking through the evaluation."""
 
 from __future__ import annotations
 
-from planops.api.models import PlanSpec, Step, Tool
+from planops.api.capsule_models import Tool
+from planops.api.models import PlanSpec, Step
 from planops.engine import delegation, references, templates, tool_inputs
 from planops.engine.validation.checker import Checker
 
@@ -106,9 +107,8 @@ def check_capsule_input(c: Checker, step: Step, path: str) -> None:
 def check_tool_input(c: Checker, step: Step, path: str, tool: Tool) -> None:
     """A tool step's input against its tool's inputSchema: every violation of a literal input,
     with its path; of an input with templates or references, what no rendered value can change
-    (engine.tool_inputs). Dispatch checks the rendered input again."""
-    if tool.input_schema is None:
-        return
+    (engine.tool_inputs), and an input longer than a tool can be given, or costlier to check
+    than dispatch will. Dispatch checks the rendered input again."""
     bad = tool_inputs.unusable(tool)
     where = f"{path}.input"
     if bad is not None:

@@ -1,8 +1,10 @@
 """What one step declares, judged on its own: exactly one kind; onError; dependsOn and
 `$id.output` references naming declared steps; its `if`; its tool in the Capsule's inventory
 (never submit-plan); its shell line splittable and its binary allowed; a capsule step's task
-text (and its child plan's inputSchema: input_checks); its image allowed; then its limits
-(limit_checks) and control fields (control_checks). Body steps are judged by the same function
+text (and its child plan's inputSchema: input_checks); its image allowed; what it asks of its
+Capsule's grants (grant_checks: a script's interpreter, env, volumes); then its limits
+(limit_checks), control fields (control_checks) and pod grants (pod_checks: security profile,
+services). Body steps are judged by the same function
 under their qualified ids."""
 
 from __future__ import annotations
@@ -16,12 +18,14 @@ from planops.engine.dag import Graph
 from planops.engine.facts import step_kind
 from planops.engine.validation.checker import Checker
 from planops.engine.validation.control_checks import check_control
+from planops.engine.validation.grant_checks import check_grants
 from planops.engine.validation.input_checks import (
     check_capsule_input,
     check_tool_input,
     undeclared_input,
 )
 from planops.engine.validation.limit_checks import check_limits
+from planops.engine.validation.pod_checks import check_pod_grants
 
 ON_ERROR = ("fail", "skip", "continue")
 SUBMIT_PLAN = "submit-plan"
@@ -35,8 +39,8 @@ def check_step(c: Checker, graph: Graph, step: Step, path: str) -> None:
             "step-kind",
             step.id,
             path,
-            "a step declares exactly one of tool, shell, capsule or a control step (exit, filter, "
-            f"decide, map, reduce, ask) (found {what})",
+            "a step declares exactly one of tool, shell, script, capsule or a control step (exit, "
+            f"filter, decide, map, reduce, ask) (found {what})",
         )
     check_control(c, step, path)
     if step.on_error not in ON_ERROR:
@@ -66,7 +70,9 @@ def check_step(c: Checker, graph: Graph, step: Step, path: str) -> None:
     if step.capsule is not None:
         _check_capsule_step(c, step, path)
     _check_image(c, step, path)
+    check_grants(c, step, path, single_kind=len(kinds) == 1)
     check_limits(c, step, path)
+    check_pod_grants(c, step, path)
 
 
 def _check_if(c: Checker, graph: Graph, step: Step, path: str, source: str) -> None:
@@ -189,13 +195,14 @@ def _check_image(c: Checker, step: Step, path: str) -> None:
     """The image the step runs in, by dispatch's own rule (engine.allowlists.image_refusal):
     what the validator accepts about images, dispatch accepts."""
     kind = step_kind(step)
-    if step.image is not None and kind != "shell" and len(kinds_of(step)) == 1:
+    if step.image is not None and kind not in ("shell", "script") and len(kinds_of(step)) == 1:
         runs = "its tool's image, else the Capsule's" if kind == "tool" else "no image of its own"
         c.add(
             "step-kind",
             step.id,
             f"{path}.image",
-            f"image is a shell step's field: a {kind} step runs in {runs}, never in this one",
+            f"image is a shell or script step's field: a {kind} step runs in {runs}, never in "
+            "this one",
         )
         return
     if c.capsule is None:

@@ -1,7 +1,8 @@
 """Seed 2 templates (`{{...}}`), wherever a step may hold one: known roots; step results only
 from steps the step waits for (a question answered for the whole plan at once, Checker.unless);
 a result field the step has; never a shell step's first word (the allowlist is checked before
-anything runs); and no step id shadowing a reserved root."""
+anything runs); a step's env values as its input (a script holds none: grant_checks); and no
+step id shadowing a reserved root."""
 
 from __future__ import annotations
 
@@ -93,8 +94,20 @@ def check_step_templates(c: Checker, step: Step, path: str, root_problem: RootCh
                 "first word): the allowlist is checked before anything runs",
             )
         found += [(f"{path}.shell", t) for w in words[1:] for _, t in templates.find(w)]
+    if step.env:
+        found += [
+            (f"{path}.env[{n}].value", t)
+            for n, e in enumerate(step.env)
+            if e.value is not None
+            for _, t in templates.find(e.value)
+        ]
     scoped: set[str] = set()  # fields where {{item}} / {{index}} exist
-    job_step = step.shell is not None or step.tool is not None or step.capsule is not None
+    job_step = (
+        step.shell is not None
+        or step.tool is not None
+        or step.capsule is not None
+        or step.script is not None
+    )
     for kind, fields in (
         ()
         if job_step

@@ -13,7 +13,10 @@ from planops.api.models import STEP_KINDS, PlanSpec
 from planops.engine.errors import PlanError
 
 #: A step's fields that hold JSON values of any shape (pydantic types them `Any`).
-STEP_VALUES = ("input", *(k for k in STEP_KINDS if k not in ("tool", "shell", "capsule")))
+STEP_VALUES = (
+    "input",
+    *(k for k in STEP_KINDS if k not in ("tool", "shell", "script", "capsule")),
+)
 _step_values = operator.attrgetter(*STEP_VALUES, "on_error")
 
 

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from planops.api import CapsuleSpec, PlanSpec
+from planops.api import CapsuleSpec, PlanSpec, names
 from planops.engine import (
     CapsuleResolver,
     Facts,
@@ -196,12 +196,12 @@ class Reads:
     async def parent(self, plan: Obj) -> Obj | None:
         """The Plan whose capsule step made `plan`, if it is a child."""
         meta = plan.get("metadata") or {}
-        name = manifests.full_value(meta, manifests.LABEL_PARENT)
+        name = manifests.full_value(meta, names.LABEL_PARENT)
         return await self.plan(meta["namespace"], name) if name else None
 
     async def children(self, ref: manifests.PlanRef) -> list[Obj]:
         """The child Plans of any run of the Plan (this Plan's own, by UID)."""
-        selector = f"{manifests.LABEL_PARENT}={manifests.label_value(ref.name)}"
+        selector = f"{names.LABEL_PARENT}={manifests.label_value(ref.name)}"
         return owned(await self.kube.list_plans(ref.namespace, selector), ref.uid)
 
     async def run_jobs(self, ref: manifests.PlanRef) -> list[str]:

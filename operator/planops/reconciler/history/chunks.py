@@ -99,12 +99,12 @@ def body(ref: manifests.PlanRef, chunk: Chunk, records: list[dict[str, Any]]) ->
         "metadata": {
             "name": chunk_name(ref.name, ref.run, chunk.index),
             "labels": {
-                manifests.LABEL_PLAN: manifests.label_value(ref.name),
-                manifests.LABEL_RUN: ref.run,
+                names.LABEL_PLAN: manifests.label_value(ref.name),
+                names.LABEL_RUN: ref.run,
                 LABEL_CHUNK: str(chunk.index),
                 **manifests.MANAGED_BY,
             },
-            "annotations": {manifests.LABEL_PLAN: ref.name},
+            "annotations": {names.LABEL_PLAN: ref.name},
             "ownerReferences": [ref.owner()],
         },
         "plan": ref.name,

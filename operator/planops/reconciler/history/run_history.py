@@ -33,9 +33,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from planops.api.models import HISTORY_LIMIT, HISTORY_LIMIT_MAX, NAME_PATTERN
+from planops.api.limits import HISTORY_ENTRIES_MAX, HISTORY_LIMIT, HISTORY_LIMIT_MAX
+from planops.api.models import NAME_PATTERN
 from planops.api.names import Phase
-from planops.api.plan_schema import HISTORY_ENTRIES_MAX
 from planops.reconciler.run.status import cap_text, human_duration, parse_rfc3339, rfc3339
 
 #: entries at most, runs waiting for the archive included (the CRD's maxItems)

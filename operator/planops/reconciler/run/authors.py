@@ -27,8 +27,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from planops.api.names import ANNOTATION_AUTHOR, ANNOTATION_TOUCHED
 from planops.api.status_model import PlanStatus
-from planops.kube.manifests import ANNOTATION_AUTHOR
 from planops.reconciler.effects.intents import Tell
 from planops.reconciler.history import run_history
 from planops.reconciler.run import status as status_
@@ -130,7 +130,7 @@ def unknown(obj: dict[str, Any], capsule: str) -> str:
         f"{capsule} cannot be checked, and no run is started for it. Someone who may use the "
         "Capsule "
         f"touches it to be recorded as its author: kubectl annotate {kind.lower()} {name} "
-        "planops.dev/touched=$(date +%s) --overwrite (or applies it again with a change)"
+        f"{ANNOTATION_TOUCHED}=$(date +%s) --overwrite (or applies it again with a change)"
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from planops.api import PlanSpec
+from planops.api import PlanSpec, names
 from planops.api.status_model import InFlight
 from planops.engine import Run
 from planops.engine import dispatch as dispatch_
@@ -17,17 +17,25 @@ from planops.reconciler.run.status import rfc3339
 
 def plan_ref(namespace: str, name: str, meta: dict[str, Any], run_id: str) -> manifests.PlanRef:
     """The run `run_id` of the Plan whose metadata is `meta`: its depth (its label, set on child
-    Plans), the capsules above it (its lineage annotation) and its recorded author."""
+    Plans), the capsules above it (its lineage annotation), its recorded author and its labels."""
     annotations = meta.get("annotations") or {}
     return manifests.PlanRef(
         namespace,
         name,
         meta["uid"],
         run_id,
-        depth=depth((meta.get("labels") or {}).get(manifests.LABEL_DEPTH)),
-        lineage=tuple(a for a in annotations.get(manifests.ANNOTATION_LINEAGE, "").split(",") if a),
-        author=annotations.get(manifests.ANNOTATION_AUTHOR),
+        depth=depth((meta.get("labels") or {}).get(names.LABEL_DEPTH)),
+        lineage=tuple(a for a in annotations.get(names.ANNOTATION_LINEAGE, "").split(",") if a),
+        author=annotations.get(names.ANNOTATION_AUTHOR),
+        plan_labels=plan_labels(meta.get("labels")),
     )
+
+
+def plan_labels(labels: Any) -> tuple[tuple[str, str], ...]:
+    """A Plan's labels as a PlanRef holds them (a Capsule's propagateLabels reads them)."""
+    if not isinstance(labels, dict):
+        return ()
+    return tuple((k, v) for k, v in labels.items() if isinstance(k, str) and isinstance(v, str))
 
 
 def claim(ref: manifests.PlanRef, spec: PlanSpec) -> tuple[str | None, dict[str, Any] | None]:
@@ -43,7 +51,7 @@ def claim(ref: manifests.PlanRef, spec: PlanSpec) -> tuple[str | None, dict[str,
 
 
 #: kinds whose attempt is an object in the cluster (a Job, a child Plan)
-WITH_OBJECT = ("shell", "tool", "capsule")
+WITH_OBJECT = ("shell", "script", "tool", "capsule")
 
 
 def in_flight(run: Run, previous: dict[str, Any], now: float) -> list[InFlight] | None:

@@ -86,7 +86,7 @@ def view(plan: Obj | None, now: float) -> PlanView | None:
     if slots.is_child(plan):  # no re-run, no retry: its runs are its parent's
         meta, status = retrying.child_requests(plan, status, told)
     generation = int(meta.get("generation", 1))
-    rerun = (meta.get("annotations") or {}).get(manifests.ANNOTATION_RERUN, "")
+    rerun = (meta.get("annotations") or {}).get(names.ANNOTATION_RERUN, "")
     choice = retrying.choose(meta, status, generation, rerun)
     rid = choice.rid
     before = status.get("run") or {}

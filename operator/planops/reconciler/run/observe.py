@@ -7,7 +7,10 @@ controller follows that; a container of a `restartPolicy: Never` pod that exited
 again). A failure is never read from a pod that has not ended, and a pod being deleted waits for
 the Job's verdict; its error is made readable from the pod: exit code, OOMKilled, deadline.
 A pod that cannot start (image pull, bad config) would otherwise sit until the deadline (Argo's
-"stuck Running" complaint): it fails the attempt at once, with the kubelet's reason.
+"stuck Running" complaint): it fails the attempt at once, with the kubelet's reason; so does one
+whose step container waits for a service (a sidecar, kube.step_pod) that cannot start or keeps
+crashing before it is ready. Sidecars are init containers: `containerStatuses` hold the step's
+container alone, so "its one container exited 0" settles a pod with services too.
 
 Never raises on what it reads: labels, annotations (and a child Plan's status) can be written by
 anyone allowed to edit the objects. An object whose labels do not name an attempt of ours (no
@@ -23,9 +26,10 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from planops.api.names import LABEL_ATTEMPT, LABEL_STEP
 from planops.engine.delegation import delegated_output
 from planops.engine.report import parse_rfc3339
-from planops.kube.manifests import LABEL_ATTEMPT, LABEL_STEP, full_value
+from planops.kube.manifests import full_value
 
 Obj = dict[str, Any]
 
@@ -172,6 +176,35 @@ def _pod_succeeded(pod: Obj | None) -> bool:
     )
 
 
+#: a service that keeps failing before it is ready: the step's container would never start
+SERVICE_CRASHING = "CrashLoopBackOff"
+#: why the step's container waits while its pod's init containers (its services) start
+WAITS_FOR_SERVICES = "PodInitializing"
+
+
+def _service_stuck(pod: Obj | None) -> str | None:
+    """Why the step's container will never start, when a service of its pod (a sidecar: an
+    init container, kube.step_pod) cannot start (its image, its config) or keeps crashing
+    before it is ready, while the step's container waits for it (it has not started: it would
+    otherwise sit until its deadline, with no word of the service)."""
+    step = _obj(_obj(_container(pod).get("state")).get("waiting"))
+    if step.get("reason") != WAITS_FOR_SERVICES:
+        return None
+    for c in _list(_obj(_obj(pod).get("status")).get("initContainerStatuses")):
+        waiting = _obj(_obj(_obj(c).get("state")).get("waiting"))
+        reason = waiting.get("reason")
+        if reason in CANNOT_START or reason == SERVICE_CRASHING:
+            what = (
+                "keeps crashing before it is ready"
+                if reason == SERVICE_CRASHING
+                else "cannot start"
+            )
+            message = _text(waiting.get("message")) or ""
+            service = _text(_obj(c).get("name")) or "?"
+            return f"service {service} {what}: {reason}: {message[:300]}".rstrip(": ")
+    return None
+
+
 def _disruption(pod: Obj | None) -> Obj | None:
     for c in _list(_obj(_obj(pod).get("status")).get("conditions")):
         if (
@@ -251,6 +284,8 @@ def job_attempt(job: Obj, pod: Obj | None) -> Observed | None:
     if waiting.get("reason") in CANNOT_START:
         error = f"cannot start: {waiting['reason']}: {waiting.get('message', '')}".rstrip(": ")
         return replace(seen, status="failed", error=error, stuck=True)
+    if (stuck := _service_stuck(pod)) is not None:
+        return replace(seen, status="failed", error=stuck, stuck=True)
     return seen
 
 
@@ -308,7 +343,7 @@ def pod_event_matters(event_type: str | None, pod: Obj) -> bool:
     state = _obj(_container(pod).get("state"))
     if _obj(state.get("waiting")).get("reason") in CANNOT_START:
         return True
-    return bool(state.get("terminated"))
+    return bool(state.get("terminated")) or _service_stuck(pod) is not None
 
 
 def child_attempt(child: Obj) -> Observed | None:

@@ -7,19 +7,21 @@ Why these rules:
 - A retry is asked for once per token: the status records the token each run started with
   (`run.retry`), so the same annotation never starts a second retry, and one that was present
   when a run started for another reason (a new generation, a re-run) is no request.
-- Its run id is derived from the run it retries and the token (`retry_run_id`), and a run that
-  is under way keeps its id (`run.id`), so a restarted operator continues the same run. A run id
-  is never used twice within a Plan: an earlier run's PlanReports, history entry and archive row
-  are keyed by it, and a second run of that id would replace the first's or never be archived.
-  So a token used again (t1, t2, t1) names a new run (it retries another run), a re-run value
-  cannot spell a retry's id (another hash input), and a retry whose id the status already knows
-  (current run or history) is refused.
-- Every new run (a generation, a re-run, a retry) counts one more in `run.serial`, and a full
-  run's id hashes that number (manifests.run_id): a re-run value used again, or the annotation
-  taken away, is a new run under a new id, never an earlier run's again (its answers, its
-  history entry, its PlanReports and its archive row stay its own). The count lives in the
-  status, which only the operator writes, and is derived from it alone: a restarted operator or
-  a new leader that reads the same status computes the same id.
+- Its run id is derived from the run it retries and the run's number (`retry_run_id`), and a
+  run that is under way keeps its id (`run.id`), so a restarted operator continues the same run.
+  A run id is never used twice within a Plan: an earlier run's PlanReports, history entry and
+  archive row are keyed by it, and a second run of that id would replace the first's or never
+  be archived (its `status.archived` mark already said so).
+- Every new run (a generation, a re-run, a retry) counts one more in `run.serial`, and its id
+  hashes that number (manifests.run_id; a retry's also the run it retries, and another prefix,
+  so no full run's id spells it): a re-run value or a token used again, or the annotation taken
+  away, is a new run under a new id, never an earlier run's again (its answers, its history
+  entry, its PlanReports and its archive row stay its own). Nothing an author writes is hashed:
+  a run id is ten hex digits (40 bits), and with the re-run value or the token in the hash an
+  author could search for one that names an id the Plan had. An id the status knows (the
+  current run, the history) is skipped by counting on, should ten digits collide by chance.
+  The count lives in the status, which only the operator writes, and is derived from it alone:
+  a restarted operator or a new leader that reads the same status computes the same id.
 - It waits for the run it retries to end: a token written while a run is under way is taken up
   when that run ends.
 - The earlier run's records are read before anything of it is stopped (its PlanReports go when
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,8 +62,6 @@ class Request:
     token: str
     from_step: str | None
     of_run: str
-    #: why it is refused before anything is read (its run id is one the Plan already had)
-    refusal: str | None = None
 
 
 @dataclass(frozen=True)
@@ -113,10 +114,10 @@ def choose(meta: dict[str, Any], previous: dict[str, Any], generation: int, reru
         and before.get("generation") == generation
         and (before.get("rerun") or "") == token_of(rerun)
     )
-    number = {"serial": serial(previous) + 1}  # a new run's: one more than the status counts
+    uid, known = meta["uid"], set(run_history.run_ids(previous))
     if not same:  # a new generation or re-run: a full run; the annotation is no request
-        rid = manifests.run_id(meta["uid"], generation, rerun, number["serial"])
-        return Choice(rid, number | ({"retry": token_of(value)} if value else {}))
+        n, rid = _new(lambda k: manifests.run_id(uid, generation, k), previous, known)
+        return Choice(rid, {"serial": n} | ({"retry": token_of(value)} if value else {}))
     kept = {
         k: before[k]
         for k in ("serial", "retry", "retryOf", "retryFrom", "ignored")
@@ -127,16 +128,21 @@ def choose(meta: dict[str, Any], previous: dict[str, Any], generation: int, reru
         unstarted = bool(before.get("retryOf")) and not before.get("startedAt")
         return Choice(str(before["id"]), kept, reseed=unstarted)
     token, from_step = parse(value)
-    new_rid = retry_run_id(meta["uid"], generation, rerun, str(before["id"]), token)
-    if new_rid in run_history.run_ids(previous):
-        why = f"its run id {new_rid} is one this Plan already ran (a run id is never used twice)"
-        return Choice(new_rid, kept, Request(token, from_step, str(before["id"]), why))
-    info = (
-        number
-        | {"retry": token, "retryOf": before["id"]}
-        | ({"retryFrom": from_step} if from_step else {})
+    of_run = str(before["id"])
+    n, new_rid = _new(lambda k: retry_run_id(uid, generation, of_run, k), previous, known)
+    info = {"serial": n, "retry": token, "retryOf": of_run} | (
+        {"retryFrom": from_step} if from_step else {}
     )
-    return Choice(new_rid, info, Request(token, from_step, str(before["id"])))
+    return Choice(new_rid, info, Request(token, from_step, of_run))
+
+
+def _new(name: Callable[[int], str], previous: dict[str, Any], known: set[str]) -> tuple[int, str]:
+    """A new run's number (one more than the status counts) and its id (`name` of the number),
+    counting on past an id the status knows (a chance collision of ten hex digits)."""
+    n = serial(previous) + 1
+    while (rid := name(n)) in known:
+        n += 1
+    return n, rid
 
 
 def child_requests(
@@ -171,11 +177,11 @@ def child_requests(
     return {**meta, "annotations": kept}, previous
 
 
-def retry_run_id(uid: str, generation: int, rerun: str, of_run: str, token: str) -> str:
-    """The id of the retry `token` of run `of_run`: 10 hex digits like every run id, hashed from
-    a JSON list (a run's own id hashes text that starts with the Plan's uid, never `[`), so no
-    re-run value spells it, and a token used again retries another run, under another id."""
-    text = json.dumps(["retry-of", uid, generation, rerun, of_run, token])
+def retry_run_id(uid: str, generation: int, of_run: str, serial: int) -> str:
+    """The id of a retry of run `of_run` that is the Plan's run number `serial`: 10 hex digits
+    like every run id, hashed from a JSON list of its own prefix (a full run's starts with
+    `["run"`), with nothing an author writes (not the token: the module's docstring)."""
+    text = json.dumps(["retry-of", uid, generation, of_run, serial])
     return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
@@ -229,8 +235,6 @@ def seed(
         return _reseed(choice, previous, spec if not errors else None, earlier)
     assert request is not None
     try:
-        if request.refusal:
-            raise RetryRefused(request.refusal)
         if spec is None or errors or earlier is None:  # refused before anything runs
             raise RetryRefused(
                 f"the plan is refused now, nothing runs: {'; '.join(str(e) for e in errors[:3])}"
@@ -282,6 +286,6 @@ def retried(choice: Choice, previous: dict[str, Any]) -> str | None:
     what a retry reads before it decides (effects.reads)."""
     if choice.reseed:
         return str((previous.get("run") or {}).get("retryOf"))
-    if choice.request is not None and not choice.request.refusal:
+    if choice.request is not None:
         return choice.request.of_run
     return None

@@ -27,7 +27,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from planops.api.crd import MAX_STEPS, SPEC_BUDGET
+from planops.api.limits import MAX_STEPS, SPEC_BUDGET
 from planops.api.names import Phase
 from planops.api.status_model import Condition, PlanStatus, RefusedAttempt
 from planops.engine import AttemptFact, PlanError, Report, outputs

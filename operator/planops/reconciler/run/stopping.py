@@ -16,10 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
-from planops.api import PlanSpec
+from planops.api import PlanSpec, names
 from planops.engine import finally_steps
 from planops.engine.report import Halt
-from planops.kube import manifests
 from planops.reconciler.run.observe import Observed
 
 deadline = finally_steps.deadline
@@ -29,10 +28,10 @@ def cancel_of(annotations: Mapping[str, str]) -> tuple[str, bool] | None:
     """The cancel the Plan asks for: (its text, whether the finally steps run after it), or
     None. A plain cancel wins over one that runs the finally steps: it is how a cleanup that
     runs too long is stopped too."""
-    plain = annotations.get(manifests.ANNOTATION_CANCEL)
+    plain = annotations.get(names.ANNOTATION_CANCEL)
     if plain:
         return str(plain), False
-    run_finally = annotations.get(manifests.ANNOTATION_CANCEL_RUN_FINALLY)
+    run_finally = annotations.get(names.ANNOTATION_CANCEL_RUN_FINALLY)
     if run_finally:
         return str(run_finally), True
     return None

@@ -20,21 +20,20 @@ from pydantic import ValidationError
 
 from planops.api import API_VERSION, names
 from planops.api.documents import problems_of
-from planops.api.names import Phase
-from planops.api.schedule_models import ClusterScheduledPlanSpec, ScheduledPlanSpec
-from planops.engine import PlanError
-from planops.engine import schedule as rules
-from planops.engine.report import parse_rfc3339, rfc3339
-from planops.kube.manifests import (
+from planops.api.names import (
     ANNOTATION_AUTHOR,
     ANNOTATION_SCHEDULED_TIME,
     LABEL_CLUSTER_SCHEDULED_BY,
     LABEL_SCHEDULED_BY,
-    MANAGED_BY,
     RESERVED_ANNOTATIONS,
     RESERVED_LABELS,
-    label_value,
+    Phase,
 )
+from planops.api.schedule_models import ClusterScheduledPlanSpec, ScheduledPlanSpec
+from planops.engine import PlanError
+from planops.engine import schedule as rules
+from planops.engine.report import parse_rfc3339, rfc3339
+from planops.kube.manifests import MANAGED_BY, label_value
 from planops.reconciler.effects.intents import Told
 from planops.reconciler.history import retention
 from planops.reconciler.history.retention import Archived

@@ -205,7 +205,7 @@
         inner.map((r) => h("tr", {}, td(r.stepId), td(r.status), td(r.attempts),
           td(cut(String(r.error || r.output || ""), 80)), h("td", {}, view.earlier ? "" : logButtons(state, r.stepId, 1, load))))));
     }
-    if (!view.earlier && ["shell", "tool", "capsule"].includes(n.kind)) {
+    if (!view.earlier && ["shell", "script", "tool", "capsule"].includes(n.kind)) {
       out.push(h("h2", {}, "Log"), logButtons(state, n.id, attempts, load));
     }
     if (state.log && (state.log.step === n.id || state.log.step.startsWith(n.id + "."))) {

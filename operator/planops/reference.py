@@ -1,9 +1,12 @@
 """docs/reference.md, generated from the CRD schemas (planops.api.crd), so the reference can never
-miss a field or describe one that does not exist: `python -m planops.api.reference`.
+miss a field or describe one that does not exist: `python -m planops.reference`.
 
 Each field gets its path, type, the seed it comes from, and its description (the same text
 `kubectl explain` shows); the plan language's fields also get an example. A field added to the
 CRD without a seed or an example here fails the generator (and tests/unit/test_reference_doc.py).
+
+Outside planops.api because its limits section quotes the engine's (a run's budgets): the plan
+language's package imports nothing of the engine. No runtime code imports it (import-linter).
 """
 
 from __future__ import annotations
@@ -13,8 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from planops.api import crd, names
-from planops.api.plan_schema import HISTORY_ENTRIES_MAX
+from planops.api import crd, limits, names
+from planops.api.limits import HISTORY_ENTRIES_MAX
 from planops.engine import budget
 from planops.engine.bodies import MAX_RECORDS
 
@@ -40,6 +43,10 @@ SEED: dict[str, str] = {
     "steps[].tool": "1",
     "steps[].shell": "1",
     "steps[].capsule": "1",
+    "steps[].script": "planops",
+    "steps[].interpreter": "planops",
+    "steps[].env": "planops",
+    "steps[].volumeMounts": "planops",
     "steps[].input": "1",
     "steps[].exit": "2",
     "steps[].filter": "2",
@@ -80,6 +87,13 @@ EXAMPLE: dict[str, Any] = {
     "steps[].tool": "repo-files",
     "steps[].shell": "make test",
     "steps[].capsule": "release",
+    "steps[].script": "set -eu\nmake test 2>&1 | tee test.log\n",
+    "steps[].interpreter": "bash",
+    "steps[].env": [
+        {"name": "TARGET", "value": "{{input.env}}"},
+        {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "ci", "key": "token"}}},
+    ],
+    "steps[].volumeMounts": [{"name": "cache", "mountPath": "/cache"}],
     "steps[].input": {"path": "$list.output", "env": "{{input.env}}"},
     "steps[].exit": {
         "when": {"value": "{{input.dry}}", "op": "eq", "to": True},
@@ -121,8 +135,10 @@ EXAMPLE: dict[str, Any] = {
 
 
 def _type(s: Schema) -> str:
+    if s.get("x-kubernetes-int-or-string"):
+        return "integer or string"
     if s.get("x-kubernetes-preserve-unknown-fields") and "properties" not in s:
-        return "object (free)"
+        return "object (free)" if s.get("type") == "object" else "any"
     t = s.get("type", "any")
     if t == "array":
         return f"list of {_type(s.get('items', {}))}"
@@ -176,8 +192,8 @@ def render() -> str:
     cap = crd.capsule_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"][
         "spec"
     ]
-    sched = crd._scheduled_crd(False)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    csched = crd._scheduled_crd(True)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    sched = crd.scheduled_crd(False)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    csched = crd.scheduled_crd(True)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     cap = {**cap, "properties": {k: v for k, v in cap["properties"].items() if k != "plan"}}
     report = crd.plan_report_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     status = crd.plan_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
@@ -193,7 +209,7 @@ def render() -> str:
     lines = [
         "# Reference: every field of the planops resources",
         "",
-        "Generated from the CRD schemas by `python -m planops.api.reference` (a test keeps it",
+        "Generated from the CRD schemas by `python -m planops.reference` (a test keeps it",
         "current); the descriptions are what `kubectl explain plan.spec.steps` shows. Seed: the",
         "layer of the language a field comes from (1 = the core: steps, dependsOn, onError,",
         "references, the report; 2 = input schema, templates, control steps, output; planops =",
@@ -291,8 +307,8 @@ def render() -> str:
         "",
         "## Limits",
         "",
-        f"- A Plan has at most {crd.MAX_STEPS:,} literal steps (`spec.steps` maxItems), and its "
-        f"`spec` takes at most {crd.SPEC_BUDGET >> 10} KiB",
+        f"- A Plan has at most {limits.MAX_STEPS:,} literal steps (`spec.steps` maxItems), and its "
+        f"`spec` takes at most {limits.SPEC_BUDGET >> 10} KiB",
         "  as stored JSON: the status shares the object, and etcd stores at most 1.5 MiB.",
         f"- A run records at most {MAX_RECORDS:,} steps, body steps included, and writes at most "
         f"{budget.RUN_REPORT_BYTES >> 20} MiB of PlanReports, which comes first for small "
@@ -326,6 +342,14 @@ def render() -> str:
         "  records sums them up, and a whole run's body steps get at most 200 Events of "
         "their own (every step keeps",
         "  its line in the operator's log).",
+        "- A check of a JSON Schema made while a plan runs (a tool's input at dispatch, an "
+        "answer to an",
+        "  ask) takes at most 10,000 evaluation steps (`engine.jsonschemas.RUN_STEPS`, counted "
+        "the same by",
+        "  every executor), and a tool's input is at most 131,057 bytes as JSON (Linux refuses "
+        "a longer",
+        "  `PLANOPS_INPUT`): past either the attempt is `call denied`, the answer rejected",
+        "  ([plan language](plan-language.md#a-tools-input-its-inputschema)).",
         "- `kubectl-plan validate` and `run --local` take plans of any size.",
         "",
     ]
@@ -333,6 +357,9 @@ def render() -> str:
 
 
 if __name__ == "__main__":
+    if any(arg.startswith("-") for arg in sys.argv[1:]) or len(sys.argv) > 2:
+        # an option is never a file: `--help` once left a file named --help behind
+        sys.exit("usage: python -m planops.reference [FILE] (default: docs/reference.md)")
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/reference.md")
     out.write_text(render())
     print(out)
