@@ -17,11 +17,9 @@ is refused, anything else = retry on the next reconcile).
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any, cast
-from urllib.parse import quote
 
 import aiohttp
 
@@ -29,9 +27,12 @@ from planops.api.documents import API_GROUP
 from planops.kube import credentials as credentials_
 from planops.kube import jsontext, loglines
 from planops.kube import kubeconfig as kubeconfig_
+from planops.kube.paths import core as _core
+from planops.kube.paths import custom as _custom
+from planops.kube.paths import jobs as _jobs
+from planops.kube.paths import leases as _leases
 from planops.kube.transport import Query, Transport
 
-VERSION = "v1alpha1"
 Obj = dict[str, Any]
 
 
@@ -58,6 +59,10 @@ class ApiError(Exception):
             or "denied" in self.message.lower()
             or "policy" in self.message.lower()
         )
+
+
+class ListExpired(ApiError):  # noqa: N818 - reads as the fact it is
+    """410 Gone on a list's next page: etcd compacted the revision the list started at."""
 
 
 class ConfigError(Exception):
@@ -95,38 +100,6 @@ async def _json(resp: aiohttp.ClientResponse) -> Any:
 
 async def _obj(resp: aiohttp.ClientResponse) -> Obj:
     return cast(Obj, await _json(resp))
-
-
-def _name(name: str) -> str:
-    return quote(name, safe="")
-
-
-def _custom(plural: str, namespace: str | None, name: str | None = None, sub: str = "") -> str:
-    path = f"/apis/{API_GROUP}/{VERSION}"
-    if namespace is not None:
-        path += f"/namespaces/{_name(namespace)}"
-    path += f"/{plural}"
-    if name is not None:
-        path += f"/{_name(name)}"
-    return path + (f"/{sub}" if sub else "")
-
-
-def _core(kind: str, namespace: str, name: str | None = None, sub: str = "") -> str:
-    path = f"/api/v1/namespaces/{_name(namespace)}/{kind}"
-    if name is not None:
-        path += f"/{_name(name)}"
-    return path + (f"/{sub}" if sub else "")
-
-
-def _jobs(namespace: str, name: str | None = None) -> str:
-    return f"/apis/batch/v1/namespaces/{_name(namespace)}/jobs" + (
-        f"/{_name(name)}" if name else ""
-    )
-
-
-def _leases(namespace: str, name: str | None = None) -> str:
-    path = f"/apis/coordination.k8s.io/v1/namespaces/{_name(namespace)}/leases"
-    return path + (f"/{_name(name)}" if name else "")
 
 
 #: Deletions leave the children to the garbage collector (the API's default for Jobs orphans
@@ -173,6 +146,18 @@ class Kube:
         whole, as client-go's pager does: a consistent list is all a caller can use."""
         hold = keep or (lambda o: o)
         items: list[Obj] = []
+        try:
+            await self.list_pages(path, lambda o: items.append(hold(o)), **query)
+        except ListExpired:
+            page = await _json(await self.api.request("GET", path, query=query))
+            return [hold(o) for o in page["items"] or []]
+        return items
+
+    async def list_pages(self, path: str, each: Callable[[Obj], None], **query: str | None) -> str:
+        """Hand every object at `path` to `each`, LIST_PAGE at a time, as its page arrives; the
+        list's resourceVersion (every page is of that one snapshot: a watch from it misses
+        nothing and repeats nothing). A continue token that expired between pages raises
+        ListExpired (410): the caller lists again (kube.informer) or whole (_list)."""
         token: str | None = None
         while True:
             try:
@@ -182,14 +167,15 @@ class Kube:
                     )
                 )
             except ApiError as e:
-                if e.status != 410 or token is None:
-                    raise
-                page = await _json(await self.api.request("GET", path, query=query))
-                return [hold(o) for o in page["items"] or []]
-            items += [hold(o) for o in page["items"] or []]
-            token = (page.get("metadata") or {}).get("continue") or None
+                if e.status == 410 and token is not None:
+                    raise ListExpired(e.status, e.reason, e.message) from None
+                raise
+            for obj in page.get("items") or []:
+                each(obj)
+            meta = page.get("metadata") or {}
+            token = meta.get("continue") or None
             if token is None:
-                return items
+                return str(meta.get("resourceVersion") or "")
 
     async def _create(self, path: str, body: Obj) -> Obj:
         return await _obj(await self.api.request("POST", path, body=body))
@@ -294,19 +280,31 @@ class Kube:
             if not e.not_found:
                 raise
 
-    async def watch_plan(
+    def watch_plan(
         self, namespace: str, name: str, resource_version: str | None, timeout_seconds: int = 240
     ) -> AsyncGenerator[tuple[str, Obj], None]:
-        """The watch events of one Plan after `resource_version`, as (type, object): ADDED,
-        MODIFIED, DELETED, BOOKMARK. It ends when the server closes the watch (after
-        `timeout_seconds`): watch again from the last resourceVersion seen. An ERROR event
+        """The watch events of one Plan after `resource_version` (watch)."""
+        selector = f"metadata.name={name}"
+        path = _custom("plans", namespace)
+        return self.watch(path, resource_version, timeout_seconds, fieldSelector=selector)
+
+    async def watch(
+        self,
+        path: str,
+        resource_version: str | None,
+        timeout_seconds: int = 240,
+        **query: str | None,
+    ) -> AsyncGenerator[tuple[str, Obj], None]:
+        """The watch events of the collection at `path` after `resource_version`, as (type,
+        object): ADDED, MODIFIED, DELETED, BOOKMARK. It ends when the server closes the watch
+        (after `timeout_seconds`): watch again from the last resourceVersion seen. An ERROR event
         (410 Gone: that version is too old) is raised as ApiError. Close it (`aclosing`) when
         leaving it early: that releases the connection."""
         resp = await self.api.request(
             "GET",
-            _custom("plans", namespace),
+            path,
             query={
-                "fieldSelector": f"metadata.name={name}",
+                **query,
                 "watch": True,
                 "allowWatchBookmarks": True,
                 "resourceVersion": resource_version,
@@ -494,7 +492,3 @@ class Kube:
 
     async def create_event(self, namespace: str, body: Obj) -> None:
         await _json(await self.api.request("POST", _core("events", namespace), body=body))
-
-
-def dumps(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"), sort_keys=True)
