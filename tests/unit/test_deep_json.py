@@ -116,8 +116,8 @@ def test_our_clients_answers_are_read_through_the_bounded_reader():
     class Response:
         status = 200
 
-        async def json(self, content_type=None, loads=json.loads):
-            return loads(listing(1200))
+        async def read(self):
+            return listing(1200).encode()
 
         def release(self):
             pass

@@ -15,6 +15,7 @@ import pytest
 from planops.handlers.config import Config
 from planops.handlers.wiring import Operator
 from planops.kube import informer as informer_
+from planops.kube import jsontext
 from planops.kube.client import ApiError
 from planops.kube.informer import JOBS, NAMESPACES, Informer
 from planops.kube.manifests import LABEL_PLAN, LABEL_RUN
@@ -45,9 +46,13 @@ class Api:
         self.lists, self.watches = lists, watches
         self.requests: list[tuple[str, str, str | None, dict[str, Any]]] = []
         self.idle = asyncio.Event()  # set once a watch waits past the scripts
+        self.readers: set[Any] = set()  # how the answers were to be read
 
-    async def list_pages(self, path: str, each: Callable[[Obj], None], **query: Any) -> str:
+    async def list_pages(
+        self, path: str, each: Callable[[Obj], None], query: Any, loads: Any = None
+    ) -> str:
         self.requests.append(("list", path, None, query))
+        self.readers.add(loads)
         answer = self.lists.pop(0)
         if isinstance(answer, Exception):
             raise answer
@@ -57,9 +62,10 @@ class Api:
         return str(version)
 
     async def watch(
-        self, path: str, version: str | None, timeout: int, **query: Any
+        self, path: str, version: str | None, query: Any, timeout: int = 0, loads: Any = None
     ) -> AsyncGenerator[tuple[str, Obj], None]:
         self.requests.append(("watch", path, version, query))
+        self.readers.add(loads)
         if not self.watches:
             self.idle.set()
             await asyncio.Event().wait()
@@ -107,6 +113,8 @@ def test_it_lists_hands_each_object_on_syncs_and_watches_from_the_lists_version(
         {"labelSelector": LABEL_PLAN},
     )
     assert [(w[0], w[2]) for w in watches] == [("watch", "7"), ("watch", "8")]
+    # a Job's fields are all typed: read by orjson (a Plan's any JSON is read by jsontext.loads)
+    assert api.readers == {jsontext.loads_typed}
 
 
 def test_a_watch_the_server_ends_resumes_from_the_last_version_seen_bookmarks_too():
@@ -200,7 +208,7 @@ def test_the_queues_start_only_once_the_informers_have_listed(monkeypatch):
         listed = asyncio.Event()
         api = Api([], [])
 
-        async def list_pages(path: str, each: Callable[[Obj], None], **query: Any) -> str:
+        async def list_pages(path: str, each: Callable[[Obj], None], query: Any, *_: Any) -> str:
             api.requests.append(("list", path, None, query))
             await listed.wait()
             return "1"

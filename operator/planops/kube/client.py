@@ -34,6 +34,7 @@ from planops.kube.paths import leases as _leases
 from planops.kube.transport import Query, Transport
 
 Obj = dict[str, Any]
+Loads = Callable[[bytes], Any]
 
 
 class ApiError(Exception):
@@ -83,7 +84,7 @@ LIST_PAGE = 500
 LOG_CHUNK = 64 << 10
 
 
-async def _json(resp: aiohttp.ClientResponse) -> Any:
+async def _json(resp: aiohttp.ClientResponse, loads: Loads = jsontext.loads) -> Any:
     try:
         if resp.status >= 300:
             try:
@@ -93,7 +94,8 @@ async def _json(resp: aiohttp.ClientResponse) -> Any:
             except ValueError:  # not JSON: report the raw text
                 body = {"reason": resp.reason or "", "message": (await resp.text())[:2000]}
             raise ApiError(resp.status, str(body.get("reason", "")), str(body.get("message", "")))
-        return await resp.json(content_type=None, loads=jsontext.loads)
+        body = await resp.read()
+        return loads(body) if body.strip() else None
     finally:
         resp.release()
 
@@ -140,32 +142,30 @@ class Kube:
     async def _list(
         self, path: str, keep: Callable[[Obj], Obj] | None = None, **query: str | None
     ) -> list[Obj]:
-        """Every object at `path`, listed LIST_PAGE at a time, each passed through `keep` (what
-        the caller holds of it) as its page arrives. A continue token that expired between pages
-        (410 Gone: etcd compacted the revision the list started at) restarts the list once,
+        """Every object at `path` (list_pages), each passed through `keep` (what the caller
+        holds of it) as its page arrives. An expired continue token restarts the list once,
         whole, as client-go's pager does: a consistent list is all a caller can use."""
         hold = keep or (lambda o: o)
         items: list[Obj] = []
         try:
-            await self.list_pages(path, lambda o: items.append(hold(o)), **query)
+            await self.list_pages(path, lambda o: items.append(hold(o)), query)
         except ListExpired:
             page = await _json(await self.api.request("GET", path, query=query))
             return [hold(o) for o in page["items"] or []]
         return items
 
-    async def list_pages(self, path: str, each: Callable[[Obj], None], **query: str | None) -> str:
-        """Hand every object at `path` to `each`, LIST_PAGE at a time, as its page arrives; the
-        list's resourceVersion (every page is of that one snapshot: a watch from it misses
-        nothing and repeats nothing). A continue token that expired between pages raises
-        ListExpired (410): the caller lists again (kube.informer) or whole (_list)."""
+    async def list_pages(
+        self, path: str, each: Callable[[Obj], None], query: Query, loads: Loads = jsontext.loads
+    ) -> str:
+        """Hand every object at `path` to `each`, LIST_PAGE at a time (only one page is ever
+        whole), as its page arrives; the list's resourceVersion (every page is of that one
+        snapshot: a watch from it misses nothing and repeats nothing). A continue token that
+        expired between pages (410: etcd compacted the list's revision) raises ListExpired."""
         token: str | None = None
         while True:
+            paged = {**query, "limit": LIST_PAGE, "continue": token}
             try:
-                page = await _json(
-                    await self.api.request(
-                        "GET", path, query={**query, "limit": LIST_PAGE, "continue": token}
-                    )
-                )
+                page = await _json(await self.api.request("GET", path, query=paged), loads)
             except ApiError as e:
                 if e.status == 410 and token is not None:
                     raise ListExpired(e.status, e.reason, e.message) from None
@@ -284,47 +284,41 @@ class Kube:
         self, namespace: str, name: str, resource_version: str | None, timeout_seconds: int = 240
     ) -> AsyncGenerator[tuple[str, Obj], None]:
         """The watch events of one Plan after `resource_version` (watch)."""
-        selector = f"metadata.name={name}"
-        path = _custom("plans", namespace)
-        return self.watch(path, resource_version, timeout_seconds, fieldSelector=selector)
+        query = {"fieldSelector": f"metadata.name={name}"}
+        return self.watch(_custom("plans", namespace), resource_version, query, timeout_seconds)
 
     async def watch(
         self,
         path: str,
         resource_version: str | None,
+        query: Query,
         timeout_seconds: int = 240,
-        **query: str | None,
+        loads: Loads = jsontext.loads,
     ) -> AsyncGenerator[tuple[str, Obj], None]:
         """The watch events of the collection at `path` after `resource_version`, as (type,
-        object): ADDED, MODIFIED, DELETED, BOOKMARK. It ends when the server closes the watch
-        (after `timeout_seconds`): watch again from the last resourceVersion seen. An ERROR event
-        (410 Gone: that version is too old) is raised as ApiError. Close it (`aclosing`) when
-        leaving it early: that releases the connection."""
-        resp = await self.api.request(
-            "GET",
-            path,
-            query={
-                **query,
-                "watch": True,
-                "allowWatchBookmarks": True,
-                "resourceVersion": resource_version,
-                "timeoutSeconds": timeout_seconds,
-            },
-            # no total: the server ends the watch; silence longer than that is a dead connection
-            timeout=aiohttp.ClientTimeout(total=None, sock_read=timeout_seconds + 30),
-        )
+        object): ADDED, MODIFIED, DELETED, BOOKMARK, each read by `loads`. It ends when the
+        server closes the watch (after `timeout_seconds`): watch again from the last
+        resourceVersion seen. An ERROR event (410 Gone: that version is too old) is raised as
+        ApiError. Close it (`aclosing`) when leaving it early: that releases the connection."""
+        watching = {
+            **query,
+            "watch": True,
+            "allowWatchBookmarks": True,
+            "resourceVersion": resource_version,
+            "timeoutSeconds": timeout_seconds,
+        }
+        # no total: the server ends the watch; silence longer than that is a dead connection
+        timeout = aiohttp.ClientTimeout(total=None, sock_read=timeout_seconds + 30)
+        resp = await self.api.request("GET", path, query=watching, timeout=timeout)
         if resp.status >= 300:
             await _json(resp)  # raises ApiError
         try:
             while line := await resp.content.readline():
-                event = jsontext.loads(line)
+                event = loads(line)
                 kind, obj = str(event.get("type", "")), event.get("object") or {}
                 if kind == "ERROR":
-                    raise ApiError(
-                        int(obj.get("code") or 500),
-                        str(obj.get("reason", "")),
-                        str(obj.get("message", "")),
-                    )
+                    code, reason = int(obj.get("code") or 500), str(obj.get("reason", ""))
+                    raise ApiError(code, reason, str(obj.get("message", "")))
                 yield kind, obj
         finally:
             resp.release()

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from planops.kube import jsontext
 from planops.kube.client import UNREACHABLE, ApiError, Kube
 
 log = logging.getLogger("planops.informer")
@@ -50,6 +51,8 @@ class Resource:
     base: str
     plural: str
     namespaced: bool = True
+    #: how its JSON is read: every built-in kind's field is typed (jsontext.loads_typed)
+    loads: Callable[[bytes], Any] = jsontext.loads_typed
 
     def path(self, namespace: str | None) -> str:
         if namespace is None or not self.namespaced:
@@ -149,7 +152,7 @@ class Informer:
             seen(None, obj)
 
         path = self.resource.path(self.namespace)
-        version = await self.kube.list_pages(path, each, **self._query())
+        version = await self.kube.list_pages(path, each, self._query(), self.resource.loads)
         if self.relisted is not None:
             self.relisted(names)
         self._synced.set()
@@ -160,7 +163,8 @@ class Informer:
         self.watches += 1
         path = self.resource.path(self.namespace)
         seen = self.seen
-        events = self.kube.watch(path, self.version, WATCH_SECONDS, **self._query())
+        loads = self.resource.loads
+        events = self.kube.watch(path, self.version, self._query(), WATCH_SECONDS, loads)
         async with aclosing(events):
             async for kind, obj in events:
                 version = (obj.get("metadata") or {}).get("resourceVersion")
