@@ -180,24 +180,23 @@ def synced(memo: kopf.Memo, **_: Any) -> bool:
 # -- the planops kinds' events, to the operator ------------------------------------------------
 
 
-@kopf.on.event(GROUP, VERSION, "plans", registry=REGISTRY)
-async def plan_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
-    memo.operator.plan_event(event["type"], dict(event["object"]))
+#: each planops kind kopf watches, and the Operator's method its events go to
+WATCHED = {
+    "plans": "plan_event",
+    "capsules": "capsule_event",
+    "scheduledplans": "scheduled_event",
+    "clusterscheduledplans": "cluster_scheduled_event",
+}
 
 
-@kopf.on.event(GROUP, VERSION, "capsules", registry=REGISTRY)
-async def capsule_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
-    memo.operator.capsule_event(event["type"], dict(event["object"]))
+def _forward(plural: str, method: str) -> None:
+    @kopf.on.event(GROUP, VERSION, plural, id=method, registry=REGISTRY)
+    async def forward(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+        getattr(memo.operator, method)(event["type"], dict(event["object"]))
 
 
-@kopf.on.event(GROUP, VERSION, "scheduledplans", registry=REGISTRY)
-async def scheduled_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
-    memo.operator.scheduled_event(event["type"], dict(event["object"]))
-
-
-@kopf.on.event(GROUP, VERSION, "clusterscheduledplans", registry=REGISTRY)
-async def cluster_scheduled_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
-    memo.operator.cluster_scheduled_event(event["type"], dict(event["object"]))
+for _plural, _method in WATCHED.items():
+    _forward(_plural, _method)
 
 
 # -- the admission webhook ------------------------------------------------------------------------
