@@ -11,7 +11,6 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-import kopf
 import pytest
 from pydantic import ValidationError
 
@@ -20,6 +19,7 @@ from planops.engine import Policy, Run, validate
 from planops.engine import dispatch as rules
 from planops.engine.shell_hints import shell_warnings
 from planops.handlers import webhook
+from planops.handlers.kopf_adapter import kopf
 from planops.reconciler import Reconciler
 
 from .fakekube import FakeKube
@@ -480,7 +480,7 @@ def _admit(*steps: dict[str, Any]) -> list[str]:
         "spec": {"steps": list(steps)},
     }
     warnings: list[str] = []
-    memo = kopf.Memo(reconciler=Reconciler(kube))  # its judge: the webhook's
+    memo = kopf.Memo(operator=kopf.Memo(reconciler=Reconciler(kube)))  # its judge: the webhook's
     asyncio.run(handler.fn(body=body, memo=memo, operation="CREATE", warnings=warnings))
     return warnings
 

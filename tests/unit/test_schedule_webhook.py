@@ -7,10 +7,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import kopf
 import pytest
 
-from planops.handlers import webhook
+from planops.handlers import kopf_adapter, webhook
+from planops.handlers.kopf_adapter import kopf
 from planops.reconciler import Reconciler, ScheduleReconciler
 
 from .fakekube import FakeKube
@@ -84,16 +84,10 @@ def test_an_unknown_field_is_refused_naming_the_nearest():
 
 
 def webhook_handlers() -> dict[str, Any]:
-    """The webhook's handlers by id, registered as main registers them (a registry of their
-    own)."""
-    registry = kopf.OperatorRegistry()
-    previous = kopf.get_default_registry()
-    kopf.set_default_registry(registry)
-    try:
-        webhook.register()
-    finally:
-        kopf.set_default_registry(previous)
-    return {h.id: h for h in registry._webhooks.get_all_handlers()}
+    """The webhook's handlers by id, registered as main registers them (in the adapter's
+    registry)."""
+    kopf_adapter.register_webhook()
+    return {h.id: h for h in kopf_adapter.REGISTRY._webhooks.get_all_handlers()}
 
 
 def test_the_webhook_serves_each_kind_on_the_path_the_chart_names():
@@ -103,7 +97,7 @@ def test_the_webhook_serves_each_kind_on_the_path_the_chart_names():
         "scheduledplans": "scheduledplans",
         "clusterscheduledplans": "clusterscheduledplans",
     }
-    memo = kopf.Memo(schedule_judge=ScheduleReconciler(_api()))
+    memo = kopf.Memo(operator=kopf.Memo(schedule_judge=ScheduleReconciler(_api())))
     bad = scheduled("ClusterScheduledPlan", schedule="61 * * * *")
     with pytest.raises(kopf.AdmissionError, match="clusterscheduledplan refused, 1 error"):
         asyncio.run(handlers["clusterscheduledplans"].fn(body=bad, memo=memo, operation="CREATE"))

@@ -9,12 +9,12 @@ import asyncio
 import json
 from typing import Any
 
-import kopf
 import pytest
 
 from planops.cli import main as cli
 from planops.engine.shell_hints import shell_warnings
 from planops.handlers import webhook
+from planops.handlers.kopf_adapter import kopf
 from planops.reconciler import Reconciler
 
 from .fakekube import FakeKube
@@ -95,7 +95,7 @@ def _admit(body: dict[str, Any]) -> list[str]:
     )
 
     warnings: list[str] = []
-    memo = kopf.Memo(reconciler=Reconciler(kube))
+    memo = kopf.Memo(operator=kopf.Memo(reconciler=Reconciler(kube)))
     asyncio.run(handler.fn(body=body, memo=memo, operation="CREATE", warnings=warnings))
     return warnings
 

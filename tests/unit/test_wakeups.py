@@ -9,9 +9,6 @@ import asyncio
 import copy
 from typing import Any
 
-import kopf
-
-import planops.handlers  # noqa: F401  (registers the operator's handlers with kopf)
 from planops.kube.cache import RunObjects, WatchCache, slim_run_object
 from planops.reconciler.reconcile import Reconciler
 from planops.reconciler.run.observe import (
@@ -378,15 +375,6 @@ def test_a_later_generation_stops_the_objects_of_earlier_runs():
     r = Reconciler(kube, plans=plans, capsules=capsules)
     asyncio.run(r.reconcile("ns", "p"))
     assert kube.methods()[:3] == ["list_jobs", "list_plans", "list_pvcs"]
-
-
-def test_the_operator_has_no_change_detecting_handlers_so_it_needs_no_diff_base():
-    """handlers.NoDiffBase skips kopf's per-event deep copy: valid only while no handler reacts
-    to changes (on.create / update / resume / field, daemons, timers)."""
-    registry = kopf.get_default_registry()
-    assert list(registry._changing.get_all_handlers()) == []
-    assert list(registry._spawning.get_all_handlers()) == []
-    assert {h.id for h in registry._watching.get_all_handlers()} >= {"plan_event", "pod_event"}
 
 
 def test_a_running_plans_duration_alone_is_not_written_but_its_end_is():

@@ -16,6 +16,7 @@ from planops.reconciler import (
 @dataclass
 class Config:
     kubeconfig: str | None = None
+    namespaces: list[str] = field(default_factory=list)  # --namespace (names or patterns); [] all
     policy: Policy = field(default_factory=Policy)
     workers: int = 8
     metrics_port: int = 0

@@ -411,6 +411,15 @@ class RunObjects:
             if not held:
                 del runs[key]
 
+    def absent(self, kind: str, namespace: str | None, present: set[tuple[str, str]]) -> list[Obj]:
+        """What the cache holds of `kind` in `namespace` (None: in all) that a list holding
+        `present` (namespace, name) lacks: deleted while no watch ran (kube.informer)."""
+        return [
+            self._objects[kind][key][name]
+            for (k, ns, name), key in list(self._where.items())
+            if k == kind and namespace in (None, ns) and (ns, name) not in present
+        ]
+
     def of(self, kind: str, key: RunKey) -> list[Obj]:
         return list(self._objects[kind].get(key, {}).values())
 

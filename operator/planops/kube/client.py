@@ -18,11 +18,9 @@ Conflict = read again and decide again, anything passing = retry on the next rec
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any, cast
-from urllib.parse import quote
 
 import aiohttp
 
@@ -30,13 +28,17 @@ from planops.api.documents import API_GROUP
 from planops.kube import credentials as credentials_
 from planops.kube import jsontext, loglines
 from planops.kube import kubeconfig as kubeconfig_
-from planops.kube.errors import ApiError, causes_of
+from planops.kube.errors import ApiError, ErrorKind, ListExpired, causes_of
+from planops.kube.paths import core as _core
+from planops.kube.paths import custom as _custom
+from planops.kube.paths import jobs as _jobs
+from planops.kube.paths import leases as _leases
 from planops.kube.transport import Query, Transport
 
-__all__ = ["UNREACHABLE", "ApiError", "ConfigError", "Kube", "dumps"]
+__all__ = ["UNREACHABLE", "ApiError", "ConfigError", "Kube", "ListExpired"]
 
-VERSION = "v1alpha1"
 Obj = dict[str, Any]
+Loads = Callable[[bytes], Any]
 
 
 class ConfigError(Exception):
@@ -57,7 +59,7 @@ LIST_PAGE = 500
 LOG_CHUNK = 64 << 10
 
 
-async def _json(resp: aiohttp.ClientResponse) -> Any:
+async def _json(resp: aiohttp.ClientResponse, loads: Loads = jsontext.loads) -> Any:
     try:
         if resp.status >= 300:
             try:
@@ -72,45 +74,14 @@ async def _json(resp: aiohttp.ClientResponse) -> Any:
                 str(body.get("message", "")),
                 causes_of(body.get("details")),
             )
-        return await resp.json(content_type=None, loads=jsontext.loads)
+        body = await resp.read()
+        return loads(body) if body.strip() else None
     finally:
         resp.release()
 
 
 async def _obj(resp: aiohttp.ClientResponse) -> Obj:
     return cast(Obj, await _json(resp))
-
-
-def _name(name: str) -> str:
-    return quote(name, safe="")
-
-
-def _custom(plural: str, namespace: str | None, name: str | None = None, sub: str = "") -> str:
-    path = f"/apis/{API_GROUP}/{VERSION}"
-    if namespace is not None:
-        path += f"/namespaces/{_name(namespace)}"
-    path += f"/{plural}"
-    if name is not None:
-        path += f"/{_name(name)}"
-    return path + (f"/{sub}" if sub else "")
-
-
-def _core(kind: str, namespace: str, name: str | None = None, sub: str = "") -> str:
-    path = f"/api/v1/namespaces/{_name(namespace)}/{kind}"
-    if name is not None:
-        path += f"/{_name(name)}"
-    return path + (f"/{sub}" if sub else "")
-
-
-def _jobs(namespace: str, name: str | None = None) -> str:
-    return f"/apis/batch/v1/namespaces/{_name(namespace)}/jobs" + (
-        f"/{_name(name)}" if name else ""
-    )
-
-
-def _leases(namespace: str, name: str | None = None) -> str:
-    path = f"/apis/coordination.k8s.io/v1/namespaces/{_name(namespace)}/leases"
-    return path + (f"/{_name(name)}" if name else "")
 
 
 #: Deletions leave the children to the garbage collector (the API's default for Jobs orphans
@@ -151,29 +122,40 @@ class Kube:
     async def _list(
         self, path: str, keep: Callable[[Obj], Obj] | None = None, **query: str | None
     ) -> list[Obj]:
-        """Every object at `path`, listed LIST_PAGE at a time, each passed through `keep` (what
-        the caller holds of it) as its page arrives. A continue token that expired between pages
-        (410 Gone: etcd compacted the revision the list started at) restarts the list once,
+        """Every object at `path` (list_pages), each passed through `keep` (what the caller
+        holds of it) as its page arrives. An expired continue token restarts the list once,
         whole, as client-go's pager does: a consistent list is all a caller can use."""
         hold = keep or (lambda o: o)
         items: list[Obj] = []
+        try:
+            await self.list_pages(path, lambda o: items.append(hold(o)), query)
+        except ListExpired:
+            page = await _json(await self.api.request("GET", path, query=query))
+            return [hold(o) for o in page["items"] or []]
+        return items
+
+    async def list_pages(
+        self, path: str, each: Callable[[Obj], None], query: Query, loads: Loads = jsontext.loads
+    ) -> str:
+        """Hand every object at `path` to `each`, LIST_PAGE at a time (only one page is ever
+        whole), as its page arrives; the list's resourceVersion (every page is of that one
+        snapshot: a watch from it misses nothing and repeats nothing). A continue token that
+        expired between pages (410: etcd compacted the list's revision) raises ListExpired."""
         token: str | None = None
         while True:
+            paged = {**query, "limit": LIST_PAGE, "continue": token}
             try:
-                page = await _json(
-                    await self.api.request(
-                        "GET", path, query={**query, "limit": LIST_PAGE, "continue": token}
-                    )
-                )
+                page = await _json(await self.api.request("GET", path, query=paged), loads)
             except ApiError as e:
-                if e.status != 410 or token is None:
-                    raise
-                page = await _json(await self.api.request("GET", path, query=query))
-                return [hold(o) for o in page["items"] or []]
-            items += [hold(o) for o in page["items"] or []]
-            token = (page.get("metadata") or {}).get("continue") or None
+                if e.kind is ErrorKind.EXPIRED and token is not None:
+                    raise ListExpired(e.status, e.reason, e.message) from None
+                raise
+            for obj in page.get("items") or []:
+                each(obj)
+            meta = page.get("metadata") or {}
+            token = meta.get("continue") or None
             if token is None:
-                return items
+                return str(meta.get("resourceVersion") or "")
 
     async def _create(self, path: str, body: Obj) -> Obj:
         return await _obj(await self.api.request("POST", path, body=body))
@@ -255,39 +237,45 @@ class Kube:
             if not e.not_found:
                 raise
 
-    async def watch_plan(
+    def watch_plan(
         self, namespace: str, name: str, resource_version: str | None, timeout_seconds: int = 240
     ) -> AsyncGenerator[tuple[str, Obj], None]:
-        """The watch events of one Plan after `resource_version`, as (type, object): ADDED,
-        MODIFIED, DELETED, BOOKMARK. It ends when the server closes the watch (after
-        `timeout_seconds`): watch again from the last resourceVersion seen. An ERROR event
-        (410 Gone: that version is too old) is raised as ApiError. Close it (`aclosing`) when
-        leaving it early: that releases the connection."""
-        resp = await self.api.request(
-            "GET",
-            _custom("plans", namespace),
-            query={
-                "fieldSelector": f"metadata.name={name}",
-                "watch": True,
-                "allowWatchBookmarks": True,
-                "resourceVersion": resource_version,
-                "timeoutSeconds": timeout_seconds,
-            },
-            # no total: the server ends the watch; silence longer than that is a dead connection
-            timeout=aiohttp.ClientTimeout(total=None, sock_read=timeout_seconds + 30),
-        )
+        """The watch events of one Plan after `resource_version` (watch)."""
+        query = {"fieldSelector": f"metadata.name={name}"}
+        return self.watch(_custom("plans", namespace), resource_version, query, timeout_seconds)
+
+    async def watch(
+        self,
+        path: str,
+        resource_version: str | None,
+        query: Query,
+        timeout_seconds: int = 240,
+        loads: Loads = jsontext.loads,
+    ) -> AsyncGenerator[tuple[str, Obj], None]:
+        """The watch events of the collection at `path` after `resource_version`, as (type,
+        object): ADDED, MODIFIED, DELETED, BOOKMARK, each read by `loads`. It ends when the
+        server closes the watch (after `timeout_seconds`): watch again from the last
+        resourceVersion seen. An ERROR event (410 Gone: that version is too old) is raised as
+        ApiError. Close it (`aclosing`) when leaving it early: that releases the connection."""
+        watching = {
+            **query,
+            "watch": True,
+            "allowWatchBookmarks": True,
+            "resourceVersion": resource_version,
+            "timeoutSeconds": timeout_seconds,
+        }
+        # no total: the server ends the watch; silence longer than that is a dead connection
+        timeout = aiohttp.ClientTimeout(total=None, sock_read=timeout_seconds + 30)
+        resp = await self.api.request("GET", path, query=watching, timeout=timeout)
         if resp.status >= 300:
             await _json(resp)  # raises ApiError
         try:
             while line := await resp.content.readline():
-                event = jsontext.loads(line)
+                event = loads(line)
                 kind, obj = str(event.get("type", "")), event.get("object") or {}
                 if kind == "ERROR":
-                    raise ApiError(
-                        int(obj.get("code") or 500),
-                        str(obj.get("reason", "")),
-                        str(obj.get("message", "")),
-                    )
+                    code, reason = int(obj.get("code") or 500), str(obj.get("reason", ""))
+                    raise ApiError(code, reason, str(obj.get("message", "")))
                 yield kind, obj
         finally:
             resp.release()
@@ -473,7 +461,3 @@ def _status_patch(status: Obj, resource_version: str | None) -> list[Obj]:
         {"op": "replace", "path": "/metadata/resourceVersion", "value": resource_version},
         *patch,
     ]
-
-
-def dumps(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"), sort_keys=True)

@@ -142,3 +142,7 @@ class ApiError(Exception):
     def refused_by_admission(self) -> bool:
         """Refused by an admission webhook or a ValidatingAdmissionPolicy (kube.errors)."""
         return self.kind is ErrorKind.REFUSED_BY_ADMISSION
+
+
+class ListExpired(ApiError):  # noqa: N818 - reads as the fact it is
+    """410 Gone on a list's next page: etcd compacted the revision the list started at."""
