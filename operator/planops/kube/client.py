@@ -9,19 +9,18 @@ and 15 MiB of memory in all). Credentials come from kube/credentials.py (the pod
 kubeconfig's, as kubectl reads them), which `Transport`
 (kube/transport.py) turns into a TLS context and headers.
 
-A non-2xx answer becomes one `ApiError` with the API's reason and message, which the reconciler
-turns into a defined outcome (AlreadyExists = adopt, Forbidden from an admission policy = the step
-is refused, anything else = retry on the next reconcile).
+A non-2xx answer becomes one `ApiError` with the API's reason and message and its kind
+(kube.errors: read from the code, the reason and the details, never the message), by which the
+reconciler decides (AlreadyExists = adopt, a refusal of the request = the step is refused, a
+Conflict = read again and decide again, anything passing = retry on the next reconcile).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any, cast
-from urllib.parse import quote
 
 import aiohttp
 
@@ -29,35 +28,17 @@ from planops.api.documents import API_GROUP
 from planops.kube import credentials as credentials_
 from planops.kube import jsontext, loglines
 from planops.kube import kubeconfig as kubeconfig_
+from planops.kube.errors import ApiError, ErrorKind, ListExpired, causes_of
+from planops.kube.paths import core as _core
+from planops.kube.paths import custom as _custom
+from planops.kube.paths import jobs as _jobs
+from planops.kube.paths import leases as _leases
 from planops.kube.transport import Query, Transport
 
-VERSION = "v1alpha1"
+__all__ = ["UNREACHABLE", "ApiError", "ConfigError", "Kube", "ListExpired"]
+
 Obj = dict[str, Any]
-
-
-class ApiError(Exception):
-    """A non-2xx answer of the API server."""
-
-    def __init__(self, status: int, reason: str, message: str) -> None:
-        super().__init__(f"{status} {reason}: {message}")
-        self.status, self.reason, self.message = status, reason, message
-
-    @property
-    def not_found(self) -> bool:
-        return self.status == 404
-
-    @property
-    def already_exists(self) -> bool:
-        return self.status == 409 and self.reason == "AlreadyExists"
-
-    @property
-    def refused_by_admission(self) -> bool:
-        """Refused by an admission webhook or policy (ValidatingAdmissionPolicy, Kyverno, ...)."""
-        return self.status in (400, 403, 422) and (
-            "admission" in self.message.lower()
-            or "denied" in self.message.lower()
-            or "policy" in self.message.lower()
-        )
+Loads = Callable[[bytes], Any]
 
 
 class ConfigError(Exception):
@@ -78,7 +59,7 @@ LIST_PAGE = 500
 LOG_CHUNK = 64 << 10
 
 
-async def _json(resp: aiohttp.ClientResponse) -> Any:
+async def _json(resp: aiohttp.ClientResponse, loads: Loads = jsontext.loads) -> Any:
     try:
         if resp.status >= 300:
             try:
@@ -87,46 +68,20 @@ async def _json(resp: aiohttp.ClientResponse) -> Any:
                     raise ValueError(body)
             except ValueError:  # not JSON: report the raw text
                 body = {"reason": resp.reason or "", "message": (await resp.text())[:2000]}
-            raise ApiError(resp.status, str(body.get("reason", "")), str(body.get("message", "")))
-        return await resp.json(content_type=None, loads=jsontext.loads)
+            raise ApiError(
+                resp.status,
+                str(body.get("reason", "")),
+                str(body.get("message", "")),
+                causes_of(body.get("details")),
+            )
+        body = await resp.read()
+        return loads(body) if body.strip() else None
     finally:
         resp.release()
 
 
 async def _obj(resp: aiohttp.ClientResponse) -> Obj:
     return cast(Obj, await _json(resp))
-
-
-def _name(name: str) -> str:
-    return quote(name, safe="")
-
-
-def _custom(plural: str, namespace: str | None, name: str | None = None, sub: str = "") -> str:
-    path = f"/apis/{API_GROUP}/{VERSION}"
-    if namespace is not None:
-        path += f"/namespaces/{_name(namespace)}"
-    path += f"/{plural}"
-    if name is not None:
-        path += f"/{_name(name)}"
-    return path + (f"/{sub}" if sub else "")
-
-
-def _core(kind: str, namespace: str, name: str | None = None, sub: str = "") -> str:
-    path = f"/api/v1/namespaces/{_name(namespace)}/{kind}"
-    if name is not None:
-        path += f"/{_name(name)}"
-    return path + (f"/{sub}" if sub else "")
-
-
-def _jobs(namespace: str, name: str | None = None) -> str:
-    return f"/apis/batch/v1/namespaces/{_name(namespace)}/jobs" + (
-        f"/{_name(name)}" if name else ""
-    )
-
-
-def _leases(namespace: str, name: str | None = None) -> str:
-    path = f"/apis/coordination.k8s.io/v1/namespaces/{_name(namespace)}/leases"
-    return path + (f"/{_name(name)}" if name else "")
 
 
 #: Deletions leave the children to the garbage collector (the API's default for Jobs orphans
@@ -167,29 +122,40 @@ class Kube:
     async def _list(
         self, path: str, keep: Callable[[Obj], Obj] | None = None, **query: str | None
     ) -> list[Obj]:
-        """Every object at `path`, listed LIST_PAGE at a time, each passed through `keep` (what
-        the caller holds of it) as its page arrives. A continue token that expired between pages
-        (410 Gone: etcd compacted the revision the list started at) restarts the list once,
+        """Every object at `path` (list_pages), each passed through `keep` (what the caller
+        holds of it) as its page arrives. An expired continue token restarts the list once,
         whole, as client-go's pager does: a consistent list is all a caller can use."""
         hold = keep or (lambda o: o)
         items: list[Obj] = []
+        try:
+            await self.list_pages(path, lambda o: items.append(hold(o)), query)
+        except ListExpired:
+            page = await _json(await self.api.request("GET", path, query=query))
+            return [hold(o) for o in page["items"] or []]
+        return items
+
+    async def list_pages(
+        self, path: str, each: Callable[[Obj], None], query: Query, loads: Loads = jsontext.loads
+    ) -> str:
+        """Hand every object at `path` to `each`, LIST_PAGE at a time (only one page is ever
+        whole), as its page arrives; the list's resourceVersion (every page is of that one
+        snapshot: a watch from it misses nothing and repeats nothing). A continue token that
+        expired between pages (410: etcd compacted the list's revision) raises ListExpired."""
         token: str | None = None
         while True:
+            paged = {**query, "limit": LIST_PAGE, "continue": token}
             try:
-                page = await _json(
-                    await self.api.request(
-                        "GET", path, query={**query, "limit": LIST_PAGE, "continue": token}
-                    )
-                )
+                page = await _json(await self.api.request("GET", path, query=paged), loads)
             except ApiError as e:
-                if e.status != 410 or token is None:
-                    raise
-                page = await _json(await self.api.request("GET", path, query=query))
-                return [hold(o) for o in page["items"] or []]
-            items += [hold(o) for o in page["items"] or []]
-            token = (page.get("metadata") or {}).get("continue") or None
+                if e.kind is ErrorKind.EXPIRED and token is not None:
+                    raise ListExpired(e.status, e.reason, e.message) from None
+                raise
+            for obj in page.get("items") or []:
+                each(obj)
+            meta = page.get("metadata") or {}
+            token = meta.get("continue") or None
             if token is None:
-                return items
+                return str(meta.get("resourceVersion") or "")
 
     async def _create(self, path: str, body: Obj) -> Obj:
         return await _obj(await self.api.request("POST", path, body=body))
@@ -229,12 +195,21 @@ class Kube:
     async def delete_plan(self, namespace: str, name: str) -> None:
         await self._delete(_custom("plans", namespace, name), BACKGROUND)
 
-    async def patch_plan_status(self, namespace: str, name: str, status: Obj) -> Obj:
+    async def patch_plan_status(
+        self, namespace: str, name: str, status: Obj, resource_version: str | None = None
+    ) -> Obj:
         """Replace .status whole (status subresource; spec untouched), with one JSON Patch `add`:
-        unlike a merge patch, explicit nulls of the report (failedStep: null) are kept."""
-        body = [{"op": "add", "path": "/status", "value": status}]
-        path = _custom("plans", namespace, name, "status")
-        return await _obj(await self.api.request("PATCH", path, body=body, content_type=JSON_PATCH))
+        unlike a merge patch, explicit nulls of the report (failedStep: null) are kept. With
+        `resource_version`, only the Plan as it was read: the patch sets that resourceVersion,
+        which the API server takes as a precondition (409 Conflict when the Plan changed since)."""
+        return await _obj(
+            await self.api.request(
+                "PATCH",
+                _custom("plans", namespace, name, "status"),
+                body=_status_patch(status, resource_version),
+                content_type=JSON_PATCH,
+            )
+        )
 
     async def patch_plan(self, namespace: str, name: str, patch: Obj) -> Obj:
         """A merge patch of the Plan itself (metadata: the rerun / cancel annotations)."""
@@ -242,38 +217,6 @@ class Kube:
         return await _obj(
             await self.api.request("PATCH", path, body=patch, content_type=MERGE_PATCH)
         )
-
-    async def patch_plan_archived(self, namespace: str, name: str, run: str) -> None:
-        """Mark the Plan's run archived (status.archived = run; planops.archive), only if it
-        is still the Plan's current run: a JSON Patch whose `test` fails otherwise (422)."""
-        body = [
-            {"op": "test", "path": "/status/run/id", "value": run},
-            {"op": "add", "path": "/status/archived", "value": run},
-        ]
-        path = _custom("plans", namespace, name, "status")
-        await _json(await self.api.request("PATCH", path, body=body, content_type=JSON_PATCH))
-
-    async def patch_plan_history_archived(
-        self, namespace: str, name: str, index: int, run: str
-    ) -> None:
-        """Mark an earlier run archived (status.history[index].archived), only while that
-        entry is still the run's: a JSON Patch whose `test` fails otherwise (422)."""
-        body = [
-            {"op": "test", "path": f"/status/history/{index}/id", "value": run},
-            {"op": "add", "path": f"/status/history/{index}/archived", "value": True},
-        ]
-        path = _custom("plans", namespace, name, "status")
-        await _json(await self.api.request("PATCH", path, body=body, content_type=JSON_PATCH))
-
-    async def patch_plan_collected(self, namespace: str, name: str, run: str) -> Obj:
-        """Mark the run's Jobs collected (status.jobsCollected = run; reconciler.retention), only
-        while it is still the Plan's current run (a failed `test`: 422)."""
-        body = [
-            {"op": "test", "path": "/status/run/id", "value": run},
-            {"op": "add", "path": "/status/jobsCollected", "value": run},
-        ]
-        path = _custom("plans", namespace, name, "status")
-        return await _obj(await self.api.request("PATCH", path, body=body, content_type=JSON_PATCH))
 
     async def delete_plan_as_seen(
         self, namespace: str, name: str, uid: str, resource_version: str
@@ -294,39 +237,45 @@ class Kube:
             if not e.not_found:
                 raise
 
-    async def watch_plan(
+    def watch_plan(
         self, namespace: str, name: str, resource_version: str | None, timeout_seconds: int = 240
     ) -> AsyncGenerator[tuple[str, Obj], None]:
-        """The watch events of one Plan after `resource_version`, as (type, object): ADDED,
-        MODIFIED, DELETED, BOOKMARK. It ends when the server closes the watch (after
-        `timeout_seconds`): watch again from the last resourceVersion seen. An ERROR event
-        (410 Gone: that version is too old) is raised as ApiError. Close it (`aclosing`) when
-        leaving it early: that releases the connection."""
-        resp = await self.api.request(
-            "GET",
-            _custom("plans", namespace),
-            query={
-                "fieldSelector": f"metadata.name={name}",
-                "watch": True,
-                "allowWatchBookmarks": True,
-                "resourceVersion": resource_version,
-                "timeoutSeconds": timeout_seconds,
-            },
-            # no total: the server ends the watch; silence longer than that is a dead connection
-            timeout=aiohttp.ClientTimeout(total=None, sock_read=timeout_seconds + 30),
-        )
+        """The watch events of one Plan after `resource_version` (watch)."""
+        query = {"fieldSelector": f"metadata.name={name}"}
+        return self.watch(_custom("plans", namespace), resource_version, query, timeout_seconds)
+
+    async def watch(
+        self,
+        path: str,
+        resource_version: str | None,
+        query: Query,
+        timeout_seconds: int = 240,
+        loads: Loads = jsontext.loads,
+    ) -> AsyncGenerator[tuple[str, Obj], None]:
+        """The watch events of the collection at `path` after `resource_version`, as (type,
+        object): ADDED, MODIFIED, DELETED, BOOKMARK, each read by `loads`. It ends when the
+        server closes the watch (after `timeout_seconds`): watch again from the last
+        resourceVersion seen. An ERROR event (410 Gone: that version is too old) is raised as
+        ApiError. Close it (`aclosing`) when leaving it early: that releases the connection."""
+        watching = {
+            **query,
+            "watch": True,
+            "allowWatchBookmarks": True,
+            "resourceVersion": resource_version,
+            "timeoutSeconds": timeout_seconds,
+        }
+        # no total: the server ends the watch; silence longer than that is a dead connection
+        timeout = aiohttp.ClientTimeout(total=None, sock_read=timeout_seconds + 30)
+        resp = await self.api.request("GET", path, query=watching, timeout=timeout)
         if resp.status >= 300:
             await _json(resp)  # raises ApiError
         try:
             while line := await resp.content.readline():
-                event = jsontext.loads(line)
+                event = loads(line)
                 kind, obj = str(event.get("type", "")), event.get("object") or {}
                 if kind == "ERROR":
-                    raise ApiError(
-                        int(obj.get("code") or 500),
-                        str(obj.get("reason", "")),
-                        str(obj.get("message", "")),
-                    )
+                    code, reason = int(obj.get("code") or 500), str(obj.get("reason", ""))
+                    raise ApiError(code, reason, str(obj.get("message", "")))
                 yield kind, obj
         finally:
             resp.release()
@@ -337,7 +286,7 @@ class Kube:
     async def create_capsule(self, namespace: str, body: Obj) -> Obj:
         return await self._create(_custom("capsules", namespace), body)
 
-    # -- PlanReports: a run's report, in chunks (planops.reconciler.reports) --------------------
+    # -- PlanReports: a run's report, in chunks (planops.reconciler.history.chunks) ----------------
 
     async def list_plan_reports(self, namespace: str, selector: str) -> list[Obj]:
         return await self._list(_custom("planreports", namespace), labelSelector=selector)
@@ -359,12 +308,17 @@ class Kube:
         return await self._get(_custom(plural, namespace, name))
 
     async def patch_status(
-        self, plural: str, namespace: str | None, name: str, status: Obj
-    ) -> None:
-        """Replace .status whole (JSON Patch `add`, as for Plans)."""
-        body = [{"op": "add", "path": "/status", "value": status}]
+        self,
+        plural: str,
+        namespace: str | None,
+        name: str,
+        status: Obj,
+        resource_version: str | None = None,
+    ) -> Obj:
+        """Replace .status whole (JSON Patch `add`, as for Plans), with the same precondition."""
         path = _custom(plural, namespace, name, "status")
-        await _json(await self.api.request("PATCH", path, body=body, content_type=JSON_PATCH))
+        body = _status_patch(status, resource_version)
+        return await _obj(await self.api.request("PATCH", path, body=body, content_type=JSON_PATCH))
 
     async def list_namespaces(self, selector: str) -> list[Obj]:
         return await self._list("/api/v1/namespaces", labelSelector=selector)
@@ -496,5 +450,14 @@ class Kube:
         await _json(await self.api.request("POST", _core("events", namespace), body=body))
 
 
-def dumps(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"), sort_keys=True)
+def _status_patch(status: Obj, resource_version: str | None) -> list[Obj]:
+    """A JSON Patch replacing .status whole; with `resource_version`, conditional on it (the
+    patched object carries that version, and the API server refuses an update whose version is
+    not the stored one: client-go's optimistic concurrency, in a patch)."""
+    patch = [{"op": "add", "path": "/status", "value": status}]
+    if resource_version is None:
+        return patch
+    return [
+        {"op": "replace", "path": "/metadata/resourceVersion", "value": resource_version},
+        *patch,
+    ]
