@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 from tests.unit.fakekube import FakeKube  # noqa: E402
 
 from planops.kube.cache import WatchCache  # noqa: E402
-from planops.reconciler import slots  # noqa: E402
+from planops.reconciler.queue import slots  # noqa: E402
 from planops.reconciler.reconcile import Reconciler  # noqa: E402
 
 NOW = 1_800_000_000.0
@@ -74,7 +74,7 @@ def cluster(waiting: int) -> tuple[Reconciler, list[str]]:
     )
     names = [kube.put("plan", plan(i))["metadata"]["name"] for i in range(waiting + 1)]
     try:
-        from planops.reconciler.standing import Standing  # noqa: PLC0415
+        from planops.reconciler.queue.standing import Standing  # noqa: PLC0415
 
         grouped: dict[str, Any] = {"group": Standing}
     except ImportError:  # an older commit: the cache grouped Plans in a dict

@@ -3,7 +3,7 @@
     python bench/kept_run.py [--sizes 5000,20000] [--rounds 20] [--memory]
 
 A plan of N independent shell steps (test_kwok's `large`), N - 64 settled and 64 in flight. Each
-round one attempt finishes and the reconciler's functional core runs once (reconciler.core:
+round one attempt finishes and the reconciler's functional core runs once (reconciler.run.core:
 plan_step, decide, the report, conclude), with the Run restored from all the facts or advanced
 from the one the last round kept (engine.keeping). It prints the CPU of one reconcile's core
 each way (process time, the mean of the rounds). `--memory` also prints, under tracemalloc,
@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))
 from planops.api import CapsuleSpec, PlanSpec
 from planops.engine import AttemptFact, Facts, Policy, Run, StepRecord
 from planops.kube import manifests
-from planops.reconciler import core
+from planops.reconciler.run import core
 
 CAPSULE = CapsuleSpec.model_validate({"image": "busybox:1", "shell": {"allow": ["true"]}})
 FLYING = 64

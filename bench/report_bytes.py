@@ -1,6 +1,6 @@
 """Bytes one run writes to its PlanReports: the plan of bench/big_results.py (a `map` whose body
 filters an input, no Job) run through the engine, its records cut and chunked as the operator's
-report writer does (reconciler.reports), and the chunks' JSON summed.
+report writer does (reconciler.history.chunks), and the chunks' JSON summed.
 
     python bench/report_bytes.py [--items 2000] [--rows 1500] [--unbounded]
 
@@ -18,7 +18,8 @@ from bench import big_results
 from planops.api import PlanSpec
 from planops.engine import Run
 from planops.kube import manifests
-from planops.reconciler import reports, status
+from planops.reconciler.history import chunks as reports
+from planops.reconciler.run import status
 
 
 def measure(items: int, rows: int, unbounded: bool = False) -> dict[str, int | str | float]:

@@ -29,7 +29,7 @@ A workload beyond what the cluster accepts today (the CRD's maxItems on spec.ste
 bounds a map's records) is not run: its entry says `skipped` and the limit.
 
 Each workload starts once the previous one's namespace is gone (cleanup_s: how long that took;
-before 2026-12-02's round 5 each started while the previous one's objects were being deleted).
+before 2026-12-02 each started while the previous one's objects were being deleted).
 
 Per workload (the JSON line has one object per workload name):
 - job_create_rate_per_s: the step Jobs' create rate, Jobs seen ADDED per second from the first

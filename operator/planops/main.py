@@ -1,4 +1,6 @@
-"""`planops-operator`: runs the kopf operator (as a module; `operator` is never shadowed).
+"""`planops-operator`: reads the flags and runs the operator (handlers.wiring) under kopf
+(handlers.kopf_adapter, the one module that imports it); run as a module, so `operator` is never
+shadowed.
 
 planops-operator [--namespace NS ...|--all-namespaces] [--metrics-port 9090]
                  [--health-port 8080] [--json-logs] [--peering NAME] [--kubeconfig FILE]
@@ -10,7 +12,6 @@ planops-operator [--namespace NS ...|--all-namespaces] [--metrics-port 9090]
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import re
 import sys
@@ -29,27 +30,6 @@ from planops.reconciler import (
     STATUS_RECORDS,
     STATUS_RECORDS_MAX,
 )
-
-
-def configure_logging(json_logs: bool, verbose: bool) -> None:
-    """kopf's own log set-up: one JSON object per line (`message`, `timestamp`, `severity`, the
-    Kubernetes `object` a kopf record is about, `exc_info`) with --json-logs, else kopf's text
-    lines. Each JSON line also names its `logger` (planops.trace for the trace records), which
-    kopf's format leaves out: a log pipeline filters on it."""
-    kopf = import_kopf()
-    kopf.configure(
-        verbose=verbose, log_format=kopf.LogFormat.JSON if json_logs else kopf.LogFormat.FULL
-    )
-    if json_logs:
-        for handler in logging.getLogger().handlers:
-            handler.addFilter(_name_the_logger)
-    if not verbose:  # kopf logs every handler call at INFO: keep our trace records readable
-        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-
-
-def _name_the_logger(record: logging.LogRecord) -> bool:
-    record.logger = record.name  # a record's extra attribute is a field of its JSON line
-    return True
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -339,34 +319,9 @@ def _own_namespace() -> str:
         return "default"
 
 
-def import_kopf() -> Any:
-    """kopf, imported without the Kubernetes client library.
-
-    kopf imports that library whenever it is installed (to recognise its model objects, which
-    planops never hands it, and to log in through it): ~9 MiB of the operator's memory for
-    nothing, since planops has its own client and login (kube/credentials.py, handlers.login).
-    A None in sys.modules makes kopf's optional import fail as if the package were absent; it is
-    taken out again at once, so a kubeconfig user with an exec plugin can still load the library
-    later (tests/unit/test_credentials.py checks that nothing else imports it)."""
-    if "kopf" in sys.modules:
-        return sys.modules["kopf"]
-    hidden = "kubernetes" not in sys.modules
-    if hidden:
-        sys.modules["kubernetes"] = None  # type: ignore[assignment]
-    try:
-        import kopf  # noqa: PLC0415
-
-        # the plain registry: kopf's default one adds logins through that library
-        kopf.set_default_registry(kopf.OperatorRegistry())
-    finally:
-        if hidden:
-            del sys.modules["kubernetes"]
-    return kopf
-
-
 def main(argv: list[str] | None = None, *, run: Callable[..., Any] | None = None) -> int:
-    """The operator; `run` stands in for kopf.run (a test sees what main set up without
-    running the operator)."""
+    """The operator; `run` stands in for kopf_adapter.run (a test sees what main set up
+    without running the operator)."""
     parser = _parser()
     args = parser.parse_args(argv)
     if args.webhook_port and not (args.webhook_cert and args.webhook_key):
@@ -392,10 +347,11 @@ def main(argv: list[str] | None = None, *, run: Callable[..., Any] | None = None
                 quantity.parse(value)
             except ValueError as e:
                 parser.error(f"--{flag.replace('_', '-')}: {e}")
-    configure_logging(args.json_logs, args.verbose)
-    kopf = import_kopf()  # done by configure_logging already: the same module
+    from planops.handlers import kopf_adapter  # noqa: PLC0415
     from planops.handlers.config import CONFIG  # noqa: PLC0415
+    from planops.handlers.wiring import exact_names  # noqa: PLC0415
 
+    kopf_adapter.configure_logging(args.json_logs, args.verbose)
     CONFIG.kubeconfig = args.kubeconfig
     CONFIG.workers = args.workers
     CONFIG.metrics_port = args.metrics_port
@@ -416,8 +372,9 @@ def main(argv: list[str] | None = None, *, run: Callable[..., Any] | None = None
         profiles=profile_caps(args),
     )
     # kopf's runtime scanning (it lists every CRD and namespace) is only needed for namespace
-    # globs; without it the operator needs no cluster-wide read of CRDs (RBAC least privilege)
-    CONFIG.scanning = any(any(ch in ns for ch in "*?[") for ns in args.namespace)
+    # patterns; without it the operator needs no cluster-wide read of CRDs (RBAC least
+    # privilege)
+    CONFIG.scanning = not exact_names(args.namespace)
     CONFIG.webhook_port = args.webhook_port
     CONFIG.webhook_cert = args.webhook_cert
     CONFIG.webhook_key = args.webhook_key
@@ -430,27 +387,9 @@ def main(argv: list[str] | None = None, *, run: Callable[..., Any] | None = None
     CONFIG.archive_dsn = os.environ[ARCHIVE_DSN_ENV] if args.archive else None
     CONFIG.archive_queue = args.archive_queue
     CONFIG.ttl_seconds_after_finished = args.ttl_seconds_after_finished
-    import planops.handlers  # noqa: F401, PLC0415 - registers the handlers
-    from planops.handlers import kopf_fixes  # noqa: PLC0415
-
-    if CONFIG.scanning:  # only a glob makes kopf discover namespaces
-        kopf_fixes.apply()
-    kopf_fixes.apply_json()  # one deeply nested Plan must not stop the watch of all
-    kopf_fixes.apply_memories()  # a big run's Jobs and pods are not remembered by kopf
-
-    if args.webhook_port:  # registered now: the flags are known (see handlers.webhook)
-        from planops.handlers import webhook  # noqa: PLC0415
-
-        webhook.register()
-
-    (run or kopf.run)(
-        standalone=args.peering is None,
-        peering_name=args.peering,
-        clusterwide=not args.namespace,
-        namespaces=args.namespace,
-        liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz"
-        if args.health_port
-        else None,
+    CONFIG.namespaces = list(args.namespace)
+    (run or kopf_adapter.run)(
+        namespaces=args.namespace, peering=args.peering, health_port=args.health_port
     )
     return 0
 

@@ -82,6 +82,12 @@ scheduled_runs = Counter(
 status_patches = Counter(
     "planops_status_patches_total", "Status patches written.", registry=REGISTRY
 )
+status_conflicts = Counter(
+    "planops_status_conflicts_total",
+    "Status writes refused because the object changed since it was read (read again, decided "
+    "again).",
+    registry=REGISTRY,
+)
 
 archive_pending = Gauge(
     "planops_archive_pending_runs",

@@ -20,7 +20,7 @@ from planops.archive.queue import Archiver
 from planops.archive.row import archived
 from planops.archive.store import Store
 from planops.kube.cache import WatchCache
-from planops.reconciler.scheduled import ScheduleReconciler
+from planops.reconciler import ScheduleReconciler
 from tests.unit.fakekube import FakeKube
 from tests.unit.test_archive_row import plan
 from tests.unit.test_retention import NOW

@@ -157,7 +157,7 @@ def _sees_new_namespaces(kube: Kube, op: Operator) -> None:
     """The operator reconciles a Plan in a namespace created just after it started.
 
     That is the window in which kopf's namespace discovery missed a new namespace for good
-    (seen twice in this project's runs; planops.handlers.kopf_fixes corrects it, and
+    (seen twice in this project's runs; planops.handlers.kopf_adapter corrects it, and
     test_namespace_discovery.py makes the window certain). This checks the running operator
     has the correction, before any test depends on it."""
     name = f"{NS_PREFIX}canary"
@@ -251,8 +251,8 @@ def steps(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {s["stepId"]: s for s in obj["status"]["report"]["steps"]}
 
 
-#: the bounds a Plan's status and each of its PlanReports stay under (reconciler/status.py,
-#: reconciler/reports.py), a chunk with room for the metadata the API server adds
+#: the bounds a Plan's status and each of its PlanReports stay under (reconciler/run/status.py,
+#: reconciler/history/chunks.py), a chunk with room for the metadata the API server adds
 STATUS_BOUND = 452 * 1024
 CHUNK_BOUND = 512 * 1024 + 16 * 1024
 

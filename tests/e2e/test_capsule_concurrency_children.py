@@ -1,7 +1,7 @@
 """Capsule steps into a Capsule with `maxRunningPlans: 1` from a Capsule without a limit, on the
 real test cluster: the children (and a Plan on the limited Capsule itself) are counted, so they
 never run at once, and all succeed. Before, a child was never counted, so an author who may use
-the unlimited Capsule ran any number of Plans on the limited one (reconciler/slots.py)."""
+the unlimited Capsule ran any number of Plans on the limited one (reconciler/queue/slots.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""kopf's namespace discovery against the real API server (planops.handlers.kopf_fixes).
+"""kopf's namespace discovery against the real API server (kopf_adapter.fix_namespace_discovery).
 
 With a namespace glob, kopf's observer lists the namespaces, then starts a watch that lists
 them again before it watches. A namespace created between the two listings is only in the
@@ -19,8 +19,7 @@ from typing import Any
 
 import pytest
 
-from planops.handlers import kopf_fixes
-from planops.main import import_kopf
+from planops.handlers import kopf_adapter
 from tests.conftest import Kube
 from tests.e2e.conftest import NS_PREFIX
 
@@ -30,14 +29,12 @@ pytestmark = pytest.mark.cluster
 def test_a_namespace_created_between_kopfs_two_listings_is_watched(
     kube: Kube, kubeconfig: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import_kopf()
-    assert kopf_fixes.apply()
+    assert kopf_adapter.fix_namespace_discovery()
     from kopf._cogs.clients import auth, fetching, scanning  # noqa: PLC0415
     from kopf._cogs.configs import configuration  # noqa: PLC0415
     from kopf._cogs.structs import credentials, references  # noqa: PLC0415
     from kopf._core.reactor import observation  # noqa: PLC0415
 
-    import planops.handlers  # noqa: PLC0415
     from planops.handlers.config import CONFIG  # noqa: PLC0415
 
     monkeypatch.setattr(CONFIG, "kubeconfig", kubeconfig)
@@ -58,7 +55,7 @@ def test_a_namespace_created_between_kopfs_two_listings_is_watched(
 
     async def discover() -> set[Any]:
         vault = credentials.Vault()
-        await vault.populate({"planops": await planops.handlers.login()})
+        await vault.populate({"planops": await kopf_adapter.login()})
         auth.vault_var.set(vault)
         settings = configuration.OperatorSettings()
         insights = references.Insights()

@@ -406,7 +406,7 @@ def test_a_1000_step_plan_with_large_outputs_keeps_its_status_under_one_mib(
 ):
     """Every step's result is ~100 kB: 100 shell steps print it (real Jobs, their logs read), 900
     filter steps make it (results the operator computes itself). The status must stay bounded
-    (the trimming rule of planops.reconciler.status), every PlanReport too, and every step must
+    (the trimming rule of planops.reconciler.run.status), every PlanReport too, and every step must
     still be reported.
     parallelism keeps the node's 110-pod capacity from making queued Jobs outlive their deadline.
     (Filters keep this test's pod count, and so its time, modest: the node starts ~2 pods/s.)

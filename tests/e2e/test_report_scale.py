@@ -25,7 +25,7 @@ from collections.abc import Iterator
 import pytest
 
 from planops.api.limits import SPEC_BUDGET
-from planops.reconciler.status import json_size
+from planops.reconciler.run.status import json_size
 from tests.conftest import Kube
 from tests.e2e.conftest import (
     NS_PREFIX,

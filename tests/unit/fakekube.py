@@ -3,18 +3,23 @@
 It keeps objects by kind, namespace and name, gives each write a new resourceVersion and each
 created object a uid, selects by label the way the API server does for the selectors planops
 writes (`k=v`, `k!=v`, `k`, `!k`, comma-separated), and answers as the API server does where a
-reconcile depends on it: 409 AlreadyExists for a name taken, a JSON Patch's failed `test` as
-422, deletes of what is gone as no error. A test makes it answer otherwise with `refuse`
-(a 403 from an admission policy, a 409 Conflict, a 404, a 422, once or every time) and slows
-every call with `delay` (or holds every call until its `gate` is set); `fail` raises any
-error, a connection's too. `calls` records what was asked, in order, `reviews` the access
-reviews and `statuses` every status written.
+reconcile depends on it: 409 AlreadyExists for a name taken, 409 Conflict for a status written
+with a resourceVersion that is not the object's (the status writer's precondition), a JSON
+Patch's failed `test` as 422, deletes of what is gone as no error.
+
+Faults are injected into this one fake, never by subclassing it: `refuse` answers a method with
+the API server's error (a 403, a 409 Conflict, a 404, a 422; `deny`: an admission webhook's),
+once or every time; `fail` raises any error, a connection's too; `on` runs a hook as a method is
+called or once it has answered (a change made meanwhile, a race, a clock moved, a call held);
+`delay` slows every call, `gate` holds every call until it is set. `calls` records what was
+asked, in order, `reviews` the access reviews and `statuses` every status written.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import inspect
 import itertools
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
@@ -106,19 +111,24 @@ class FakeKube:
         status: int,
         message: str,
         *,
-        reason: str = "",
+        reason: str | None = None,
+        causes: tuple[tuple[str, str], ...] = (),
         name: str | None = None,
         times: int | None = 1,
     ) -> None:
         """Answer `method` (for the object `name`, or any) with an error, `times` times (None:
-        always) before answering normally again."""
-        reason = reason or {
-            403: "Forbidden",
-            404: "NotFound",
-            409: "Conflict",
-            422: "Invalid",
-        }.get(status, "")
-        self.fail(method, ApiError(status, reason, message), name=name, times=times)
+        always) before answering normally again. `reason` is the API server's for `status`
+        unless given ("" for none: an admission webhook's denial), `causes` the details'
+        (type, field) pairs (("", "") is a ValidatingAdmissionPolicy's: kube.errors)."""
+        if reason is None:
+            reason = REASONS.get(status, "")
+        self.fail(method, ApiError(status, reason, message, causes), name=name, times=times)
+
+    def deny(
+        self, method: str, message: str, *, name: str | None = None, times: int | None = 1
+    ) -> None:
+        """Answer `method` as an admission webhook's denial does (400, no reason)."""
+        self.refuse(method, 400, message, reason="", name=name, times=times)
 
     def fail(
         self, method: str, error: Exception, *, name: str | None = None, times: int | None = 1
@@ -126,6 +136,33 @@ class FakeKube:
         """Make `method` (for `name`, or any) raise `error` (an ApiError, or a connection's
         error such as ConnectionResetError), `times` times (None: always)."""
         self._refusals.append(_Refusal(method, name, error, times))
+
+    def on(
+        self,
+        method: str,
+        hook: Callable[..., object],
+        *,
+        after: bool = False,
+        times: int | None = None,
+    ) -> None:
+        """Run `hook(*args)` (awaited when it is a coroutine function) each time `method` is
+        called with `args`, before it answers (`after`: once it has answered, before its caller
+        sees the answer), `times` times (None: every time)."""
+        inner = getattr(self, method)
+        left = [times]
+
+        async def hooked(*args: object, **kwargs: object) -> object:
+            run = left[0] is None or left[0] > 0
+            if run and left[0] is not None:
+                left[0] -= 1
+            if run and not after:
+                await _awaited(hook(*args, **kwargs))
+            answer = await inner(*args, **kwargs)
+            if run and after:
+                await _awaited(hook(*args, **kwargs))
+            return answer
+
+        setattr(self, method, hooked)  # on this one fake: its class stays as it is
 
     def put(self, kind: str, obj: Obj) -> Obj:
         """Store an object as if somebody else had created it (no refusal applies)."""
@@ -142,7 +179,7 @@ class FakeKube:
     def finish_job(self, job: Obj, ok: bool, at: str, log: str) -> None:
         """Let a step's Job end as the Job controller and the kubelet would show it: its
         Complete (or Failed) condition at `at` (RFC 3339), its pod ended with exit code 0 (or
-        1), and the pod's log."""
+        1) at `at`, and the pod's log."""
         kind = "Complete" if ok else "Failed"
         job["status"] = {
             "succeeded" if ok else "failed": 1,
@@ -156,6 +193,7 @@ class FakeKube:
             "uid": job["metadata"]["uid"],
             "controller": True,
         }
+        ended = {"exitCode": 0 if ok else 1, "finishedAt": at}
         self.put(
             "pod",
             {
@@ -163,10 +201,11 @@ class FakeKube:
                     "name": pod,
                     "labels": job["metadata"]["labels"],
                     "ownerReferences": [owner],
+                    "creationTimestamp": at,
                 },
                 "status": {
                     "phase": "Succeeded" if ok else "Failed",
-                    "containerStatuses": [{"state": {"terminated": {"exitCode": 0 if ok else 1}}}],
+                    "containerStatuses": [{"state": {"terminated": ended}}],
                 },
             },
         )
@@ -219,6 +258,25 @@ class FakeKube:
         self.put(kind, obj)
         return copy.deepcopy(obj)
 
+    def _write_status(
+        self, kind: str, namespace: str, name: str, status: Obj, resource_version: str | None
+    ) -> Obj:
+        found = self.objects.get((kind, namespace, name))
+        if found is None:
+            raise ApiError(404, "NotFound", f'{kind}s "{name}" not found')
+        stored = found["metadata"]["resourceVersion"]
+        if resource_version is not None and stored != resource_version:
+            raise ApiError(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on {kind}s "{name}": the object has been '
+                "modified; please apply your changes to the latest version and try again",
+            )
+        found["status"] = copy.deepcopy(status)  # replaced whole, as kube.client writes it
+        found["metadata"]["resourceVersion"] = str(next(self._versions))
+        self.statuses.append(copy.deepcopy(status))
+        return copy.deepcopy(found)
+
     def _delete(self, kind: str, namespace: str, name: str) -> None:
         self.objects.pop((kind, namespace, name), None)
 
@@ -254,26 +312,13 @@ class FakeKube:
         await self._call("delete_plan", namespace, name)
         self._delete("plan", namespace, name)
 
-    async def patch_plan_status(self, namespace: str, name: str, status: Obj) -> Obj:
+    async def patch_plan_status(
+        self, namespace: str, name: str, status: Obj, resource_version: str | None = None
+    ) -> Obj:
+        """Replace .status whole, as kube.client writes it; with `resource_version`, only the
+        Plan as it was read (409 Conflict otherwise, as the API server answers)."""
         await self._call("patch_plan_status", namespace, name)
-        plan = self.objects.get(("plan", namespace, name))
-        if plan is None:
-            raise ApiError(404, "NotFound", f'plans "{name}" not found')
-        plan["status"] = copy.deepcopy(status)  # replaced whole, as kube.client writes it
-        self.statuses.append(copy.deepcopy(status))
-        plan["metadata"]["resourceVersion"] = str(next(self._versions))
-        return copy.deepcopy(plan)
-
-    async def patch_plan_collected(self, namespace: str, name: str, run: str) -> Obj:
-        await self._call("patch_plan_collected", namespace, name)
-        plan = self.objects.get(("plan", namespace, name))
-        if plan is None:
-            raise ApiError(404, "NotFound", f'plans "{name}" not found')
-        if ((plan.get("status") or {}).get("run") or {}).get("id") != run:
-            raise ApiError(422, "Invalid", "the test of /status/run/id failed")
-        plan["status"]["jobsCollected"] = run
-        plan["metadata"]["resourceVersion"] = str(next(self._versions))
-        return copy.deepcopy(plan)
+        return self._write_status("plan", namespace, name, status, resource_version)
 
     async def delete_plan_as_seen(
         self, namespace: str, name: str, uid: str, resource_version: str
@@ -408,30 +453,6 @@ class FakeKube:
         await self._call("delete_pvc", namespace, name)
         self._delete("pvc", namespace, name)
 
-    async def patch_plan_archived(self, namespace: str, name: str, run: str) -> None:
-        """The archive's mark (archive.queue.Cluster): status.archived is the run's id."""
-        await self._call("patch_plan_archived", namespace, name)
-        plan = self.objects.get(("plan", namespace, name))
-        if plan is None:
-            raise ApiError(404, "NotFound", f'plans "{name}" not found')
-        plan.setdefault("status", {})["archived"] = run
-        plan["metadata"]["resourceVersion"] = str(next(self._versions))
-
-    async def patch_plan_history_archived(
-        self, namespace: str, name: str, index: int, run: str
-    ) -> None:
-        """An earlier run's mark (status.history[index].archived), only while that entry is
-        still the run's: 422, as the JSON Patch's failed `test`, otherwise."""
-        await self._call("patch_plan_history_archived", namespace, name)
-        plan = self.objects.get(("plan", namespace, name))
-        if plan is None:
-            raise ApiError(404, "NotFound", f'plans "{name}" not found')
-        history = (plan.get("status") or {}).get("history") or []
-        if index >= len(history) or history[index].get("id") != run:
-            raise ApiError(422, "Invalid", f"the test of /status/history/{index}/id failed")
-        history[index]["archived"] = True
-        plan["metadata"]["resourceVersion"] = str(next(self._versions))
-
     # -- CliApi: what kubectl-plan asks besides -----------------------------------------------
 
     async def patch_plan(self, namespace: str, name: str, patch: Obj) -> Obj:
@@ -543,15 +564,15 @@ class FakeKube:
         return self._read(_KINDS[plural], namespace or "", name)
 
     async def patch_status(
-        self, plural: str, namespace: str | None, name: str, status: Obj
-    ) -> None:
+        self,
+        plural: str,
+        namespace: str | None,
+        name: str,
+        status: Obj,
+        resource_version: str | None = None,
+    ) -> Obj:
         await self._call("patch_status", namespace or "", name)
-        found = self.objects.get((_KINDS[plural], namespace or "", name))
-        if found is None:
-            raise ApiError(404, "NotFound", f'{plural} "{name}" not found')
-        found["status"] = copy.deepcopy(status)
-        found["metadata"]["resourceVersion"] = str(next(self._versions))
-        self.statuses.append(copy.deepcopy(status))
+        return self._write_status(_KINDS[plural], namespace or "", name, status, resource_version)
 
     async def list_namespaces(self, selector: str) -> list[Obj]:
         await self._call("list_namespaces", "")
@@ -562,6 +583,19 @@ class FakeKube:
         self.events.append(body)
 
 
+#: the reason the API server gives each status it answers with
+REASONS = {
+    400: "BadRequest",
+    403: "Forbidden",
+    404: "NotFound",
+    409: "Conflict",
+    410: "Expired",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
 #: kinds that live in no namespace (stored under "")
 _CLUSTER_WIDE = {"namespace", "clusterscheduledplan", "crd"}
 #: what `timestamps` puts before each line of a log here (the kubelet writes the line's time)
@@ -587,6 +621,11 @@ _KINDS = {
     "clusterscheduledplans": "clusterscheduledplan",
     "capsules": "capsule",
 }
+
+
+async def _awaited(value: object) -> None:
+    if inspect.isawaitable(value):
+        await value
 
 
 def _merge(target: Obj, patch: Obj) -> None:

@@ -14,7 +14,8 @@ from planops.archive.queue import Archiver, earlier_row
 from planops.archive.row import archived, pending_earlier, pending_runs, waits_for_archive
 from planops.kube.cache import WatchCache
 from planops.kube.manifests import PlanRef
-from planops.reconciler import reports, run_history
+from planops.reconciler.history import chunks as reports
+from planops.reconciler.history import run_history
 from tests.unit.test_archive_row import plan
 
 from .fakekube import FakeKube
@@ -62,14 +63,22 @@ def test_an_earlier_runs_row_is_its_entry_with_every_record():
 def _cluster(
     p: dict[str, Any], chunks: list[dict[str, Any]], refuse_mark: bool = False
 ) -> FakeKube:
-    """The API server holding the Plan `p` and its PlanReports; `refuse_mark`: its history moved
-    on, so an entry's mark fails its JSON Patch test (422)."""
+    """The API server holding the Plan `p` and its PlanReports; `refuse_mark`: its history moves
+    on (a reconcile's write) as the mark is written, so the mark's precondition fails (409): the
+    Plan is read again, and its history no longer has the entry."""
     kube = FakeKube()
     kube.put("plan", copy.deepcopy(p))
     for chunk in chunks:
         kube.put("planreport", {**chunk, "metadata": {**chunk["metadata"], "namespace": "team"}})
     if refuse_mark:
-        kube.refuse("patch_plan_history_archived", 422, "the test operation failed", times=None)
+
+        def moved(*_: Any) -> None:
+            stored = kube.get("plan", "team", "p")
+            assert stored is not None
+            stored["status"]["history"] = []
+            stored["metadata"]["resourceVersion"] += "1"
+
+        kube.on("patch_plan_status", moved, times=1)
     return kube
 
 
@@ -95,7 +104,7 @@ class _Store:
 
 def _archive(p: dict[str, Any], cluster: FakeKube) -> _Store:
     cache = WatchCache()
-    cache.seen("ADDED", p)
+    cache.seen("ADDED", copy.deepcopy(cluster.get("plan", "team", "p")))  # as the watch shows it
     store = _Store()
 
     async def no_database() -> Any:
@@ -119,11 +128,13 @@ def test_the_writer_archives_an_earlier_run_from_its_planreports_and_marks_its_e
     assert _marked(cluster) == [("team", "p", 1, "old1")]  # its index in the history
 
 
-def test_a_mark_the_history_moved_away_from_is_left_for_the_next_sweep():
+def test_a_mark_the_history_moved_away_from_is_not_written():
     p = with_history(EARLIER, archived_run="abc123")
     cluster = _cluster(p, [], refuse_mark=True)
     store = _archive(p, cluster)
     assert [r.run_id for r in store.rows] == ["old1"] and _marked(cluster) == []
+    assert cluster.methods().count("patch_plan_status") == 1  # refused, then nothing to mark
+    assert "get_plan" in cluster.methods()  # read again from the API
 
 
 def test_pending_earlier_gives_each_waiting_entry_its_index():

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from planops.engine import Report, StepRecord
-from planops.reconciler import status as status_
+from planops.reconciler.run import status as status_
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKS = ROOT / "charts" / "planops" / "argocd"
@@ -136,17 +136,19 @@ def test_the_health_of_a_100000_step_plan_comes_from_its_status_summary_alone():
     records.append(StepRecord("last", "failed", None, "exit 1", 1, 1.0, 2.0))
     st = status_.running(
         Report("big", False, "last", tuple(records)),
-        total=100_000,
-        finished=True,
-        dispatched_any=True,
-        generation=3,
-        run={"id": "r", "generation": 3},
-        refused=[],
-        previous={},
-        started_at=0.0,
-        now=10.0,
-        reports=200,
-    )
+        status_.Progress(
+            total=100_000,
+            finished=True,
+            dispatched_any=True,
+            generation=3,
+            run={"id": "r", "generation": 3},
+            refused=[],
+            previous={},
+            started_at=0.0,
+            now=10.0,
+            reports=200,
+        ),
+    ).to_status()
     assert len(st["report"]["steps"]) < 100  # a summary: not the 100,000 records
     st = {k: v for k, v in st.items() if v is not None}
     state, message = health("health-plan.lua", {"metadata": {"generation": 3}, "status": st})

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from planops.kube import manifests
-from planops.reconciler import core
-from planops.reconciler.reading import bounded
+from planops.reconciler.effects.bounded import bounded
+from planops.reconciler.run import core
 
 from .helpers import plan
 from .test_reconcile_core import situation

@@ -1,5 +1,5 @@
-"""A big map posts a bounded number of Events (reconciler.body_events): the first body steps of
-each control step one Event each, then one summary per SUMMARY_EVERY body records; every step
+"""A big map posts a bounded number of Events (reconciler.effects.body_events): the first body steps
+of each control step one Event each, then one summary per SUMMARY_EVERY body records; every step
 keeps its JSON log line."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import logging
 
 from planops.engine import StepRecord
 from planops.kube.events import Recorder
-from planops.reconciler.body_events import (
+from planops.reconciler.effects.body_events import (
     BODY_EVENTS,
     RUN_BODY_EVENTS,
     SUMMARY_EVERY,

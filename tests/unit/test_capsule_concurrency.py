@@ -1,7 +1,8 @@
 """A Capsule's `concurrency.maxRunningPlans`, checked without a cluster: several Plans on one
 Capsule reconciled against the in-memory API (fakekube.FakeKube), in whatever order, by one
-Reconciler or by a new one (a restarted operator, a new leader). The rule is reconciler.slots';
-the e2e test (tests/faults/test_capsule_concurrency.py) runs it on the real cluster."""
+Reconciler or by a new one (a restarted operator, a new leader). The rule is
+reconciler.queue.slots'; the e2e test (tests/faults/test_capsule_concurrency.py) runs it on the real
+cluster."""
 
 from __future__ import annotations
 
@@ -17,12 +18,13 @@ from planops.api.documents import parse_document
 from planops.cli import steer
 from planops.cli.exit_codes import EXIT_INPUT
 from planops.kube.cache import WatchCache
-from planops.reconciler import slot_waiters, slots
-from planops.reconciler.reconcile import Reconciler
-from planops.reconciler.slots import NAMES_LISTED
-from planops.reconciler.status import rfc3339
+from planops.reconciler import slot_waiters
+from planops.reconciler.queue import slots
+from planops.reconciler.queue.slots import NAMES_LISTED
+from planops.reconciler.run.status import rfc3339
 
 from .fakekube import FakeKube
+from .harness import Cluster
 
 NOW = 1_800_000_000.0
 SLEEP = [{"id": "a", "shell": "sleep 100"}]
@@ -35,81 +37,17 @@ def capsule_spec(limit: int | None = 1, **more: Any) -> dict[str, Any]:
     return spec
 
 
-class Cluster:
-    """One namespace `ns`, Capsules, Plans created at chosen seconds, and a reconciler."""
-
-    def __init__(self, limit: int | None = 1, kube: FakeKube | None = None) -> None:
-        self.kube = kube or FakeKube()
-        self.now = NOW
-        self.capsule("default", capsule_spec(limit))
-        self.reconciler = self.new_reconciler()
-
-    def new_reconciler(self, plans: WatchCache | None = None) -> Reconciler:
-        return Reconciler(self.kube, clock=lambda: self.now, plans=plans)
-
-    def capsule(self, name: str, spec: dict[str, Any], namespace: str = "ns") -> None:
-        self.kube.put("capsule", {"metadata": {"name": name, "namespace": namespace}, "spec": spec})
-
-    def plan(
-        self,
-        name: str,
-        second: int,
-        steps: list[dict[str, Any]] = SLEEP,
-        namespace: str = "ns",
-        **spec: Any,
-    ) -> dict[str, Any]:
-        return self.kube.put(
-            "plan",
-            {
-                "apiVersion": "planops.dev/v1alpha1",
-                "kind": "Plan",
-                "metadata": {
-                    "name": name,
-                    "namespace": namespace,
-                    "uid": f"uid-{name}",
-                    "generation": 1,
-                    "creationTimestamp": f"2027-01-15T08:00:{second:02d}Z",
-                },
-                "spec": {"steps": steps, **spec},
-            },
-        )
-
-    def reconcile(self, *names: str, namespace: str = "ns") -> None:
-        for name in names:
-            asyncio.run(self.reconciler.reconcile(namespace, name))
-
-    def status(self, name: str, namespace: str = "ns") -> dict[str, Any]:
-        found = self.kube.get("plan", namespace, name)
-        assert found is not None
-        return found.get("status") or {}
-
-    def jobs(self, name: str) -> list[str]:
-        return [
-            j["metadata"]["name"]
-            for j in self.kube.of("job")
-            if j["metadata"]["labels"].get(names.LABEL_PLAN) == name
-        ]
-
-    def running(self) -> set[str]:
-        """Plans that created a Job."""
-        return {
-            j["metadata"]["labels"][names.LABEL_PLAN]
-            for (kind, _, _), j in self.kube.objects.items()
-            if kind == "job"
-        }
-
-    def finish(self, name: str, phase: str = "Succeeded") -> None:
-        plan = self.kube.get("plan", "ns", name)
-        assert plan is not None
-        plan["status"] = {**plan["status"], "phase": phase}
-        plan["metadata"]["resourceVersion"] += "1"
+def cluster(limit: int | None = 1, kube: FakeKube | None = None) -> Cluster:
+    """One namespace `ns` whose default Capsule has `limit`, Plans created at chosen seconds,
+    and a reconciler (tests.unit.harness)."""
+    return Cluster({"default": capsule_spec(limit)}, kube=kube, steps=SLEEP)
 
 
 def test_plans_beyond_the_limit_wait_pending_naming_the_plans_ahead_in_creation_order():
-    c = Cluster(limit=1)
-    c.plan("c-first", 1)
-    c.plan("b-second", 2)
-    c.plan("a-third", 3)
+    c = cluster(limit=1)
+    c.new_plan("c-first", 1)
+    c.new_plan("b-second", 2)
+    c.new_plan("a-third", 3)
     c.reconcile("a-third", "b-second", "c-first")  # reconciled in the opposite order of creation
     assert c.running() == {"c-first"}
     third = c.status("a-third")
@@ -130,12 +68,12 @@ def test_plans_beyond_the_limit_wait_pending_naming_the_plans_ahead_in_creation_
 
 
 def test_a_later_plan_never_overtakes_an_earlier_waiting_one():
-    c = Cluster(limit=1)
-    c.plan("first", 1)
-    c.plan("second", 2)
-    c.plan("third", 3)
+    c = cluster(limit=1)
+    c.new_plan("first", 1)
+    c.new_plan("second", 2)
+    c.new_plan("third", 3)
     c.reconcile("first", "second", "third")
-    c.finish("first")
+    c.set_phase("first")
     c.reconcile("third")  # reconciled before second, which is ahead of it
     assert c.status("third")["phase"] == "Pending" and c.jobs("third") == []
     c.reconcile("second")
@@ -144,21 +82,21 @@ def test_a_later_plan_never_overtakes_an_earlier_waiting_one():
 
 
 def test_the_creation_order_ties_on_the_same_second_by_name():
-    c = Cluster(limit=1)
-    c.plan("zulu", 5)
-    c.plan("alpha", 5)
+    c = cluster(limit=1)
+    c.new_plan("zulu", 5)
+    c.new_plan("alpha", 5)
     c.reconcile("zulu", "alpha")
     assert c.running() == {"alpha"}
     assert c.status("zulu")["queue"]["ahead"] == ["alpha"]
 
 
 def test_a_finished_or_failed_plan_frees_its_slot_and_the_next_starts_with_its_own_start_time():
-    c = Cluster(limit=1)
-    c.plan("first", 1)
-    c.plan("second", 2)
+    c = cluster(limit=1)
+    c.new_plan("first", 1)
+    c.new_plan("second", 2)
     c.reconcile("first", "second")
     c.now += 120  # second waited two minutes
-    c.finish("first", "Failed")
+    c.set_phase("first", "Failed")
     c.reconcile("second")
     second = c.status("second")
     assert c.jobs("second") and second["phase"] == "Running"
@@ -170,9 +108,9 @@ def test_a_finished_or_failed_plan_frees_its_slot_and_the_next_starts_with_its_o
 
 @pytest.mark.parametrize("how", ["deleted", "being deleted"])
 def test_a_deleted_plan_frees_its_slot(how: str):
-    c = Cluster(limit=1)
-    c.plan("first", 1)
-    c.plan("second", 2)
+    c = cluster(limit=1)
+    c.new_plan("first", 1)
+    c.new_plan("second", 2)
     c.reconcile("first", "second")
     if how == "deleted":
         c.kube.objects.pop(("plan", "ns", "first"))
@@ -185,9 +123,9 @@ def test_a_deleted_plan_frees_its_slot(how: str):
 
 
 def test_max_running_plans_two_runs_two_at_once():
-    c = Cluster(limit=2)
+    c = cluster(limit=2)
     for k, name in enumerate(("a", "b", "c", "d"), start=1):
-        c.plan(name, k)
+        c.new_plan(name, k)
     c.reconcile("d", "c", "b", "a", "d", "c")
     assert c.running() == {"a", "b"}
     assert c.status("c")["queue"]["running"] == ["a", "b"]
@@ -195,19 +133,19 @@ def test_max_running_plans_two_runs_two_at_once():
 
 
 def test_the_count_is_read_from_the_cluster_so_a_new_leader_admits_nothing_more():
-    c = Cluster(limit=1)
-    c.plan("first", 1)
-    c.plan("second", 2)
+    c = cluster(limit=1)
+    c.new_plan("first", 1)
+    c.new_plan("second", 2)
     c.reconcile("first", "second")
-    c.reconciler = c.new_reconciler()  # a restarted operator, or the other replica leading
+    c.reconciler = c.operator()  # a restarted operator, or the other replica leading
     c.reconcile("second", "first", "second")
     assert c.running() == {"first"}
     assert [n for m, _, n in c.kube.calls if m == "create_job"] == c.jobs("first")  # once
 
 
 def test_the_slot_is_recorded_in_the_status_before_anything_is_created():
-    c = Cluster(limit=1)
-    c.plan("first", 1)
+    c = cluster(limit=1)
+    c.new_plan("first", 1)
     c.reconcile("first")
     calls = [m for m, _, n in c.kube.calls if n == "first" or m == "create_job"]
     assert calls.index("patch_plan_status") < calls.index("create_job")
@@ -217,22 +155,16 @@ def test_two_plans_decided_in_the_same_instant_do_not_both_take_the_one_slot():
     """`late` is created (with the same second, sorting first) while `early`'s decision is under
     way, and reconciled at once: without one decision at a time per Capsule, each would have
     seen a free slot (early's list does not hold late; late's list shows early not started)."""
-    c = Cluster(limit=1)
-    c.plan("early", 7)
+    c = cluster(limit=1)
+    c.new_plan("early", 7)
     late: list[asyncio.Task[Any]] = []
 
-    class Racing(FakeKube):
-        async def list_plans(self, namespace: str, selector: str) -> list[dict[str, Any]]:
-            got = await super().list_plans(namespace, selector)
-            if not late:
-                c.plan("a-late", 7)
-                late.append(asyncio.ensure_future(c.reconciler.reconcile("ns", "a-late")))
-                await asyncio.sleep(0.3)  # the other decision would fit in here
-            return got
+    async def racing(*_: Any) -> None:  # early's list answered: late comes now
+        c.new_plan("a-late", 7)
+        late.append(asyncio.ensure_future(c.reconciler.reconcile("ns", "a-late")))
+        await asyncio.sleep(0.3)  # the other decision would fit in here
 
-    racing = Racing(objects=c.kube.objects)
-    c.kube = racing
-    c.reconciler = c.new_reconciler()
+    c.kube.on("list_plans", racing, after=True, times=1)
 
     async def both() -> None:
         await c.reconciler.reconcile("ns", "early")
@@ -245,10 +177,10 @@ def test_two_plans_decided_in_the_same_instant_do_not_both_take_the_one_slot():
 
 def test_a_waiting_plan_is_decided_from_the_watch_cache_without_a_list():
     plans = WatchCache()
-    c = Cluster(limit=1)
-    c.reconciler = c.new_reconciler(plans)
+    c = cluster(limit=1)
+    c.reconciler = c.operator(plans=plans)
     for name, second in (("first", 1), ("second", 2)):
-        plans.seen("ADDED", c.plan(name, second))
+        plans.seen("ADDED", c.new_plan(name, second))
     c.reconcile("first")
     c.kube.calls.clear()
     c.reconcile("second")
@@ -258,34 +190,34 @@ def test_a_waiting_plan_is_decided_from_the_watch_cache_without_a_list():
 
 def test_a_stale_cache_showing_a_free_slot_is_checked_against_a_list():
     plans = WatchCache()
-    c = Cluster(limit=1)
-    c.plan("first", 1)
+    c = cluster(limit=1)
+    c.new_plan("first", 1)
     c.reconcile("first")  # by another replica: this one's cache never saw first
-    c.reconciler = c.new_reconciler(plans)
-    plans.seen("ADDED", c.plan("second", 2))
+    c.reconciler = c.operator(plans=plans)
+    plans.seen("ADDED", c.new_plan("second", 2))
     c.reconcile("second")
     assert c.running() == {"first"}
     assert c.status("second")["queue"]["running"] == ["first"]
 
 
 def test_plans_of_other_capsules_and_namespaces_do_not_count():
-    c = Cluster(limit=1)
+    c = cluster(limit=1)
     c.capsule("other", capsule_spec(None))
     c.capsule("default", capsule_spec(1), namespace="elsewhere")
-    c.plan("mine", 2)
-    c.plan("other", 1, capsule="other")
-    c.plan("far", 1, namespace="elsewhere")
+    c.new_plan("mine", 2)
+    c.new_plan("other", 1, capsule="other")
+    c.new_plan("far", 1, namespace="elsewhere")
     c.reconcile("other", "mine")
     c.reconcile("far", namespace="elsewhere")
     assert c.running() == {"other", "mine", "far"}
 
 
 def test_a_plan_already_running_when_the_limit_was_set_holds_a_slot():
-    c = Cluster(limit=None)
-    c.plan("before", 1)
+    c = cluster(limit=None)
+    c.new_plan("before", 1)
     c.reconcile("before")
     c.capsule("default", capsule_spec(1))
-    c.plan("after", 2)
+    c.new_plan("after", 2)
     c.reconcile("after", "before")
     assert c.running() == {"before"}
     assert c.status("after")["queue"]["running"] == ["before"]
@@ -297,12 +229,14 @@ def test_capsule_steps_into_each_others_capsules_run_inside_their_parents_slots(
     each child would wait for the slot the other parent holds while it waits for its child, a
     deadlock. A child runs within its parent's slot and takes none. (A child on its parent's
     own Capsule cannot happen: the cycle rule refuses it.)"""
-    c = Cluster(limit=1)
+    c = cluster(limit=1)
     for mine, other in (("default", "deploy"), ("deploy", "default")):
         c.capsule(mine, capsule_spec(1, spawn={"allow": [other]}, plan={"steps": SLEEP}))
-    c.plan("build", 1, steps=[{"id": "ship", "capsule": "deploy", "input": "go"}])
-    c.plan("deployer", 2, capsule="deploy", steps=[{"id": "b", "capsule": "default", "input": "x"}])
-    c.plan("waiter", 3)
+    c.new_plan("build", 1, steps=[{"id": "ship", "capsule": "deploy", "input": "go"}])
+    c.new_plan(
+        "deployer", 2, capsule="deploy", steps=[{"id": "b", "capsule": "default", "input": "x"}]
+    )
+    c.new_plan("waiter", 3)
     c.reconcile("build", "deployer", "waiter")
     children = [p["metadata"]["name"] for p in c.kube.of("plan") if slots.is_child(p)]
     assert len(children) == 2
@@ -317,20 +251,20 @@ def test_capsule_steps_into_each_others_capsules_run_inside_their_parents_slots(
 
 @pytest.mark.parametrize("annotation", [names.ANNOTATION_RERUN, names.ANNOTATION_RETRY])
 def test_a_childs_rerun_or_retry_is_refused_and_starts_nothing(annotation: str):
-    """A child's runs are its parent's (reconciler.retrying.child_requests): a re-run or retry
+    """A child's runs are its parent's (reconciler.run.retrying.child_requests): a re-run or retry
     written on it starts no run, in a slot or out of one; a RerunRefused event says so, once,
     and names the parent to re-run instead."""
-    c = Cluster(limit=1)
+    c = cluster(limit=1)
     c.capsule("deploy", capsule_spec(1, plan={"steps": SLEEP}))
     c.capsule("default", capsule_spec(1, spawn={"allow": ["deploy"]}))
-    c.plan("build", 1, steps=[{"id": "ship", "capsule": "deploy", "input": "go"}])
-    c.plan("holder", 2, capsule="deploy")
+    c.new_plan("build", 1, steps=[{"id": "ship", "capsule": "deploy", "input": "go"}])
+    c.new_plan("holder", 2, capsule="deploy")
     c.reconcile("build")  # it holds default's slot
     (child,) = [p for p in c.kube.of("plan") if slots.is_child(p)]
     name = child["metadata"]["name"]
     c.reconcile(name, "holder")  # the child, exempt, runs; holder holds deploy's slot
     assert c.jobs(name) and c.jobs("holder")
-    c.finish(name)
+    c.set_phase(name)
     before = c.status(name)
     child["metadata"]["annotations"] = {annotation: "again"}
     c.now += 60
@@ -347,9 +281,9 @@ def test_a_childs_rerun_or_retry_is_refused_and_starts_nothing(annotation: str):
 
 
 def test_a_plan_posing_as_a_child_by_its_label_alone_still_waits():
-    c = Cluster(limit=1)
-    c.plan("first", 1)
-    forged = c.plan("forged", 2)
+    c = cluster(limit=1)
+    c.new_plan("first", 1)
+    forged = c.new_plan("forged", 2)
     forged["metadata"]["labels"] = {names.LABEL_PARENT: "first"}
     c.reconcile("first", "forged")
     assert c.running() == {"first"}
@@ -357,9 +291,9 @@ def test_a_plan_posing_as_a_child_by_its_label_alone_still_waits():
 
 
 def test_a_waiting_plan_cancelled_fails_without_running_anything():
-    c = Cluster(limit=1)
-    c.plan("first", 1)
-    c.plan("second", 2)
+    c = cluster(limit=1)
+    c.new_plan("first", 1)
+    c.new_plan("second", 2)
     c.reconcile("first", "second")
     waiting = c.kube.get("plan", "ns", "second")
     assert waiting is not None
@@ -372,9 +306,9 @@ def test_a_waiting_plan_cancelled_fails_without_running_anything():
 
 
 def test_the_names_a_waiting_plan_lists_are_bounded():
-    c = Cluster(limit=1)
+    c = cluster(limit=1)
     for k in range(NAMES_LISTED + 5):
-        c.plan(f"p{k:02d}", k)
+        c.new_plan(f"p{k:02d}", k)
     last = f"p{NAMES_LISTED + 4:02d}"
     c.reconcile(last)
     queue = c.status(last)["queue"]
@@ -402,11 +336,11 @@ class _Watch:
 
 
 def _three_waiting(limit: int = 1) -> Cluster:
-    c = Cluster(limit=limit)
-    c.plan("first", 1)
+    c = cluster(limit=limit)
+    c.new_plan("first", 1)
     for k, name in enumerate(["second", "third", "fourth"], start=2):
-        c.plan(name, k)
-    c.plan("elsewhere", 9, capsule="x")
+        c.new_plan(name, k)
+    c.new_plan("elsewhere", 9, capsule="x")
     c.capsule("x", capsule_spec(1))
     c.reconcile("first", "second", "third", "fourth", "elsewhere")
     return c
@@ -442,7 +376,7 @@ def test_a_limit_of_two_wakes_as_many_waiters_as_slots_are_free():
 
 def test_labels_written_on_a_finished_plan_wake_no_one():
     c = _three_waiting()
-    c.finish("first")
+    c.set_phase("first")
     w = _Watch(c)  # the cache already shows it finished
     labelled = copy.deepcopy(c.kube.get("plan", "ns", "first"))
     for k in range(3):
@@ -490,7 +424,7 @@ def test_the_plans_cache_groups_the_counted_plans_by_namespace_and_capsule():
     c = _three_waiting()
     w = _Watch(c)
     plans = w.plans
-    c.finish("fourth")  # seen waiting, then finished: it leaves its group
+    c.set_phase("fourth")  # seen waiting, then finished: it leaves its group
     w.event(copy.deepcopy(c.kube.get("plan", "ns", "fourth")))
     names_ = lambda key: sorted(p["metadata"]["name"] for p in plans.group(key) or [])  # noqa: E731
     assert names_(("ns", "default")) == ["first", "second", "third"]  # fourth finished
@@ -507,20 +441,20 @@ def test_a_waiting_plan_is_decided_from_its_capsules_group_not_from_every_plan()
     plans = _NoScan(index=slots.capsule_key)
     for obj in c.kube.of("plan"):
         plans.seen("ADDED", copy.deepcopy(obj))
-    c.reconciler = c.new_reconciler(plans)
+    c.reconciler = c.operator(plans=plans)
     c.reconcile("third")
     assert c.status("third")["queue"]["ahead"] == ["second"]
 
 
 def test_a_waiter_farther_back_than_the_listed_names_is_not_rewritten_as_the_queue_moves():
-    c = Cluster(limit=1)
+    c = cluster(limit=1)
     for k in range(NAMES_LISTED + 3):
-        c.plan(f"p{k:02d}", k)
+        c.new_plan(f"p{k:02d}", k)
     everyone = [f"p{k:02d}" for k in range(NAMES_LISTED + 3)]
     c.reconcile(*everyone)
     last, near = everyone[-1], everyone[2]
     before_last, before_near = c.status(last)["queue"], c.status(near)["queue"]
-    c.finish("p00")
+    c.set_phase("p00")
     c.reconcile("p01", near, last)
     assert c.jobs("p01")
     assert c.status(last)["queue"] == before_last  # position an upper bound: no write
@@ -528,9 +462,9 @@ def test_a_waiter_farther_back_than_the_listed_names_is_not_rewritten_as_the_que
 
 
 def test_a_rerun_of_the_plan_holding_the_slot_waits_behind_the_plans_already_waiting():
-    c = Cluster(limit=1)
-    c.plan("holder", 1)
-    c.plan("waiter", 2)
+    c = cluster(limit=1)
+    c.new_plan("holder", 1)
+    c.new_plan("waiter", 2)
     c.reconcile("holder", "waiter")
     assert c.jobs("holder")  # it holds the slot when its re-run is asked
     plan = c.kube.get("plan", "ns", "holder")
@@ -545,12 +479,12 @@ def test_a_rerun_of_the_plan_holding_the_slot_waits_behind_the_plans_already_wai
 
 
 def test_a_rerun_of_an_old_finished_plan_goes_behind_plans_created_later():
-    c = Cluster(limit=1)
-    c.plan("old", 1)
+    c = cluster(limit=1)
+    c.new_plan("old", 1)
     c.reconcile("old")
-    c.finish("old")
-    c.plan("holder", 2)
-    c.plan("later", 3)
+    c.set_phase("old")
+    c.new_plan("holder", 2)
+    c.new_plan("later", 3)
     c.reconcile("holder", "later")
     plan = c.kube.get("plan", "ns", "old")
     assert plan is not None
@@ -559,30 +493,30 @@ def test_a_rerun_of_an_old_finished_plan_goes_behind_plans_created_later():
     c.reconcile("old")
     queue = c.status("old")["queue"]
     assert queue["ahead"] == ["later"] and queue["queuedAt"] == rfc3339(c.now)
-    c.finish("holder")
+    c.set_phase("holder")
     c.reconcile("old", "later")
     assert c.status("old")["phase"] == "Pending" and c.status("later")["phase"] == "Running"
 
 
 def test_a_first_run_joins_the_queue_at_the_plans_creation():
-    c = Cluster(limit=1)
-    c.plan("holder", 1)
-    c.plan("waiter", 7)
+    c = cluster(limit=1)
+    c.new_plan("holder", 1)
+    c.new_plan("waiter", 7)
     c.now += 3600  # reconciled an hour later: still in its place of creation
     c.reconcile("holder", "waiter")
     assert c.status("waiter")["queue"]["queuedAt"] == "2027-01-15T08:00:07Z"
 
 
 def test_a_run_whose_authors_use_was_revoked_while_it_waited_is_refused_as_it_takes_a_slot():
-    c = Cluster(limit=1)
-    c.plan("holder", 1)
-    waiter = c.plan("waiter", 2)
+    c = cluster(limit=1)
+    c.new_plan("holder", 1)
+    waiter = c.new_plan("waiter", 2)
     alice = '{"username": "alice", "groups": []}'
     waiter["metadata"]["annotations"] = {names.ANNOTATION_AUTHOR: alice}
     c.reconcile("holder", "waiter")
     assert c.status("waiter")["queue"]
     c.kube.use_denied.add(("ns", "default", "alice"))  # her `use` of the Capsule revoked
-    c.finish("holder")
+    c.set_phase("holder")
     c.reconcile("waiter")
     status = c.status("waiter")
     assert status["phase"] != "Running" and "queue" not in status, status
@@ -605,7 +539,7 @@ def test_max_running_plans_below_one_or_not_a_number_is_refused(limit: Any):
 def _schedule_api(run_status: dict[str, Any]) -> FakeKube:
     """The API server holding a Forbid schedule, due now, whose last run waits for a slot of
     its Capsule."""
-    from planops.reconciler.scheduled import LABEL_SCHEDULED_BY  # noqa: PLC0415
+    from planops.api.names import LABEL_SCHEDULED_BY  # noqa: PLC0415
 
     kube = FakeKube()
     meta = {"name": "nightly", "namespace": "ns", "uid": "u-sched", "generation": 1}
@@ -634,9 +568,9 @@ def _schedule_api(run_status: dict[str, Any]) -> FakeKube:
 def test_a_scheduled_run_waiting_for_a_slot_is_active_for_concurrency_policy_forbid():
     from planops.reconciler import ScheduleReconciler  # noqa: PLC0415
 
-    c = Cluster(limit=1)
-    c.plan("holder", 1)
-    c.plan("nightly-29", 2)
+    c = cluster(limit=1)
+    c.new_plan("holder", 1)
+    c.new_plan("nightly-29", 2)
     c.reconcile("holder", "nightly-29")
     waiting = c.status("nightly-29")
     assert waiting["phase"] == "Pending" and waiting["queue"]
@@ -648,12 +582,12 @@ def test_a_scheduled_run_waiting_for_a_slot_is_active_for_concurrency_policy_for
 
 
 def test_a_rerun_waiting_for_a_slot_keeps_the_earlier_runs_in_its_history():
-    c = Cluster(limit=1)
-    c.plan("again", 1)
-    c.plan("holder", 2)
+    c = cluster(limit=1)
+    c.new_plan("again", 1)
+    c.new_plan("holder", 2)
     c.reconcile("again")  # first in the queue: it runs
     assert c.jobs("again") and "queue" not in c.status("again")
-    c.finish("again")
+    c.set_phase("again")
     c.reconcile("holder")
     plan = c.kube.get("plan", "ns", "again")
     assert plan is not None
@@ -663,25 +597,19 @@ def test_a_rerun_waiting_for_a_slot_keeps_the_earlier_runs_in_its_history():
     status = c.status("again")
     assert status["queue"]["running"] == ["holder"]
     assert [h["id"] for h in status["history"]] == [earlier]
-    written: list[dict[str, Any]] = []
-    patch = c.kube.patch_plan_status
-
-    async def recorded(namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
-        written.append(status)
-        return await patch(namespace, name, status)
-
-    c.kube.patch_plan_status = recorded  # type: ignore[method-assign]
-    c.finish("holder")
+    before = len(c.kube.statuses)
+    c.set_phase("holder")
     c.reconcile("again")
+    written = c.kube.statuses[before:]
     assert c.jobs("again") and c.status("again")["phase"] == "Running"
     assert len(written) == 2  # the slot taken, then the run's own status: both keep it
     assert all([h["id"] for h in w["history"]] == [earlier] for w in written), written
 
 
 def test_a_run_replaced_while_it_waited_for_a_slot_is_no_run_in_the_history():
-    c = Cluster(limit=1)
-    c.plan("holder", 1)
-    c.plan("edited", 2)
+    c = cluster(limit=1)
+    c.new_plan("holder", 1)
+    c.new_plan("edited", 2)
     c.reconcile("holder", "edited")
     plan = c.kube.get("plan", "ns", "edited")
     assert plan is not None and plan["status"]["queue"]
@@ -694,15 +622,15 @@ def test_a_run_replaced_while_it_waited_for_a_slot_is_no_run_in_the_history():
 
 
 def test_kubectl_plan_rerun_and_retry_refuse_a_child_before_writing_anything():
-    c = Cluster(limit=None)
+    c = cluster(limit=None)
     c.capsule("deploy", capsule_spec(None, plan={"steps": SLEEP}))
     c.capsule("default", capsule_spec(None, spawn={"allow": ["deploy"]}))
-    c.plan("build", 1, steps=[{"id": "ship", "capsule": "deploy", "input": "go"}])
+    c.new_plan("build", 1, steps=[{"id": "ship", "capsule": "deploy", "input": "go"}])
     c.reconcile("build")
     (child,) = [p for p in c.kube.of("plan") if slots.is_child(p)]
     name = child["metadata"]["name"]
     c.reconcile(name)
-    c.finish(name, "Failed")
+    c.set_phase(name, "Failed")
     for verb in (steer.cmd_rerun, steer.cmd_retry):
         args = argparse.Namespace(name=name, from_step=None)
         assert asyncio.run(verb(c.kube, args, "ns")) == EXIT_INPUT

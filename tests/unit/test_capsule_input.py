@@ -10,7 +10,7 @@ from typing import Any
 
 from planops.engine import delegation, validate
 from planops.kube import manifests
-from planops.reconciler.observe import child_attempt
+from planops.reconciler.run.observe import child_attempt
 from planops.runners.local import LocalRunner
 
 from .helpers import capsule, plan, resolver

@@ -18,10 +18,10 @@ import pytest
 
 from planops.api import names
 from planops.kube.cache import WatchCache
-from planops.reconciler import slots
-from planops.reconciler.standing import Standing
+from planops.reconciler.queue import slots
+from planops.reconciler.queue.standing import Standing
 
-from .test_capsule_concurrency import Cluster
+from .test_capsule_concurrency import cluster
 from .test_linear_growth import BOUND, counted
 
 CAPSULES = ("a", "b", "c")
@@ -134,12 +134,12 @@ def _resync_calls(waiting: int) -> tuple[int, int]:
     """Calls of the burst (each Plan's first reconcile: one starts, the others join) and of one
     resync after it (each reconciled again), one slot and `waiting` Plans waiting for it, the
     Plans' cache kept as the operator keeps it."""
-    c = Cluster(limit=1)
-    everyone = [c.plan(f"p{k:04d}", 0)["metadata"]["name"] for k in range(waiting + 1)]
+    c = cluster(limit=1)
+    everyone = [c.new_plan(f"p{k:04d}", 0)["metadata"]["name"] for k in range(waiting + 1)]
     plans = WatchCache(index=slots.capsule_key, group=Standing)
     for obj in c.kube.of("plan"):
         plans.seen("ADDED", copy.deepcopy(obj))
-    c.reconciler = c.new_reconciler(plans)
+    c.reconciler = c.operator(plans=plans)
 
     async def each() -> None:
         for name in everyone:

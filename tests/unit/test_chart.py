@@ -334,11 +334,11 @@ def test_the_operator_may_use_every_capsule_and_manage_plans(helm: str):
     }
     assert ("planops.dev", "capsules", "use") in granted
     assert ("planops.dev", "plans", "manage") in granted
-    # may an author still use a Capsule (reconciler.authors): create reviews, nothing else there
+    # may an author still use a Capsule (reconciler.run.authors): create reviews, nothing else there
     assert {(g, r, v) for g, r, v in granted if g == "authorization.k8s.io"} == {
         ("authorization.k8s.io", "subjectaccessreviews", "create")
     }
-    for verb in ("create", "patch", "list", "delete"):  # a run's report (reconciler.reports)
+    for verb in ("create", "patch", "list", "delete"):  # a run's report (reconciler.history.chunks)
         assert ("planops.dev", "planreports", verb) in granted
 
 

@@ -2,7 +2,7 @@
 (fakekube.FakeKube): it rides a slot only when a Capsule above it has a limit (an ancestor holds
 a slot there); under unlimited Capsules alone it is counted and waits like any Plan, so an author
 who may use an unlimited Capsule cannot run more Plans on a limited one than its limit. The rule
-is reconciler.slots'."""
+is reconciler.queue.slots'."""
 
 from __future__ import annotations
 
@@ -10,17 +10,18 @@ import copy
 
 from planops.api import names
 from planops.kube.cache import WatchCache
-from planops.reconciler import slots, standing
+from planops.reconciler.queue import slots, standing
 from planops.reconciler.reconcile import Reconciler
 
-from .test_capsule_concurrency import SLEEP, Cluster, capsule_spec
+from .harness import Cluster
+from .test_capsule_concurrency import SLEEP, capsule_spec, cluster
 
 SHIP = [{"id": "ship", "capsule": "deploy", "input": "go"}]
 
 
 def _ci_and_deploy(ci_limit: int | None) -> Cluster:
     """`deploy` with one slot; `ci` (limit `ci_limit`) whose plans may spawn into it."""
-    c = Cluster(limit=None)
+    c = cluster(limit=None)
     c.capsule("deploy", capsule_spec(1, plan={"steps": SLEEP}))
     c.capsule("ci", capsule_spec(ci_limit, spawn={"allow": ["deploy"]}))
     return c
@@ -41,8 +42,8 @@ def _events(c: Cluster, name: str) -> list[str]:
 
 def test_children_of_unlimited_parents_never_run_at_once_on_a_one_slot_capsule():
     c = _ci_and_deploy(ci_limit=None)
-    c.plan("build-1", 1, steps=SHIP, capsule="ci")
-    c.plan("build-2", 2, steps=SHIP, capsule="ci")
+    c.new_plan("build-1", 1, steps=SHIP, capsule="ci")
+    c.new_plan("build-2", 2, steps=SHIP, capsule="ci")
     c.reconcile("build-1", "build-2")  # both parents run: ci has no limit
     first, second = _child_of(c, "build-1"), _child_of(c, "build-2")
     c.now += 1
@@ -59,18 +60,18 @@ def test_children_of_unlimited_parents_never_run_at_once_on_a_one_slot_capsule()
     parent = c.status("build-2" if waiting == second else "build-1")
     assert parent["phase"] == "Running"
     assert [f["stepId"] for f in parent["inFlight"]] == ["ship"]
-    c.finish(running)
+    c.set_phase(running)
     c.reconcile(waiting)
     assert c.jobs(waiting) and "queue" not in c.status(waiting)
 
 
 def test_a_direct_plan_waits_behind_a_child_of_an_unlimited_parent():
     c = _ci_and_deploy(ci_limit=None)
-    c.plan("build", 1, steps=SHIP, capsule="ci")
+    c.new_plan("build", 1, steps=SHIP, capsule="ci")
     c.reconcile("build")
     child = _child_of(c, "build")
     c.reconcile(child)
-    c.plan("direct", 2, capsule="deploy")
+    c.new_plan("direct", 2, capsule="deploy")
     c.reconcile("direct")
     assert c.jobs(child) and not c.jobs("direct")
     assert c.status("direct")["queue"]["running"] == [child]
@@ -78,21 +79,21 @@ def test_a_direct_plan_waits_behind_a_child_of_an_unlimited_parent():
 
 def test_a_child_under_a_limited_ancestor_rides_its_slot():
     c = _ci_and_deploy(ci_limit=1)
-    c.plan("holder", 1, capsule="deploy")
-    c.plan("build", 2, steps=SHIP, capsule="ci")
+    c.new_plan("holder", 1, capsule="deploy")
+    c.new_plan("build", 2, steps=SHIP, capsule="ci")
     c.reconcile("holder", "build")  # build holds ci's slot, holder deploy's
     child = _child_of(c, "build")
     c.reconcile(child)
     assert c.jobs(child) and "queue" not in c.status(child)  # exempt: neither counts nor waits
-    c.plan("direct", 3, capsule="deploy")
+    c.new_plan("direct", 3, capsule="deploy")
     c.reconcile("direct")
     assert c.status("direct")["queue"]["running"] == ["holder"]
 
 
 def test_a_waiting_child_starts_when_its_parents_capsule_gets_a_limit():
     c = _ci_and_deploy(ci_limit=None)
-    c.plan("holder", 1, capsule="deploy")
-    c.plan("build", 2, steps=SHIP, capsule="ci")
+    c.new_plan("holder", 1, capsule="deploy")
+    c.new_plan("build", 2, steps=SHIP, capsule="ci")
     c.reconcile("holder", "build")
     child = _child_of(c, "build")
     c.reconcile(child)
@@ -108,13 +109,13 @@ def test_a_waiting_child_starts_when_its_parents_capsule_gets_a_limit():
 
 def test_a_running_child_whose_parents_capsule_loses_its_limit_holds_a_slot_and_goes_on():
     c = _ci_and_deploy(ci_limit=1)
-    c.plan("build", 1, steps=SHIP, capsule="ci")
+    c.new_plan("build", 1, steps=SHIP, capsule="ci")
     c.reconcile("build")
     child = _child_of(c, "build")
     c.reconcile(child)
     assert c.jobs(child)
     c.capsule("ci", capsule_spec(None, spawn={"allow": ["deploy"]}))
-    c.plan("direct", 2, capsule="deploy")
+    c.new_plan("direct", 2, capsule="deploy")
     c.reconcile(child, "direct")
     assert c.jobs(child) and c.status(child)["phase"] == "Running"  # nothing is stopped
     assert c.status("direct")["queue"]["running"] == [child]
@@ -152,7 +153,7 @@ def test_the_watch_keeps_no_stale_grouping_when_a_limit_above_a_child_changes():
     caches = _Caches(c)
     caches.sync()
     c.reconciler = caches.reconciler()
-    c.plan("build", 1, steps=SHIP, capsule="ci")
+    c.new_plan("build", 1, steps=SHIP, capsule="ci")
     caches.sync()
     c.reconcile("build")
     caches.sync()
@@ -161,11 +162,11 @@ def test_the_watch_keeps_no_stale_grouping_when_a_limit_above_a_child_changes():
     caches.sync()
     assert c.jobs(child)  # exempt
     c.capsule("ci", capsule_spec(None, spawn={"allow": ["deploy"]}))
-    c.plan("direct", 2, capsule="deploy")
+    c.new_plan("direct", 2, capsule="deploy")
     caches.sync()
     c.reconcile("direct")
     assert c.status("direct")["queue"]["running"] == [child]  # from the group, no regroup
-    c.finish(child)
+    c.set_phase(child)
     assert caches.sync() == [("ns", "direct")]  # a counted child's end frees the slot
     c.reconcile("direct")
     assert c.jobs("direct")
@@ -181,8 +182,10 @@ def test_rerun_annotations_on_two_children_bring_back_no_slot_deadlock():
     c = _ci_and_deploy(ci_limit=1)
     c.capsule("deploy", capsule_spec(1, spawn={"allow": ["ci"]}, plan={"steps": SLEEP}))
     c.capsule("ci", capsule_spec(1, spawn={"allow": ["deploy"]}, plan={"steps": SLEEP}))
-    c.plan("build", 1, steps=SHIP, capsule="ci")
-    c.plan("release", 2, steps=[{"id": "back", "capsule": "ci", "input": "x"}], capsule="deploy")
+    c.new_plan("build", 1, steps=SHIP, capsule="ci")
+    c.new_plan(
+        "release", 2, steps=[{"id": "back", "capsule": "ci", "input": "x"}], capsule="deploy"
+    )
     c.reconcile("build", "release")
     kids = [_child_of(c, "build"), _child_of(c, "release")]
     c.reconcile(*kids)
@@ -200,6 +203,6 @@ def test_rerun_annotations_on_two_children_bring_back_no_slot_deadlock():
         assert c.jobs(k), f"{k} stopped and waits for a slot its parent's partner holds"
         assert "RerunRefused" in _events(c, k)
     for k in kids:
-        c.finish(k)
+        c.set_phase(k)
     c.reconcile("build", "release")
     assert {c.status(p)["phase"] for p in ("build", "release")} != {"Running"}

@@ -11,7 +11,6 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-import kopf
 import pytest
 from pydantic import ValidationError
 
@@ -20,7 +19,8 @@ from planops.engine import Policy, Run, validate
 from planops.engine import dispatch as rules
 from planops.engine.shell_hints import shell_warnings
 from planops.handlers import webhook
-from planops.reconciler.judging import Judge
+from planops.handlers.kopf_adapter import kopf
+from planops.reconciler import Reconciler
 
 from .fakekube import FakeKube
 from .helpers import capsule, plan, resolver
@@ -473,9 +473,6 @@ def _admit(*steps: dict[str, Any]) -> list[str]:
     spec = GRANTS | {"shell": {"allow": ["echo"]}}
     kube.put("capsule", {"metadata": {"name": "default", "namespace": "ns"}, "spec": spec})
 
-    class Reconciler:
-        judge = Judge(kube).judge
-
     body = {
         "apiVersion": "planops.dev/v1alpha1",
         "kind": "Plan",
@@ -483,7 +480,7 @@ def _admit(*steps: dict[str, Any]) -> list[str]:
         "spec": {"steps": list(steps)},
     }
     warnings: list[str] = []
-    memo = kopf.Memo(reconciler=Reconciler())
+    memo = kopf.Memo(operator=kopf.Memo(reconciler=Reconciler(kube)))  # its judge: the webhook's
     asyncio.run(handler.fn(body=body, memo=memo, operation="CREATE", warnings=warnings))
     return warnings
 

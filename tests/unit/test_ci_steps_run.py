@@ -15,7 +15,7 @@ from planops.api import CapsuleSpec, PlanSpec
 from planops.cli import main as cli
 from planops.engine import Policy, Run
 from planops.kube.manifests import PlanRef
-from planops.reconciler import dispatching
+from planops.reconciler.run import attempt_objects as dispatching
 from planops.runners.local import LocalRunner
 
 from .helpers import capsule, plan

@@ -1,8 +1,8 @@
 """kubectl-plan assembles a Plan's whole report from its status summary and its PlanReport
 objects (cli/plan_report.py full_report): `get -o json`, `describe` and `logs` show every record.
 
-The objects are the ones the operator writes (reconciler.status, reconciler.reports), served
-from a loopback HTTP server at the API's paths, so the real client, kubeconfig and CLI run.
+The objects are the ones the operator writes (reconciler.run.status, reconciler.history.chunks),
+served from a loopback HTTP server at the API's paths, so the real client, kubeconfig and CLI run.
 tests/e2e/test_reports.py does the same against the real API server."""
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from planops.cli.main import _parser as build_parser
 from planops.engine import Report, StepRecord
 from planops.kube.client import Kube
 from planops.kube.manifests import PlanRef
-from planops.reconciler import reports, status
+from planops.reconciler.history import chunks as reports
+from planops.reconciler.run import status
 
 REF = PlanRef("ns", "big", "uid-1", "run1")
 N = 30
@@ -59,18 +60,20 @@ def recorded_objects() -> tuple[dict[str, Any], list[dict[str, Any]]]:
         reports.applied(written, w)
     st = status.running(
         Report("big", True, None, tuple(records())),
-        total=N,
-        finished=True,
-        dispatched_any=True,
-        generation=1,
-        run={"id": "run1", "generation": 1},
-        refused=[],
-        previous={},
-        started_at=1.7e9,
-        now=1.7e9 + 60,
-        reports=len(chunks),
-        status_records=5,
-    )
+        status.Progress(
+            total=N,
+            finished=True,
+            dispatched_any=True,
+            generation=1,
+            run={"id": "run1", "generation": 1},
+            refused=[],
+            previous={},
+            started_at=1.7e9,
+            now=1.7e9 + 60,
+            reports=len(chunks),
+            status_records=5,
+        ),
+    ).to_status()
     st["report"]["stderrInOutput"] = True  # read where the cluster could not split logs
     plan = {
         "apiVersion": "planops.dev/v1alpha1",

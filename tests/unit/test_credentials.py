@@ -166,8 +166,8 @@ def test_an_exec_plugin_user_is_served_by_the_library(tmp_path):
 
 
 def test_kopfs_login_uses_the_same_credentials(tmp_path, monkeypatch):
-    from planops.handlers import login  # noqa: PLC0415
     from planops.handlers.config import CONFIG  # noqa: PLC0415
+    from planops.handlers.kopf_adapter import login  # noqa: PLC0415
 
     monkeypatch.setattr(CONFIG, "kubeconfig", kubeconfig(tmp_path, {"token": "t"}))
     info = asyncio.run(login())

@@ -1,13 +1,14 @@
 """The report's `cut` counts (records whose text was cut, and the bytes they had in full) are the
 same whoever cut and whenever they are counted: the local runner's outputLimitBytes cut, the
 run's budget (engine.budget), and in the cluster a Job log read to its share and a record cut to
-its share of the PlanReports (reconciler.status). A restarted operator restores the records as
+its share of the PlanReports (reconciler.run.status). A restarted operator restores the records as
 its PlanReports hold them, so each mark must carry the full size, and the live operator must
 count the records as written, or the two disagree."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from bench import big_results
 
@@ -15,8 +16,9 @@ from planops.api import CapsuleSpec, PlanSpec
 from planops.engine import Facts, Report, Run, StepRecord, outputs
 from planops.engine import budget as budget_
 from planops.kube.manifests import PlanRef
-from planops.reconciler import status
-from planops.reconciler.reporting import ReportBook
+from planops.reconciler.effects.actuator import Actuator, StatusWriter
+from planops.reconciler.history.report_book import ReportBook
+from planops.reconciler.run import status
 
 from .fakekube import FakeKube
 from .helpers import capsule
@@ -60,6 +62,14 @@ def test_the_marks_of_earlier_versions_are_still_read_back():
     assert again is not None and again.startswith("aa") and outputs.cut_size(again) == 5001
 
 
+def record(
+    kube: FakeKube, report: Report, records: int, cap: CapsuleSpec, previous: dict[str, Any]
+) -> Report:
+    """The report as a new ReportBook's run writes it (Actuator.record)."""
+    act = Actuator(kube, StatusWriter(kube))
+    return asyncio.run(act.record(ReportBook(), REF, report, records, cap, previous))
+
+
 def test_a_run_restored_from_its_planreports_counts_the_cut_the_live_run_counted():
     # 8 filter results of ~300 KB (the budget keeps the first ones whole, cuts the rest), then
     # each cut again to its share as the PlanReports hold them
@@ -67,8 +77,7 @@ def test_a_run_restored_from_its_planreports_counts_the_cut_the_live_run_counted
     live = Run("p", spec)
     while not live.decide(0.0).finished:
         pass
-    book = ReportBook(FakeKube())
-    as_written = asyncio.run(book.record(REF, live.report(), len(live.settled), CapsuleSpec(), {}))
+    as_written = record(FakeKube(), live.report(), len(live.settled), CapsuleSpec(), {})
     restored = Run.restore("p", spec, Facts(as_written.steps, ()))
     # every record holding a cut text is counted, at the size it had before any cut
     assert as_written.cut == budget_.tally(as_written.steps)
@@ -83,8 +92,8 @@ def test_a_restarted_operator_reports_the_same_cut_as_the_one_that_wrote_the_rep
         StepRecord(f"s{i}", "success", "y" * 200_000, None, 1, 1.0, 2.0) for i in range(40)
     )
     report = Report("p", True, None, steps)
-    live = asyncio.run(ReportBook(kube).record(REF, report, 40, capsule(), {}))
+    live = record(kube, report, 40, capsule(), {})
     assert live.cut[0] == 40  # 40 x 200 KB is past every record's share of the report
-    again = ReportBook(kube)  # a restart: lists the chunks
-    restored = asyncio.run(again.record(REF, report, 40, capsule(), {"run": {"id": REF.run}}))
+    # a restart: a new book, which lists the chunks
+    restored = record(kube, report, 40, capsule(), {"run": {"id": REF.run}})
     assert restored.cut == live.cut == (40, 40 * 200_000)

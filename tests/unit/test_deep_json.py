@@ -1,6 +1,6 @@
 """A Plan nested deeper than Python's json can read (the API server takes 10,000 levels) never
 stops the others from being read: kube.jsontext cuts only the too-deep part, in our client and in
-kopf's (handlers.kopf_fixes.apply_json); the validator then refuses that Plan."""
+kopf's (handlers.kopf_adapter.fix_json); the validator then refuses that Plan."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import json
 import pytest
 
 from planops.api import parse_document
-from planops.handlers import kopf_fixes
+from planops.handlers import kopf_adapter
 from planops.kube import jsontext
 
 
@@ -83,8 +83,8 @@ def test_the_cut_plan_is_refused_by_the_validator_with_a_clear_error():
 def test_kopfs_lists_and_watch_events_read_through_the_bounded_reader():
     from kopf._cogs.clients import api  # noqa: PLC0415
 
-    assert kopf_fixes.apply_json()
-    assert kopf_fixes.apply_json()  # twice: once patched, left as it is
+    assert kopf_adapter.fix_json()
+    assert kopf_adapter.fix_json()  # twice: once patched, left as it is
     assert api.json.loads(listing(1200))["items"][2]["metadata"]["name"] == "after"
 
     class Response:
@@ -101,10 +101,10 @@ def test_kopfs_lists_and_watch_events_read_through_the_bounded_reader():
         return Response()
 
     saved = api.request
-    kopf_fixes_get = api.get
+    patched_get = api.get
     try:
         api.request = request  # the patched get asks kopf's request for the answer
-        got = asyncio.run(kopf_fixes_get("/x", settings=None, logger=None))
+        got = asyncio.run(patched_get("/x", settings=None, logger=None))
     finally:
         api.request = saved
     assert got["items"][0]["metadata"]["name"] == "before"
@@ -116,8 +116,8 @@ def test_our_clients_answers_are_read_through_the_bounded_reader():
     class Response:
         status = 200
 
-        async def json(self, content_type=None, loads=json.loads):
-            return loads(listing(1200))
+        async def read(self):
+            return listing(1200).encode()
 
         def release(self):
             pass
@@ -129,7 +129,7 @@ def test_our_clients_answers_are_read_through_the_bounded_reader():
 def test_the_admission_webhook_reads_a_deep_plan_and_the_validator_refuses_it():
     from kopf._kits import webhooks  # noqa: PLC0415
 
-    assert kopf_fixes.apply_json()
+    assert kopf_adapter.fix_json()
     review = '{"request":{"uid":"u","object":' + deep_text(1200) + "}}"
     data = webhooks.json.loads(review)  # as kopf's webhook server reads the request
     doc, problems = parse_document(data["request"]["object"])

@@ -3,10 +3,10 @@ refuse the same ones with the same words, and give them the same deadline, memor
 environment (planops' variables, the tool's own, nothing of the host's) and working directory
 (their own, or the workspace).
 
-Each case runs twice: through the reconciler's path (reconciler.dispatching: the Job or child
-Plan it would create, or its refusal) and through the local runner (a real subprocess), and
-both must come to the same outcome. The engine's rules (engine.dispatch) are also checked
-directly, one by one."""
+Each case runs twice: through the reconciler's path (reconciler.run.attempt_objects: the Job or
+child Plan it would create, or its refusal) and through the local runner (a real subprocess), and
+both must come to the same outcome. The engine's rules (engine.dispatch) are also checked directly,
+one by one."""
 
 from __future__ import annotations
 
@@ -26,8 +26,9 @@ from planops.api.names import ANNOTATION_LINEAGE, LABEL_DEPTH, LABEL_RUN
 from planops.api.quantity import parse
 from planops.engine import Policy, Run
 from planops.engine import dispatch as rules
+from planops.kube.errors import kind_of
 from planops.kube.manifests import PlanRef
-from planops.reconciler import dispatching
+from planops.reconciler.run import attempt_objects as dispatching
 from planops.runners.local import LocalRunner
 
 from .helpers import capsule, plan
@@ -495,18 +496,25 @@ def test_a_capsule_step_becomes_a_child_plan_one_level_deeper_with_its_lineage()
 
 
 def test_what_the_api_servers_answer_to_a_create_means():
-    def answer(kind: str, status: int, *, exists: bool = False, admission: bool = False) -> str:
-        return dispatching.create_refused(
-            kind, status, already_exists=exists, by_admission=admission, message="m"
-        )
+    def answer(kind: str, status: int, reason: str, causes: Any = ()) -> str:
+        return dispatching.create_refused(kind, kind_of(status, reason, causes), "m")
 
-    assert answer("shell", 409, exists=True) == "adopt"
-    assert answer("shell", 403, admission=True) == "refused by the cluster's admission policy: m"
-    for status in (400, 403, 422):  # the request itself is refused: retrying cannot help
-        assert answer("tool", status) == "the cluster refused the step's Job: m"
-        assert answer("capsule", status) == "the cluster refused the step's child Plan: m"
-    for status in (401, 404, 409, 429, 500, 503):  # transient: the reconcile is retried
-        assert answer("shell", status) == "retry"
+    assert answer("shell", 409, "AlreadyExists") == "adopt"
+    admission = "refused by the cluster's admission policy: m"
+    assert answer("shell", 400, "") == admission  # a webhook's denial: no reason of its own
+    assert answer("shell", 403, "") == admission
+    assert answer("shell", 422, "Invalid", [("", "")]) == admission  # a ValidatingAdmissionPolicy
+    assert answer("shell", 403, "Forbidden", [("", "")]) == admission
+    refused = [(400, "BadRequest"), (403, "Forbidden"), (422, "Invalid"), (413, "")]
+    for status, reason in refused:  # the request itself is refused: retrying cannot help
+        assert answer("tool", status, reason) == "the cluster refused the step's Job: m"
+        assert answer("capsule", status, reason) == "the cluster refused the step's child Plan: m"
+    field = [("FieldValueInvalid", "spec.template")]
+    assert answer("tool", 422, "Invalid", field) == "the cluster refused the step's Job: m"
+    passing = [(401, "Unauthorized"), (404, "NotFound"), (409, "Conflict"), (429, "")]
+    passing += [(500, "InternalError"), (503, "ServiceUnavailable"), (504, "Timeout")]
+    for status, reason in passing:  # transient: the reconcile is retried
+        assert answer("shell", status, reason) == "retry"
 
 
 def test_an_object_squatting_an_attempts_name_is_named_and_never_adopted():

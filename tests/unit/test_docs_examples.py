@@ -7,6 +7,7 @@ schema error."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import subprocess
@@ -133,6 +134,21 @@ def test_the_docs_show_manifests_of_every_kind_a_user_writes():
 def test_every_manifest_in_the_docs_reads_without_a_schema_error(where, item):
     _, problems = parse_leniently(item)
     assert problems == [], where
+
+
+def test_the_ci_pipeline_runs_locally_as_far_as_its_header_says():
+    """examples/ci-pipeline.yaml locally: checkout fails before it starts, naming the volume a
+    laptop cannot mount; test (its service) and image never start; notify reports the failure."""
+    done = cli("run --local examples/ci-pipeline.yaml --plan ci-pipeline -o json")
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    rec = {s["stepId"]: s for s in report["steps"]}
+    assert (report["failedStep"], list(rec)) == ("checkout", ["checkout", "notify"])
+    assert rec["checkout"]["error"].startswith(
+        "step 'checkout' mounts configMap volume 'source' at /source, which a local run cannot"
+    )
+    note = json.loads(rec["notify"]["output"].removeprefix("#ci: "))
+    assert note == {"revision": "1.4.2", "status": "failed", "failedStep": "checkout"}
 
 
 #: a command line of the docs (indented or in a shell session): `kubectl-plan ...`, `kubectl

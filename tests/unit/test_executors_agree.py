@@ -27,7 +27,7 @@ from planops.engine import capsules, validate
 from planops.runners.local import LocalRunner
 
 from .helpers import plan
-from .test_retry_reconcile import World
+from .test_retry_reconcile import world
 
 #: a tool that fails its first attempt and succeeds from its second on
 FLAKY = ["sh", "-c", 'test "$PLANOPS_ATTEMPT" -ge 2']
@@ -134,14 +134,14 @@ def ends(job: dict[str, Any]) -> tuple[bool, str]:
 
 
 def in_the_cluster(spec: dict[str, Any]) -> dict[str, Any]:
-    w = World(spec["steps"], status_records=100, **CAPSULE)
+    w = world(spec["steps"], status_records=100, **CAPSULE)
     w.kube.get("plan", "ns", "p")["spec"] = spec  # type: ignore[index]
     for _ in range(200):
-        status = w.reconcile()
+        status = w.reconciled()
         if status.get("phase") in ("Succeeded", "Failed"):
             assert status["report"]["stepsOmitted"] == 0
             return status["report"]  # type: ignore[no-any-return]
-        running = {step: job for step, job in w.jobs().items() if "status" not in job}
+        running = {step: job for step, job in w.step_jobs().items() if "status" not in job}
         assert running, status
         for step, job in running.items():
             ok, log = ends(job)

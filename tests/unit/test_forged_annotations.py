@@ -12,7 +12,7 @@ from planops.api.names import ANNOTATION_STEP_ID, LABEL_PARENT, LABEL_PLAN, LABE
 from planops.kube import manifests
 from planops.kube.manifests import full_value, label_value
 
-from .test_retry_reconcile import World
+from .test_retry_reconcile import world
 
 CHAIN = [
     {"id": "build", "shell": "true"},
@@ -22,20 +22,20 @@ CHAIN = [
 
 
 def test_a_finished_jobs_step_id_annotated_to_a_running_step_settles_nothing():
-    w = World(CHAIN)
-    w.reconcile()
+    w = world(CHAIN)
+    w.reconciled()
     w.finish("build", ok=True)
-    w.reconcile()
-    assert set(w.jobs()) == {"build", "tests"}
-    build = w.jobs()["build"]
+    w.reconciled()
+    assert set(w.step_jobs()) == {"build", "tests"}
+    build = w.step_jobs()["build"]
     build["metadata"].setdefault("annotations", {})[ANNOTATION_STEP_ID] = "tests"
-    status = w.reconcile()
-    assert set(w.jobs()) == {"build", "tests"}, "deploy started on a forged success"
+    status = w.reconciled()
+    assert set(w.step_jobs()) == {"build", "tests"}, "deploy started on a forged success"
     assert [f["stepId"] for f in status["inFlight"]] == ["tests"]
     assert [s["stepId"] for s in status["report"]["steps"]] == ["build"]
     w.finish("tests", ok=True)  # the real tests settle the step, and deploy starts
-    w.reconcile()
-    assert set(w.jobs()) == {"build", "tests", "deploy"}
+    w.reconciled()
+    assert set(w.step_jobs()) == {"build", "tests", "deploy"}
 
 
 LONG = "x" * 80  # longer than a label value: shortened, the full value in the annotation

@@ -22,8 +22,9 @@ from planops.engine import PlanError, Policy, validate
 from planops.kube import manifests
 from planops.kube.cache import slim_run_object
 from planops.kube.manifests import label_value
-from planops.reconciler import asks, runs
-from planops.reconciler.observe import (
+from planops.reconciler.run import asks
+from planops.reconciler.run import identity as runs
+from planops.reconciler.run.observe import (
     Observed,
     attempt_step,
     child_attempt,

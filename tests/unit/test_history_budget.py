@@ -10,10 +10,13 @@ from typing import Any
 
 import pytest
 
+from planops.engine import Facts, capsules
 from planops.kube import manifests
-from planops.reconciler import reports as reports_
-from planops.reconciler import retrying, run_history
-from planops.reconciler.earlier_runs import earlier_run
+from planops.reconciler import earlier_run
+from planops.reconciler.effects.intents import Told
+from planops.reconciler.history import chunks as reports_
+from planops.reconciler.history import run_history
+from planops.reconciler.run import retrying
 
 from .test_run_history import failing_world, reports_of, rerun
 from .test_status_bound import stored_size
@@ -22,7 +25,7 @@ from .test_status_bound import stored_size
 def one_runs_bytes() -> int:
     """The bytes one failed run of failing_world(status_records=1) writes to its PlanReport."""
     w = failing_world(status_records=1)
-    run = w.reconcile()["run"]["id"]
+    run = w.reconciled()["run"]["id"]
     return sum(len(json.dumps(r, separators=(",", ":"))) for r in reports_of(w, run))
 
 
@@ -34,7 +37,7 @@ def budget_of_two_and_a_half_runs(monkeypatch: pytest.MonkeyPatch) -> int:
 
 
 def reruns(w: Any, n: int) -> list[str]:
-    ids = [w.reconcile()["run"]["id"]]
+    ids = [w.reconciled()["run"]["id"]]
     for value in range(1, n + 1):
         ids.append(rerun(w, str(value), refuse=True)["run"]["id"])
     return ids
@@ -45,7 +48,7 @@ def test_past_the_byte_budget_the_oldest_runs_keep_their_summary_but_not_their_p
 ) -> None:
     w = failing_world(status_records=1)
     ids = reruns(w, 4)
-    history = w.status["history"]
+    history = w.status()["history"]
     assert [e["id"] for e in history] == ids[3::-1]  # historyLimit keeps all four entries
     assert [e.get("recordsKept", True) for e in history] == [True, True, False, False]
     assert all(e["reportBytes"] == budget_of_two_and_a_half_runs for e in history)
@@ -73,12 +76,12 @@ def test_while_the_archive_is_on_a_run_not_archived_keeps_its_planreports_past_t
     w = failing_world(status_records=1)
     w.reconciler.archive = True
     ids = reruns(w, 3)
-    assert all(run_history.records_kept(e) for e in w.status["history"])
+    assert all(run_history.records_kept(e) for e in w.status()["history"])
     assert all(reports_of(w, run) != [] for run in ids)
     for e in w.plan["status"]["history"]:  # the archive's writer marks them
         e["archived"] = True
     rerun(w, "4", refuse=True)
-    kept = [run_history.records_kept(e) for e in w.status["history"]]
+    kept = [run_history.records_kept(e) for e in w.status()["history"]]
     assert kept == [True, True, False, False]
     assert reports_of(w, ids[0]) == [] and reports_of(w, ids[1]) == []
 
@@ -97,7 +100,7 @@ def test_get_run_of_an_entry_without_records_shows_its_summary_and_why(
 
 def test_a_retry_of_an_entry_without_records_reseeds_nothing_and_runs_every_step() -> None:
     w = failing_world(status_records=1)
-    w.reconcile()
+    w.reconciled()
     plan = w.plan
     ref = manifests.PlanRef("ns", "p", plan["metadata"]["uid"], "old")
     record = {"stepId": "a", "status": "success", "attempts": 1, "output": "done"}
@@ -107,8 +110,13 @@ def test_a_retry_of_an_entry_without_records_reseeds_nothing_and_runs_every_step
     for keeps, settled in ((True, ["a"]), (False, [])):
         e = entry if keeps else {**entry, "recordsKept": False}
         plan["status"] = {"run": {"id": "new", "retryOf": "old"}, "history": [e]}
-        facts = asyncio.run(retrying._reseed(w.kube, w.reconciler.judge, plan))
-        assert [r.step_id for r in facts.settled] == settled
+        found = asyncio.run(earlier_run(w.kube, plan, "old"))
+        assert found is not None
+        judged = asyncio.run(w.reconciler.judge(plan))
+        earlier = retrying.Earlier.of_status(found, capsules({}))
+        choice = retrying.Choice("new", reseed=True)
+        facts = retrying.seed(choice, plan["status"], judged, earlier, Told())
+        assert isinstance(facts, Facts) and [r.step_id for r in facts.settled] == settled
 
 
 def test_the_worst_entry_with_its_byte_fields_stays_within_entry_bytes() -> None:
@@ -135,5 +143,5 @@ def test_the_operators_history_report_bytes_sets_the_budget() -> None:
     w = failing_world(status_records=1)
     w.reconciler.history_report_bytes = size * 3 // 2  # --history-report-bytes
     ids = reruns(w, 3)
-    assert [run_history.records_kept(e) for e in w.status["history"]] == [True, False, False]
+    assert [run_history.records_kept(e) for e in w.status()["history"]] == [True, False, False]
     assert {r["run"] for r in w.kube.of("planreport")} == {ids[3], ids[2]}

@@ -13,7 +13,7 @@ import pytest
 
 from planops.engine import Run, validate
 from planops.engine.conditions import ConditionSyntaxError, Input, MissingInput, evaluate, parse
-from planops.reconciler import core
+from planops.reconciler.run import core
 from planops.runners.local import LocalRunner
 
 from .helpers import capsule, plan, resolver

@@ -2,8 +2,8 @@
 what dispatch refuses the validator refuses first, in the same words.
 
 The table runs each case through both sides of each executor: the cluster's dispatch (the Job
-it would create, reconciler.dispatching: a step needs an image) against the validator with the
-operator's policy (`needs_image`), and the local runner's admit (no image needed) against the
+it would create, reconciler.run.attempt_objects: a step needs an image) against the validator with
+the operator's policy (`needs_image`), and the local runner's admit (no image needed) against the
 validator as `kubectl-plan validate` / `run --local` call it. The two verdicts must agree."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from planops.api import CapsuleSpec
 from planops.engine import Policy, Run, validate
 from planops.engine import dispatch as rules
 from planops.kube.manifests import PlanRef
-from planops.reconciler import dispatching
+from planops.reconciler.run import attempt_objects as dispatching
 
 from .helpers import capsule, plan, resolver
 

@@ -11,9 +11,9 @@ from typing import Any, Literal
 import pytest
 
 from planops.kube.client import ApiError
-from planops.reconciler import judging, reading, status
 from planops.reconciler.reconcile import Reconciler
-from planops.reconciler.step_logs import StepLog
+from planops.reconciler.run import facts, judging, status
+from planops.reconciler.run.step_logs import StepLog
 
 from .fakekube import FakeKube
 
@@ -107,7 +107,7 @@ def _logs(answer: str | ApiError, pod_exists: bool = True) -> FakeKube:
 
 
 def _observed(status: Literal["success", "failed"] = "success") -> Any:
-    from planops.reconciler.observe import Observed  # noqa: PLC0415
+    from planops.reconciler.run.observe import Observed  # noqa: PLC0415
 
     return Observed("a", 1, "job-a", "job", 0.0, status, finished_at=100.0, pod="job-a-x")
 
@@ -117,24 +117,24 @@ def test_an_output_is_read_never_made_up():
         answer: str | ApiError, status: str = "success", now: float = 101.0, exists: bool = True
     ) -> Any:
         r = Reconciler(_logs(answer, exists))
-        return asyncio.run(r._reader.output("ns", _observed(status), 1000, now))
+        return asyncio.run(r._reads.output("ns", _observed(status), 1000, now))
 
     assert output("hello\n") == StepLog("hello", None, merged=False)
     assert output("") == StepLog(None, None, merged=False)  # a step that printed nothing
     lost = output("unable to retrieve container logs for containerd://abc")
-    assert isinstance(lost, reading._Lost) and "node lost the container's log" in lost.reason
+    assert isinstance(lost, facts.Lost) and "node lost the container's log" in lost.reason
     not_found = ApiError(404, "NotFound", "the server could not find the requested resource")
     gone = output(not_found, exists=False)
-    assert isinstance(gone, reading._Lost) and "deleted before its log was read" in gone.reason
+    assert isinstance(gone, facts.Lost) and "deleted before its log was read" in gone.reason
     assert output(not_found, status="failed", exists=False) is None  # its error says why
     # the kubelet restarting: 404 for a pod it does not know yet, or unreachable: read later
-    assert isinstance(output(not_found), reading._Later)
+    assert isinstance(output(not_found), facts.Later)
     down = ApiError(500, "InternalError", "dial tcp 10.244.0.1:10250: connect: connection refused")
-    assert isinstance(output(down), reading._Later)
+    assert isinstance(output(down), facts.Later)
     # a failed attempt (a pod that never started: no log to read) is settled at once by its error
     assert output(ApiError(400, "BadRequest", "container is waiting to start"), "failed") is None
-    late = output(down, now=100.0 + reading.LOG_GRACE_SECONDS + 1)
-    assert isinstance(late, reading._Lost) and "did not serve the log" in late.reason
+    late = output(down, now=100.0 + facts.LOG_GRACE_SECONDS + 1)
+    assert isinstance(late, facts.Lost) and "did not serve the log" in late.reason
 
 
 def test_a_spec_too_large_to_share_its_object_with_a_status_is_refused_with_what_to_do():

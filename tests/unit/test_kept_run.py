@@ -181,7 +181,7 @@ class Reconciles:
         assert state(run) == state(restored)
         refused: list[AttemptFact] = []
         created: list[AttemptFact] = []
-        for _ in range(20):  # decide -> create -> refused, as reconciler.core does
+        for _ in range(20):  # decide -> create -> refused, as reconciler.run.core does
             decisions = [r.decide(self.now) for r in (run, restored)]
             assert decisions[0] == decisions[1]
             assert state(run) == state(restored)

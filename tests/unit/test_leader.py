@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from planops.handlers.queue import Coalescer
 from planops.kube.client import ApiError
 from planops.kube.leader import GuardedKube, LeaderElector, NotLeading, Timing
+from planops.kube.queue import Coalescer
 
 
 class Store:

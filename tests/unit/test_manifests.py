@@ -12,15 +12,20 @@ from typing import Any
 import pytest
 
 from planops.api import PlanSpec, Step
-from planops.api.names import ANNOTATION_STEP_ID, LABEL_PARENT, LABEL_PLAN, LABEL_STEP
+from planops.api.names import (
+    ANNOTATION_STEP_ID,
+    LABEL_PARENT,
+    LABEL_PLAN,
+    LABEL_SCHEDULED_BY,
+    LABEL_STEP,
+)
 from planops.engine import Dispatch, Run
-from planops.engine.schedule import run_name
+from planops.engine.schedule import ScheduleSpec, run_name
 from planops.kube import events, manifests
 from planops.kube.manifests import PlanRef, full_value, label_value
-from planops.reconciler import asks
-from planops.reconciler.scheduled import LABEL_SCHEDULED_BY, ScheduleReconciler
+from planops.reconciler.run import asks
+from planops.reconciler.schedules import decide
 
-from .fakekube import FakeKube
 from .helpers import capsule
 
 LABEL_SYNTAX = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
@@ -180,9 +185,9 @@ def test_a_scheduled_run_of_a_long_scheduled_plan_has_valid_labels_and_names():
         {"schedule": "* * * * *", "planTemplate": {"spec": {"steps": []}}}
     )
     at = datetime(2024, 1, 1, tzinfo=UTC)
-    run = ScheduleReconciler(FakeKube())._run(
-        owner, "ns", LABEL_SCHEDULED_BY, spec, run_name(long_name, at), at
-    )
+    sched = ScheduleSpec(spec.schedule, None, None, "Allow", False)
+    where = decide.Where(owner, "ns", False, spec, sched, at)
+    run = decide.run_body(where, run_name(long_name, at), at)
     labels = run["metadata"]["labels"]
     assert all(valid_label(v) for v in labels.values())
     assert full_value(run["metadata"], LABEL_SCHEDULED_BY) == long_name
@@ -241,7 +246,7 @@ def test_step_ids_that_are_no_labels_get_a_job_the_api_server_accepts():
 
 def test_the_reconciler_finds_a_child_plans_full_step_id():
     """Child Plans now carry the step-id annotation (observe prefers it to the label)."""
-    from planops.reconciler.observe import child_attempt  # noqa: PLC0415
+    from planops.reconciler.run.observe import child_attempt  # noqa: PLC0415
 
     (tool, *_) = body_dispatches()
     child = manifests.child_plan(REF, tool._replace(kind="capsule"), "child", {"steps": []})

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from planops.kube.cache import slim_run_object
-from planops.reconciler import observe
-from planops.reconciler.observe import Observed, controller_uid, owned, pods_by_job
+from planops.reconciler.run import observe
+from planops.reconciler.run.observe import Observed, controller_uid, owned, pods_by_job
 
 PLAN_UID = "plan-uid"
 

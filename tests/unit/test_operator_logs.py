@@ -9,8 +9,9 @@ import subprocess
 import sys
 
 CODE = """
-import logging, kopf
-from planops.main import configure_logging
+import logging
+from planops.handlers.kopf_adapter import kopf
+from planops.handlers.kopf_adapter import configure_logging
 configure_logging(json_logs={json_logs}, verbose=False)
 logging.getLogger("planops.trace").info('{{"record": "plan_start", "plan": "p"}}')
 body = {{"apiVersion": "planops.dev/v1alpha1", "kind": "Plan",

@@ -30,14 +30,16 @@ from typing import Any
 import pytest
 
 from planops.api import CapsuleSpec
+from planops.api.status_model import PlanStatus
 from planops.engine import outputs
 from planops.kube import manifests
-from planops.reconciler import status as status_
-from planops.reconciler import step_logs
+from planops.reconciler.run import status as status_
+from planops.reconciler.run import step_logs
 from planops.runners.local import LocalRunner
 
+from .harness import Cluster
 from .helpers import plan
-from .test_retry_reconcile import World
+from .test_retry_reconcile import world
 
 PY = sys.executable
 CAPSULE: dict[str, Any] = {
@@ -220,14 +222,14 @@ def run_job(job: dict[str, Any]) -> tuple[int, str, str]:
     return done.returncode, done.stdout, done.stderr
 
 
-def in_the_cluster(case: Case, log_streams: str = "split") -> World:
-    w = World(steps_of(case), status_records=100, **capsule_of(case))
+def in_the_cluster(case: Case, log_streams: str = "split") -> Cluster:
+    w = world(steps_of(case), status_records=100, **capsule_of(case))
     w.kube.log_streams = log_streams
     for _ in range(50):
-        status = w.reconcile()
+        status = w.reconciled()
         if status.get("phase") in ("Succeeded", "Failed"):
             return w
-        running = {step: job for step, job in w.jobs().items() if "status" not in job}
+        running = {step: job for step, job in w.step_jobs().items() if "status" not in job}
         assert running, status
         for step, job in running.items():
             code, out, err = run_job(job)
@@ -237,8 +239,8 @@ def in_the_cluster(case: Case, log_streams: str = "split") -> World:
     raise AssertionError("the run did not finish")
 
 
-def records(w: World) -> dict[str, dict[str, Any]]:
-    return {s["stepId"]: s for s in w.status["report"]["steps"]}
+def records(w: Cluster) -> dict[str, dict[str, Any]]:
+    return {s["stepId"]: s for s in w.status()["report"]["steps"]}
 
 
 def meets(record: dict[str, Any], expected: dict[str, Any]) -> None:
@@ -286,7 +288,7 @@ def test_a_cluster_that_cannot_split_gives_the_log_as_one_and_says_so(streams: s
     assert got["b"]["status"] == "failed"
     assert "the output of step 'a' is not JSON" in got["b"]["error"]
     # the run says so, in its report (one field: no request, no Event, nothing per record)
-    assert w.status["report"]["stderrInOutput"] is True
+    assert w.status()["report"]["stderrInOutput"] is True
     assert not w.events("OutputMerged")
 
 
@@ -296,7 +298,7 @@ def test_once_refused_the_log_is_read_as_one_request_until_the_cluster_is_asked_
     # a: its Stdout and Stderr reads (at once) refused, then read as one; c: read as one at
     # once (b failed at dispatch: {{a.json.tag}} is not JSON, it has no Job)
     assert [pod[:4] for _, _, pod in reads] == ["p-a-", "p-a-", "p-a-", "p-c-"]
-    streams = w.reconciler._reader.logs
+    streams = w.reconciler._reads.logs
     assert not streams.splits and "422" in streams.why
     w.now += step_logs.RECHECK_SECONDS
     assert streams.splits  # a gate turned on since is used
@@ -306,40 +308,40 @@ def test_split_reads_cost_one_more_request_per_attempt_and_nothing_more():
     w = in_the_cluster(WARNED, "split")
     reads = [c for c in w.kube.calls if c[0] == "stream_log"]
     assert len(reads) == 2 * 3  # stdout and stderr of a, b and c
-    assert "stderrInOutput" not in w.status["report"]
+    assert "stderrInOutput" not in w.status()["report"]
 
 
 def test_a_log_that_cannot_be_read_says_nothing_about_stream_selection():
     """A 400 that the read without a stream gets too (a container that never started) is the
     log's, not the cluster's: the next attempt still reads the streams apart."""
-    w = World([{"id": "a", "shell": "echo hi"}], status_records=100, **CAPSULE)
-    w.reconcile()
+    w = world([{"id": "a", "shell": "echo hi"}], status_records=100, **CAPSULE)
+    w.reconciled()
     w.finish("a", True)
-    pod = f"{w.jobs()['a']['metadata']['name']}-pod"
+    pod = f"{w.step_jobs()['a']['metadata']['name']}-pod"
     w.kube.logs[pod] = "hi\n"
     w.kube.refuse("stream_log", 400, "container is waiting to start", times=3)
-    w.reconcile()
-    assert w.reconciler._reader.logs.splits
+    w.reconciled()
+    assert w.reconciler._reads.logs.splits
 
 
 def test_a_merged_read_keeps_what_the_kubelet_says_when_the_log_is_gone():
-    w = World([{"id": "a", "shell": "echo hi"}], status_records=100, **CAPSULE)
-    w.reconcile()
+    w = world([{"id": "a", "shell": "echo hi"}], status_records=100, **CAPSULE)
+    w.reconciled()
     w.finish("a", True)
-    pod = f"{w.jobs()['a']['metadata']['name']}-pod"
+    pod = f"{w.step_jobs()['a']['metadata']['name']}-pod"
     w.kube.logs[pod] = step_logs.LOG_LOST + "containerd://abc"
-    status = w.reconcile()
+    status = w.reconciled()
     (a,) = status["report"]["steps"]
     assert a["status"] == "failed" and "node lost the container's log" in a["error"]
     assert len([c for c in w.kube.calls if c[0] == "stream_log"]) == 2  # both, nothing after
-    assert w.reconciler._reader.logs.splits  # a lost log says nothing of the cluster
+    assert w.reconciler._reads.logs.splits  # a lost log says nothing of the cluster
 
 
 def test_the_job_of_a_step_stays_one_container():
     """The split costs the step nothing: the pod is the same single container as before."""
-    w = World([{"id": "a", "shell": WARN_THEN_JSON}], status_records=100, **CAPSULE)
-    w.reconcile()
-    pod = w.jobs()["a"]["spec"]["template"]["spec"]
+    w = world([{"id": "a", "shell": WARN_THEN_JSON}], status_records=100, **CAPSULE)
+    w.reconciled()
+    pod = w.step_jobs()["a"]["spec"]["template"]["spec"]
     assert [c["name"] for c in pod["containers"]] == [manifests.CONTAINER]
     assert not pod.get("initContainers")
 
@@ -347,12 +349,12 @@ def test_the_job_of_a_step_stays_one_container():
 def test_the_report_keeps_saying_so_for_the_rest_of_the_run():
     """Marked once a step's output was read as one, the run's report stays marked when later
     reconciles read nothing merged (a gate turned on mid-run, or nothing more to read)."""
-    new: dict[str, Any] = {"report": {}}
+    new = PlanStatus.model_construct(report={})
     status_.stderr_in_output(new, {"report": {"stderrInOutput": True}}, now=False)
-    assert new["report"]["stderrInOutput"] is True
-    fresh: dict[str, Any] = {"report": {}}
+    assert new.to_status()["report"]["stderrInOutput"] is True
+    fresh = PlanStatus.model_construct(report={})
     status_.stderr_in_output(fresh, {"report": {}}, now=False)
-    assert "stderrInOutput" not in fresh["report"]
+    assert "stderrInOutput" not in fresh.to_status()["report"]
 
 
 def test_a_step_printing_the_same_on_both_streams_changes_only_its_own_record():
@@ -364,14 +366,14 @@ def test_a_step_printing_the_same_on_both_streams_changes_only_its_own_record():
     got = records(w)
     assert (got["a"]["output"], "stderr" in got["a"]) == ("same", False)  # its own: as one
     assert got["b"]["stderr"] == "warning: the v1 API is deprecated"  # the next: apart
-    assert w.reconciler._reader.logs.splits
+    assert w.reconciler._reads.logs.splits
 
 
 def test_an_old_cluster_costs_two_requests_a_read_and_gives_the_log_as_one():
     w = in_the_cluster(WARNED, "ignored")
     reads = [c for c in w.kube.calls if c[0] == "stream_log"]
     assert len(reads) == 2 * 2  # a and c (b never ran): both streams asked, the same text twice
-    assert w.status["report"]["stderrInOutput"] is True
+    assert w.status()["report"]["stderrInOutput"] is True
 
 
 @pytest.mark.parametrize(

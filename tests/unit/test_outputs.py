@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planops.engine import outputs
-from planops.reconciler import status
+from planops.reconciler.run import status
 
 
 def captured(data: bytes, limit: int, head: bool = True, chunk: int = 7) -> outputs.Capture:

@@ -20,7 +20,7 @@ from planops.engine import Policy, Run, pod_grants, validate
 from planops.engine import dispatch as rules
 from planops.engine.policy import ProfileCaps
 from planops.kube.manifests import PlanRef
-from planops.reconciler import dispatching
+from planops.reconciler.run import attempt_objects as dispatching
 from planops.runners.local import LocalRunner
 
 from .helpers import capsule, plan, resolver

@@ -1,4 +1,4 @@
-"""The work queue's wake-up timers (handlers.queue.Coalescer): one per key, the earliest asked
+"""The work queue's wake-up timers (kube.queue.Coalescer): one per key, the earliest asked
 for. Each reconcile answers with its next wake-up; a timer for each answer, never cancelled, grew
 the operator by ~400 bytes for every label edit of a finished Plan whose TTL was years away
 (until the TTL fell: up to 68 years). A deleted object's timer goes with it."""
@@ -9,14 +9,12 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import kopf
+from planops.handlers.config import Config
+from planops.handlers.wiring import Operator
+from planops.kube.queue import Coalescer
 
-from planops import handlers
-from planops.handlers.queue import Coalescer
-from planops.kube.cache import WatchCache
-from planops.reconciler import slots
-
-from .test_retention import World
+from .fakekube import FakeKube
+from .test_retention import world
 
 KEY = ("ns", "p")
 #: ttlSecondsAfterFinished's largest value: ~68 years
@@ -37,11 +35,11 @@ async def _settled(q: Coalescer) -> None:
 
 
 def test_a_thousand_label_edits_of_a_finished_plan_with_a_ttl_leave_one_timer():
-    w = World([{"id": "a", "shell": "echo a"}], ttlSecondsAfterFinished=YEARS)
+    w = world([{"id": "a", "shell": "echo a"}], ttlSecondsAfterFinished=YEARS)
     w.reconcile()
     w.end("a")
     w.reconcile()
-    assert w.status["phase"] == "Succeeded"
+    assert w.status()["phase"] == "Succeeded"
 
     async def edits() -> tuple[int, float]:
         q = Coalescer(w.reconciler.reconcile, workers=1)
@@ -176,20 +174,16 @@ def test_the_plan_watchs_deletion_event_drops_the_plans_timer():
     plan = {"metadata": {"namespace": "ns", "name": "p", "uid": "u"}, "status": {}}
 
     async def scenario() -> int:
-        memo = kopf.Memo()
-        memo.queue, memo.schedules = Coalescer(fn, workers=1), Coalescer(fn, workers=1)
-        memo.queue.start()
-        memo.active, memo.archiver = set(), None
-        memo.plans, memo.capsules = WatchCache(index=slots.capsule_key), WatchCache()
-        memo.counting = slots.Counting()
-        memo.reconciler = type("R", (), {"forget": lambda *_: None})()
-        memo.queue.put(KEY)
-        await _settled(memo.queue)
-        assert len(memo.queue.timers) == 1
-        event: Any = {"type": "DELETED", "object": plan}
-        await handlers.plan_event(event=event, body=plan, memo=memo)
+        op = Operator(Config())
+        op.assemble(FakeKube())
+        op.queue = Coalescer(fn, workers=1)
+        op.queue.start()
+        op.queue.put(KEY)
+        await _settled(op.queue)
+        assert len(op.queue.timers) == 1
+        op.plan_event("DELETED", plan)
         held = len(_timers())
-        await memo.queue.stop()
+        await op.queue.stop()
         return held
 
     assert asyncio.run(scenario()) == 0

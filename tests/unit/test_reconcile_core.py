@@ -1,4 +1,4 @@
-"""The reconciler's decisions as values: reconciler.core is given what a reconcile read (a
+"""The reconciler's decisions as values: reconciler.run.core is given what a reconcile read (a
 Situation) and answers with intents (the objects to create or delete, the status, Events and
 metrics, the next wake-up). No API, fake or real: each test builds the facts, feeds the API
 server's answers by hand and compares what comes back."""
@@ -13,9 +13,10 @@ from planops.api import CapsuleSpec, PlanSpec, names
 from planops.engine import AttemptFact, Facts, Policy, StepRecord
 from planops.engine import dispatch as rules
 from planops.kube import manifests
-from planops.reconciler import body_events, core
-from planops.reconciler.intents import Answer, Create, Event, Intents, Metric, Told
-from planops.reconciler.observe import Observed
+from planops.reconciler.effects import body_events
+from planops.reconciler.effects.intents import Create, CreateAnswer, Event, Intents, Metric, Told
+from planops.reconciler.run import core
+from planops.reconciler.run.observe import Observed
 
 from .helpers import capsule, plan
 
@@ -26,43 +27,36 @@ NO_FACTS = Facts()
 
 
 def situation(
-    spec: PlanSpec,
-    cap: CapsuleSpec | None = None,
-    *,
-    ref: manifests.PlanRef = REF,
-    facts: Facts = NO_FACTS,
-    observed: tuple[Observed, ...] = (),
-    previous: dict[str, Any] | None = None,
-    annotations: dict[str, str] | None = None,
-    now: float = NOW,
-    started_at: float = NOW,
-    later: bool = False,
-    policy: Policy | None = None,
-    claim: str | None = None,
-    generation: int = 1,
-    status_records: int = 50,
+    spec: PlanSpec, cap: CapsuleSpec | None = None, *, generation: int = 1, **given: Any
 ) -> core.Situation:
+    """The Situation of the run `RUN` of Plan `p` (generation `generation`): `given` its fields,
+    the others a fresh run's."""
+    fields: dict[str, Any] = {
+        "ref": REF,
+        "facts": NO_FACTS,
+        "observed": (),
+        "previous": {},
+        "annotations": {},
+        "now": NOW,
+        "started_at": NOW,
+        "later": False,
+        "policy": Policy(),
+        "claim": None,
+        "status_records": 50,
+    }
+    fields.update({k: v for k, v in given.items() if v is not None})
+    fields["observed"] = list(fields["observed"])
     return core.Situation(
-        ref=ref,
         spec=spec,
         capsule=cap or capsule(image="busybox:1"),
-        policy=policy or Policy(),
-        facts=facts,
-        observed=list(observed),
-        previous=previous or {},
         run_info={"id": RUN, "generation": generation, "startedAt": "2027-01-15T08:00:00Z"},
-        annotations=annotations or {},
-        claim=claim,
-        now=now,
-        started_at=started_at,
-        later=later,
-        status_records=status_records,
+        **fields,
     )
 
 
-def created(creates: list[Create]) -> list[Answer]:
+def created(creates: list[Create]) -> list[CreateAnswer]:
     """The API server creates every object."""
-    return [Answer(c.dispatch, created=f"obj-{c.dispatch.step.id}") for c in creates]
+    return [CreateAnswer(c.dispatch, created=f"obj-{c.dispatch.step.id}") for c in creates]
 
 
 def advance(step: core.PlanStep, answer: Any = created) -> Intents:
@@ -156,7 +150,7 @@ def test_a_refused_create_fails_the_attempt_and_the_next_step_starts_in_the_same
     step = core.plan_step(situation(spec))
     first = step.decide()
     assert [c.dispatch.step.id for c in first] == ["a"]
-    assert step.answer([Answer(first[0].dispatch, refusal="denied by policy")]) is True
+    assert step.answer([CreateAnswer(first[0].dispatch, refusal="denied by policy")]) is True
     second = step.decide()
     assert [c.dispatch.step.id for c in second] == ["b"]
     assert step.answer(created(second)) is False
@@ -188,7 +182,9 @@ def test_an_attempt_refused_before_is_remembered_and_its_retry_waits_out_the_bac
 def test_refusals_in_a_row_stop_after_the_rounds_bound_and_look_again_at_once():
     spec = plan({"id": "a", "shell": "true", "retries": 100})
     step = core.plan_step(situation(spec))
-    intents = advance(step, lambda creates: [Answer(c.dispatch, refusal="no") for c in creates])
+    intents = advance(
+        step, lambda creates: [CreateAnswer(c.dispatch, refusal="no") for c in creates]
+    )
     assert step.rounds == core.MAX_ROUNDS == events(intents).count("CallDenied")
     assert intents.status["phase"] != "Failed"  # not over: the next reconcile goes on
     assert intents.wake == core.WAKE_MARGIN
@@ -300,9 +296,9 @@ def test_a_child_plan_created_is_told_as_a_delegation():
         {"step": "c", "child": "obj-c"},
     )
     adopted = core.plan_step(step.s)  # made before a restart: started already, told then
-    assert events(advance(adopted, lambda creates: [Answer(c.dispatch) for c in creates])) == [
-        "StepStarted"
-    ]
+    assert events(
+        advance(adopted, lambda creates: [CreateAnswer(c.dispatch) for c in creates])
+    ) == ["StepStarted"]
 
 
 def test_a_finished_run_closes_and_counts_its_end_once():
@@ -496,7 +492,7 @@ def test_a_big_bodys_steps_are_logged_not_posted_and_summed_up(monkeypatch):
 
 def test_a_new_refusal_with_retries_left_is_recorded_with_its_reason_and_times():
     spec = plan({"id": "a", "shell": "true", "retries": 2, "retryBackoff": {"duration": "1m"}})
-    no = lambda creates: [Answer(c.dispatch, refusal="quota exceeded") for c in creates]  # noqa: E731
+    no = lambda creates: [CreateAnswer(c.dispatch, refusal="quota exceeded") for c in creates]  # noqa: E731
     intents = advance(core.plan_step(situation(spec)), no)
     assert intents.status["refusedAttempts"] == [
         {
@@ -567,7 +563,7 @@ def test_what_settled_before_a_refusal_is_told_with_what_settled_after_it():
     spec = plan({"id": "z", "shell": "true"}, {"id": "a", "shell": "true", "onError": "continue"})
     done = AttemptFact("z", 1, NOW - 5, "success", NOW - 1, "out")
     step = core.plan_step(situation(spec, facts=Facts((), (done,))))
-    no = lambda creates: [Answer(c.dispatch, refusal="denied") for c in creates]  # noqa: E731
+    no = lambda creates: [CreateAnswer(c.dispatch, refusal="denied") for c in creates]  # noqa: E731
     intents = advance(step, no)
     assert [r.step_id for r in step.settled] == ["z", "a"]
     assert events(intents) == ["CallDenied", "StepSucceeded", "StepFailed", "PlanSucceeded"]

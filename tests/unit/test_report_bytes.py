@@ -9,7 +9,7 @@ from bench import big_results
 from planops.api import PlanSpec
 from planops.engine import Facts, Run, StepRecord
 from planops.engine import budget as budget_
-from planops.reconciler import status as status_
+from planops.reconciler.run import status as status_
 
 
 def spec(items: int) -> PlanSpec:

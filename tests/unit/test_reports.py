@@ -1,5 +1,5 @@
-"""A run's report in PlanReport chunks (planops.reconciler.reports): which records go to which
-chunk, that a closed chunk is never written again, that assembling returns every record in
+"""A run's report in PlanReport chunks (planops.reconciler.history.chunks): which records go to
+which chunk, that a closed chunk is never written again, that assembling returns every record in
 order, and that a run restored from the chunks goes on as the live run does.
 
 The API server's side of a chunk write is a JSON Patch (RFC 6902); `Store` applies the same
@@ -17,7 +17,8 @@ from planops.api.names import LABEL_PLAN, LABEL_RUN
 from planops.engine import Facts, Report, Run, StepRecord
 from planops.engine.facts import AttemptFact
 from planops.kube.manifests import PlanRef
-from planops.reconciler import reports, status
+from planops.reconciler.history import chunks as reports
+from planops.reconciler.run import status
 
 from .helpers import plan
 

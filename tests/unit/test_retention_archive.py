@@ -17,12 +17,13 @@ import pytest
 from planops import metrics
 from planops.api import names
 from planops.archive.row import archived
-from planops.reconciler import retention
-from planops.reconciler.reconcile import Reconciler
-from planops.reconciler.scheduled import KEPT_FOR_ARCHIVE, ScheduleReconciler
-from planops.reconciler.status import rfc3339
+from planops.reconciler import ScheduleReconciler
+from planops.reconciler.history import retention
+from planops.reconciler.run.status import rfc3339
+from planops.reconciler.schedules.decide import KEPT_FOR_ARCHIVE
 
 from .fakekube import FakeKube
+from .harness import Cluster
 from .test_retention import NOW
 
 OWNER = {"apiVersion": "planops.dev/v1alpha1", "kind": "ScheduledPlan", "uid": "u-sched"}
@@ -166,91 +167,63 @@ CAPSULES = {
 }
 
 
-class Parent:
-    """A Plan whose capsule step makes a child Plan, against the in-memory API."""
+def parent(archive: bool, **spec: Any) -> Cluster:
+    """A Plan `p` whose capsule step makes a child Plan (tests.unit.harness)."""
+    w = Cluster(CAPSULES, archived=archived if archive else None)
+    w.new_plan("p", steps=SHIP, uid="uid-p", **spec)
+    return w
 
-    def __init__(self, archive: bool, **spec: Any) -> None:
-        self.kube = FakeKube()
-        for name, c in CAPSULES.items():
-            self.kube.put("capsule", {"metadata": {"name": name, "namespace": "ns"}, "spec": c})
-        self.kube.put(
-            "plan",
-            {
-                "apiVersion": "planops.dev/v1alpha1",
-                "kind": "Plan",
-                "metadata": {"name": "p", "namespace": "ns", "uid": "uid-p", "generation": 1},
-                "spec": {"steps": SHIP, **spec},
-            },
-        )
-        self.now = NOW
-        self.reconciler = Reconciler(
-            self.kube, clock=lambda: self.now, archived=archived if archive else None
-        )
 
-    def reconcile(self, name: str = "p") -> float | None:
-        return asyncio.run(self.reconciler.reconcile("ns", name))
+def child(w: Cluster) -> str:
+    (name,) = [n for n in w.plans() if n != "p"]
+    return name
 
-    def plans(self) -> dict[str, dict[str, Any]]:
-        return {p["metadata"]["name"]: p for p in self.kube.of("plan")}
 
-    def child(self) -> str:
-        (name,) = [n for n, p in self.plans().items() if n != "p"]
-        return name
+def finish(w: Cluster) -> str:
+    """The run: its child made and finished, then the parent's step settled."""
+    w.reconcile()
+    made = child(w)
+    assert w.reconciled(made)["phase"] == "Succeeded"
+    assert w.reconciled()["phase"] == "Succeeded"
+    return made
 
-    def finish(self) -> str:
-        """The run: its child made and finished, then the parent's step settled."""
-        self.reconcile()
-        child = self.child()
-        self.reconcile(child)
-        assert self.plans()[child]["status"]["phase"] == "Succeeded"
-        self.reconcile()
-        assert self.plans()["p"]["status"]["phase"] == "Succeeded"
-        return child
 
-    def mark(self, name: str) -> None:
-        """What the archive writes once the run's row commits."""
-        plan = self.plans()[name]
-        plan["status"]["archived"] = plan["status"]["run"]["id"]
-        plan["metadata"]["resourceVersion"] += "1"
-
-    def rerun(self) -> None:
-        plan = self.plans()["p"]
-        plan["metadata"].setdefault("annotations", {})[names.ANNOTATION_RERUN] = "2"
-        plan["metadata"]["resourceVersion"] += "1"
-        self.now += 60
-        self.reconcile()
+def rerun(w: Cluster) -> None:
+    w.annotate(names.ANNOTATION_RERUN, "2")
+    w.now += 60
+    w.reconcile()
 
 
 def test_a_parents_rerun_keeps_a_finished_child_until_archived_and_it_then_goes_by_itself():
-    w = Parent(archive=True)
-    first = w.finish()
-    w.rerun()
+    w = parent(archive=True)
+    first = finish(w)
+    rerun(w)
     assert first in w.plans()  # finished, not archived: kept (before, deleted at once)
     assert len(w.plans()) == 3  # the parent, the kept child, the new run's child
     w.reconcile(first)  # its own reconcile: still not archived, still kept
     assert first in w.plans()
-    w.mark(first)
+    w.mark_archived(first)
     w.reconcile(first)  # the mark's event: now it goes
     assert first not in w.plans()
 
 
 def test_a_parents_rerun_deletes_an_archived_child_at_once_and_without_the_archive_any():
     for archive in (True, False):
-        w = Parent(archive=archive)
-        first = w.finish()
+        w = parent(archive=archive)
+        first = finish(w)
         if archive:
-            w.mark(first)
-        w.rerun()
+            w.mark_archived(first)
+        rerun(w)
         assert first not in w.plans(), archive
 
 
 def test_a_parents_ttl_waits_for_its_children_to_be_archived():
-    w = Parent(archive=True, ttlSecondsAfterFinished=0)
-    child = w.finish()
-    w.mark("p")  # the parent's own run is archived; its child's is not yet
+    w = parent(archive=True, ttlSecondsAfterFinished=0)
+    made = finish(w)
+    w.mark_archived("p")  # the parent's own run is archived; its child's is not yet
     w.now += 1
     w.reconcile()
     assert "p" in w.plans()  # deleting it would delete the child (its owner reference)
-    w.mark(child)
+    w.mark_archived(made)
     w.reconcile()  # the child's mark wakes its parent
     assert "p" not in w.plans()

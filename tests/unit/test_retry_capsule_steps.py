@@ -1,7 +1,7 @@
 """`retry --from` of a Plan whose capsule step's child Plan asked for an approval (in its own
 Capsule): the capsule step runs again, a new child that asks again, and what depends on it
 waits; the approval given in the earlier run approves nothing now, as for a top-level `ask`
-(engine.retry; the operator reads the target Capsules: reconciler.retrying.capsule_plans).
+(engine.retry; the operator reads the target Capsules: reconciler.run.retrying.capsule_plans).
 Against the in-memory API (fakekube.FakeKube)."""
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ from typing import Any
 
 from planops.api import names
 from planops.kube import manifests
-from planops.reconciler import slots
-from planops.reconciler.status import rfc3339
+from planops.reconciler.queue import slots
+from planops.reconciler.run.status import rfc3339
 
-from .test_capsule_concurrency import Cluster, capsule_spec
+from .harness import Cluster
+from .test_capsule_concurrency import capsule_spec, cluster
 
 ASK = {
     "prompt": "ship it?",
@@ -82,10 +83,10 @@ def approve(c: Cluster, child: str) -> None:
 
 
 def test_retry_from_runs_a_capsule_step_again_whose_child_asked():
-    c = Cluster(limit=None)
+    c = cluster(limit=None)
     c.capsule("gate", capsule_spec(None, plan={"steps": [{"id": "approve", "ask": ASK}]}))
     c.capsule("default", capsule_spec(None, spawn={"allow": ["gate"]}))
-    c.plan("ship", 1, steps=STEPS)
+    c.new_plan("ship", 1, steps=STEPS)
     c.reconcile("ship")
     (child,) = children(c)
     approve(c, child["metadata"]["name"])

@@ -1,5 +1,5 @@
-"""The retry annotation in the reconciler (reconciler.retrying), against the in-memory API: a new
-run (new run id) that creates Jobs only for what runs again, its report starting with the kept
+"""The retry annotation in the reconciler (reconciler.run.retrying), against the in-memory API: a
+new run (new run id) that creates Jobs only for what runs again, its report starting with the kept
 records; one retry per token; refusals as a Warning Event with no run started; a retry asked for
 while a run is under way waits for it; the recorded author is asked first, as for a re-run."""
 
@@ -12,11 +12,9 @@ from typing import Any
 from planops.api import names
 from planops.cli.steer import retry_refusal
 from planops.kube import manifests
-from planops.reconciler import retrying
-from planops.reconciler.reconcile import Reconciler
-from planops.reconciler.status import rfc3339
+from planops.reconciler.run import retrying
 
-from .fakekube import FakeKube
+from .harness import Cluster
 
 NOW = 1_800_000_000.0
 UID = "uid-plan"
@@ -28,80 +26,22 @@ STEPS = [
 ]
 
 
-class World:
-    def __init__(
-        self, steps: list[dict[str, Any]] = STEPS, status_records: int = 20, **capsule: Any
-    ) -> None:
-        self.kube = FakeKube()
-        self.kube.put(
-            "capsule",
-            {
-                "metadata": {"name": "default", "namespace": "ns"},
-                "spec": {"image": "busybox:1", "shell": {"allow": ["true"]}, **capsule},
-            },
-        )
-        self.kube.put(
-            "plan",
-            {
-                "apiVersion": "planops.dev/v1alpha1",
-                "kind": "Plan",
-                "metadata": {
-                    "name": "p",
-                    "namespace": "ns",
-                    "uid": UID,
-                    "generation": 1,
-                    "annotations": {names.ANNOTATION_AUTHOR: ALICE},
-                },
-                "spec": {"steps": steps},
-            },
-        )
-        self.now = NOW
-        self.reconciler = Reconciler(
-            self.kube, clock=lambda: self.now, status_records=status_records
-        )
-
-    def reconcile(self) -> dict[str, Any]:
-        self.now += 1
-        asyncio.run(self.reconciler.reconcile("ns", "p"))
-        return self.status
-
-    @property
-    def plan(self) -> dict[str, Any]:
-        found = self.kube.get("plan", "ns", "p")
-        assert found is not None
-        return found
-
-    @property
-    def status(self) -> dict[str, Any]:
-        return self.plan.get("status") or {}
-
-    def retry(self, value: str) -> None:
-        self.plan["metadata"]["annotations"][names.ANNOTATION_RETRY] = value
-
-    def jobs(self) -> dict[str, dict[str, Any]]:
-        """The current run's Jobs by step."""
-        run = self.status["run"]["id"]
-        return {
-            j["metadata"]["labels"][names.LABEL_STEP]: j
-            for j in self.kube.of("job")
-            if j["metadata"]["labels"][names.LABEL_RUN] == run
-        }
-
-    def finish(self, step: str, ok: bool) -> None:
-        self.kube.finish_job(self.jobs()[step], ok, rfc3339(self.now), f"{step} said hi\n")
-
-    def events(self, reason: str) -> list[str]:
-        return [e["message"] for e in self.kube.events if e.get("reason") == reason]
+def world(steps: list[dict[str, Any]] = STEPS, status_records: int = 20, **capsule: Any) -> Cluster:
+    """A Plan `p` written by alice, a second between reconciles (tests.unit.harness)."""
+    spec = {"image": "busybox:1", "shell": {"allow": ["true"]}, **capsule}
+    c = Cluster({"default": spec}, tick=1, status_records=status_records)
+    c.new_plan("p", steps=steps, uid=UID, annotations={names.ANNOTATION_AUTHOR: ALICE})
+    return c
 
 
-def failed_at_b(status_records: int = 20, **capsule: Any) -> World:
-    w = World(status_records=status_records, **capsule)
-    w.reconcile()
+def failed_at_b(status_records: int = 20, **capsule: Any) -> Cluster:
+    w = world(status_records=status_records, **capsule)
+    w.reconciled()
     w.finish("a", True)
     w.finish("c", True)
-    w.reconcile()
+    w.reconciled()
     w.finish("b", False)
-    assert w.reconcile()["phase"] == "Failed"
+    assert w.reconciled()["phase"] == "Failed"
     return w
 
 
@@ -111,96 +51,96 @@ def steps_of(status: dict[str, Any]) -> list[tuple[str, str]]:
 
 def test_a_retry_is_a_new_run_that_creates_jobs_only_for_what_runs_again():
     w = failed_at_b()
-    first = w.status
-    w.retry("t1")
-    status = w.reconcile()
+    first = w.status()
+    w.annotate(names.ANNOTATION_RETRY, "t1")
+    status = w.reconciled()
     assert status["run"]["id"] != first["run"]["id"]
     assert status["run"]["retryOf"] == first["run"]["id"] and status["run"]["retry"] == "t1"
     assert status["phase"] == "Running"
-    assert sorted(w.jobs()) == ["b"]  # a and c are not run again
+    assert sorted(w.step_jobs()) == ["b"]  # a and c are not run again
     kept = [s for s in first["report"]["steps"] if s["status"] == "success"]
     assert status["report"]["steps"][: len(kept)] == kept
     assert w.events("RetryStarted") and "running again: b" in w.events("RetryStarted")[0]
     w.finish("b", True)
-    done = w.reconcile()
+    done = w.reconciled()
     assert done["phase"] == "Succeeded"
     assert steps_of(done) == [(s["stepId"], "success") for s in kept] + [("b", "success")]
 
 
 def test_one_retry_per_token():
     w = failed_at_b()
-    w.retry("t1")
-    w.reconcile()
+    w.annotate(names.ANNOTATION_RETRY, "t1")
+    w.reconciled()
     w.finish("b", False)
-    assert w.reconcile()["phase"] == "Failed"
-    run = w.status["run"]["id"]
-    assert w.reconcile()["run"]["id"] == run  # the same token again: nothing new
-    w.retry("t2")  # a new token: a retry of the retry
-    assert w.reconcile()["run"]["retryOf"] == run
+    assert w.reconciled()["phase"] == "Failed"
+    run = w.status()["run"]["id"]
+    assert w.reconciled()["run"]["id"] == run  # the same token again: nothing new
+    w.annotate(names.ANNOTATION_RETRY, "t2")  # a new token: a retry of the retry
+    assert w.reconciled()["run"]["retryOf"] == run
 
 
 def test_a_succeeded_plan_is_not_retried_without_from_and_nothing_starts():
-    w = World()
-    w.reconcile()
+    w = world()
+    w.reconciled()
     for s in ("a", "c"):
         w.finish(s, True)
-    w.reconcile()
+    w.reconciled()
     w.finish("b", True)
-    before = w.reconcile()
+    before = w.reconciled()
     assert before["phase"] == "Succeeded"
     jobs = len(w.kube.of("job"))
-    w.retry("t1")
-    after = w.reconcile()
+    w.annotate(names.ANNOTATION_RETRY, "t1")
+    after = w.reconciled()
     assert after["run"]["id"] == before["run"]["id"] and after["phase"] == "Succeeded"
     assert len(w.kube.of("job")) == jobs
     assert after["run"]["retry"] == "t1"  # seen: not judged again
     (message,) = w.events("RetryRefused")
     assert "succeeded: nothing failed to retry" in message
-    w.reconcile()
+    w.reconciled()
     assert len(w.events("RetryRefused")) == 1
 
 
 def test_from_reruns_a_succeeded_step_and_what_depends_on_it():
     w = failed_at_b()
-    w.retry("t1:from=a")
-    status = w.reconcile()
+    w.annotate(names.ANNOTATION_RETRY, "t1:from=a")
+    status = w.reconciled()
     assert status["run"]["retryFrom"] == "a"
-    assert sorted(w.jobs()) == ["a"]  # b waits for a; c is kept
+    assert sorted(w.step_jobs()) == ["a"]  # b waits for a; c is kept
     assert steps_of(status) == [("c", "success")]
 
 
 def test_a_retry_asked_for_while_the_run_is_under_way_waits_for_it_to_end():
-    w = World()
-    w.reconcile()
-    run = w.status["run"]["id"]
-    w.retry("t1")
-    assert w.reconcile()["run"]["id"] == run  # a and c still run: same run
+    w = world()
+    w.reconciled()
+    run = w.status()["run"]["id"]
+    w.annotate(names.ANNOTATION_RETRY, "t1")
+    assert w.reconciled()["run"]["id"] == run  # a and c still run: same run
     w.finish("a", True)
     w.finish("c", True)
-    w.reconcile()
+    w.reconciled()
     w.finish("b", False)
-    assert w.reconcile()["phase"] == "Failed"
-    assert w.reconcile()["run"]["retryOf"] == run  # taken up once it ended
+    assert w.reconciled()["phase"] == "Failed"
+    assert w.reconciled()["run"]["retryOf"] == run  # taken up once it ended
 
 
 def test_a_retry_is_not_started_when_the_plans_author_lost_use():
     w = failed_at_b()
     w.kube.use_denied.add(("ns", "default", "alice"))
-    w.retry("t1")
-    status = w.reconcile()
-    assert status["phase"] == "Failed" and w.jobs() == {}
+    w.annotate(names.ANNOTATION_RETRY, "t1")
+    status = w.reconciled()
+    assert status["phase"] == "Failed" and w.step_jobs() == {}
     assert status["conditions"][0]["reason"] == "UseRevoked"
     assert ("may_use_capsule", "ns", "default") in w.kube.calls
 
 
 def test_a_new_generation_with_a_stale_retry_annotation_is_a_full_run():
     w = failed_at_b()
-    w.retry("t1")
-    w.reconcile()
+    w.annotate(names.ANNOTATION_RETRY, "t1")
+    w.reconciled()
     w.plan["metadata"]["generation"] = 2
-    status = w.reconcile()
+    status = w.reconciled()
     assert "retryOf" not in status["run"] and status["run"]["retry"] == "t1"
-    assert sorted(w.jobs()) == ["a", "c"]
+    assert sorted(w.step_jobs()) == ["a", "c"]
 
 
 def test_the_annotation_reads_as_token_and_from():
@@ -210,11 +150,11 @@ def test_the_annotation_reads_as_token_and_from():
 
 def test_the_earlier_runs_records_are_read_from_its_report_objects_before_they_go():
     w = failed_at_b(status_records=1)  # the status repeats one record: the rest are in chunks
-    first = w.status
+    first = w.status()
     assert first["report"]["reportObjects"] and first["report"]["stepsOmitted"] == 2
-    w.retry("t1")
-    status = w.reconcile()
-    assert sorted(w.jobs()) == ["b"]
+    w.annotate(names.ANNOTATION_RETRY, "t1")
+    status = w.reconciled()
+    assert sorted(w.step_jobs()) == ["b"]
     reports = [r for r in w.kube.of("planreport") if r["run"] == status["run"]["id"]]
     kept = [r["stepId"] for chunk in reports for r in chunk["records"]]
     assert sorted(kept) == ["a", "c"]
@@ -239,24 +179,24 @@ def test_kubectl_plan_retry_refuses_before_writing_anything():
 def test_a_huge_retry_annotation_is_recorded_and_told_bounded():
     w = failed_at_b()
     value = "x" * 200_000 + ":from=" + "y" * 50_000
-    w.retry(value)
-    status = w.reconcile()
+    w.annotate(names.ANNOTATION_RETRY, value)
+    status = w.reconciled()
     assert len(status["run"]["retry"]) < 200 and status["phase"] == "Failed"
     (message,) = w.events("RetryRefused")  # --from names no step
     assert len(message) < 500
     run = status["run"]["id"]
-    assert w.reconcile()["run"]["id"] == run and len(w.events("RetryRefused")) == 1
+    assert w.reconciled()["run"]["id"] == run and len(w.events("RetryRefused")) == 1
 
 
 def test_a_retry_of_a_plan_refused_now_starts_nothing_and_keeps_the_ended_run():
     w = failed_at_b()
-    before = w.status
+    before = w.status()
     capsule = w.kube.get("capsule", "ns", "default")
     assert capsule is not None
     capsule["spec"]["shell"]["allow"] = ["echo"]  # `true` no longer allowed
     capsule["metadata"]["resourceVersion"] = "999"
-    w.retry("t1")
-    status = w.reconcile()
+    w.annotate(names.ANNOTATION_RETRY, "t1")
+    status = w.reconciled()
     assert status["run"]["id"] == before["run"]["id"] and status["phase"] == "Failed"
     assert status["report"] == before["report"]
     (message,) = w.events("RetryRefused")
@@ -275,43 +215,43 @@ def test_a_retried_run_that_waits_for_a_capsule_slot_still_keeps_what_succeeded(
         },
     )
     asyncio.run(w.reconciler.reconcile("ns", "other"))  # holds the Capsule's one slot
-    w.retry("t1")
-    waiting = w.reconcile()
+    w.annotate(names.ANNOTATION_RETRY, "t1")
+    waiting = w.reconciled()
     assert waiting["phase"] == "Pending" and waiting["run"]["retryOf"]
-    assert w.jobs() == {}
+    assert w.step_jobs() == {}
     other = w.kube.get("plan", "ns", "other")
     assert other is not None
     other["status"] = {**other["status"], "phase": "Succeeded"}  # its slot is free
-    status = w.reconcile()
+    status = w.reconciled()
     assert status["phase"] == "Running", status
-    assert sorted(w.jobs()) == ["b"]  # a and c kept, though the run waited before it started
+    assert sorted(w.step_jobs()) == ["b"]  # a and c kept, though the run waited before it started
     assert sorted(s for s, _ in steps_of(status)) == ["a", "c"]
 
 
 def test_a_token_used_again_retries_another_run_under_a_new_id_and_every_run_stays_in_history():
     w = failed_at_b()
-    first = w.status["run"]["id"]
+    first = w.status()["run"]["id"]
     ids = [first]
     for token in ("t1", "t2", "t1"):
-        w.retry(token)
-        w.reconcile()
+        w.annotate(names.ANNOTATION_RETRY, token)
+        w.reconciled()
         w.finish("b", False)
-        assert w.reconcile()["phase"] == "Failed"
-        assert w.status["run"]["retryOf"] == ids[-1]
-        ids.append(w.status["run"]["id"])
+        assert w.reconciled()["phase"] == "Failed"
+        assert w.status()["run"]["retryOf"] == ids[-1]
+        ids.append(w.status()["run"]["id"])
     assert len(set(ids)) == 4  # t1 again is a retry of t2's run: a new run id
-    assert [e["id"] for e in w.status["history"]] == ids[-2::-1]
+    assert [e["id"] for e in w.status()["history"]] == ids[-2::-1]
 
 
 def test_no_rerun_value_spells_a_retrys_run_id():
     w = failed_at_b()
-    before = w.status["run"]["id"]
-    w.retry("t1")
-    w.reconcile()
-    retried = w.status["run"]["id"]
+    before = w.status()["run"]["id"]
+    w.annotate(names.ANNOTATION_RETRY, "t1")
+    w.reconciled()
+    retried = w.status()["run"]["id"]
     for serial in range(1, 6):  # a full run's id, whatever its number: another hash prefix
         assert manifests.run_id(UID, 1, serial) != retried
-    assert retried == retrying.retry_run_id(UID, 1, before, w.status["run"]["serial"])
+    assert retried == retrying.retry_run_id(UID, 1, before, w.status()["run"]["serial"])
 
 
 def test_a_retry_whose_run_id_the_plan_already_had_starts_under_the_next_one():
@@ -319,12 +259,12 @@ def test_a_retry_whose_run_id_the_plan_already_had_starts_under_the_next_one():
     current run, its history); it counts on to the next number (tests/unit/test_run_ids_chosen.py
     for full runs)."""
     w = failed_at_b()
-    before, number = w.status["run"]["id"], w.status["run"]["serial"]
+    before, number = w.status()["run"]["id"], w.status()["run"]["serial"]
     taken = retrying.retry_run_id(UID, 1, before, number + 1)
     # as if an earlier run had had that id (in history)
     w.plan["status"]["history"] = [{"id": taken, "phase": "Failed"}]
-    w.retry("t1")
-    status = w.reconcile()
+    w.annotate(names.ANNOTATION_RETRY, "t1")
+    status = w.reconciled()
     assert status["run"]["id"] == retrying.retry_run_id(UID, 1, before, number + 2)
     assert status["run"]["serial"] == number + 2 and status["run"]["retryOf"] == before
     assert [e["id"] for e in status["history"]][:2] == [before, taken]
@@ -335,24 +275,24 @@ def test_a_huge_rerun_value_is_recorded_bounded_and_its_run_is_still_retried():
     w = failed_at_b()
     huge = "r" * 200_000
     w.plan["metadata"]["annotations"][names.ANNOTATION_RERUN] = huge
-    w.reconcile()
-    rerun_run = w.status["run"]["id"]
+    w.reconciled()
+    rerun_run = w.status()["run"]["id"]
     assert rerun_run == manifests.run_id(UID, 1, 2)  # the run's number names it, not the value
-    assert len(w.status["run"]["rerun"]) < 200 and w.status["run"]["rerun"].startswith("rrr")
+    assert len(w.status()["run"]["rerun"]) < 200 and w.status()["run"]["rerun"].startswith("rrr")
     w.finish("a", True)
     w.finish("c", True)
-    w.reconcile()
+    w.reconciled()
     w.finish("b", False)
-    assert w.reconcile()["phase"] == "Failed" and w.status["run"]["id"] == rerun_run
-    w.retry("t1")
-    assert w.reconcile()["run"]["retryOf"] == rerun_run  # the bounded value still matches
-    assert len(json.dumps(w.status)) < 20_000
+    assert w.reconciled()["phase"] == "Failed" and w.status()["run"]["id"] == rerun_run
+    w.annotate(names.ANNOTATION_RETRY, "t1")
+    assert w.reconciled()["run"]["retryOf"] == rerun_run  # the bounded value still matches
+    assert len(json.dumps(w.status())) < 20_000
 
 
 def test_a_huge_rerun_value_refused_for_its_author_is_told_bounded():
     w = failed_at_b()
     w.kube.use_denied.add(("ns", "default", "alice"))
     w.plan["metadata"]["annotations"][names.ANNOTATION_RERUN] = "r" * 200_000
-    w.reconcile()
+    w.reconciled()
     (why,) = [e["message"] for e in w.kube.events if e.get("reason") == "UseRevoked"]
     assert why.startswith("re-run rrr") and len(why) < 1000

@@ -1,5 +1,5 @@
 """A revoked Capsule `use` stops the runs the operator starts on an author's behalf: the decision
-(planops.reconciler.authors) and its two callers, a ScheduledPlan's due run and a Plan's re-run,
+(planops.reconciler.run.authors) and its two callers, a ScheduledPlan's due run and a Plan's re-run,
 against an in-memory API whose access review answers as told. The admission policy that records
 the author, and the real SubjectAccessReview, are tested on the cluster
 (tests/e2e/test_tenancy.py)."""
@@ -17,9 +17,9 @@ import pytest
 from planops.api.names import ANNOTATION_AUTHOR, ANNOTATION_RERUN
 from planops.engine import schedule
 from planops.kube.manifests import run_id
-from planops.reconciler import authors
+from planops.reconciler import ScheduleReconciler
 from planops.reconciler.reconcile import Reconciler
-from planops.reconciler.scheduled import ScheduleReconciler
+from planops.reconciler.run import authors
 
 from .fakekube import FakeKube
 
@@ -31,28 +31,26 @@ SAFE = {"image": "busybox:1", "shell": {"allow": ["echo"]}, "spawn": {"allow": [
 WORKER = {**SAFE, "plan": {"steps": [{"id": "w", "shell": "echo"}]}}
 
 
-class _Api(FakeKube):
-    """The API server holding `obj` (a Plan or a ScheduledPlan in team-a) and the Capsules it
-    names, whose access review answers `allowed` for alice."""
+def _api(obj: dict[str, Any], allowed: bool) -> FakeKube:
+    """The API server holding `obj` (a Plan or a ScheduledPlan in team-a, uid u-1) and the
+    Capsules it names, whose access review answers `allowed` for alice."""
+    api = FakeKube()
+    kind = {"Plan": "plan", "ScheduledPlan": "scheduledplan"}[obj["kind"]]
+    api.put(kind, copy.deepcopy(obj))  # the test's own stays as it wrote it
+    for name, spec in (("safe", SAFE), ("worker", WORKER), ("default", SAFE)):
+        api.put("capsule", {"metadata": {"name": name, "namespace": "team-a"}, "spec": spec})
+    if not allowed:
+        api.use_denied |= {("team-a", c, "alice") for c in ("safe", "default", "worker")}
+    return api
 
-    def __init__(self, obj: dict[str, Any], allowed: bool) -> None:
-        super().__init__()
-        self.obj = obj
-        kind = {"Plan": "plan", "ScheduledPlan": "scheduledplan"}[obj["kind"]]
-        self.put(kind, copy.deepcopy(obj))  # the test's own stays as it wrote it
-        for name, spec in (("safe", SAFE), ("worker", WORKER), ("default", SAFE)):
-            self.put("capsule", {"metadata": {"name": name, "namespace": "team-a"}, "spec": spec})
-        if not allowed:
-            self.use_denied |= {("team-a", c, "alice") for c in ("safe", "default", "worker")}
 
-    @property
-    def created(self) -> list[dict[str, Any]]:
-        """The Jobs and Plans the operator created (not the Plan the test put there)."""
-        return [
-            o
-            for (kind, _, name), o in self.objects.items()
-            if kind == "job" or (kind == "plan" and name != self.obj["metadata"]["name"])
-        ]
+def _created(api: FakeKube) -> list[dict[str, Any]]:
+    """The Jobs and Plans the operator created (not the object the test put there: u-1)."""
+    return [
+        o
+        for (kind, _, _), o in api.objects.items()
+        if kind == "job" or (kind == "plan" and o["metadata"]["uid"] != "u-1")
+    ]
 
 
 def _meta(author: str | None, **annotations: str) -> dict[str, Any]:
@@ -61,6 +59,17 @@ def _meta(author: str | None, **annotations: str) -> dict[str, Any]:
 
 
 # -- the record and the decision ------------------------------------------------------------------
+
+
+_Checked = tuple[authors.Refusal | None, FakeKube]
+
+
+def _refusal(obj: dict[str, Any], allowed: bool, required: bool = False) -> _Checked:
+    """The check a reconcile makes before a run for `obj`'s author under Capsule `safe`: the
+    record read (run.authors), the API server asked (a SubjectAccessReview)."""
+    api = _api(obj, allowed)
+    check = Reconciler(api, require_author=required)._author
+    return asyncio.run(check(obj, "team-a", "safe")), api
 
 
 def test_the_recorded_author_is_read_with_their_groups():
@@ -82,31 +91,32 @@ def test_the_recorded_author_is_read_with_their_groups():
     ],
 )
 def test_an_author_record_that_is_not_the_policys_is_refused_without_asking(raw: str):
-    api = _Api({"kind": "ScheduledPlan", "metadata": _meta(raw)}, allowed=True)
-    why = asyncio.run(authors.refusal(api, api.obj, "team-a", "safe"))
-    assert why is not None and "cannot be read" in why
+    refused, api = _refusal({"kind": "ScheduledPlan", "metadata": _meta(raw)}, allowed=True)
+    assert refused is not None and "cannot be read" in refused.why
+    assert refused.reason == authors.REASON
     assert api.reviews == []
 
 
 def test_an_author_who_may_still_use_the_capsule_is_not_refused():
-    api = _Api({"kind": "ScheduledPlan", "metadata": _meta(ALICE)}, allowed=True)
-    assert asyncio.run(authors.refusal(api, api.obj, "team-a", "safe")) is None
+    refused, api = _refusal({"kind": "ScheduledPlan", "metadata": _meta(ALICE)}, allowed=True)
+    assert refused is None
     assert api.reviews == [("team-a", "safe", "alice", ["team-a", "system:authenticated"])]
 
 
 def test_an_author_who_lost_use_is_refused_with_the_reason():
-    api = _Api({"kind": "ScheduledPlan", "metadata": _meta(ALICE)}, allowed=False)
-    why = asyncio.run(authors.refusal(api, api.obj, "team-a", "safe"))
-    assert why is not None
-    assert "alice, who last changed what this ScheduledPlan does" in why
-    assert "may no longer use Capsule safe in namespace team-a" in why
+    refused, _ = _refusal({"kind": "ScheduledPlan", "metadata": _meta(ALICE)}, allowed=False)
+    assert refused is not None and refused.reason == authors.REASON
+    assert "alice, who last changed what this ScheduledPlan does" in refused.why
+    assert "may no longer use Capsule safe in namespace team-a" in refused.why
 
 
 def test_nothing_recorded_means_nothing_checked():
     """Where the chart's policies are not installed, `use` is not enforced at all."""
-    api = _Api({"kind": "ScheduledPlan", "metadata": _meta(None)}, allowed=False)
-    assert asyncio.run(authors.refusal(api, api.obj, "team-a", "safe")) is None
-    assert api.reviews == []
+    obj = {"kind": "ScheduledPlan", "metadata": _meta(None)}
+    refused, api = _refusal(obj, allowed=False)
+    assert refused is None and api.reviews == []
+    unknown, api = _refusal(obj, allowed=False, required=True)  # where the chart records authors
+    assert unknown is not None and unknown.reason == authors.UNKNOWN and api.reviews == []
 
 
 # -- a ScheduledPlan's due run ----------------------------------------------------------------
@@ -125,8 +135,8 @@ def _scheduled(author: str | None) -> dict[str, Any]:
     }
 
 
-def _schedule(author: str | None, allowed: bool) -> _Api:
-    api = _Api(_scheduled(author), allowed)
+def _schedule(author: str | None, allowed: bool) -> FakeKube:
+    api = _api(_scheduled(author), allowed)
     reconciler = ScheduleReconciler(api, clock=lambda: T0 + 1, budget=None)
     asyncio.run(reconciler.reconcile("scheduledplans", "team-a", "nightly"))
     return api
@@ -138,7 +148,7 @@ def _authorized(status: dict[str, Any]) -> list[dict[str, Any]]:
 
 def test_a_due_run_is_not_created_when_its_author_lost_use():
     api = _schedule(ALICE, allowed=False)
-    assert api.created == []
+    assert _created(api) == []
     assert api.reviews == [("team-a", "safe", "alice", ["team-a", "system:authenticated"])]
     (status,) = api.statuses
     (cond,) = _authorized(status)
@@ -152,7 +162,7 @@ def test_a_due_run_is_not_created_when_its_author_lost_use():
 
 def test_a_due_run_is_created_when_its_author_still_may():
     api = _schedule(ALICE, allowed=True)
-    (run,) = api.created
+    (run,) = _created(api)
     assert run["kind"] == "Plan" and run["spec"]["capsule"] == "safe"
     (cond,) = _authorized(api.statuses[0])
     assert (cond["status"], cond["reason"]) == ("True", "AuthorMayUse")
@@ -161,17 +171,17 @@ def test_a_due_run_is_created_when_its_author_still_may():
 
 def test_a_scheduled_plan_with_no_author_record_runs_unchecked():
     api = _schedule(None, allowed=False)
-    assert len(api.created) == 1 and api.reviews == []
+    assert len(_created(api)) == 1 and api.reviews == []
     assert _authorized(api.statuses[0]) == []
 
 
 def test_where_authors_are_recorded_a_scheduled_plan_without_a_record_gets_no_run():
     """Written before the chart recorded authors (an upgrade): nobody can say who may run it,
     so it is refused until someone who may use the Capsule touches it, and told how."""
-    api = _Api(_scheduled(None), allowed=True)
+    api = _api(_scheduled(None), allowed=True)
     reconciler = ScheduleReconciler(api, clock=lambda: T0 + 1, budget=None, require_author=True)
     asyncio.run(reconciler.reconcile("scheduledplans", "team-a", "nightly"))
-    assert api.created == [] and api.reviews == []
+    assert _created(api) == [] and api.reviews == []
     (cond,) = _authorized(api.statuses[0])
     assert (cond["status"], cond["reason"]) == ("False", "AuthorUnknown")
     assert "has no author record" in cond["message"]
@@ -232,8 +242,8 @@ def _plan(author: str | None, rerun: str | None) -> dict[str, Any]:
     }
 
 
-def _rerun(author: str | None, rerun: str | None, allowed: bool) -> _Api:
-    api = _Api(_plan(author, rerun), allowed)
+def _rerun(author: str | None, rerun: str | None, allowed: bool) -> FakeKube:
+    api = _api(_plan(author, rerun), allowed)
     reconciler = Reconciler(api, clock=lambda: T0)
     asyncio.run(reconciler.reconcile("team-a", "p"))
     return api
@@ -241,7 +251,7 @@ def _rerun(author: str | None, rerun: str | None, allowed: bool) -> _Api:
 
 def test_a_rerun_is_not_started_when_the_plans_author_lost_use():
     api = _rerun(ALICE, "again", allowed=False)
-    assert api.created == []  # no Job
+    assert _created(api) == []  # no Job
     assert api.reviews == [("team-a", "safe", "alice", ["team-a", "system:authenticated"])]
     (status,) = api.statuses
     assert status["phase"] == "Failed" and status["run"]["rerun"] == "again"
@@ -252,10 +262,10 @@ def test_a_rerun_is_not_started_when_the_plans_author_lost_use():
 
 
 def test_where_authors_are_recorded_a_rerun_of_a_plan_without_a_record_is_refused():
-    api = _Api(_plan(None, "again"), allowed=True)
+    api = _api(_plan(None, "again"), allowed=True)
     reconciler = Reconciler(api, clock=lambda: T0, require_author=True)
     asyncio.run(reconciler.reconcile("team-a", "p"))
-    assert api.created == [] and api.reviews == []
+    assert _created(api) == [] and api.reviews == []
     (status,) = api.statuses
     (cond,) = status["conditions"]
     assert (status["phase"], cond["reason"]) == ("Failed", "AuthorUnknown")
@@ -265,18 +275,18 @@ def test_where_authors_are_recorded_a_rerun_of_a_plan_without_a_record_is_refuse
 
 def test_a_rerun_starts_when_the_author_still_may():
     api = _rerun(ALICE, "again", allowed=True)
-    assert [b["kind"] for b in api.created] == ["Job"]
+    assert [b["kind"] for b in _created(api)] == ["Job"]
     assert api.statuses[-1]["phase"] == "Running"
 
 
 def test_a_first_run_is_not_asked_about_again():
     """Creating or changing the Plan was the author's act, checked by the API server then."""
     api = _rerun(ALICE, None, allowed=False)
-    assert api.reviews == [] and [b["kind"] for b in api.created] == ["Job"]
+    assert api.reviews == [] and [b["kind"] for b in _created(api)] == ["Job"]
 
 
-def _again(obj: dict[str, Any], allowed: bool) -> _Api:
-    api = _Api(obj, allowed)
+def _again(obj: dict[str, Any], allowed: bool) -> FakeKube:
+    api = _api(obj, allowed)
     asyncio.run(Reconciler(api, clock=lambda: T0 + 60).reconcile("team-a", "p"))
     return api
 
@@ -289,11 +299,11 @@ def test_taking_the_rerun_annotation_away_starts_no_unchecked_run(after: str | N
     obj = _plan(ALICE, after)
     obj["status"] = refused
     api = _again(obj, allowed=False)
-    assert api.created == []  # no Job
+    assert _created(api) == []  # no Job
     assert [r[2] for r in api.reviews] == ["alice"]
     assert api.statuses[-1]["phase"] == "Failed"
     assert [e["reason"] for e in api.events] == ["UseRevoked"]
-    assert [b["kind"] for b in _again(obj, allowed=True).created] == ["Job"]
+    assert [b["kind"] for b in _created(_again(obj, allowed=True))] == ["Job"]
 
 
 def test_a_run_that_waited_as_invalid_is_asked_about_when_it_starts():
@@ -303,9 +313,9 @@ def test_a_run_that_waited_as_invalid_is_asked_about_when_it_starts():
     rid = run_id("u-1", 1, 1)
     obj["status"] = {"phase": "Invalid", "run": {"id": rid, "generation": 1}, "conditions": []}
     api = _again(obj, allowed=False)
-    assert api.created == [] and [r[2] for r in api.reviews] == ["alice"]
+    assert _created(api) == [] and [r[2] for r in api.reviews] == ["alice"]
     assert api.statuses[-1]["phase"] == "Failed"
-    assert [b["kind"] for b in _again(obj, allowed=True).created] == ["Job"]
+    assert [b["kind"] for b in _created(_again(obj, allowed=True))] == ["Job"]
 
 
 def test_a_new_generation_is_its_authors_act_and_not_asked_about():
@@ -314,26 +324,26 @@ def test_a_new_generation_is_its_authors_act_and_not_asked_about():
     obj["metadata"]["generation"] = 2  # the author changed the spec: the API server checked them
     obj["status"] = refused
     api = _again(obj, allowed=False)
-    assert api.reviews == [] and [b["kind"] for b in api.created] == ["Job"]
+    assert api.reviews == [] and [b["kind"] for b in _created(api)] == ["Job"]
 
 
 def test_between_due_runs_the_last_check_stays_in_the_status():
     obj = _scheduled(ALICE)
     refused = {"type": "Authorized", "status": "False", "reason": "UseRevoked", "message": "m"}
     obj["status"] = {"lastScheduleTime": "2027-01-15T08:00:00Z", "conditions": [refused]}
-    api = _Api(obj, allowed=True)
+    api = _api(obj, allowed=True)
     reconciler = ScheduleReconciler(api, clock=lambda: T0 + 30, budget=None)
     asyncio.run(reconciler.reconcile("scheduledplans", "team-a", "nightly"))
-    assert api.reviews == [] and api.created == []  # nothing due: nothing asked
+    assert api.reviews == [] and _created(api) == []  # nothing due: nothing asked
     assert _authorized(api.statuses[0]) == [refused]
 
 
 # -- a scheduled run's name taken in advance -----------------------------------------------------
 
 
-def _squatted(controller_uid: str) -> _Api:
+def _squatted(controller_uid: str) -> FakeKube:
     """The due run's name is taken: by a Plan of another controller, or by our own run."""
-    api = _Api(_scheduled(None), allowed=True)
+    api = _api(_scheduled(None), allowed=True)
     name = schedule.run_name("nightly", datetime.fromtimestamp(T0, UTC))
     owner = {"apiVersion": "planops.dev/v1alpha1", "kind": "ScheduledPlan", "name": "nightly"}
     owner |= {"uid": controller_uid, "controller": True}
@@ -341,7 +351,7 @@ def _squatted(controller_uid: str) -> _Api:
     return api
 
 
-def _due(api: _Api) -> dict[str, Any]:
+def _due(api: FakeKube) -> dict[str, Any]:
     reconciler = ScheduleReconciler(api, clock=lambda: T0 + 1, budget=None)
     asyncio.run(reconciler.reconcile("scheduledplans", "team-a", "nightly"))
     return api.statuses[-1]
@@ -365,17 +375,17 @@ def test_a_scheduled_run_made_before_a_restart_is_adopted():
 
 
 def test_a_scheduled_run_carries_its_schedules_author():
-    (run,) = _schedule(ALICE, allowed=True).created
+    (run,) = _created(_schedule(ALICE, allowed=True))
     assert run["metadata"]["annotations"][ANNOTATION_AUTHOR] == ALICE
-    (unrecorded,) = _schedule(None, allowed=True).created
+    (unrecorded,) = _created(_schedule(None, allowed=True))
     assert ANNOTATION_AUTHOR not in unrecorded["metadata"]["annotations"]
 
 
 def test_a_child_plan_carries_its_parents_author():
     obj = _plan(ALICE, None)
     obj["spec"]["steps"] = [{"id": "delegate", "capsule": "worker", "input": "do it"}]
-    api = _Api(obj, allowed=True)
+    api = _api(obj, allowed=True)
     asyncio.run(Reconciler(api, clock=lambda: T0).reconcile("team-a", "p"))
-    (child,) = api.created
+    (child,) = _created(api)
     assert child["kind"] == "Plan" and child["spec"]["capsule"] == "worker"
     assert child["metadata"]["annotations"][ANNOTATION_AUTHOR] == ALICE

@@ -1,8 +1,9 @@
 """Every run keeps its record: when a re-run or a new generation replaces a Plan's run, the run
-it replaces becomes the first entry of status.history (reconciler.run_history) and its records
-stay in its PlanReports until its entry falls off spec.historyLimit (reconciler.earlier_runs).
-Driven through Reconciler.reconcile against the in-memory API (fakekube.FakeKube); the cluster's
-e2e test (tests/e2e/test_run_history.py) runs the same on the real API server."""
+it replaces becomes the first entry of status.history (reconciler.history.run_history) and its
+records stay in its PlanReports until its entry falls off spec.historyLimit
+(reconciler.history.replacing). Driven through Reconciler.reconcile against the in-memory API
+(fakekube.FakeKube); the cluster's e2e test (tests/e2e/test_run_history.py) runs the same on the
+real API server."""
 
 from __future__ import annotations
 
@@ -12,42 +13,43 @@ from typing import Any
 from planops.api import names
 from planops.archive.queue import earlier_row
 from planops.archive.row import row
-from planops.reconciler import reports as reports_
-from planops.reconciler import run_history
-from planops.reconciler import status as status_
-from planops.reconciler.earlier_runs import earlier_run
+from planops.reconciler import earlier_run
+from planops.reconciler.history import chunks as reports_
+from planops.reconciler.history import run_history
 from planops.reconciler.reconcile import Reconciler
+from planops.reconciler.run import status as status_
 
-from .test_reconcile_rules import CAPSULE, World
+from .harness import Cluster
+from .test_reconcile_rules import CAPSULE, world
 from .test_status_bound import stored_size, worst_status
 
 REFUSED = 'admission webhook "x" denied the request'
 
 
-def failing_world(status_records: int = 50, **spec: Any) -> World:
+def failing_world(status_records: int = 50, **spec: Any) -> Cluster:
     """A Plan whose two steps' Jobs the cluster refuses: its first run fails with two records."""
-    w = World([{"id": "a", "shell": "true"}, {"id": "b", "shell": "true"}], **spec)
-    w.reconciler = Reconciler(w.kube, clock=lambda: w.now, status_records=status_records)
+    w = world([{"id": "a", "shell": "true"}, {"id": "b", "shell": "true"}], **spec)
+    w.reconciler = w.operator(status_records=status_records)
     w.kube.refuse("create_job", 403, REFUSED, times=None)
     return w
 
 
-def rerun(w: World, value: str, *, refuse: bool = False) -> dict[str, Any]:
+def rerun(w: Cluster, value: str, *, refuse: bool = False) -> dict[str, Any]:
     w.kube._refusals.clear()
     if refuse:
         w.kube.refuse("create_job", 403, REFUSED, times=None)
     w.annotate(names.ANNOTATION_RERUN, value)
     w.now += 60
-    return w.reconcile()
+    return w.reconciled()
 
 
-def reports_of(w: World, run: str) -> list[dict[str, Any]]:
+def reports_of(w: Cluster, run: str) -> list[dict[str, Any]]:
     return [r for r in w.kube.of("planreport") if r["run"] == run]
 
 
 def test_a_rerun_keeps_the_failed_run_in_the_history_with_its_whole_report():
     w = failing_world(status_records=1)  # the status repeats one record: the rest in PlanReports
-    first = w.reconcile()
+    first = w.reconciled()
     assert first["phase"] == "Failed" and first["report"]["reportObjects"] == 1
     failed_run = first["run"]["id"]
     second = rerun(w, "1")
@@ -68,7 +70,7 @@ def test_a_rerun_keeps_the_failed_run_in_the_history_with_its_whole_report():
 
 def test_a_small_runs_records_held_in_its_status_are_written_to_a_planreport_when_replaced():
     w = failing_world()
-    first = w.reconcile()
+    first = w.reconciled()
     assert first["report"]["reportObjects"] == 0 and w.kube.of("planreport") == []
     second = rerun(w, "1")
     assert second["history"][0]["reportObjects"] == 1
@@ -81,10 +83,10 @@ def test_a_small_runs_records_held_in_its_status_are_written_to_a_planreport_whe
 
 def test_the_history_keeps_history_limit_runs_and_deletes_the_planreports_of_the_rest():
     w = failing_world(status_records=1, historyLimit=2)
-    ids = [w.reconcile()["run"]["id"]]
+    ids = [w.reconciled()["run"]["id"]]
     for value in ("1", "2", "3"):
         ids.append(rerun(w, value, refuse=True)["run"]["id"])
-    history = w.status["history"]
+    history = w.status()["history"]
     assert [e["id"] for e in history] == [ids[2], ids[1]]  # newest first, two of them
     assert {r["run"] for r in w.kube.of("planreport")} == {ids[3], ids[2], ids[1]}
     assert reports_of(w, ids[0]) == []
@@ -92,15 +94,15 @@ def test_the_history_keeps_history_limit_runs_and_deletes_the_planreports_of_the
 
 def test_a_history_limit_of_zero_keeps_no_earlier_run():
     w = failing_world(status_records=1, historyLimit=0)
-    first = w.reconcile()
+    first = w.reconciled()
     second = rerun(w, "1")
     assert "history" not in second
     assert reports_of(w, first["run"]["id"]) == []
 
 
 def test_a_run_replaced_while_running_is_recorded_as_stopped_and_its_jobs_are_deleted():
-    w = World([{"id": "a", "shell": "sleep 100"}])
-    first = w.reconcile()
+    w = world([{"id": "a", "shell": "sleep 100"}])
+    first = w.reconciled()
     assert first["phase"] == "Running" and len(w.kube.of("job")) == 1
     second = rerun(w, "1")
     [entry] = second["history"]
@@ -113,19 +115,19 @@ def test_a_run_replaced_while_running_is_recorded_as_stopped_and_its_jobs_are_de
 
 def test_a_new_generation_replaces_the_run_too_and_the_history_goes_on_with_each_status():
     w = failing_world()
-    first = w.reconcile()
+    first = w.reconciled()
     w.kube._refusals.clear()
     w.plan["metadata"]["generation"] = 2
     w.plan["spec"]["steps"] = [{"id": "a", "shell": "sleep 100"}]
     w.now += 60
-    second = w.reconcile()
+    second = w.reconciled()
     assert [e["id"] for e in second["history"]] == [first["run"]["id"]]
     assert second["history"][0]["generation"] == 1
     w.now += 1
     w.kube.objects[("job", "ns", next(iter(j["metadata"]["name"] for j in w.kube.of("job"))))][
         "status"
     ] = {"failed": 1, "conditions": [{"type": "Failed", "status": "True"}]}
-    third = w.reconcile()  # a later status of the same run carries the history as it was
+    third = w.reconciled()  # a later status of the same run carries the history as it was
     assert third["history"] == second["history"]
 
 
@@ -134,7 +136,7 @@ def test_a_rerun_value_used_again_or_taken_away_is_a_new_run_and_every_run_keeps
     earlier run's id again, deleting that run's history entry and PlanReports (and its archive
     row kept the new run out). Each run now has an id of its own (status.run.serial)."""
     w = failing_world(status_records=1)
-    first = w.reconcile()
+    first = w.reconciled()
     second = rerun(w, "1", refuse=True)
     third = rerun(w, "", refuse=True)  # the annotation emptied
     fourth = rerun(w, "1", refuse=True)  # a value used before
@@ -151,29 +153,29 @@ def test_run_ids_stay_new_with_no_history_kept_and_across_an_operator_restart():
     possibly empty) nor in the operator's memory: a restarted operator, or another leader, that
     reads the status goes on counting."""
     w = failing_world(historyLimit=0)
-    ids = [w.reconcile()["run"]["id"]]
+    ids = [w.reconciled()["run"]["id"]]
     for value in ("1", "", "1", ""):
         w.reconciler = Reconciler(w.kube, clock=lambda: w.now)  # a restart: nothing kept
         ids.append(rerun(w, value, refuse=True)["run"]["id"])
-        assert "history" not in w.status
+        assert "history" not in w.status()
     assert len(set(ids)) == len(ids), ids
     again = Reconciler(w.kube, clock=lambda: w.now)  # the same status: the same run, no new one
     asyncio.run(again.reconcile("ns", "p"))
-    assert w.status["run"]["id"] == ids[-1]
+    assert w.status()["run"]["id"] == ids[-1]
 
 
 def test_while_the_archive_is_on_a_run_not_archived_stays_past_the_limit():
     w = failing_world(status_records=1, historyLimit=1)
     w.reconciler.archive = True
-    ids = [w.reconcile()["run"]["id"]]
+    ids = [w.reconciled()["run"]["id"]]
     for value in ("1", "2"):
         ids.append(rerun(w, value, refuse=True)["run"]["id"])
-    assert [e["id"] for e in w.status["history"]] == [ids[1], ids[0]]
+    assert [e["id"] for e in w.status()["history"]] == [ids[1], ids[0]]
     assert reports_of(w, ids[0]) != []
     for e in w.plan["status"]["history"]:  # the archive's writer marks them
         e["archived"] = True
     rerun(w, "3", refuse=True)
-    assert [e["id"] for e in w.status["history"]] == [ids[2]]
+    assert [e["id"] for e in w.status()["history"]] == [ids[2]]
     assert reports_of(w, ids[0]) == [] and reports_of(w, ids[1]) == []
 
 
@@ -236,14 +238,14 @@ def test_a_run_records_its_capsule_as_it_starts_and_its_history_entry_and_row_ke
     keeps its own in its history entry: the archive's row of each names the Capsule it ran
     under, whatever the Plan's is when the row is written."""
     w = failing_world()
-    first = w.reconcile()
+    first = w.reconciled()
     assert first["run"]["capsule"] == "default"
     w.kube.put("capsule", {"metadata": {"name": "other", "namespace": "ns"}, "spec": CAPSULE})
     w.plan["spec"]["capsule"] = "other"
     w.plan["metadata"]["generation"] = 2
     w.plan["metadata"]["resourceVersion"] += "1"
     w.now += 60
-    second = w.reconcile()
+    second = w.reconciled()
     assert second["run"]["capsule"] == "other"
     [entry] = second["history"]
     assert entry["id"] == first["run"]["id"] and entry["capsule"] == "default"
@@ -251,6 +253,6 @@ def test_a_run_records_its_capsule_as_it_starts_and_its_history_entry_and_row_ke
     records = reports_.records_json(chunks, w.plan["metadata"]["uid"], entry["id"])
     assert earlier_row(w.plan, entry, records).capsule == "default"
     w.now += 60
-    w.reconcile()
+    w.reconciled()
     w.plan["status"]["phase"] = "Failed"  # (however its run ends)
     assert row(w.plan).capsule == "other"

@@ -18,7 +18,7 @@ import pytest
 
 from planops.api import names
 from planops.kube import manifests
-from planops.reconciler import retrying
+from planops.reconciler.run import retrying
 
 UID = "0b5e3c1a-1111-4c4c-9d9d-0123456789ab"
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import kopf
 import pytest
 
-from planops.handlers import webhook
-from planops.reconciler.scheduled import ScheduleReconciler
+from planops.handlers import kopf_adapter, webhook
+from planops.handlers.kopf_adapter import kopf
+from planops.reconciler import Reconciler, ScheduleReconciler
 
 from .fakekube import FakeKube
 
@@ -84,16 +84,10 @@ def test_an_unknown_field_is_refused_naming_the_nearest():
 
 
 def webhook_handlers() -> dict[str, Any]:
-    """The webhook's handlers by id, registered as main registers them (a registry of their
-    own)."""
-    registry = kopf.OperatorRegistry()
-    previous = kopf.get_default_registry()
-    kopf.set_default_registry(registry)
-    try:
-        webhook.register()
-    finally:
-        kopf.set_default_registry(previous)
-    return {h.id: h for h in registry._webhooks.get_all_handlers()}
+    """The webhook's handlers by id, registered as main registers them (in the adapter's
+    registry)."""
+    kopf_adapter.register_webhook()
+    return {h.id: h for h in kopf_adapter.REGISTRY._webhooks.get_all_handlers()}
 
 
 def test_the_webhook_serves_each_kind_on_the_path_the_chart_names():
@@ -103,7 +97,7 @@ def test_the_webhook_serves_each_kind_on_the_path_the_chart_names():
         "scheduledplans": "scheduledplans",
         "clusterscheduledplans": "clusterscheduledplans",
     }
-    memo = kopf.Memo(schedule_judge=ScheduleReconciler(_api()))
+    memo = kopf.Memo(operator=kopf.Memo(schedule_judge=ScheduleReconciler(_api())))
     bad = scheduled("ClusterScheduledPlan", schedule="61 * * * *")
     with pytest.raises(kopf.AdmissionError, match="clusterscheduledplan refused, 1 error"):
         asyncio.run(handlers["clusterscheduledplans"].fn(body=bad, memo=memo, operation="CREATE"))
@@ -116,3 +110,38 @@ def test_the_refusal_lists_every_reason_and_how_to_check_offline():
     error = webhook.refusal("scheduledplan", ["a: one", "b: two"])
     assert "scheduledplan refused, 2 error(s): a: one; b: two" in str(error)
     assert "kubectl plan validate" in str(error)
+
+
+def test_a_capsule_that_cannot_be_used_refuses_a_plan_and_a_scheduled_plan_alike():
+    """The one judge (run.judging): a Capsule that is there but cannot be used (its spec is not
+    a Capsule's) is no missing Capsule for either kind: both reconciles refuse with the same
+    reason; both webhooks admit it, as they admit a missing one (GitOps applies in any order)."""
+    kube = FakeKube()
+    broken = {"metadata": {"name": "default", "namespace": "team-a"}, "spec": {"shell": 3}}
+    kube.put("capsule", broken)
+    kube.put(
+        "plan",
+        {
+            "apiVersion": "planops.dev/v1alpha1",
+            "kind": "Plan",
+            "metadata": {"name": "p", "namespace": "team-a", "generation": 1},
+            "spec": {"steps": [{"id": "a", "shell": "echo hi"}]},
+        },
+    )
+    kube.put("scheduledplan", scheduled())
+    asyncio.run(Reconciler(kube).reconcile("team-a", "p"))
+    asyncio.run(ScheduleReconciler(kube).reconcile("scheduledplans", "team-a", "nightly"))
+    plan = kube.get("plan", "team-a", "p")
+    schedule = kube.get("scheduledplan", "team-a", "nightly")
+    assert plan is not None and schedule is not None
+    [refused] = plan["status"]["errors"]
+    assert plan["status"]["phase"] == "Invalid" and refused["code"] == "no-capsule"
+    assert refused["message"].startswith("Capsule 'default' cannot be used: ")
+    assert schedule["status"]["errors"] == [
+        f"planTemplate.spec.capsule: [no-capsule] {refused['message']}"
+    ]
+    assert schedule["status"]["conditions"][0]["reason"] == "Invalid"
+    # the webhooks: admitted, as a missing Capsule is
+    plan_webhook = asyncio.run(Reconciler(kube).judge(plan))
+    assert [e.code for e in plan_webhook[2]] == ["no-capsule"]  # (the webhook admits this code)
+    assert asyncio.run(ScheduleReconciler(kube).judge("scheduledplans", scheduled())) == []

@@ -31,7 +31,7 @@ from planops.runners.local import LocalRunner
 
 from .helpers import capsule, plan, resolver, time_bound
 from .test_reconcile_core import denied, refused_at_dispatch
-from .test_retry_reconcile import World
+from .test_retry_reconcile import world
 
 #: a schema a plan author (an ask's outputSchema) or a Capsule owner (a tool's inputSchema) may
 #: write: each property is tried against 600 anchored patterns, and only the last matches
@@ -54,22 +54,21 @@ def _cpu(f: Any) -> tuple[Any, float]:
 def test_an_answer_too_costly_to_check_is_rejected_at_once_and_the_question_waits():
     ask = {"prompt": "which?", "outputSchema": HEAVY}
     deploy = {"id": "deploy", "shell": "true", "dependsOn": ["approve"]}
-    w = World([{"id": "approve", "ask": ask}, deploy])
-    status = w.reconcile()
+    w = world([{"id": "approve", "ask": ask}, deploy])
+    status = w.reconciled()
     (asked,) = status["asks"]
     given = {"run": status["run"]["id"], "question": asked["question"], "answer": COSTLY}
-    notes = w.plan["metadata"]["annotations"]
-    notes[manifests.answer_annotation("approve")] = json.dumps(given)
-    status, spent = _cpu(w.reconcile)
+    w.annotate(manifests.answer_annotation("approve"), json.dumps(given))
+    status, spent = _cpu(w.reconciled)
     assert spent < time_bound(2.0), f"one answer took {spent:.1f} s of the operator's CPU"
     (why,) = w.events("AnswerRejected")
     assert "more than" in why and "steps to check" in why, why
-    assert [a["stepId"] for a in status["asks"]] == ["approve"] and "deploy" not in w.jobs()
+    assert [a["stepId"] for a in status["asks"]] == ["approve"] and "deploy" not in w.step_jobs()
     # an answer within the budget settles the question
     given["answer"] = {"k": "x", "other": "1"}
-    notes[manifests.answer_annotation("approve")] = json.dumps(given)
-    w.reconcile()
-    assert "deploy" in w.jobs()
+    w.annotate(manifests.answer_annotation("approve"), json.dumps(given))
+    w.reconciled()
+    assert "deploy" in w.step_jobs()
 
 
 def test_the_cli_and_the_operator_judge_an_answer_by_the_one_rule():
@@ -154,7 +153,7 @@ def test_one_plans_dispatch_checks_never_hold_the_event_loop():
         "command": ["cat"],
         "inputSchema": {"type": "object", "properties": {"choice": HEAVY}},
     }
-    w = World(steps, tools=[tool])
+    w = world(steps, tools=[tool])
     w.plan["spec"]["input"] = {"choice": COSTLY}
     gaps: list[float] = []
 

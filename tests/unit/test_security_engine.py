@@ -175,7 +175,7 @@ def test_a_body_step_printing_deeply_nested_json_gives_its_text_as_result():
 
 
 def test_an_answer_annotation_nested_deeply_is_rejected_not_a_crash():
-    from planops.reconciler import asks  # noqa: PLC0415 - the operator's side of asks
+    from planops.reconciler.run import asks  # noqa: PLC0415 - the operator's side of asks
 
     schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
     w = asks.Waiting("q", 1, {"prompt": "go?", "outputSchema": schema}, 0.0, 100.0)

@@ -9,13 +9,13 @@ import asyncio
 import json
 from typing import Any
 
-import kopf
 import pytest
 
 from planops.cli import main as cli
 from planops.engine.shell_hints import shell_warnings
 from planops.handlers import webhook
-from planops.reconciler.judging import Judge
+from planops.handlers.kopf_adapter import kopf
+from planops.reconciler import Reconciler
 
 from .fakekube import FakeKube
 from .helpers import EXAMPLE_CAPSULE, plan
@@ -94,11 +94,8 @@ def _admit(body: dict[str, Any]) -> list[str]:
         },
     )
 
-    class Reconciler:
-        judge = Judge(kube).judge
-
     warnings: list[str] = []
-    memo = kopf.Memo(reconciler=Reconciler())
+    memo = kopf.Memo(operator=kopf.Memo(reconciler=Reconciler(kube)))
     asyncio.run(handler.fn(body=body, memo=memo, operation="CREATE", warnings=warnings))
     return warnings
 

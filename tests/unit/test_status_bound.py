@@ -7,7 +7,8 @@ import json
 from planops.api import crd, limits
 from planops.engine import AttemptFact, PlanError, Report, StepRecord, outputs
 from planops.engine.bodies import MAX_RECORDS
-from planops.reconciler import reports, status
+from planops.reconciler.history import chunks as reports
+from planops.reconciler.run import status
 
 MIB = 1 << 20
 ETCD_LIMIT = 1536 * 1024  # etcd's --max-request-bytes default
@@ -58,24 +59,26 @@ def worst_status(n: int, status_records: int) -> dict[str, object]:
     ]
     st = status.running(
         report,
-        total=n,
-        finished=True,
-        dispatched_any=True,
-        generation=2**31,
-        run={
-            "id": "x" * 10,
-            "generation": 2**31,
-            "rerun": "r" * 63,
-            "startedAt": "2026-11-30T00:00:00.000Z",
-        },
-        refused=refused,
-        previous={},
-        started_at=1.7e9,
-        now=1.7e9 + 7200,
-        reports=n,
-        status_records=status_records,
-    )
-    # the reconciler adds these, each bounded (reconciler.runs.in_flight)
+        status.Progress(
+            total=n,
+            finished=True,
+            dispatched_any=True,
+            generation=2**31,
+            run={
+                "id": "x" * 10,
+                "generation": 2**31,
+                "rerun": "r" * 63,
+                "startedAt": "2026-11-30T00:00:00.000Z",
+            },
+            refused=refused,
+            previous={},
+            started_at=1.7e9,
+            now=1.7e9 + 7200,
+            reports=n,
+            status_records=status_records,
+        ),
+    ).to_status()
+    # the reconciler adds these, each bounded (reconciler.run.identity.in_flight)
     st["inFlight"] = [
         {"stepId": LONG_ID, "attempt": 100, "since": "2026-11-30T00:00:00.000Z"}
     ] * status.IN_FLIGHT_LIMIT
@@ -138,6 +141,6 @@ def test_a_small_plan_keeps_its_outputs_up_to_the_capsule_limit():
 
 def test_invalid_status_is_bounded_too():
     errors = [PlanError("unknown-step", "s" * 63, "steps[1].dependsOn[0]", "m" * 10_000)] * 5000
-    st = status.invalid(errors, generation=1, run={}, previous={}, now=0.0)
+    st = status.invalid(errors, generation=1, run={}, previous={}, now=0.0).to_status()
     assert stored_size(st) < status.SUMMARY_BUDGET
     assert st["errorCount"] == 5000 and len(st["errors"]) == status.MAX_ERRORS

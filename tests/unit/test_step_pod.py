@@ -2,7 +2,7 @@
 profile's securityContext and host settings, services as native sidecars (ready by their probe
 before the step's container starts), the Capsule's placement and labels, the Plan's propagated
 labels; nothing at all for a step and Capsule that use none. And how such a pod is read back
-(reconciler.observe, through the operator's cache): by its step container alone."""
+(reconciler.run.observe, through the operator's cache): by its step container alone."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from planops.engine import Dispatch
 from planops.kube import manifests
 from planops.kube.cache import slim_run_object
 from planops.kube.manifests import PlanRef
-from planops.reconciler import observe, runs
+from planops.reconciler.run import identity as runs
+from planops.reconciler.run import observe
 
 from .helpers import capsule
 

@@ -2,7 +2,7 @@
 with its labels.
 
 A pod is the step's when its controller is a Job whose controller is the Plan, both by UID (the
-operator's rule, planops.reconciler.observe): copied labels, a higher attempt label, a newer
+operator's rule, planops.reconciler.run.observe): copied labels, a higher attempt label, a newer
 creation time, or a Job of another owner carrying the step's labels change nothing.
 """
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from planops.api import names
 from planops.engine import Run
 from planops.engine.report import Halt
-from planops.reconciler import stopping
-from planops.reconciler.observe import Observed
+from planops.reconciler.run import stopping
+from planops.reconciler.run.observe import Observed
 
 from .helpers import plan
 

@@ -14,7 +14,7 @@ from planops.api import CapsuleSpec
 from planops.api.schedule_models import ScheduledPlanSpec
 from planops.engine import Dispatch, validate
 from planops.kube import manifests
-from planops.reconciler.scheduled import ScheduleReconciler
+from planops.reconciler import ScheduleReconciler
 from tests.unit.helpers import capsule, plan, resolver
 
 from .fakekube import FakeKube
@@ -183,7 +183,7 @@ def test_a_scheduled_runs_template_cannot_carry_the_labels_of_managed_plans(
             },
         }
     )
-    errors = asyncio.run(ScheduleReconciler(_api())._template_errors(spec, "ns"))
+    errors = asyncio.run(ScheduleReconciler(_api()).template_errors(spec, "ns"))
     assert len(errors) == 1 and "reserved for planops" in errors[0]
     fine = spec.model_copy(
         update={
@@ -196,7 +196,7 @@ def test_a_scheduled_runs_template_cannot_carry_the_labels_of_managed_plans(
             )
         }
     )
-    assert asyncio.run(ScheduleReconciler(_api())._template_errors(fine, "ns")) == []
+    assert asyncio.run(ScheduleReconciler(_api()).template_errors(fine, "ns")) == []
 
 
 def test_a_capsule_can_shorten_how_long_a_step_stays_on_a_lost_node():

@@ -16,7 +16,7 @@ from aiohttp import web
 from planops.cli.plan_report import run_report
 from planops.cli.ui import server, view
 from planops.kube.manifests import PlanRef
-from planops.reconciler import reports
+from planops.reconciler.history import chunks as reports
 from tests.unit.test_ui import ROOT
 
 from .fakekube import FakeKube

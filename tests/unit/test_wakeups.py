@@ -9,18 +9,15 @@ import asyncio
 import copy
 from typing import Any
 
-import kopf
-
-import planops.handlers  # noqa: F401  (registers the operator's handlers with kopf)
 from planops.kube.cache import RunObjects, WatchCache, slim_run_object
-from planops.reconciler.observe import (
+from planops.reconciler.reconcile import Reconciler
+from planops.reconciler.run.observe import (
     attempt_step,
     job_event_matters,
     owned,
     pod_event_matters,
     pods_by_job,
 )
-from planops.reconciler.reconcile import Reconciler
 
 from .fakekube import FakeKube
 
@@ -78,13 +75,13 @@ def test_the_echo_of_the_reconcilers_own_status_write_is_recognised_once():
     plan = kube.put("plan", {"metadata": {"namespace": "ns", "name": "p"}, "status": {}})
     r = Reconciler(kube)
     before = plan["metadata"]["resourceVersion"]
-    asyncio.run(r._write(plan, {}, {"phase": "Running"}))
+    asyncio.run(r._status.write(plan, {"phase": "Running"}))
     written = plan["metadata"]["resourceVersion"]
     assert not r.own_write("ns", "p", before)  # an older version: somebody else's
     assert not r.own_write("ns", "other", written)
     assert r.own_write("ns", "p", written)
     assert not r.own_write("ns", "p", written)  # only once
-    asyncio.run(r._write(plan, {}, {"phase": "Succeeded"}))
+    asyncio.run(r._status.write(plan, {"phase": "Succeeded"}))
     r.forget("ns", "p")
     assert not r.own_write("ns", "p", "43")  # a deleted Plan's entry is gone
 
@@ -380,15 +377,6 @@ def test_a_later_generation_stops_the_objects_of_earlier_runs():
     assert kube.methods()[:3] == ["list_jobs", "list_plans", "list_pvcs"]
 
 
-def test_the_operator_has_no_change_detecting_handlers_so_it_needs_no_diff_base():
-    """handlers.NoDiffBase skips kopf's per-event deep copy: valid only while no handler reacts
-    to changes (on.create / update / resume / field, daemons, timers)."""
-    registry = kopf.get_default_registry()
-    assert list(registry._changing.get_all_handlers()) == []
-    assert list(registry._spawning.get_all_handlers()) == []
-    assert {h.id for h in registry._watching.get_all_handlers()} >= {"plan_event", "pod_event"}
-
-
 def test_a_running_plans_duration_alone_is_not_written_but_its_end_is():
     kube = FakeKube()
     running = {"phase": "Running", "progress": "1/2", "duration": "1s"}
@@ -398,13 +386,13 @@ def test_a_running_plans_duration_alone_is_not_written_but_its_end_is():
     def patches() -> int:
         return sum(1 for c in kube.calls if c[0] == "patch_plan_status")
 
-    asyncio.run(r._write(plan, running, {**running, "duration": "3s"}))
+    asyncio.run(r._status.write(plan, {**running, "duration": "3s"}))
     assert patches() == 0  # no patch: only the clock moved
-    asyncio.run(r._write(plan, running, {**running, "progress": "2/2", "duration": "3s"}))
+    asyncio.run(r._status.write(plan, {**running, "progress": "2/2", "duration": "3s"}))
     assert patches() == 1  # a real change carries the new duration with it
     done = {**running, "phase": "Succeeded", "duration": "4s"}
     plan["status"] = {**done, "duration": "3s"}
-    asyncio.run(r._write(plan, plan["status"], done))
+    asyncio.run(r._status.write(plan, done))
     assert patches() == 2  # a finished plan's duration is final: written
 
 
@@ -506,12 +494,11 @@ def test_a_resync_lists_a_run_again_only_when_its_last_list_is_old_for_what_it_c
     now = [1_000.0]
     list_seconds = [5.0]
 
-    class SlowLists(FakeKube):
-        async def list_jobs(self, namespace: str, selector: str, keep: Any = None) -> Any:
-            now[0] += list_seconds[0]
-            return await super().list_jobs(namespace, selector, keep)
+    def slow(*_: Any) -> None:  # a list takes its time
+        now[0] += list_seconds[0]
 
-    kube = SlowLists()
+    kube = FakeKube()
+    kube.on("list_jobs", slow)
     kube.put("plan", copy.deepcopy(NEW))
     plans, capsules = WatchCache(), WatchCache()
     plans.seen("ADDED", NEW)

@@ -211,7 +211,7 @@ class Concurrency(Model):
     ones finish: a Plan's first run in its place of creation, a later run (re-run, retry, new
     generation) behind the runs already waiting. Omitted: no limit."""
 
-    # 1: a mutex; reconciler.slots has the rule
+    # 1: a mutex; reconciler.queue.slots has the rule
     max_running_plans: int = Field(
         ge=1,
         le=10_000,

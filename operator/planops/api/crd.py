@@ -235,7 +235,7 @@ def history_schema() -> Schema:
 
 
 def plan_report_crd() -> dict[str, Any]:
-    """PlanReport: one chunk of a run's report (planops.reconciler.reports). Written by the
+    """PlanReport: one chunk of a run's report (planops.reconciler.history.chunks). Written by the
     operator only, owned by its Plan, no spec and no status: its records are its data."""
     record = {
         "stepId": _text("The step (a body step: CONTROL.BRANCH-OR-ITEM.STEP, e.g. scan.3.probe)."),

@@ -8,7 +8,7 @@ and the tests run: the reconciler and the operator's flags read the bounds here.
 
 from __future__ import annotations
 
-#: a Plan's spec as stored JSON: its status (planops.reconciler.status) shares the one object
+#: a Plan's spec as stored JSON: its status (planops.reconciler.run.status) shares the one object
 SPEC_BUDGET = 768 << 10
 #: literal steps: as many of the smallest steps (~26 bytes) as SPEC_BUDGET holds
 MAX_STEPS = 30_000

@@ -353,8 +353,8 @@ class Workspace(Model):
     )
 
 
-#: When a Plan's step Jobs are deleted (planops.reconciler.retention): as each step settles, once
-#: the run finished, once it succeeded, or never (the default).
+#: When a Plan's step Jobs are deleted (planops.reconciler.history.retention): as each step settles,
+#: once the run finished, once it succeeded, or never (the default).
 PodGC = Literal["OnStepCompletion", "OnPlanCompletion", "OnPlanSuccess", "Never"]
 POD_GC_POLICIES: tuple[str, ...] = typing.get_args(PodGC)
 

@@ -64,17 +64,17 @@ ANNOTATION_SPAWNED_BY = f"{GROUP}/spawned-by"
 ANNOTATION_DELEGATION = f"{GROUP}/delegation-id"
 ANNOTATION_OBJECTIVE = f"{GROUP}/objective"
 ANNOTATION_RERUN = f"{GROUP}/rerun"
-#: retry from the failure: `<token>[:from=STEP]` (reconciler.retrying has the rules)
+#: retry from the failure: `<token>[:from=STEP]` (reconciler.run.retrying has the rules)
 ANNOTATION_RETRY = f"{GROUP}/retry"
 ANNOTATION_CANCEL = f"{GROUP}/cancel"
 #: a cancel that runs the finally steps after it (`kubectl plan cancel --run-finally`): what
 #: runs then is a choice of what the Plan does, so writing it is an author's act (needs `use`)
 ANNOTATION_CANCEL_RUN_FINALLY = f"{GROUP}/cancel-run-finally"
 #: who last changed what a Plan or ScheduledPlan does, written by the API server (the chart's
-#: record-author admission policy; reconciler.authors reads it)
+#: record-author admission policy; reconciler.run.authors reads it)
 ANNOTATION_AUTHOR = f"{GROUP}/author"
 ANNOTATION_SCHEDULED_TIME = f"{GROUP}/scheduled-time"
-#: the answer to an ask step: answer.planops.dev/<step> (reconciler.asks has the format)
+#: the answer to an ask step: answer.planops.dev/<step> (reconciler.run.asks has the format)
 ANNOTATION_ANSWER_PREFIX = f"answer.{GROUP}/"
 #: an annotation planops never reads: writing it changes an object, and so records its writer as
 #: the author (what the docs tell a user to run for an object written before authors were)

@@ -32,17 +32,27 @@ from planops import metrics
 from planops.archive.dsn import redacted
 from planops.archive.row import (
     Row,
+    marked,
+    marked_earlier,
     needs_report_objects,
     pending_earlier,
     pending_run,
     row,
 )
 from planops.archive.store import DatabaseError, RowRejected, Store
+from planops.kube.cache import WatchCache
 from planops.kube.client import ApiError
+from planops.kube.errors import ErrorKind
 from planops.kube.events import event
 from planops.kube.leader import NotLeading
 from planops.kube.manifests import PlanRef
-from planops.reconciler import earlier_status, reports
+from planops.reconciler import (
+    StatusApi,
+    StatusWriter,
+    earlier_status,
+    records_json,
+    reports_selector,
+)
 
 log = logging.getLogger("planops.archive")
 
@@ -67,16 +77,11 @@ class Plans(Protocol):
     def values(self) -> Iterable[dict[str, Any]]: ...
 
 
-class Cluster(Protocol):
-    """What the writers ask of the API server (planops.kube.client.Kube)."""
+class Cluster(StatusApi, Protocol):
+    """What the writers ask of the API server (planops.kube.client.Kube): a run's PlanReports,
+    and what the one status writer asks (the Plan, its status)."""
 
     async def list_plan_reports(self, namespace: str, selector: str) -> list[dict[str, Any]]: ...
-
-    async def patch_plan_archived(self, namespace: str, name: str, run: str) -> None: ...
-
-    async def patch_plan_history_archived(
-        self, namespace: str, name: str, index: int, run: str
-    ) -> None: ...
 
 
 class EventSink(Protocol):
@@ -102,6 +107,10 @@ class Archiver:
         self.dsn = dsn
         self.kube = kube
         self.plans = plans
+        #: the marks go through the one status writer (a whole status, written with the
+        #: resourceVersion it was read at: a reconcile's write in between is read and marked
+        #: again, never lost); not the reconciler's own, so its watch event wakes the Plan
+        self.marks = StatusWriter(kube, plans if isinstance(plans, WatchCache) else None)
         self.events = events
         self.gate = gate
         self.capacity = capacity
@@ -259,14 +268,10 @@ class Archiver:
         records = None
         if needs_report_objects(plan):
             ref = PlanRef(ns, name, uid, run)
-            listed = await self.kube.list_plan_reports(ns, reports.selector(ref))
-            records = reports.records_json(listed, uid, run)
+            listed = await self.kube.list_plan_reports(ns, reports_selector(ref))
+            records = records_json(listed, uid, run)
         written = await store.write(row(plan, records))
-        try:
-            await self.kube.patch_plan_archived(ns, name, run)
-        except ApiError as e:
-            if not (e.not_found or e.status in (409, 422)):  # gone, or no longer its run
-                raise
+        await self._mark(ns, name, lambda p: marked(p, run))
         metrics.archive_write.observe(time.monotonic() - started)
         metrics.archive_runs.labels("written" if written else "already").inc()
         self._done[(uid, run)] = None
@@ -278,8 +283,7 @@ class Archiver:
         self, store: Store, plan: dict[str, Any], index: int, entry: dict[str, Any]
     ) -> None:
         """An earlier run the Plan keeps in status.history (a new run replaced it before it was
-        archived): its row from its entry and its PlanReports, then its entry marked. A mark a
-        status write of the Plan's current run overwrote is written again (the row: a no-op)."""
+        archived): its row from its entry and its PlanReports, then its entry marked."""
         meta = plan["metadata"]
         ns, name, uid, run = (
             str(meta["namespace"]),
@@ -289,18 +293,23 @@ class Archiver:
         )
         started = time.monotonic()
         listed = await self.kube.list_plan_reports(
-            ns, reports.selector(PlanRef(ns, name, uid, run))
+            ns, reports_selector(PlanRef(ns, name, uid, run))
         )
-        written = await store.write(
-            earlier_row(plan, entry, reports.records_json(listed, uid, run))
-        )
-        try:
-            await self.kube.patch_plan_history_archived(ns, name, index, run)
-        except ApiError as e:
-            if not (e.not_found or e.status in (409, 422)):  # gone, or the history moved on
-                raise
+        written = await store.write(earlier_row(plan, entry, records_json(listed, uid, run)))
+        await self._mark(ns, name, lambda p: marked_earlier(p, run))
         metrics.archive_write.observe(time.monotonic() - started)
         metrics.archive_runs.labels("written" if written else "already").inc()
+
+    async def _mark(
+        self, namespace: str, name: str, change: Callable[[dict[str, Any]], dict[str, Any] | None]
+    ) -> None:
+        """A run marked archived in the Plan's status, once its row committed (a Plan gone, or
+        no longer holding the run, has nothing to mark)."""
+        try:
+            await self.marks.change(namespace, name, change)
+        except ApiError as e:
+            if e.kind is not ErrorKind.NOT_FOUND:
+                raise
 
     def _said(self, error: BaseException) -> str:
         """An error as the operator's log says it: without the DSN's password."""

@@ -8,7 +8,7 @@ restart, a new leader, a database that was down) is found again from the cluster
 `pending_run` is that question. A new run's status starts without the field.
 
 A run replaced by a new one (a re-run, a new generation) before it was archived is kept in the
-Plan's status.history with its PlanReports (reconciler.run_history) and archived from there:
+Plan's status.history with its PlanReports (reconciler.history.run_history) and archived from there:
 `pending_earlier` finds it, queue.earlier_row is its row, and its entry's `archived: true` the
 mark.
 While the archive is on, such an entry stays in the history past the Plan's historyLimit.
@@ -72,7 +72,7 @@ def pending_run(plan: dict[str, Any]) -> str | None:
 
 def pending_earlier(plan: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
     """The earlier runs the Plan keeps (status.history) that are finished and not archived yet,
-    with their index in the history (the mark's JSON Patch tests the entry there)."""
+    with their index in the history."""
     found = (plan.get("status") or {}).get("history")
     return [
         (i, e)
@@ -83,7 +83,7 @@ def pending_earlier(plan: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
 
 def waits_for_archive(entry: dict[str, Any]) -> bool:
     """Whether an earlier run's entry is finished and not archived yet (the reconciler keeps
-    such an entry past historyLimit by the same rule: reconciler.run_history)."""
+    such an entry past historyLimit by the same rule: reconciler.history.run_history)."""
     return entry.get("phase") in FINISHED and entry.get("archived") is not True
 
 
@@ -99,6 +99,28 @@ def archived(plan: dict[str, Any]) -> bool:
     the archive is on (its PlanReports go with it)."""
     status = plan.get("status") or {}
     return status.get("phase") in FINISHED and not pending_runs(plan)
+
+
+def marked(plan: dict[str, Any], run: str) -> dict[str, Any] | None:
+    """The Plan's status with its current run `run` marked archived (status.archived), or None
+    when there is nothing to mark: it is no longer the Plan's run, or is marked already."""
+    status = plan.get("status") or {}
+    if run_of(plan) != run or status.get(ARCHIVED) == run:
+        return None
+    return {**status, ARCHIVED: run}
+
+
+def marked_earlier(plan: dict[str, Any], run: str) -> dict[str, Any] | None:
+    """The Plan's status with the earlier run `run` its history keeps marked archived, or None
+    when there is nothing to mark: the history no longer has it, or it is marked already."""
+    status = plan.get("status") or {}
+    history = status.get("history")
+    entries = history if isinstance(history, list) else []
+    found = next((e for e in entries if isinstance(e, dict) and e.get("id") == run), None)
+    if found is None or found.get("archived") is True:
+        return None
+    kept = [{**e, "archived": True} if e is found else e for e in entries]
+    return {**status, "history": kept}
 
 
 def needs_report_objects(plan: dict[str, Any]) -> bool:

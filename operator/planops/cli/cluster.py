@@ -22,7 +22,8 @@ from planops.cli import delete, get, live_graph, show, steer, submit, version
 from planops.cli.exit_codes import EXIT_CLUSTER, EXIT_INPUT, EXIT_INTERRUPTED
 from planops.kube import kubeconfig
 from planops.kube.api import CliApi
-from planops.kube.client import UNREACHABLE, ApiError, ConfigError, Kube
+from planops.kube.cli_client import CliKube
+from planops.kube.client import UNREACHABLE, ApiError, ConfigError
 
 Verb = Callable[[CliApi, argparse.Namespace, str], Awaitable[int]]
 
@@ -39,7 +40,7 @@ def run(args: argparse.Namespace, verb: Verb | None = None) -> int:
     verb = verb or VERBS[args.command]
 
     async def main() -> int:
-        kube = await Kube.connect(args.kubeconfig, args.context)
+        kube = await CliKube.connect(args.kubeconfig, args.context)
         try:
             return await verb(kube, args, namespace_of(args))
         finally:

@@ -89,10 +89,10 @@ def _ask(parsed_args: argparse.Namespace, question: Any) -> list[str]:
     """The cluster's answer to `question(kube)`, or none when it cannot be had in time."""
     import asyncio  # noqa: PLC0415 - completion requests only (validate starts without it)
 
-    from planops.kube.client import Kube  # noqa: PLC0415
+    from planops.kube.cli_client import CliKube  # noqa: PLC0415
 
     async def main() -> list[str]:
-        kube = await Kube.connect(
+        kube = await CliKube.connect(
             getattr(parsed_args, "kubeconfig", None), getattr(parsed_args, "context", None)
         )
         try:

@@ -195,7 +195,7 @@ def _item_status(statuses: list[str], flying: bool) -> str:
 
 
 def with_status(graph: PlanGraph, status: Mapping[str, Any]) -> PlanGraph:
-    """The graph with a cluster Plan's `.status` over it (reconciler/status.py shapes it): each
+    """The graph with a cluster Plan's `.status` over it (reconciler/run/status.py shapes it): each
     settled record, the attempts in flight (`inFlight`), the questions waiting (`asks`), and
     each body's records (`<control>.<key>.<step>`) counted per item."""
     report = status.get("report") or {}

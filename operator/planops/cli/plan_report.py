@@ -1,5 +1,6 @@
 """A cluster Plan with its whole report: the status holds a bounded summary, the run's PlanReport
-objects every record (planops.reconciler.reports). Every verb that shows records reads this."""
+objects every record (planops.reconciler.history.chunks). Every verb that shows records reads
+this."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from planops.reconciler import earlier_run, records_json, reports_selector, run_
 async def full_report(kube: CliApi, plan: dict[str, Any]) -> dict[str, Any]:
     """The Plan with its whole report in status.report.steps: the status holds a summary (the
     last records, their texts shortened), the run's PlanReport objects every record
-    (planops.reconciler.reports). A status without report objects is returned as it is."""
+    (planops.reconciler.history.chunks). A status without report objects is returned as it is."""
     st = plan.get("status") or {}
     rep = st.get("report") or {}
     run = (st.get("run") or {}).get("id")
@@ -36,7 +37,7 @@ async def full_report(kube: CliApi, plan: dict[str, Any]) -> dict[str, Any]:
 async def run_report(kube: CliApi, plan: dict[str, Any], run: str) -> dict[str, Any] | str:
     """The Plan as it was at the end of its run `run` (`get`/`describe --run ID`): its current
     run with the whole report, or an earlier one from status.history and its PlanReports
-    (planops.reconciler.earlier_runs). A run the Plan does not keep: the error, naming those it
+    (planops.reconciler.history.replacing). A run the Plan does not keep: the error, naming those it
     keeps."""
     st = plan.get("status") or {}
     if (st.get("run") or {}).get("id") == run:

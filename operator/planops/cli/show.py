@@ -112,7 +112,8 @@ async def cmd_describe(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
     return EXIT_OK
 
 
-#: what `describe` says of a run whose outputs were read with their stderr (reconciler.step_logs)
+#: what `describe` says of a run whose outputs were read with their stderr
+#: (reconciler.run.step_logs)
 STDERR_IN_OUTPUT = (
     "the steps' outputs hold what they wrote on stderr too: this cluster cannot read a pod "
     'log\'s stdout and stderr apart (docs/operator.md, "Step output")'

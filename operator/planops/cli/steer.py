@@ -43,7 +43,7 @@ def request_token() -> str:
 def child_refusal(plan: dict[str, Any]) -> str | None:
     """Why a re-run or retry of this Plan is refused before anything is written: a capsule
     step's child Plan runs only as its parent starts it (the operator refuses the annotation
-    too: reconciler.retrying.child_requests)."""
+    too: reconciler.run.retrying.child_requests)."""
     if not is_child_plan(plan):
         return None
     meta = plan["metadata"]
@@ -138,7 +138,7 @@ def checked_answer(ask: dict[str, Any], items: list[str]) -> dict[str, Any]:
 
 async def cmd_answer(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
     """Check the answer against the waiting question's schema here (exit 2 with the reason),
-    then write it as an annotation naming the run and the question (reconciler.asks: an answer
+    then write it as an annotation naming the run and the question (reconciler.run.asks: an answer
     answers that one question); the operator checks it again."""
     plan = await kube.get_plan(ns, args.name)
     if plan is None:

@@ -5,7 +5,7 @@ Anyone who may create pods (a namespace admin, another controller) can copy a st
 a pod that prints something else; the newest attempt by label would then be the forged pod, and
 its log would be shown as the step's. So labels only find candidates: a pod is the step's when
 its controller is one of the step's Jobs and that Job's controller is the Plan, both matched by
-UID (`reconciler.observe`), which nobody but the API server writes. Reading the Jobs needs
+UID (`reconciler.run.observe`), which nobody but the API server writes. Reading the Jobs needs
 `get`/`list` on `jobs` (the chart's plan-author role has it; Kubernetes' `view` too).
 """
 

@@ -60,10 +60,10 @@ from planops.engine import outputs
 from planops.engine.report import StepRecord
 
 #: the most text (output + error, UTF-8 bytes) one record keeps: the most a Capsule's
-#: outputLimitBytes may allow (a PlanReport keeps 256 KiB of it, reconciler.status)
+#: outputLimitBytes may allow (a PlanReport keeps 256 KiB of it, reconciler.run.status)
 RECORD_TEXT_LIMIT = 1 << 20
 #: the most of that an error keeps (it is kept first: it says why a step failed; a PlanReport
-#: keeps 2 KiB of it, reconciler.status)
+#: keeps 2 KiB of it, reconciler.run.status)
 ERROR_TEXT_LIMIT = 16 << 10
 #: the most record text one run keeps, body steps included (what it holds in memory and writes
 #: to its report)

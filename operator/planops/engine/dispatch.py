@@ -3,8 +3,8 @@
 The validator judged the plan against its Capsule when it was submitted; a Capsule may change
 while the plan runs, and what a step gets (its deadline, its memory) must be the same whether
 the cluster runs it as a Job or `kubectl-plan run --local` runs it as a process. So both
-executors (reconciler.dispatching and runners.local) ask this module, and neither keeps a rule
-of its own:
+executors (reconciler.run.attempt_objects and runners.local) ask this module, and neither keeps a
+rule of its own:
 
 - `admit`: whether the attempt may start at all (seed 1's "call denied"): the tool still in the
   Capsule's inventory and its input, as rendered, inside the tool's inputSchema

@@ -16,6 +16,7 @@ from planops.reconciler import (
 @dataclass
 class Config:
     kubeconfig: str | None = None
+    namespaces: list[str] = field(default_factory=list)  # --namespace (names or patterns); [] all
     policy: Policy = field(default_factory=Policy)
     workers: int = 8
     metrics_port: int = 0
@@ -25,7 +26,7 @@ class Config:
     status_records: int = STATUS_RECORDS  # most recent records repeated in a Plan's status
     history_report_bytes: int = HISTORY_REPORT_BYTES  # earlier runs' PlanReports per Plan
     create_concurrency: int = CREATE_CONCURRENCY  # a reconcile's Job/Plan creates in flight
-    require_author: bool = False  # runs for an author need a recorded one (reconciler.authors)
+    require_author: bool = False  # runs for an author need a recorded one (reconciler.run.authors)
     webhook_port: int = 0  # 0: no admission webhook (handlers.webhook)
     webhook_cert: str | None = None
     webhook_key: str | None = None
@@ -38,7 +39,7 @@ class Config:
     retry_period: float = 2.0
     archive_dsn: str | None = None  # planops.archive: PostgreSQL's DSN (None: no archive)
     archive_queue: int = 10_000  # finished runs queued at most for the archive
-    # a finished Plan's TTL when its spec sets none (reconciler.retention; None: kept)
+    # a finished Plan's TTL when its spec sets none (reconciler.history.retention; None: kept)
     ttl_seconds_after_finished: int | None = None
 
 

@@ -12,10 +12,10 @@ command), which `kubectl apply` prints. Two choices:
 - An UPDATE that leaves the spec unchanged (an annotation: rerun, cancel, an answer) is always
   admitted, so a Plan stored before a policy change can still be cancelled.
 
-Served by kopf's webhook server on `--webhook-port` with the chart's certificate; the chart owns
-the ValidatingWebhookConfiguration (failurePolicy Ignore by default: the reconciler still judges
-every plan when the operator is down). Registered by `register()`, called from `main` once the
-flags are known (importing this package registers the watch handlers only).
+Served by kopf's webhook server on `--webhook-port` with the chart's certificate (registered by
+handlers.kopf_adapter.register_webhook, which turns a `Refused` into kopf's AdmissionError); the
+chart owns the ValidatingWebhookConfiguration (failurePolicy Ignore by default: the reconciler
+still judges every plan when the operator is down).
 """
 
 from __future__ import annotations
@@ -23,14 +23,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import kopf
-
-from planops.api import names
 from planops.engine import PlanError
 from planops.engine.shell_hints import shell_warnings
-from planops.handlers.config import CONFIG
+from planops.reconciler import Reconciler, ScheduleReconciler
 
-GROUP, VERSION = names.GROUP, names.VERSION
 #: the webhook's paths are /<handler id>
 PATH_ID = "plans"
 SCHEDULED_PATH_IDS = {
@@ -44,15 +40,20 @@ SHOWN = 50
 #: recorder)
 WARNINGS_SHOWN = 10
 WARNING_CHARS = 250
+#: the HTTP code of a refusal
+REFUSED = 422
 
 
-def refusal(what: str, reasons: list[str]) -> kopf.AdmissionError:
+class Refused(Exception):  # noqa: N818 - reads as the answer it is
+    """The object is refused; the message lists every reason."""
+
+
+def refusal(what: str, reasons: list[str]) -> Refused:
     lines = "; ".join(reasons[:SHOWN])
     more = f" (and {len(reasons) - SHOWN} more)" if len(reasons) > SHOWN else ""
-    return kopf.AdmissionError(
+    return Refused(
         f"{what} refused, {len(reasons)} error(s): {lines}{more} -- check it offline with "
-        "kubectl plan validate FILE --capsule CAPSULE.yaml",
-        code=422,
+        "kubectl plan validate FILE --capsule CAPSULE.yaml"
     )
 
 
@@ -82,39 +83,27 @@ def unchanged(old: Any, new: Any) -> bool:
         return False
 
 
-def register() -> None:
-    @kopf.on.startup()
-    async def serve(settings: kopf.OperatorSettings, **_: Any) -> None:
-        settings.admission.server = kopf.WebhookServer(
-            addr="0.0.0.0",  # the API server calls the pod's address
-            port=CONFIG.webhook_port,
-            certfile=CONFIG.webhook_cert,
-            pkeyfile=CONFIG.webhook_key,
-        )
-        settings.admission.managed = None  # the chart owns the ValidatingWebhookConfiguration
-
-    @kopf.on.validate(GROUP, VERSION, "plans", id=PATH_ID)
-    async def validate_plan(
-        *, body: kopf.Body, memo: Any, warnings: list[str], **kwargs: Any
-    ) -> None:
-        if kwargs.get("operation") == "UPDATE" and unchanged(kwargs.get("old"), body):
-            return
-        spec, _, errors = await memo.reconciler.judge(dict(body))
-        errors = [e for e in errors if e.code != "no-capsule"]
-        if errors:
-            raise refusal("plan", [str(e) for e in errors])
-        if spec is not None:
-            warnings += admission_warnings(await asyncio.to_thread(shell_warnings, spec))
-
-    for plural, path_id in SCHEDULED_PATH_IDS.items():
-        _validate_scheduled(plural, path_id)
+async def judge_plan(
+    reconciler: Reconciler, body: dict[str, Any], operation: str | None, old: Any
+) -> list[str]:
+    """A Plan's admission: its warnings, or Refused."""
+    if operation == "UPDATE" and unchanged(old, body):
+        return []
+    spec, _, errors = await reconciler.judge(body)
+    errors = [e for e in errors if e.code != "no-capsule"]
+    if errors:
+        raise refusal("plan", [str(e) for e in errors])
+    if spec is None:
+        return []
+    return admission_warnings(await asyncio.to_thread(shell_warnings, spec))
 
 
-def _validate_scheduled(plural: str, path_id: str) -> None:
-    @kopf.on.validate(GROUP, VERSION, plural, id=path_id)
-    async def validate_scheduled(*, body: kopf.Body, memo: Any, **kwargs: Any) -> None:
-        if kwargs.get("operation") == "UPDATE" and unchanged(kwargs.get("old"), body):
-            return
-        errors = await memo.schedule_judge.judge(plural, dict(body))
-        if errors:
-            raise refusal(plural.removesuffix("s"), errors)
+async def judge_scheduled(
+    judge: ScheduleReconciler, plural: str, body: dict[str, Any], operation: str | None, old: Any
+) -> None:
+    """A ScheduledPlan's or ClusterScheduledPlan's admission: Refused, or nothing."""
+    if operation == "UPDATE" and unchanged(old, body):
+        return
+    errors = await judge.judge(plural, body)
+    if errors:
+        raise refusal(plural.removesuffix("s"), errors)

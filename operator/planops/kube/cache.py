@@ -30,11 +30,11 @@ def _slim(obj: Obj) -> Obj:
     return obj
 
 
-#: What the reconciler reads of a run's Job or pod (reconciler.observe and reconciler.reading),
-#: and nothing else: a plan of 20,000 steps keeps 40,000 of them while they run. Whole, a pod
-#: costs ~10 KB and a Job ~7.5 KB held (docs/performance.md, "At scale", round 10), mostly
-#: fields no reader looks at (volumes, env, images, every condition, the kubelet's bookkeeping).
-#: The dicts are built anew with literal keys, so every object shares the key strings.
+#: What the reconciler reads of a run's Job or pod (reconciler.run.observe and
+#: reconciler.effects.reads), and nothing else: a plan of 20,000 steps keeps 40,000 of them while
+#: they run. Whole, a pod costs ~10 KB and a Job ~7.5 KB held (docs/performance.md, "At scale"),
+#: mostly fields no reader looks at (volumes, env, images, every condition, the kubelet's
+#: bookkeeping). The dicts are built anew with literal keys, so every object shares the key strings.
 _RUN_META = (
     "name",
     "namespace",
@@ -237,7 +237,7 @@ def _newer(new: Obj, old: Obj | None) -> bool:
 class Group(Protocol):
     """The objects a WatchCache's index puts under one key, kept by the cache as they change:
     a dict of them by default (Members), or a structure its reader keeps in order as it goes
-    (reconciler.standing.Standing: a Capsule's queue)."""
+    (reconciler.queue.standing.Standing: a Capsule's queue)."""
 
     def put(self, key: tuple[str, str], obj: Obj) -> None: ...
 
@@ -341,7 +341,7 @@ class RunObjects:
     """The Jobs and pods of Plans' runs, by the labels a run's selector matches
     (`PlanRef.selector()`: the Plan's label value and the run id), fed by the watches the
     operator has anyway. The reconciler reads a run's objects from here instead of listing them,
-    except when it cannot trust what it holds (see reconciler.reading.RunReader.objects)."""
+    except when it cannot trust what it holds (see reconciler.effects.reads.Reads.objects)."""
 
     def __init__(self, plan_label: str, run_label: str) -> None:
         self._labels = (plan_label, run_label)
@@ -410,6 +410,15 @@ class RunObjects:
                 self._where.pop((kind, key[0], name), None)
             if not held:
                 del runs[key]
+
+    def absent(self, kind: str, namespace: str | None, present: set[tuple[str, str]]) -> list[Obj]:
+        """What the cache holds of `kind` in `namespace` (None: in all) that a list holding
+        `present` (namespace, name) lacks: deleted while no watch ran (kube.informer)."""
+        return [
+            self._objects[kind][key][name]
+            for (k, ns, name), key in list(self._where.items())
+            if k == kind and namespace in (None, ns) and (ns, name) not in present
+        ]
 
     def of(self, kind: str, key: RunKey) -> list[Obj]:
         return list(self._objects[kind].get(key, {}).values())

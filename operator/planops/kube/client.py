@@ -9,16 +9,18 @@ and 15 MiB of memory in all). Credentials come from kube/credentials.py (the pod
 kubeconfig's, as kubectl reads them), which `Transport`
 (kube/transport.py) turns into a TLS context and headers.
 
-A non-2xx answer becomes one `ApiError` with the API's reason and message, which the reconciler
-turns into a defined outcome (AlreadyExists = adopt, Forbidden from an admission policy = the step
-is refused, anything else = retry on the next reconcile).
+A non-2xx answer becomes one `ApiError` with the API's reason and message and its kind
+(kube.errors: read from the code, the reason and the details, never the message), by which the
+reconciler decides (AlreadyExists = adopt, a refusal of the request = the step is refused, a
+Conflict = read again and decide again, anything passing = retry on the next reconcile).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self, cast
 
 import aiohttp
 
@@ -27,24 +29,28 @@ from planops.kube import credentials as credentials_
 from planops.kube import jsontext, loglines
 from planops.kube import kubeconfig as kubeconfig_
 from planops.kube.api import LogWindow
-from planops.kube.rest import (  # ApiError, ConfigError, UNREACHABLE: imported from here too
-    UNREACHABLE,
-    ApiError,
-    ConfigError,
-    _core,
-    _custom,
-    _jobs,
-    _json,
-    _leases,
-    _obj,
-    _version,
-    dumps,
-)
+from planops.kube.errors import ApiError, ErrorKind, ListExpired, causes_of
+from planops.kube.paths import core as _core
+from planops.kube.paths import custom as _custom
+from planops.kube.paths import jobs as _jobs
+from planops.kube.paths import leases as _leases
 from planops.kube.transport import Query, Transport
 
-Obj = dict[str, Any]
-__all__ = ["UNREACHABLE", "ApiError", "ConfigError", "Kube", "dumps"]
+__all__ = ["UNREACHABLE", "ApiError", "ConfigError", "Kube", "ListExpired"]
 
+Obj = dict[str, Any]
+Loads = Callable[[bytes], Any]
+Window = LogWindow | None
+
+
+class ConfigError(Exception):
+    """No usable credentials: the kubeconfig cannot be read, or lacks a context, cluster or user
+    it needs (and no pod's own credentials either)."""
+
+
+#: What reaching the API server can raise besides an answer (ApiError): refused or reset
+#: connections, names that do not resolve, TLS failures, no answer in time.
+UNREACHABLE: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError, asyncio.TimeoutError)
 
 #: Objects per page of a list (client-go's pager uses the same). A run of 20,000 steps has
 #: 40,000 Jobs and pods: one answer of that size is hundreds of MB decoded at once, and the
@@ -53,6 +59,31 @@ __all__ = ["UNREACHABLE", "ApiError", "ConfigError", "Kube", "dumps"]
 LIST_PAGE = 500
 #: bytes of a log handed on at a time (stream_log)
 LOG_CHUNK = 64 << 10
+
+
+async def _json(resp: aiohttp.ClientResponse, loads: Loads = jsontext.loads) -> Any:
+    try:
+        if resp.status >= 300:
+            try:
+                body = await resp.json(content_type=None, loads=jsontext.loads)
+                if not isinstance(body, dict):
+                    raise ValueError(body)
+            except ValueError:  # not JSON: report the raw text
+                body = {"reason": resp.reason or "", "message": (await resp.text())[:2000]}
+            raise ApiError(
+                resp.status,
+                str(body.get("reason", "")),
+                str(body.get("message", "")),
+                causes_of(body.get("details")),
+            )
+        body = await resp.read()
+        return loads(body) if body.strip() else None
+    finally:
+        resp.release()
+
+
+async def _obj(resp: aiohttp.ClientResponse) -> Obj:
+    return cast(Obj, await _json(resp))
 
 
 #: Deletions leave the children to the garbage collector (the API's default for Jobs orphans
@@ -69,7 +100,7 @@ class Kube:
     api: Transport
 
     @classmethod
-    async def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> Kube:
+    async def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> Self:
         """In-cluster credentials, else the kubeconfig (given, else every file $KUBECONFIG
         lists, merged as kubectl merges them, else ~/.kube/config: kube.kubeconfig);
         ConfigError when neither is usable."""
@@ -93,35 +124,40 @@ class Kube:
     async def _list(
         self, path: str, keep: Callable[[Obj], Obj] | None = None, **query: str | None
     ) -> list[Obj]:
-        return (await self._list_at(path, keep, **query))[0]
-
-    async def _list_at(
-        self, path: str, keep: Callable[[Obj], Obj] | None = None, **query: str | None
-    ) -> tuple[list[Obj], str]:
-        """Every object at `path`, listed LIST_PAGE at a time, each passed through `keep` (what
-        the caller holds of it) as its page arrives, and the list's resourceVersion (a watch
-        goes on from it). A continue token that expired between pages (410 Gone: etcd
-        compacted the revision the list started at) restarts the list once, whole, as
-        client-go's pager does: a consistent list is all a caller can use."""
+        """Every object at `path` (list_pages), each passed through `keep` (what the caller
+        holds of it) as its page arrives. An expired continue token restarts the list once,
+        whole, as client-go's pager does: a consistent list is all a caller can use."""
         hold = keep or (lambda o: o)
         items: list[Obj] = []
+        try:
+            await self.list_pages(path, lambda o: items.append(hold(o)), query)
+        except ListExpired:
+            page = await _json(await self.api.request("GET", path, query=query))
+            return [hold(o) for o in page["items"] or []]
+        return items
+
+    async def list_pages(
+        self, path: str, each: Callable[[Obj], None], query: Query, loads: Loads = jsontext.loads
+    ) -> str:
+        """Hand every object at `path` to `each`, LIST_PAGE at a time (only one page is ever
+        whole), as its page arrives; the list's resourceVersion (every page is of that one
+        snapshot: a watch from it misses nothing and repeats nothing). A continue token that
+        expired between pages (410: etcd compacted the list's revision) raises ListExpired."""
         token: str | None = None
         while True:
+            paged = {**query, "limit": LIST_PAGE, "continue": token}
             try:
-                page = await _json(
-                    await self.api.request(
-                        "GET", path, query={**query, "limit": LIST_PAGE, "continue": token}
-                    )
-                )
+                page = await _json(await self.api.request("GET", path, query=paged), loads)
             except ApiError as e:
-                if e.status != 410 or token is None:
-                    raise
-                page = await _json(await self.api.request("GET", path, query=query))
-                return [hold(o) for o in page["items"] or []], _version(page)
-            items += [hold(o) for o in page["items"] or []]
-            token = (page.get("metadata") or {}).get("continue") or None
+                if e.kind is ErrorKind.EXPIRED and token is not None:
+                    raise ListExpired(e.status, e.reason, e.message) from None
+                raise
+            for obj in page.get("items") or []:
+                each(obj)
+            meta = page.get("metadata") or {}
+            token = meta.get("continue") or None
             if token is None:
-                return items, _version(page)
+                return str(meta.get("resourceVersion") or "")
 
     async def _create(self, path: str, body: Obj) -> Obj:
         return await _obj(await self.api.request("POST", path, body=body))
@@ -155,37 +191,27 @@ class Kube:
     async def list_plans(self, namespace: str, selector: str) -> list[Obj]:
         return await self._list(_custom("plans", namespace), labelSelector=selector)
 
-    async def list_plans_at(self, namespace: str | None, selector: str) -> tuple[list[Obj], str]:
-        """The Plans of a namespace (None: of every namespace) and the list's resourceVersion."""
-        return await self._list_at(_custom("plans", namespace), labelSelector=selector or None)
-
-    async def delete_plan_found(self, namespace: str, name: str) -> bool:
-        """Delete a Plan (its Jobs, pods, PlanReports and child Plans go with it, owned): True,
-        or False when there was none (`kubectl plan delete` says NotFound)."""
-        try:
-            await _json(
-                await self.api.request(
-                    "DELETE", _custom("plans", namespace, name), query=BACKGROUND
-                )
-            )
-        except ApiError as e:
-            if e.not_found:
-                return False
-            raise
-        return True
-
     async def create_plan(self, namespace: str, body: Obj) -> Obj:
         return await self._create(_custom("plans", namespace), body)
 
     async def delete_plan(self, namespace: str, name: str) -> None:
         await self._delete(_custom("plans", namespace, name), BACKGROUND)
 
-    async def patch_plan_status(self, namespace: str, name: str, status: Obj) -> Obj:
+    async def patch_plan_status(
+        self, namespace: str, name: str, status: Obj, resource_version: str | None = None
+    ) -> Obj:
         """Replace .status whole (status subresource; spec untouched), with one JSON Patch `add`:
-        unlike a merge patch, explicit nulls of the report (failedStep: null) are kept."""
-        body = [{"op": "add", "path": "/status", "value": status}]
-        path = _custom("plans", namespace, name, "status")
-        return await _obj(await self.api.request("PATCH", path, body=body, content_type=JSON_PATCH))
+        unlike a merge patch, explicit nulls of the report (failedStep: null) are kept. With
+        `resource_version`, only the Plan as it was read: the patch sets that resourceVersion,
+        which the API server takes as a precondition (409 Conflict when the Plan changed since)."""
+        return await _obj(
+            await self.api.request(
+                "PATCH",
+                _custom("plans", namespace, name, "status"),
+                body=_status_patch(status, resource_version),
+                content_type=JSON_PATCH,
+            )
+        )
 
     async def patch_plan(self, namespace: str, name: str, patch: Obj) -> Obj:
         """A merge patch of the Plan itself (metadata: the rerun / cancel annotations)."""
@@ -193,38 +219,6 @@ class Kube:
         return await _obj(
             await self.api.request("PATCH", path, body=patch, content_type=MERGE_PATCH)
         )
-
-    async def patch_plan_archived(self, namespace: str, name: str, run: str) -> None:
-        """Mark the Plan's run archived (status.archived = run; planops.archive), only if it
-        is still the Plan's current run: a JSON Patch whose `test` fails otherwise (422)."""
-        body = [
-            {"op": "test", "path": "/status/run/id", "value": run},
-            {"op": "add", "path": "/status/archived", "value": run},
-        ]
-        path = _custom("plans", namespace, name, "status")
-        await _json(await self.api.request("PATCH", path, body=body, content_type=JSON_PATCH))
-
-    async def patch_plan_history_archived(
-        self, namespace: str, name: str, index: int, run: str
-    ) -> None:
-        """Mark an earlier run archived (status.history[index].archived), only while that
-        entry is still the run's: a JSON Patch whose `test` fails otherwise (422)."""
-        body = [
-            {"op": "test", "path": f"/status/history/{index}/id", "value": run},
-            {"op": "add", "path": f"/status/history/{index}/archived", "value": True},
-        ]
-        path = _custom("plans", namespace, name, "status")
-        await _json(await self.api.request("PATCH", path, body=body, content_type=JSON_PATCH))
-
-    async def patch_plan_collected(self, namespace: str, name: str, run: str) -> Obj:
-        """Mark the run's Jobs collected (status.jobsCollected = run; reconciler.retention), only
-        while it is still the Plan's current run (a failed `test`: 422)."""
-        body = [
-            {"op": "test", "path": "/status/run/id", "value": run},
-            {"op": "add", "path": "/status/jobsCollected", "value": run},
-        ]
-        path = _custom("plans", namespace, name, "status")
-        return await _obj(await self.api.request("PATCH", path, body=body, content_type=JSON_PATCH))
 
     async def delete_plan_as_seen(
         self, namespace: str, name: str, uid: str, resource_version: str
@@ -248,62 +242,42 @@ class Kube:
     def watch_plan(
         self, namespace: str, name: str, resource_version: str | None, timeout_seconds: int = 240
     ) -> AsyncGenerator[tuple[str, Obj], None]:
-        """The watch events of one Plan after `resource_version`, as (type, object): ADDED,
-        MODIFIED, DELETED, BOOKMARK. It ends when the server closes the watch (after
-        `timeout_seconds`): watch again from the last resourceVersion seen. An ERROR event
-        (410 Gone: that version is too old) is raised as ApiError. Close it (`aclosing`) when
-        leaving it early: that releases the connection."""
-        return self._watch(
-            _custom("plans", namespace), resource_version, timeout_seconds, f"metadata.name={name}"
-        )
+        """The watch events of one Plan after `resource_version` (watch)."""
+        query = {"fieldSelector": f"metadata.name={name}"}
+        return self.watch(_custom("plans", namespace), resource_version, query, timeout_seconds)
 
-    def watch_plans(
-        self,
-        namespace: str | None,
-        selector: str,
-        resource_version: str | None,
-        timeout_seconds: int = 240,
-    ) -> AsyncGenerator[tuple[str, Obj], None]:
-        """The watch events of the Plans of a namespace (None: every namespace) that `selector`
-        picks, as watch_plan's."""
-        return self._watch(
-            _custom("plans", namespace), resource_version, timeout_seconds, None, selector
-        )
-
-    async def _watch(
+    async def watch(
         self,
         path: str,
         resource_version: str | None,
-        timeout_seconds: int,
-        fields: str | None,
-        labels: str | None = None,
+        query: Query,
+        timeout_seconds: int = 240,
+        loads: Loads = jsontext.loads,
     ) -> AsyncGenerator[tuple[str, Obj], None]:
-        resp = await self.api.request(
-            "GET",
-            path,
-            query={
-                "fieldSelector": fields,
-                "labelSelector": labels or None,
-                "watch": True,
-                "allowWatchBookmarks": True,
-                "resourceVersion": resource_version,
-                "timeoutSeconds": timeout_seconds,
-            },
-            # no total: the server ends the watch; silence longer than that is a dead connection
-            timeout=aiohttp.ClientTimeout(total=None, sock_read=timeout_seconds + 30),
-        )
+        """The watch events of the collection at `path` after `resource_version`, as (type,
+        object): ADDED, MODIFIED, DELETED, BOOKMARK, each read by `loads`. It ends when the
+        server closes the watch (after `timeout_seconds`): watch again from the last
+        resourceVersion seen. An ERROR event (410 Gone: that version is too old) is raised as
+        ApiError. Close it (`aclosing`) when leaving it early: that releases the connection."""
+        watching = {
+            **query,
+            "watch": True,
+            "allowWatchBookmarks": True,
+            "resourceVersion": resource_version,
+            "timeoutSeconds": timeout_seconds,
+        }
+        # no total: the server ends the watch; silence longer than that is a dead connection
+        timeout = aiohttp.ClientTimeout(total=None, sock_read=timeout_seconds + 30)
+        resp = await self.api.request("GET", path, query=watching, timeout=timeout)
         if resp.status >= 300:
             await _json(resp)  # raises ApiError
         try:
             while line := await resp.content.readline():
-                event = jsontext.loads(line)
+                event = loads(line)
                 kind, obj = str(event.get("type", "")), event.get("object") or {}
                 if kind == "ERROR":
-                    raise ApiError(
-                        int(obj.get("code") or 500),
-                        str(obj.get("reason", "")),
-                        str(obj.get("message", "")),
-                    )
+                    code, reason = int(obj.get("code") or 500), str(obj.get("reason", ""))
+                    raise ApiError(code, reason, str(obj.get("message", "")))
                 yield kind, obj
         finally:
             resp.release()
@@ -314,7 +288,7 @@ class Kube:
     async def create_capsule(self, namespace: str, body: Obj) -> Obj:
         return await self._create(_custom("capsules", namespace), body)
 
-    # -- PlanReports: a run's report, in chunks (planops.reconciler.reports) --------------------
+    # -- PlanReports: a run's report, in chunks (planops.reconciler.history.chunks) ----------------
 
     async def list_plan_reports(self, namespace: str, selector: str) -> list[Obj]:
         return await self._list(_custom("planreports", namespace), labelSelector=selector)
@@ -336,12 +310,17 @@ class Kube:
         return await self._get(_custom(plural, namespace, name))
 
     async def patch_status(
-        self, plural: str, namespace: str | None, name: str, status: Obj
-    ) -> None:
-        """Replace .status whole (JSON Patch `add`, as for Plans)."""
-        body = [{"op": "add", "path": "/status", "value": status}]
+        self,
+        plural: str,
+        namespace: str | None,
+        name: str,
+        status: Obj,
+        resource_version: str | None = None,
+    ) -> Obj:
+        """Replace .status whole (JSON Patch `add`, as for Plans), with the same precondition."""
         path = _custom(plural, namespace, name, "status")
-        await _json(await self.api.request("PATCH", path, body=body, content_type=JSON_PATCH))
+        body = _status_patch(status, resource_version)
+        return await _obj(await self.api.request("PATCH", path, body=body, content_type=JSON_PATCH))
 
     async def list_namespaces(self, selector: str) -> list[Obj]:
         return await self._list("/api/v1/namespaces", labelSelector=selector)
@@ -399,12 +378,7 @@ class Kube:
         return await self._get(_core("pods", namespace, name))
 
     async def read_log(
-        self,
-        namespace: str,
-        pod: str,
-        container: str,
-        limit_bytes: int,
-        window: LogWindow | None = None,
+        self, namespace: str, pod: str, container: str, limit_bytes: int, window: Window = None
     ) -> str:
         chunks: list[bytes] = []
         await self.stream_log(namespace, pod, container, chunks.append, None, limit_bytes, window)
@@ -418,21 +392,15 @@ class Kube:
         feed: Callable[[bytes], None],
         stream: str | None = None,
         limit_bytes: int | None = None,
-        window: LogWindow | None = None,
+        window: Window = None,
     ) -> None:
         """A pod's log, chunk by chunk to `feed` as it arrives (nothing held here): one stream
         (Stdout, Stderr: KEP-3288, where the cluster selects one) or both as interleaved; the
         part `window` picks (kubectl's --tail, --since, --timestamps), else all of it."""
-        query = {
-            "container": container,
-            "stream": stream,
-            "limitBytes": limit_bytes,
-            **(window or LogWindow()).query(),
-        }
+        query = {"container": container, "stream": stream, "limitBytes": limit_bytes}
+        query |= (window or LogWindow()).query()
         path = _core("pods", namespace, pod, "log")
-        resp = await self.api.request(
-            "GET", path, query={k: v for k, v in query.items() if v is not None}
-        )
+        resp = await self.api.request("GET", path, query=query)  # None: not sent
         if resp.status >= 300:
             await _json(resp)  # raises ApiError
         try:
@@ -442,7 +410,7 @@ class Kube:
             resp.release()
 
     async def follow_log(
-        self, namespace: str, pod: str, container: str, window: LogWindow | None = None
+        self, namespace: str, pod: str, container: str, window: Window = None
     ) -> AsyncGenerator[str, None]:
         """A pod's log line by line as the container writes it (`follow=true`), from its start;
         it ends when the container ends. Read in chunks, so a line of any length is shown (one
@@ -466,15 +434,6 @@ class Kube:
         finally:
             resp.release()
 
-    # -- versions (`kubectl plan version`) ---------------------------------------------------------
-
-    async def server_version(self) -> Obj:
-        """The API server's /version (gitVersion, major, minor, platform...)."""
-        return await _obj(await self.api.request("GET", "/version"))
-
-    async def get_crd(self, name: str) -> Obj | None:
-        return await self._get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
-
     # -- workspace claims ------------------------------------------------------------------------
 
     async def create_pvc(self, namespace: str, body: Obj) -> Obj:
@@ -496,3 +455,16 @@ class Kube:
 
     async def create_event(self, namespace: str, body: Obj) -> None:
         await _json(await self.api.request("POST", _core("events", namespace), body=body))
+
+
+def _status_patch(status: Obj, resource_version: str | None) -> list[Obj]:
+    """A JSON Patch replacing .status whole; with `resource_version`, conditional on it (the
+    patched object carries that version, and the API server refuses an update whose version is
+    not the stored one: client-go's optimistic concurrency, in a patch)."""
+    patch = [{"op": "add", "path": "/status", "value": status}]
+    if resource_version is None:
+        return patch
+    return [
+        {"op": "replace", "path": "/metadata/resourceVersion", "value": resource_version},
+        *patch,
+    ]

@@ -169,7 +169,7 @@ class Recorder:
         self, reason: str, message: str, warning: bool = False, post: bool = True, **fields: Any
     ) -> None:
         """An event of the trace; `post=False`: its JSON log line only, no Kubernetes Event
-        (a body step past the first few: reconciler.body_events)."""
+        (a body step past the first few: reconciler.effects.body_events)."""
         self.pending.append((reason, message, warning, {**fields, _POST: post}))
 
     async def flush(self) -> None:

@@ -20,6 +20,8 @@ import json
 import re
 from typing import Any
 
+import orjson
+
 CUT_DEPTH = 100
 CUT = f"planops: nested deeper than {CUT_DEPTH} levels: not read"
 #: a JSON string (escapes included) or a bracket: everything else cannot change the depth
@@ -32,6 +34,16 @@ def loads(text: str | bytes | bytearray) -> Any:
         return json.loads(text)
     except RecursionError:
         return json.loads(cut_deep(text if isinstance(text, str) else bytes(text).decode()))
+
+
+def loads_typed(text: str | bytes | bytearray) -> Any:
+    """A built-in kind's JSON (a Job, a pod, a namespace), read with orjson: ~40 % less CPU than
+    `json` for the operator's busiest reads, its informers' watch events (docs/performance.md).
+    Only for kinds whose every field the API server types: they nest a few levels, and hold no
+    integer past 64 bits and no NaN, where orjson would read differently (an integer past 64
+    bits as a float) or stop. A custom resource (a Plan's `spec.input` holds any JSON) is read
+    with `loads`."""
+    return orjson.loads(text)
 
 
 def cut_deep(text: str) -> str:

@@ -165,7 +165,7 @@ class PlanRef:
 def run_id(uid: str, generation: int, serial: int) -> str:
     """A run: one generation of a Plan, and each re-run requested by annotation; `serial`
     counts the Plan's runs (status.run.serial, one more for each new run), so a re-run value
-    used again, or taken away, never names an earlier run's id again (reconciler.retrying).
+    used again, or taken away, never names an earlier run's id again (reconciler.run.retrying).
     Nothing an author writes goes into it (a re-run value did: ten hex digits are 40 bits, and
     an author could search for a value naming an id the Plan had). Hashed from a JSON list: text
     that starts with `["run"`, unlike the ids of runs started before (`<uid>/<generation>/
@@ -441,7 +441,7 @@ def child_plan(ref: PlanRef, d: Dispatch, target: str, spec: dict[str, Any]) -> 
                 ).hexdigest()[:16],
                 names.ANNOTATION_OBJECTIVE: str(objective)[:4096],
                 # a run of the child started later (it waited as Invalid) is started for the
-                # parent's author (reconciler.authors)
+                # parent's author (reconciler.run.authors)
                 **({names.ANNOTATION_AUTHOR: ref.author} if ref.author else {}),
             },
             "ownerReferences": [ref.owner()],

@@ -10,7 +10,7 @@
   once every sidecar's startup probe passed) and stopped by the kubelet once the step's
   container ended; the Job completes when the step's container exits. Sidecars are init
   containers, so the pod's `containerStatuses` still hold the step's container alone (what
-  reconciler.observe reads) and its log is still the step's container's (`step`). The step
+  reconciler.run.observe reads) and its log is still the step's container's (`step`). The step
   reaches a service on localhost, or by its name (hostAliases: 127.0.0.1);
 - the Capsule's placement (priorityClassName, imagePullSecrets, affinity) and metadata
   (podMetadata's labels and annotations on the pod; the Plan's labels the Capsule lists in

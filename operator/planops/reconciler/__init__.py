@@ -11,57 +11,58 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from planops.reconciler.actuator import CREATE_CONCURRENCY
-    from planops.reconciler.earlier_runs import earlier_run
-    from planops.reconciler.observe import (
-        controller_uid,
-        job_event_matters,
-        owned,
-        pod_event_matters,
-    )
-    from planops.reconciler.reconcile import Reconciler
-    from planops.reconciler.reports import CHUNK_RECORDS, records_json
-    from planops.reconciler.reports import selector as reports_selector
-    from planops.reconciler.run_history import (
+    from planops.reconciler.effects.actuator import CREATE_CONCURRENCY, StatusApi, StatusWriter
+    from planops.reconciler.effects.reads import earlier_run
+    from planops.reconciler.history.chunks import CHUNK_RECORDS, records_json
+    from planops.reconciler.history.chunks import selector as reports_selector
+    from planops.reconciler.history.run_history import (
         HISTORY_REPORT_BYTES,
         earlier_status,
         run_ids,
         waits_for_archive,
     )
-    from planops.reconciler.run_history import entries as history_entries
-    from planops.reconciler.scheduled import ScheduleReconciler
-    from planops.reconciler.slots import Counting as SlotCounting
-    from planops.reconciler.slots import capsule_key as slot_group
-    from planops.reconciler.slots import is_child as is_child_plan
-    from planops.reconciler.standing import Standing as SlotStanding
-    from planops.reconciler.standing import to_wake as slot_waiters
-    from planops.reconciler.status import STATUS_RECORDS, STATUS_RECORDS_MAX
+    from planops.reconciler.history.run_history import entries as history_entries
+    from planops.reconciler.queue.slots import Counting as SlotCounting
+    from planops.reconciler.queue.slots import capsule_key as slot_group
+    from planops.reconciler.queue.slots import is_child as is_child_plan
+    from planops.reconciler.queue.standing import Standing as SlotStanding
+    from planops.reconciler.queue.standing import to_wake as slot_waiters
+    from planops.reconciler.reconcile import Reconciler, ScheduleReconciler
+    from planops.reconciler.run.observe import (
+        controller_uid,
+        job_event_matters,
+        owned,
+        pod_event_matters,
+    )
+    from planops.reconciler.run.status import STATUS_RECORDS, STATUS_RECORDS_MAX
 
 #: public name -> (module, its name there)
 _PUBLIC = {
     "Reconciler": ("reconcile", "Reconciler"),
-    "ScheduleReconciler": ("scheduled", "ScheduleReconciler"),
-    "job_event_matters": ("observe", "job_event_matters"),
-    "pod_event_matters": ("observe", "pod_event_matters"),
-    "controller_uid": ("observe", "controller_uid"),
-    "owned": ("observe", "owned"),
-    "CHUNK_RECORDS": ("reports", "CHUNK_RECORDS"),
-    "CREATE_CONCURRENCY": ("actuator", "CREATE_CONCURRENCY"),
-    "earlier_run": ("earlier_runs", "earlier_run"),
-    "history_entries": ("run_history", "entries"),
-    "run_ids": ("run_history", "run_ids"),
-    "HISTORY_REPORT_BYTES": ("run_history", "HISTORY_REPORT_BYTES"),
-    "earlier_status": ("run_history", "earlier_status"),
-    "waits_for_archive": ("run_history", "waits_for_archive"),
-    "records_json": ("reports", "records_json"),
-    "reports_selector": ("reports", "selector"),
-    "STATUS_RECORDS": ("status", "STATUS_RECORDS"),
-    "STATUS_RECORDS_MAX": ("status", "STATUS_RECORDS_MAX"),
-    "slot_waiters": ("standing", "to_wake"),
-    "slot_group": ("slots", "capsule_key"),
-    "SlotCounting": ("slots", "Counting"),
-    "SlotStanding": ("standing", "Standing"),
-    "is_child_plan": ("slots", "is_child"),
+    "ScheduleReconciler": ("reconcile", "ScheduleReconciler"),
+    "StatusWriter": ("effects.actuator", "StatusWriter"),
+    "StatusApi": ("effects.actuator", "StatusApi"),
+    "job_event_matters": ("run.observe", "job_event_matters"),
+    "pod_event_matters": ("run.observe", "pod_event_matters"),
+    "controller_uid": ("run.observe", "controller_uid"),
+    "owned": ("run.observe", "owned"),
+    "CHUNK_RECORDS": ("history.chunks", "CHUNK_RECORDS"),
+    "CREATE_CONCURRENCY": ("effects.actuator", "CREATE_CONCURRENCY"),
+    "earlier_run": ("effects.reads", "earlier_run"),
+    "history_entries": ("history.run_history", "entries"),
+    "run_ids": ("history.run_history", "run_ids"),
+    "HISTORY_REPORT_BYTES": ("history.run_history", "HISTORY_REPORT_BYTES"),
+    "earlier_status": ("history.run_history", "earlier_status"),
+    "waits_for_archive": ("history.run_history", "waits_for_archive"),
+    "records_json": ("history.chunks", "records_json"),
+    "reports_selector": ("history.chunks", "selector"),
+    "STATUS_RECORDS": ("run.status", "STATUS_RECORDS"),
+    "STATUS_RECORDS_MAX": ("run.status", "STATUS_RECORDS_MAX"),
+    "slot_waiters": ("queue.standing", "to_wake"),
+    "slot_group": ("queue.slots", "capsule_key"),
+    "SlotCounting": ("queue.slots", "Counting"),
+    "SlotStanding": ("queue.standing", "Standing"),
+    "is_child_plan": ("queue.slots", "is_child"),
 }
 
 
@@ -83,6 +84,8 @@ __all__ = [
     "ScheduleReconciler",
     "SlotCounting",
     "SlotStanding",
+    "StatusApi",
+    "StatusWriter",
     "controller_uid",
     "earlier_run",
     "earlier_status",

@@ -1,17 +1,18 @@
-"""One reconcile of one Plan: observe -> facts -> the engine's decision -> act -> one status patch.
+"""The reconciles: read -> decide -> act, for a Plan (Reconciler) and a ScheduledPlan or
+ClusterScheduledPlan (ScheduleReconciler).
 
-Level-based: everything is derived from the Plan (its spec and status) and the objects of its
-current run (Jobs, their pods, child Plans), read from the API each time (the Plan and its
-Capsule come from the watch's cache, the Plan as last written by this reconciler or seen since).
-Nothing lives only in memory, so a restarted operator resumes exactly where it was: the same
-deterministic names make a repeated create an adoption, never a second Job.
+Level-based: everything is derived from the object (its spec and status) and the objects of its
+current run, read each time (from the watches' caches when they hold them). Nothing lives only
+in memory, so a restarted operator resumes exactly where it was: the same deterministic names
+make a repeated create an adoption, never a second Job.
 
-The decisions are not here: `planops.engine.Run` holds the scheduling rules, and
-reconciler.core decides a reconcile as a pure function of what it read (intents: the objects
-to create or delete, the status, Events, metrics, the next wake-up), which reconciler.actuator
-carries out. This module is the pipeline around them: judging (parse, validate, the verdicts),
-reading (the run's facts), runs (the run's identity and its objects besides attempts), the
-core and the actuator, the report (reporting) and the status write (writing).
+The shells only string the pieces together: effects.reads reads, the pure decisions decide
+(run.life for each path of a Plan's life, run.core for its run's advance, queue.admission,
+history.replacing, history.retention, schedules.decide), effects.actuator acts, and the status
+is written once per decision by the one status writer, with the resourceVersion it was decided
+from as a precondition. A write refused because the object changed since it was read (a
+Conflict: a user's annotation, the archive's mark) is no error: the object is read again from
+the API and decided again (CONFLICT_ROUNDS times at most; then the queue retries).
 """
 
 from __future__ import annotations
@@ -20,46 +21,51 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from planops import metrics
-from planops.api import names
-from planops.api.names import Phase
 from planops.engine import (
     OPERATOR_BUDGET_SECONDS,
     Budget,
+    Facts,
     Policy,
     capsule_name,
     finally_steps,
 )
+from planops.engine.keeping import Kept
 from planops.kube import manifests
-from planops.kube.api import KubeApi
+from planops.kube.api import KubeApi, ScheduleApi
 from planops.kube.cache import RunObjects, WatchCache
 from planops.kube.client import ApiError
-from planops.kube.events import Poster, Recorder
-from planops.reconciler import (
-    actuator,
-    admission,
-    authors,
-    core,
-    earlier_runs,
-    retrying,
-    run_history,
-    slots,
+from planops.kube.errors import ErrorKind
+from planops.kube.events import Poster
+from planops.reconciler.effects import actuator as actuator_
+from planops.reconciler.effects.actuator import (
+    Actuator,
+    ScheduleActuator,
+    StatusWriter,
+    conflict,
 )
-from planops.reconciler import reports as reports_
-from planops.reconciler import runs as plan_runs
-from planops.reconciler import status as status_
-from planops.reconciler.collecting import Archived, Retainer
-from planops.reconciler.judging import Judge, Verdict
-from planops.reconciler.kept import Basis, KeptRuns, written_as_run
-from planops.reconciler.observe import Observed
-from planops.reconciler.reading import RunReader
-from planops.reconciler.reporting import ReportBook
-from planops.reconciler.writing import StatusWriter
+from planops.reconciler.effects.intents import Told
+from planops.reconciler.effects.reads import Reads, RunRead, ScheduleReads, earlier_run
+from planops.reconciler.history import chunks, replacing, retention, run_history
+from planops.reconciler.history.report_book import ReportBook
+from planops.reconciler.history.retention import Archived
+from planops.reconciler.queue import admission, slots, standing
+from planops.reconciler.run import authors, core, identity, life, retrying
+from planops.reconciler.run import status as status_
+from planops.reconciler.run.judging import Judge, Judgement, capsule_named
+from planops.reconciler.run.kept_runs import Basis, KeptRuns, written_as_run
+from planops.reconciler.schedules.shell import Schedules
 
+__all__ = ["CONFLICT_ROUNDS", "Reconciler", "ScheduleReconciler"]
 log = logging.getLogger("planops.reconciler")
+Obj = dict[str, Any]
+#: reads and decisions of one reconcile whose status write found the object changed
+CONFLICT_ROUNDS = 3
+#: the validator's own time budget, unless one is given (None: no budget)
+DEFAULT_BUDGET = Budget(0.0, time.monotonic)
 
 
 @dataclass
@@ -71,7 +77,6 @@ class Reconciler:
     budget: Budget | None = field(
         default_factory=lambda: Budget(OPERATOR_BUDGET_SECONDS, time.monotonic)
     )
-    #: verdicts of judge(reuse=True) by (uid, generation, Capsule name, Capsule version)
     #: attempts in flight per plan, for the planops_steps_running gauge (their sum)
     _running: dict[tuple[str, str], int] = field(default_factory=dict)
     #: Capsules as the watch shows them (handlers.capsule_event); None: always ask the API
@@ -84,43 +89,40 @@ class Reconciler:
     archive: bool = False
     #: posts the Events in the background (None: each reconcile posts its own)
     poster: Poster | None = None
-    #: the resourceVersion of each Plan's last status write (own_write)
     #: records per PlanReport chunk, and records repeated in the status (operator flags)
-    chunk_records: int = reports_.CHUNK_RECORDS
+    chunk_records: int = chunks.CHUNK_RECORDS
     status_records: int = status_.STATUS_RECORDS
-    #: a decision's creates in flight at once (actuator.create)
-    create_concurrency: int = actuator.CREATE_CONCURRENCY
+    #: a decision's creates in flight at once (Actuator.create)
+    create_concurrency: int = actuator_.CREATE_CONCURRENCY
     #: bytes of earlier runs' PlanReports kept per Plan (run_history.within_budget)
     history_report_bytes: int | None = None
     #: runs checked for their author need a recorded one (the chart records authors)
     require_author: bool = False
-    #: retention (reconciler.collecting): the operator's TTL; the archive's question, when on
+    #: retention (history.retention): the operator's TTL; the archive's question, when on
     default_ttl: int | None = None
     archived: Archived = None
-    #: what each running Plan's PlanReports hold, and the one writer of them
-    _reports: ReportBook = field(init=False)
-    #: what a reconcile reads of its run (Jobs, pods, child Plans, outputs), and when the
-    #: watch cache is trusted for it
-    _reader: RunReader = field(init=False)
-
+    _reads: Reads = field(init=False)
+    _status: StatusWriter = field(init=False)
+    _act: Actuator = field(init=False)
     #: parses and validates Plans, and keeps the verdicts (shared with the admission webhook)
     _judge: Judge = field(init=False)
-    #: the one status write per reconcile, and the echo of it on the watch
-    _status: StatusWriter = field(init=False)
-    #: who may run on a Capsule with a concurrency limit (reconciler.admission)
-    _gate: admission.Gate = field(init=False)
-    #: a finished run's TTL and its Jobs' collection (podGC)
-    _retain: Retainer = field(init=False)
-    #: each running Plan's Run as the last reconcile left it (reconciler.kept, engine.keeping)
+    #: one admission decision at a time per Capsule (queue.admission)
+    _gate: admission.Gate = field(init=False, default_factory=admission.Gate)
+    #: what each running Plan's PlanReports hold
+    _book: ReportBook = field(init=False)
+    #: each running Plan's Run as the last reconcile left it (run.kept_runs, engine.keeping)
     _kept: KeptRuns = field(init=False, default_factory=KeptRuns)
+    #: the runs whose workspace claim this replica made (once per run)
+    _claimed: set[tuple[str, str, str]] = field(init=False, default_factory=set)
 
     def __post_init__(self) -> None:
-        self._judge = Judge(self.kube, self.policy, self.budget, self.capsules)
+        self._reads = Reads(self.kube, self.clock, self.plans, self.capsules, self.runs)
         self._status = StatusWriter(self.kube, self.plans)
-        self._gate = admission.Gate(self.kube, self._status, self.plans, self.capsules)
-        self._reports = ReportBook(self.kube, self.chunk_records, self.status_records)
-        self._reader = RunReader(self.kube, self.clock, self.runs)
-        self._retain = Retainer(self.kube, self.clock, self.default_ttl, self.archived, self.plans)
+        self._act = Actuator(
+            self.kube, self._status, self.runs, self.poster, self.create_concurrency
+        )
+        self._judge = Judge(self.policy, self.budget)
+        self._book = ReportBook(self.chunk_records, self.status_records)
 
     def _set_running(self, key: tuple[str, str], n: int) -> None:
         if n:
@@ -131,10 +133,17 @@ class Reconciler:
 
     async def reconcile(self, namespace: str, name: str) -> float | None:
         """One reconcile; returns seconds until the Plan must be looked at again without an event
-        (an ask's deadline), or None."""
+        (an ask's deadline, a TTL), or None."""
         started = time.perf_counter()
         try:
-            return await self._reconcile(namespace, name)
+            for round_ in range(CONFLICT_ROUNDS):
+                try:
+                    return await self._reconcile(namespace, name, fresh=round_ > 0)
+                except ApiError as e:
+                    if not conflict(e) or round_ == CONFLICT_ROUNDS - 1:
+                        raise
+                    metrics.status_conflicts.inc()  # read again, decide again
+            return None  # (never reached: the last round raises)
         except ApiError:
             metrics.reconcile_errors.labels("api").inc()
             raise
@@ -144,248 +153,346 @@ class Reconciler:
         finally:
             metrics.reconcile_duration.observe(time.perf_counter() - started)
 
-    async def _reconcile(self, namespace: str, name: str) -> float | None:
-        plan = self.plans.get(namespace, name) if self.plans else None
-        if plan is None:  # not seen on the watch (yet): ask
-            plan = await self.kube.get_plan(namespace, name)
-        if plan is None or plan["metadata"].get("deletionTimestamp"):
+    async def _reconcile(self, namespace: str, name: str, *, fresh: bool) -> float | None:
+        """Read -> decide -> act, along the Plan's path (run.life)."""
+        v = life.view(await self._reads.plan(namespace, name, fresh=fresh), self.clock())
+        if v is None:  # gone, or being deleted
             self._set_running((namespace, name), 0)
             return None
-        meta, previous = plan["metadata"], plan.get("status") or {}
-        if slots.is_child(plan):  # no re-run, no retry: its runs are its parent's
-            told = Recorder(self.kube, plan, self.poster)
-            meta, previous = await retrying.child_requests(plan, previous, self._status, told)
-        generation = int(meta.get("generation", 1))
-        rerun = (meta.get("annotations") or {}).get(names.ANNOTATION_RERUN, "")
-        choice = retrying.choose(meta, previous, generation, rerun)
-        rid = choice.rid
-        ref = plan_runs.plan_ref(namespace, name, meta, rid)
-        fresh = (previous.get("run") or {}).get("id") != rid
-        # A run is its author's act only when it is the first run of what they just wrote (a new
-        # Plan, a new generation) and no re-run is asked for: the API server checked their `use`
-        # then. Any other start (a re-run set, changed or removed; a run that waited as Invalid
-        # for its Capsule) is made later on their behalf: their `use` is asked first (authors).
-        before = previous.get("run") or {}
-        written_now = fresh and not rerun and (not before or before.get("generation") != generation)
-        if not fresh and names.ended(previous.get("phase")):
-            self._set_running((namespace, name), 0)
-            self._close(ref)
-            return await self._retain.finished(plan, ref)  # its TTL, its Jobs (podGC)
-        events = Recorder(self.kube, plan, self.poster)
-        now = self.clock()
-        run_info = {
-            "id": rid,
-            "generation": generation,
-            "rerun": retrying.token_of(rerun) or None,  # bounded: an annotation may be 256 KiB
-            "startedAt": (previous.get("run") or {}).get("startedAt") if not fresh else None,
-            # the Capsule it runs under, recorded as it starts (the archive's row reads it: the
-            # Plan's may change before the row is written)
-            "capsule": ((previous.get("run") or {}).get("capsule") if not fresh else None)
-            or slots.capsule_of(plan),
-        }
-        run_info["startedAt"] = run_info["startedAt"] or status_.rfc3339(now)
-        run_info.update(choice.info)
-        seed = await retrying.seed(self.kube, self.judge, self._status, plan, choice, events)
-        if seed is None:  # a retry refused (an Event and the status say why)
+        if v.finished:
+            return await self._retain(v)
+        told = v.told
+        judged = await self.judge(v.plan, reuse=True)
+        seed = await self._seed(v, judged, told)
+        if isinstance(seed, retrying.Refused):  # a retry refused: the ended run stays
+            await self._stop(v.plan, life.Stop(seed.status, told))
             return None
-        if fresh:
-            # A first generation that never ran and was never re-run has no other run to stop
-            # (three lists saved per new Plan).
-            history = previous.get("history")
-            if previous.get("run") or generation > 1 or rerun:
-                history = await earlier_runs.start(
-                    self.kube,
-                    ref,
-                    plan,
-                    previous,
-                    now,
-                    archive=self.archive,
-                    budget=self.history_report_bytes,
-                    archived=self.archived,
-                )
-            previous = {"conditions": previous.get("conditions", []), "history": history or None}
-            self._reader.trust((namespace, name))  # nothing yet; its creations are written back
-        spec, capsule, errors = await self.judge(plan, reuse=True)
+        previous = v.status
+        if v.fresh:
+            previous = life.new_run_status(previous, await self._replace(v))
+            self._reads.trust(v.key)  # nothing yet; its creations are written back
+        spec, capsule, errors = judged
         if errors:
-            if previous.get("phase") != Phase.INVALID:
-                for e in errors:
-                    metrics.refusals.labels(e.code).inc()
-                metrics.plans.labels("invalid").inc()
-                events(
-                    "ValidationFailed",
-                    f"{len(errors)} error(s), nothing runs: "
-                    + "; ".join(str(e) for e in errors[:5]),
-                    warning=True,
-                )
-            new = status_.invalid(
-                errors, generation=generation, run=run_info, previous=previous, now=now
-            )
-            await self._write(plan, previous, new)
-            await events.flush()
+            await self._stop(v.plan, life.invalid(v, previous, errors, told))
             return None
         assert spec is not None and capsule is not None
-        starts = fresh or previous.get("phase") == Phase.INVALID
-
-        async def may_start() -> bool:  # started for the recorded author: may they still?
-            why = await authors.refusal(
-                self.kube, plan, namespace, capsule_name(spec), self.require_author
-            )
-            if why:
-                what = f"re-run {retrying.token_of(rerun)}" if rerun else f"run {rid}"
-                events(authors.reason(why), f"{what} not started: {why}", warning=True)
-                new = authors.refused_run_status(
-                    why, generation=generation, run=run_info, previous=previous, now=now
-                )
-                await self._write(plan, previous, new)
-            return not why
-
-        if starts and not written_now and not await may_start():
-            await events.flush()
+        if life.asks_author(v, previous):
+            refusal = await self._author(v.plan, v.ref.namespace, capsule_name(spec))
+            if refusal is not None:
+                await self._stop(v.plan, life.author_refused(v, previous, refusal, told))
+                return None
+        decided, plan = await self._admit(v, previous, judged, told)
+        if decided.admission in ("waits", "refused"):  # for a slot, or no longer allowed
+            await self._act.tell(v.plan, told)
             return None
-        # a run that waited for a slot is asked again as it takes one (reconciler.admission)
-        gate = await self._gate.admit(
-            plan, previous, spec, capsule, run_info, events, now, may_start
+        run_info = v.run_info
+        if life.starts(v, previous) or decided.admission == "admitted":
+            run_info = life.plan_started(v, judged, told)
+        admitted = decided.admission != "cancelled"
+        situation, kept = await self._situation(v, previous, judged, run_info, seed, admitted)
+        return await self._advance(plan, situation, kept, told)
+
+    # -- the paths before a run advances --------------------------------------------------------
+
+    async def _stop(self, plan: Obj, stop: life.Stop) -> None:
+        """A decision that ends the reconcile: its status written, its Events told."""
+        await self._status.write(plan, stop.status)
+        await self._act.tell(plan, stop.told)
+
+    async def _retain(self, v: life.PlanView) -> float | None:
+        """A finished run: its retention (history.retention), and nothing of its run read again."""
+        self._set_running(v.key, 0)
+        self._close(v.ref)
+        plan, now = v.plan, v.now
+        parent, children, jobs = retention.wants(plan, now, self.default_ttl, self.archived)
+        read = retention.Read(
+            await self._reads.parent(plan) if parent else None,
+            tuple(await self._reads.children(v.ref)) if children else (),
+            tuple(await self._reads.run_jobs(v.ref)) if jobs else (),
         )
-        if gate in ("waits", "refused"):  # for a slot of its Capsule, or no longer allowed
-            await events.flush()
+        retain = retention.decide(plan, now, self.default_ttl, self.archived, read)
+        if retain.note:
+            log.info("%s/%s: %s", *v.key, retain.note)
+        if retain.delete is not None:
+            await self._act.delete_plan_as_seen(plan)  # changed since: read again, decided again
+            if retain.delete == "ttl":
+                metrics.plans_deleted_by_ttl.inc()
+            await self._act.tell(plan, v.told)
             return None
-        if starts or gate == "admitted":
-            # the run starts now: the time it waited as Invalid (for its Capsule) is not its own
-            run_info["startedAt"] = status_.rfc3339(now)
-            events(
-                "PlanStarted",
-                f"run {rid} of generation {generation}: {finally_steps.step_count(spec)} steps",
-                run=rid,
-                generation=generation,
-            )
+        if retain.mark:
+            await self._act.delete_jobs(v.ref.namespace, list(retain.collect), retain.policy)
+        status = retention.collected(v.status) if retain.mark else v.status
+        try:
+            await self._status.write(plan, status)
+        except ApiError as e:
+            if e.kind is not ErrorKind.NOT_FOUND:  # gone meanwhile: nothing to mark
+                raise
+        await self._act.tell(plan, v.told)
+        return retain.wake
 
-        claim = await plan_runs.workspace(self.kube, ref, spec)
-        key, kept = (namespace, name), None
-        observed: list[Observed]
-        if fresh or choice.reseed:
-            # A run the status does not know has dispatched nothing that needs observing: an
-            # object a crashed reconcile created before its status write has the name the next
-            # dispatch creates, and that create adopts it (AlreadyExists).
-            facts, observed, later = seed, [], False
+    async def _seed(
+        self, v: life.PlanView, judged: Judgement, told: Told
+    ) -> Facts | retrying.Refused:
+        """What the run starts from (run.retrying.seed), the run it retries read first."""
+        of = retrying.retried(v.choice, v.status)
+        spec, _, errors = judged
+        earlier = None
+        if of is not None and spec is not None and not errors:
+            ns = v.ref.namespace
+            if v.choice.reseed:  # from the history: the retried run has been replaced since
+                found = await earlier_run(self.kube, v.plan, of)
+                if found is not None:
+                    resolver = await self._reads.capsule_plans(ns, spec)
+                    earlier = retrying.Earlier.of_status(found, resolver)
+            else:
+                records, completed, exited = await self._reads.earlier_records(v.ref, v.status)
+                resolver = await self._reads.capsule_plans(ns, spec)
+                earlier = retrying.Earlier(records, completed, exited, resolver)
+        return retrying.seed(v.choice, v.status, judged, earlier, told)
+
+    async def _replace(self, v: life.PlanView) -> list[Obj] | None:
+        """A new run replaces the one the status holds (history.replacing): the replaced run's
+        records its status held written out, the other runs' objects read, their history and
+        what to delete decided, and deleted. Returns the new run's history."""
+        if not replacing.needed(v.status, v.generation, v.rerun):
+            history: list[Obj] | None = v.status.get("history")
+            return history
+        rep = replacing.begin(v.plan, v.status, v.ref, v.now, archive=self.archive)
+        if rep.old is not None:
+            await self._act.keep_records(rep.old, rep.writes)
+        other = await self._reads.other_runs(v.ref, rep.same_id)
+        history, deletes = replacing.finish(
+            rep,
+            other,
+            archive=self.archive,
+            budget=self.history_report_bytes,
+            archived=self.archived,
+        )
+        await self._act.delete(v.ref.namespace, deletes)
+        return history
+
+    async def _author(self, obj: Obj, namespace: str, capsule: str) -> authors.Refusal | None:
+        """Whether the object's recorded author may still use the Capsule (run.authors; the API
+        server is asked: effects.reads)."""
+        asked = authors.question(obj, capsule, self.require_author)
+        if not isinstance(asked, authors.Author):
+            return asked
+        allowed, why = await self._reads.may_use(asked, namespace, capsule)
+        return authors.answered(obj, asked, namespace, capsule, allowed, why)
+
+    async def _admit(
+        self, v: life.PlanView, previous: Obj, judged: Judgement, told: Told
+    ) -> tuple[admission.Decided, Obj]:
+        """The run's admission on its Capsule (queue.admission): read, decided and written one
+        at a time per Capsule; a slot taken is written before the run creates anything. Returns
+        the decision and the Plan as it stands after."""
+        spec, capsule, _ = judged
+        assert spec is not None and capsule is not None
+        plan, ns, run = v.plan, v.ref.namespace, v.run_info
+        limited: frozenset[str] = frozenset()
+        if capsule.concurrency:
+            limited = await self._reads.limited(ns, set(slots.exemption(plan)))
+        need = admission.need(plan, previous, capsule, run, limited)
+        cname = capsule_name(spec)
+        asked = admission.Asked(plan, previous, run, cname, finally_steps.step_count(spec), v.now)
+        if need == "start":
+            asked = replace(asked, refusal=await self._author(plan, ns, cname))
+        if need != "queue":
+            decided = admission.decide(need, asked, told)
+            if decided.status is not None:
+                plan = await self._status.write(plan, decided.status)
+            return decided, plan
+        assert capsule.concurrency is not None
+        async with self._gate.held(ns, cname):
+            place = await self._place(plan, ns, cname, capsule.concurrency.max_running_plans, run)
+            asked = replace(asked, verdict=place)
+            if place.admitted and admission.queued(plan, previous, cname, run):
+                asked = replace(asked, refusal=await self._author(plan, ns, cname))
+            decided = admission.decide(need, asked, told)
+            if decided.status is not None:
+                plan = await self._status.write(plan, decided.status)
+        return decided, plan
+
+    async def _place(
+        self, plan: Obj, namespace: str, capsule: str, limit: int, run: Obj
+    ) -> slots.QueuePlace:
+        """The run's place in its Capsule's queue: from the watch's cache when it says to wait (a
+        stale cache can only show a slot still held that has been freed, and the event that freed
+        it wakes the waiting Plans again), else from a list (the truth before a slot is taken)."""
+        joined = slots.queued_at(plan, str(run["id"]), self.clock())
+        found = None
+        if self.plans is not None:
+            cached = standing.standing(self.plans, namespace, capsule)
+            limited = await self._reads.limited(namespace, cached.lineage_capsules())
+            found = cached.verdict(plan, limit, limited, joined)
+        if found is None or found.admitted:
+            listed = standing.Standing.of(await self._reads.capsule_queue(namespace, capsule))
+            limited = await self._reads.limited(namespace, listed.lineage_capsules())
+            found = listed.verdict(plan, limit, limited, joined)
+        return found
+
+    # -- the run's advance ----------------------------------------------------------------------
+
+    async def _situation(
+        self,
+        v: life.PlanView,
+        previous: Obj,
+        judged: Judgement,
+        run_info: Obj,
+        seed: Facts,
+        admitted: bool,
+    ) -> tuple[core.Situation, Kept | None]:
+        """What the run's advance decides from: its facts read (effects.reads), or the seed a new
+        run starts from (life.seeded); and the Run the last reconcile kept, when it was kept
+        with the same basis (run.kept_runs)."""
+        spec, capsule, _ = judged
+        assert spec is not None and capsule is not None
+        ref, key = v.ref, v.key
+        read, kept = RunRead(seed, [], False), None
+        if life.seeded(v):
             self._kept.drop(key)
         else:
-            written = await self._reports.written(ref, previous)
-            facts, observed, later = await self._reader.facts(ref, spec, capsule, previous, written)
-            basis = Basis(
-                ref.uid, rid, generation, meta.get("resourceVersion"), spec, capsule, written
-            )
+            written = self._book.known(ref)
+            if written is None:
+                written = self._book.listed(ref, previous, await self._reads.report_chunks(ref))
+            read = await self._reads.run(ref, spec, capsule, previous, written)
+            version = v.meta.get("resourceVersion")
+            basis = Basis(ref.uid, ref.run, v.generation, version, spec, capsule, written)
             kept = self._kept.take(key, basis)  # used only if the facts line up (core)
+        claim, _ = identity.claim(ref, spec)
         situation = core.Situation(
             ref=ref,
             spec=spec,
             capsule=capsule,
             policy=self.policy,
-            facts=facts,
-            observed=observed,
+            facts=read.facts,
+            observed=read.observed,
             previous=previous,
             run_info=run_info,
-            annotations=meta.get("annotations") or {},
+            annotations=v.annotations,
             claim=claim,
-            now=now,
-            started_at=status_.parse_rfc3339(str(run_info["startedAt"])) or now,
-            later=later,
+            now=v.now,
+            started_at=status_.parse_rfc3339(str(run_info["startedAt"])) or v.now,
+            later=read.later,
             status_records=self.status_records,
-            admitted=gate != "cancelled",
-            stderr_in_output=self._reader.merged(ref),
+            admitted=admitted,
+            stderr_in_output=read.merged,
         )
-        # the core is pure CPU work that grows with the plan (restoring its run, judging the
-        # answers, the dispatch checks: tool inputs against their schemas): a worker thread,
-        # so the event loop, which serves every other Plan, the webhook and the health probe,
-        # keeps running meanwhile (one reconcile per Plan at a time: no state is shared)
-        step = await asyncio.to_thread(core.plan_step, situation, kept)
-        return await self._act(plan, step, events)
+        return situation, kept
 
-    # -- validation ---------------------------------------------------------------------------
-
-    async def judge(self, plan: dict[str, Any], *, reuse: bool = False) -> Verdict:
-        """The one judgement of a Plan object (reconciler.judging), for the reconcile and the
-        admission webhook."""
-        return await self._judge.judge(plan, reuse=reuse)
-
-    # -- the run's reading and report: kept per run, forgotten when it ends ----------------------
-
-    def _close(self, ref: manifests.PlanRef) -> None:
-        """The run ended: its Jobs and pods are not read again (RunObjects.close)."""
-        self._reader.close(ref)
-        self._reports.forget((ref.namespace, ref.name))  # its report is written
-        self._kept.drop((ref.namespace, ref.name))
-
-    def check_all(self) -> None:
-        """Trust no cached run (this replica starts leading: list each run once first)."""
-        self._reader.check_all()
-        self._reports.clear()
-        self._kept.clear()
-
-    def check(self, namespace: str, name: str) -> None:
-        """The resync's look: the next reconcile of this Plan lists its run's objects instead
-        of trusting the cache, so a deletion a watch did not deliver is found, unless the run
-        was listed too recently for what its list costs (RunReader.resync)."""
-        self._reader.resync((namespace, name))
-
-    # -- act: what reconciler.core decided, carried out by reconciler.actuator ------------------
-
-    async def _act(
-        self, plan: dict[str, Any], step: core.PlanStep, events: Recorder
+    async def _advance(
+        self, plan: Obj, s: core.Situation, kept: Kept | None, told: Told
     ) -> float | None:
-        s = step.s
+        """The run advances (run.core): decided, created (the answers decided again), stopped
+        attempts deleted, the report and the status written, the Events told. The core decides
+        in a worker thread: pure CPU work that grows with the plan (restoring its run, judging
+        answers, tool inputs against their schemas) would hold the event loop, which serves
+        every other Plan, the webhook and the health probe (one reconcile per Plan at a time:
+        no state is shared)."""
         ref, key = s.ref, (s.ref.namespace, s.ref.name)
-        creates = await asyncio.to_thread(step.decide)  # off the event loop, as plan_step
-        while step.answer(
-            await actuator.create(
-                self.kube, ref, creates, s.spec, self.runs, self.create_concurrency
-            )
-        ):
+        step = await asyncio.to_thread(core.plan_step, s, kept)
+        creates = await asyncio.to_thread(step.decide)
+        while step.answer(await self._create(ref, s.spec, creates)):
             creates = await asyncio.to_thread(step.decide)
-        # what a cancel, the deadline or the finally steps' budget stopped (reconciler.stopping)
-        await actuator.delete(self.kube, ref.namespace, step.deletes())
+        await self._act.delete(ref.namespace, step.deletes())
         own = step.run.report()
-        report = await self._reports.record(ref, own, step.records, s.capsule, s.previous)
-        intents = step.conclude(report, self._reports.chunks(key))
+        report = await self._act.record(self._book, ref, own, step.records, s.capsule, s.previous)
+        intents = step.conclude(report, self._book.chunks(key))
         self._set_running(key, intents.running)
-        actuator.tell(events, intents.told)
-        version = await self._write(plan, s.previous, intents.status)
+        written = await self._status.write(plan, run_history.carried(intents.status, s.previous))
+        await self._act.tell(plan, told.then(intents.told))
         if intents.closes:
             self._close(ref)
         elif written_as_run(own.steps, report.steps, len(s.facts.settled)):
-            # written: the next reconcile of this run may start from this Run (reconciler.kept)
-            kept = step.keep()
-            basis = Basis(
-                ref.uid,
-                ref.run,
-                int(s.run_info["generation"]),
-                version,
-                s.spec,
-                s.capsule,
-                self._reports.held(key),
-            )
-            if kept is not None:
-                self._kept.put(key, basis, kept)
-        await events.flush()
-        # podGC: the Jobs of steps settled, now that the status records them (collecting)
-        await self._retain.after_steps(plan, s.observed, report.steps)
-        if intents.closes and self._retain.look_again(plan):  # the run's end: its retention
-            return 0.0
+            # written: the next reconcile of this run may start from this Run (run.kept_runs)
+            keep = step.keep()
+            if keep is not None:
+                version = (written.get("metadata") or {}).get("resourceVersion")
+                generation = int(s.run_info["generation"])
+                held = self._book.held(key)
+                basis = Basis(ref.uid, ref.run, generation, version, s.spec, s.capsule, held)
+                self._kept.put(key, basis, keep)
+        # podGC: the Jobs of steps settled, now that the status records them
+        if retention.pod_gc(plan) == retention.ON_STEP and s.observed:
+            jobs = retention.settled_jobs(s.observed, {r.step_id for r in report.steps})
+            if jobs:
+                await self._act.delete_jobs(ref.namespace, jobs, retention.ON_STEP)
+        if intents.closes and retention.wants_a_look(plan, self.default_ttl):
+            return 0.0  # the run's end: its retention (its own status write wakes nothing)
         return intents.wake
 
-    # -- report -----------------------------------------------------------------------------------
+    async def _create(self, ref: manifests.PlanRef, spec: Any, creates: list[Any]) -> list[Any]:
+        """The decision's creates, the run's workspace claim first (once per run, with its first
+        Jobs: identity.claim)."""
+        _, body = identity.claim(ref, spec)
+        run = (ref.namespace, ref.name, ref.run)
+        if body is not None and run not in self._claimed and any(c.kind == "job" for c in creates):
+            await self._act.claim(ref.namespace, body)
+            self._claimed.add(run)
+        return await self._act.create(ref, creates, spec)
 
-    async def _write(
-        self, plan: dict[str, Any], previous: dict[str, Any], new: dict[str, Any]
-    ) -> str | None:
-        # the earlier runs (status.history) go from status to status; a new run's
-        # `previous` holds the history it starts with (earlier_runs.start)
-        return await self._status.write(plan, run_history.carried(new, previous))
+    # -- the webhook's judgement, and what the handlers tell ------------------------------------
+
+    async def judge(self, plan: Obj, *, reuse: bool = False) -> Judgement:
+        """The one judgement of a Plan object (run.judging), for the reconcile and the admission
+        webhook: its Capsule and targets read from the watch's cache when it has them."""
+        namespace = plan["metadata"]["namespace"]
+        raw = await self._reads.capsule(namespace, capsule_named(plan))
+        targets = await self._reads.targets(namespace, plan, raw)
+        return await self._judge.judge(plan, raw, targets, reuse=reuse)
+
+    def _close(self, ref: manifests.PlanRef) -> None:
+        """The run ended: its Jobs and pods are not read again (RunObjects.close)."""
+        self._reads.close(ref)
+        self._book.forget((ref.namespace, ref.name))
+        self._kept.drop((ref.namespace, ref.name))
+        self._claimed.discard((ref.namespace, ref.name, ref.run))
+
+    def check_all(self) -> None:
+        """Trust no cached run (this replica starts leading: list each run once first)."""
+        self._reads.check_all()
+        self._book.clear()
+        self._kept.clear()
+        self._claimed.clear()
+
+    def check(self, namespace: str, name: str) -> None:
+        """The resync's look: the next reconcile of this Plan lists its run's objects instead
+        of trusting the cache, unless the run was listed too recently for what its list costs
+        (Reads.resync)."""
+        self._reads.resync((namespace, name))
 
     def own_write(self, namespace: str, name: str, version: str | None) -> bool:
         return self._status.own_write(namespace, name, version)
 
     def forget(self, namespace: str, name: str) -> None:
         self._status.forget(namespace, name)
-        self._reader.check((namespace, name))
-        self._reports.forget((namespace, name))
+        self._reads.check((namespace, name))
+        self._book.forget((namespace, name))
         self._kept.drop((namespace, name))
+        self._claimed = {c for c in self._claimed if c[:2] != (namespace, name)}
+
+
+class ScheduleReconciler(Schedules):
+    """The reconcile of ScheduledPlans and ClusterScheduledPlans (schedules.shell), with what it
+    reads and does through `kube`."""
+
+    def __init__(
+        self,
+        kube: ScheduleApi,
+        policy: Policy | None = None,
+        clock: Callable[[], float] = time.time,
+        budget: Budget | None = DEFAULT_BUDGET,
+        poster: Poster | None = None,
+        require_author: bool = False,
+        archived: Archived = None,
+    ) -> None:
+        if budget is DEFAULT_BUDGET:
+            budget = Budget(OPERATOR_BUDGET_SECONDS, time.monotonic)
+        super().__init__(
+            ScheduleReads(kube),
+            ScheduleActuator(kube, poster),
+            Judge(policy or Policy(), budget),
+            clock,
+            require_author,
+            archived,
+        )

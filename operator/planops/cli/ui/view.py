@@ -235,6 +235,6 @@ def plan_view(
         ],
         "runs": runs,
         "earlier": earlier is not None,
-        # the cluster gave these outputs with their stderr (reconciler.step_logs)
+        # the cluster gave these outputs with their stderr (reconciler.run.step_logs)
         "stderrInOutput": (report or {}).get("stderrInOutput") is True,
     }
