@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from planops.kube import loglines
-from planops.kube.api import CliApi, Keep, Obj, ScheduleApi
+from planops.kube.api import CliApi, Keep, LogWindow, Obj, ScheduleApi
 from planops.kube.client import ApiError
 
 if TYPE_CHECKING:  # not the archive's database driver for every test
@@ -95,6 +95,10 @@ class FakeKube:
     closed: int = 0
     #: the label selectors lists were asked with, in order
     selectors: list[str] = field(default_factory=list)
+    #: the log windows (tail, since, timestamps) every log read was asked with, in order
+    windows: list[LogWindow | None] = field(default_factory=list)
+    #: what /version answers (`kubectl plan version`)
+    version: Obj = field(default_factory=lambda: {"gitVersion": "v1.36.3", "platform": "x"})
     _refusals: list[_Refusal] = field(default_factory=list)
     _versions: itertools.count[int] = field(default_factory=lambda: itertools.count(100))
     _uids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -233,7 +237,7 @@ class FakeKube:
         return copy.deepcopy(found) if found is not None else None
 
     def _list(
-        self, kind: str, namespace: str, selector: str, keep: Keep | None = None
+        self, kind: str, namespace: str | None, selector: str, keep: Keep | None = None
     ) -> list[Obj]:
         hold: Callable[[Obj], Obj] = keep or (lambda o: o)
         self.selectors.append(selector)
@@ -241,7 +245,7 @@ class FakeKube:
             hold(copy.deepcopy(o))
             for (k, ns, _), o in sorted(self.objects.items())
             if k == kind
-            and ns == namespace
+            and namespace in (ns, None)
             and _matches((o.get("metadata") or {}).get("labels") or {}, selector)
         ]
 
@@ -285,6 +289,20 @@ class FakeKube:
     async def list_plans(self, namespace: str, selector: str) -> list[Obj]:
         await self._call("list_plans", namespace)
         return self._list("plan", namespace, selector)
+
+    async def list_plans_at(self, namespace: str | None, selector: str) -> tuple[list[Obj], str]:
+        """Every namespace's when `namespace` is None; the list's resourceVersion: the last
+        one given (a watch from it sees the changes after)."""
+        await self._call("list_plans_at", namespace or "")
+        return self._list("plan", namespace, selector), str(self._last_version())
+
+    def _last_version(self) -> int:
+        versions = [int(o["metadata"]["resourceVersion"]) for o in self.objects.values()]
+        return max(versions, default=99)
+
+    async def delete_plan_found(self, namespace: str, name: str) -> bool:
+        await self._call("delete_plan_found", namespace, name)
+        return self.objects.pop(("plan", namespace, name), None) is not None
 
     async def create_plan(self, namespace: str, body: Obj) -> Obj:
         await self._call("create_plan", namespace, body["metadata"]["name"])
@@ -380,11 +398,19 @@ class FakeKube:
         await self._call("get_pod", namespace, name)
         return self._read("pod", namespace, name)
 
-    async def read_log(self, namespace: str, pod: str, container: str, limit_bytes: int) -> str:
+    async def read_log(
+        self,
+        namespace: str,
+        pod: str,
+        container: str,
+        limit_bytes: int,
+        window: LogWindow | None = None,
+    ) -> str:
         await self._call("read_log", namespace, pod)
+        self.windows.append(window)
         if pod not in self.logs:
             raise ApiError(404, "NotFound", f'pods "{pod}" not found')
-        return (self.stderr.get(pod, "") + self.logs[pod])[:limit_bytes]  # both streams
+        return _windowed(self.stderr.get(pod, "") + self.logs[pod], window)[:limit_bytes]
 
     async def stream_log(
         self,
@@ -394,8 +420,10 @@ class FakeKube:
         feed: Callable[[bytes], None],
         stream: str | None = None,
         limit_bytes: int | None = None,
+        window: LogWindow | None = None,
     ) -> None:
         await self._call("stream_log", namespace, pod)
+        self.windows.append(window)
         if stream is not None and self.log_streams == "api":
             raise ApiError(422, "Invalid", f'PodLogOptions "{pod}" is invalid: stream: Forbidden')
         if pod not in self.logs:
@@ -409,7 +437,7 @@ class FakeKube:
             text = err
         else:
             text = err + out
-        data = text.encode()[:limit_bytes]
+        data = _windowed(text, window).encode()[:limit_bytes]
         for start in range(0, len(data), 1 << 16):  # in chunks, as a response arrives
             feed(data[start : start + (1 << 16)])
 
@@ -458,7 +486,7 @@ class FakeKube:
         self.watched_from.append(resource_version)
         try:
             for item in self.watches.pop(0) if self.watches else []:
-                if isinstance(item, Exception):
+                if isinstance(item, BaseException):
                     raise item
                 if callable(item):  # something happens meanwhile, which no event shows
                     item()
@@ -474,18 +502,57 @@ class FakeKube:
             self.watches_closed += 1  # the real one releases its connection here
 
     async def follow_log(
-        self, namespace: str, pod: str, container: str
+        self, namespace: str, pod: str, container: str, window: LogWindow | None = None
     ) -> AsyncGenerator[str, None]:
         await self._call("follow_log", namespace, pod)
+        self.windows.append(window)
         if pod not in self.logs:
             raise ApiError(404, "NotFound", f'pods "{pod}" not found')
         # in chunks, through the client's own line reading (kube/loglines.py: long lines cut)
-        data, lines = self.logs[pod].encode(), loglines.LineCutter()
+        data, lines = _windowed(self.logs[pod], window).encode(), loglines.LineCutter()
         for start in range(0, len(data), 1 << 16):
             for line in lines.feed(data[start : start + (1 << 16)]):
                 yield line
         for line in lines.end():
             yield line
+
+    async def watch_plans(
+        self,
+        namespace: str | None,
+        selector: str,
+        resource_version: str | None,
+        timeout_seconds: int = 240,
+    ) -> AsyncGenerator[tuple[str, Obj], None]:
+        """The next scripted watch (`watches`), its objects kept as the API's truth, shown when
+        they are in `namespace` (None: any) and match `selector`."""
+        await self._call("watch_plans", namespace or "")
+        self.watched_from.append(resource_version)
+        try:
+            for item in self.watches.pop(0) if self.watches else []:
+                if isinstance(item, BaseException):
+                    raise item
+                if callable(item):
+                    item()
+                    continue
+                kind, obj = item
+                meta = obj.get("metadata") or {}
+                key = ("plan", meta.get("namespace", "ns"), meta.get("name", ""))
+                if kind in ("ADDED", "MODIFIED"):
+                    self.objects[key] = copy.deepcopy(obj)
+                elif kind == "DELETED":
+                    self.objects.pop(key, None)
+                if namespace in (None, key[1]) and _matches(meta.get("labels") or {}, selector):
+                    yield item
+        finally:
+            self.watches_closed += 1
+
+    async def server_version(self) -> Obj:
+        await self._call("server_version", "")
+        return copy.deepcopy(self.version)
+
+    async def get_crd(self, name: str) -> Obj | None:
+        await self._call("get_crd", "", name)
+        return self._read("crd", "", name)
 
     async def close(self) -> None:
         self.closed += 1
@@ -530,7 +597,23 @@ REASONS = {
     504: "Timeout",
 }
 #: kinds that live in no namespace (stored under "")
-_CLUSTER_WIDE = {"namespace", "clusterscheduledplan"}
+_CLUSTER_WIDE = {"namespace", "clusterscheduledplan", "crd"}
+#: what `timestamps` puts before each line of a log here (the kubelet writes the line's time)
+STAMP = "2026-12-05T10:00:00.000000000Z "
+
+
+def _windowed(text: str, window: LogWindow | None) -> str:
+    """The part of a log a window picks, as the kubelet cuts it: the last `tail_lines` lines,
+    each opened by its time with `timestamps` (a since_seconds here keeps every line: all of a
+    fake log is recent)."""
+    if window is None:
+        return text
+    lines = text.splitlines(keepends=True)
+    if window.tail_lines is not None:
+        lines = lines[len(lines) - window.tail_lines :] if window.tail_lines else []
+    return "".join(STAMP + line if window.timestamps else line for line in lines)
+
+
 #: the kinds `put` stores objects under, by the plural ScheduleApi names them with
 _KINDS = {
     "plans": "plan",

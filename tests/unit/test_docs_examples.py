@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,8 @@ import pytest
 import yaml
 
 from planops.api.documents import parse_leniently
+from planops.cli.cluster_args import kube_bools
+from planops.cli.main import _parser
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -146,3 +149,39 @@ def test_the_ci_pipeline_runs_locally_as_far_as_its_header_says():
     )
     note = json.loads(rec["notify"]["output"].removeprefix("#ci: "))
     assert note == {"revision": "1.4.2", "status": "failed", "failedStep": "checkout"}
+
+
+#: a command line of the docs (indented or in a shell session): `kubectl-plan ...`, `kubectl
+#: plan ...`, `$ kubectl plan ...`, up to a comment
+DOC_LINE = re.compile(r"^(?:    |\s*\$ )+(?:\.venv/bin/)?kubectl(?:-| )plan ([^#\n]+)", re.M)
+
+
+def cluster_commands() -> list[tuple[str, str]]:
+    """(where, the arguments) of every whole command line the docs give, for any verb (the
+    cluster's too): not the synopses (`[...]`, `|`, `...`), not what a shell adds (`<(`, `>`)."""
+    found: dict[str, str] = {}
+    for source in DOCS:
+        for match in DOC_LINE.finditer(source.read_text()):
+            args = match.group(1).strip().rstrip(";")
+            if not re.search(r"[\[\]|…<>]|\.\.\.|\bNAME\b|\bFILE\b|\bSTEP\b", args):
+                for one in args.split("; "):  # `kubectl-plan get; kubectl-plan describe x`
+                    one = re.sub(r"^kubectl(?:-| )plan ", "", one.strip())
+                    found.setdefault(one.strip(), source.name)
+    return [(where, args) for args, where in found.items()]
+
+
+def test_the_cluster_verbs_documented_are_among_them():
+    found = {args for _, args in cluster_commands()}
+    assert {"get -A -l team=web -o wide", "delete fan-out-fan-in", "version"} <= found
+
+
+@pytest.mark.parametrize(
+    ("where", "args"), cluster_commands(), ids=[a for _, a in cluster_commands()]
+)
+def test_every_documented_command_line_is_one_kubectl_plan_takes(where, args):
+    """Its verb and flags as the parser takes them (a cluster verb is not run here: its flags
+    are checked; tests/e2e runs them)."""
+    try:
+        _parser().parse_args(kube_bools(shlex.split(args)))
+    except SystemExit as e:
+        pytest.fail(f"{where}: kubectl-plan {args}: refused by the parser (exit {e.code})")

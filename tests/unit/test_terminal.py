@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from planops.cli import follow, main, show, terminal
+from planops.cli import follow, get, main, show, terminal
 from planops.kube.manifests import PlanRef
 
 from .fakekube import FakeKube
@@ -122,8 +122,16 @@ def test_logs_and_logs_f_show_the_steps_output_escaped_and_raw_keeps_it(
 
 
 def test_get_and_trace_tables_are_escaped(monkeypatch: pytest.MonkeyPatch):
-    args = argparse.Namespace(name=None, run=None, output="table")
-    out = _on_a_terminal(monkeypatch, show.cmd_get, args)
+    args = argparse.Namespace(
+        name=None,
+        run=None,
+        output="table",
+        all_namespaces=False,
+        selector=None,
+        watch=False,
+        watch_only=False,
+    )
+    out = _on_a_terminal(monkeypatch, get.cmd_get, args)
     assert "p" in out and "\x1b" not in out
 
 

@@ -1,7 +1,7 @@
 """The cluster verbs of `kubectl-plan`: how each one is run (a connected client, the namespace,
-the cluster's refusals said plainly) and which module holds it: submit (submit.py), get,
-describe, logs, trace (show.py; logs -f: follow.py), rerun, retry, cancel, answer (steer.py), graph
-NAME (live_graph.py).
+the cluster's refusals said plainly) and which module holds it: submit (submit.py), get (get.py),
+delete (delete.py), describe, logs, trace (show.py; logs -f: follow.py), rerun, retry, cancel,
+answer (steer.py), graph NAME (live_graph.py), version (version.py).
 
 kubectl habits: -n/--namespace (default: the kubeconfig context's namespace, else `default`),
 --context, --kubeconfig, -o table|json|yaml. Everything goes through planops.kube (the only code
@@ -18,11 +18,12 @@ import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from planops.cli import live_graph, show, steer, submit
-from planops.cli.exit_codes import EXIT_CLUSTER
+from planops.cli import delete, get, live_graph, show, steer, submit, version
+from planops.cli.exit_codes import EXIT_CLUSTER, EXIT_INPUT, EXIT_INTERRUPTED
 from planops.kube import kubeconfig
 from planops.kube.api import CliApi
-from planops.kube.client import UNREACHABLE, ApiError, ConfigError, Kube
+from planops.kube.cli_client import CliKube
+from planops.kube.client import UNREACHABLE, ApiError, ConfigError
 
 Verb = Callable[[CliApi, argparse.Namespace, str], Awaitable[int]]
 
@@ -39,12 +40,16 @@ def run(args: argparse.Namespace, verb: Verb | None = None) -> int:
     verb = verb or VERBS[args.command]
 
     async def main() -> int:
-        kube = await Kube.connect(args.kubeconfig, args.context)
+        kube = await CliKube.connect(args.kubeconfig, args.context)
         try:
             return await verb(kube, args, namespace_of(args))
         finally:
             await kube.close()
 
+    check = CHECKS.get(args.command) if verb is VERBS.get(args.command) else None
+    if check is not None and (problem := check(args)) is not None:  # before any connection
+        sys.stderr.write(f"error: {problem}\n")
+        return EXIT_INPUT
     if problem := _kubeconfig_problem(args):
         sys.stderr.write(f"error: {problem}\n")
         return EXIT_CLUSTER
@@ -52,6 +57,8 @@ def run(args: argparse.Namespace, verb: Verb | None = None) -> int:
         return asyncio.run(main())
     except BrokenPipeError:
         raise  # stdout was closed (`| head`): kubectl-plan's main stops quietly
+    except KeyboardInterrupt:  # Ctrl-C: how `get --watch` and `logs -f` are ended
+        return EXIT_INTERRUPTED
     except ApiError as e:
         hint = " (is the planops CRD installed? kubectl apply -f crds/)" if e.not_found else ""
         sys.stderr.write(f"error: the cluster answered {e.status} {e.reason}: {e.message}{hint}\n")
@@ -84,7 +91,9 @@ def _kubeconfig_problem(args: argparse.Namespace) -> str | None:
 
 VERBS: dict[str, Verb] = {
     "submit": submit.cmd_submit,
-    "get": show.cmd_get,
+    "get": get.cmd_get,
+    "delete": delete.cmd_delete,
+    "version": version.cmd_version,
     "describe": show.cmd_describe,
     "logs": show.cmd_logs,
     "trace": show.cmd_trace,
@@ -93,4 +102,12 @@ VERBS: dict[str, Verb] = {
     "cancel": steer.cmd_cancel,
     "answer": steer.cmd_answer,
     "graph": live_graph.cmd_graph,
+}
+
+#: what is wrong with a verb's arguments, judged before the cluster is asked (kubectl too says
+#: a bad flag before it connects): why, or None
+CHECKS: dict[str, Callable[[argparse.Namespace], str | None]] = {
+    "get": get.refused,
+    "delete": delete.refused,
+    "logs": show.refused_window,
 }

@@ -7,13 +7,64 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+#: what `get -o` takes besides jsonpath=TEMPLATE
+GET_OUTPUTS = ("table", "wide", "name", "json", "yaml")
+
 
 def add_common(p: argparse.ArgumentParser, output: bool = True) -> None:
-    p.add_argument("-n", "--namespace")
-    p.add_argument("--context")
-    p.add_argument("--kubeconfig")
+    p.add_argument("-n", "--namespace", help="the namespace (default: the context's, else default)")
+    p.add_argument("--context", help="the kubeconfig context to use")
+    p.add_argument(
+        "--kubeconfig", help="the kubeconfig file (default: $KUBECONFIG, ~/.kube/config)"
+    )
     if output:
         p.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
+
+
+#: kubectl's boolean flags that kubectl-plan takes: `--flag`, `--flag=true`, `--flag=false`
+BOOL_FLAGS = ("--wait", "--timestamps")
+
+
+def kube_bools(argv: list[str]) -> list[str]:
+    """`--wait=false` as argparse reads it (`--no-wait`), `--wait=true` as `--wait`: kubectl
+    writes a boolean flag's value after `=`, and `--wait NAME` must not take NAME as one."""
+    out = []
+    for word in argv:
+        flag, eq, value = word.partition("=")
+        if eq and flag in BOOL_FLAGS and value.lower() in ("true", "false"):
+            word = flag if value.lower() == "true" else "--no-" + flag[2:]
+        out.append(word)
+    return out
+
+
+def add_bool(p: argparse.ArgumentParser, flag: str, default: bool, help: str) -> None:
+    """A boolean flag as kubectl spells it (`--flag`, `--flag=true|false`: kube_bools), and
+    `--no-flag`."""
+    p.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=help)
+
+
+def get_output(text: str) -> str:
+    """`get -o`: table, wide, name, json, yaml or jsonpath=TEMPLATE (its template is read by
+    cli/jsonpath.py, after the command line)."""
+    if text in GET_OUTPUTS or (text.startswith("jsonpath=") and len(text) > len("jsonpath=")):
+        return text
+    if text.startswith("jsonpath"):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: jsonpath needs a template: -o jsonpath='{{.items[*].metadata.name}}'"
+        )
+    raise argparse.ArgumentTypeError(
+        f"{text!r} is not an output format: {', '.join(GET_OUTPUTS)} or jsonpath=TEMPLATE"
+    )
+
+
+def tail_lines(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: a number of lines (-1: all)") from None
+    if value < -1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a number of lines, 0 or more (-1: all)")
+    return value
 
 
 def add_inputs(p: argparse.ArgumentParser) -> None:
@@ -51,25 +102,13 @@ def add_parsers(sub: Any) -> None:
         help="create each Plan under a fresh name: its name plus a suffix the cluster picks",
     )
     add_common(s)
-    g = sub.add_parser("get", help="list Plans, or show one")
-    g.add_argument("name", nargs="?")
-    add_run(g)
-    add_common(g)
+    _add_get(sub)
+    _add_delete(sub)
     d = sub.add_parser("describe", help="a Plan's report as a table, its errors and events")
     d.add_argument("name")
     add_run(d)
     add_common(d, output=False)
-    lg = sub.add_parser("logs", help="the log of a step's pod (its full output)")
-    lg.add_argument("name")
-    lg.add_argument("step", nargs="?", help="required without -f; with -f: only this step")
-    lg.add_argument("--attempt", type=int, help="default: the latest")
-    lg.add_argument(
-        "-f",
-        "--follow",
-        action="store_true",
-        help="every step's log as it is written, prefixed by the step; exit with the plan's result",
-    )
-    add_common(lg, output=False)
+    _add_logs(sub)
     t = sub.add_parser("trace", help="a Plan's events (its trace) as rows")
     t.add_argument("name")
     add_common(t)
@@ -111,3 +150,111 @@ def add_parsers(sub: Any) -> None:
     )
     how.add_argument("--decline", action="store_true", help="decline: whenUnanswered applies")
     add_common(a, output=False)
+    _add_info(sub)
+
+
+def _add_get(sub: Any) -> None:
+    g = sub.add_parser("get", help="list Plans, or show one")
+    g.add_argument("name", nargs="?", metavar="NAME")
+    add_run(g)
+    g.add_argument(
+        "-A",
+        "--all-namespaces",
+        action="store_true",
+        help="list the Plans of every namespace (a NAMESPACE column first)",
+    )
+    g.add_argument(
+        "-l",
+        "--selector",
+        metavar="SELECTOR",
+        help="only the Plans whose labels match (key=value, key!=value, key in (a,b), !key)",
+    )
+    g.add_argument(
+        "-w",
+        "--watch",
+        action="store_true",
+        help="after the list, print each Plan again when it changes, until Ctrl-C",
+    )
+    g.add_argument("--watch-only", action="store_true", help="as --watch, without the list first")
+    add_common(g, output=False)
+    g.add_argument(
+        "-o",
+        "--output",
+        type=get_output,
+        default="table",
+        metavar="FORMAT",
+        help="table (default), wide, name, json, yaml, or jsonpath=TEMPLATE (kubectl's: "
+        "'{.items[*].metadata.name}', '{range .items[*]}{.metadata.name}{\"\\n\"}{end}')",
+    )
+
+
+def _add_delete(sub: Any) -> None:
+    dl = sub.add_parser("delete", help="delete Plans (their Jobs, pods and reports go with them)")
+    dl.add_argument("names", nargs="*", metavar="NAME")
+    dl.add_argument(
+        "-l", "--selector", metavar="SELECTOR", help="delete the Plans whose labels match"
+    )
+    dl.add_argument("--all", action="store_true", help="delete every Plan of the namespace")
+    add_bool(
+        dl,
+        "--wait",
+        default=True,
+        help="wait until each Plan is gone (default true, as kubectl; --wait=false: return "
+        "once the deletion is accepted)",
+    )
+    dl.add_argument(
+        "--timeout",
+        default="0s",
+        metavar="DURATION",
+        help="with --wait: give up after this long (30s, 2m; 0s: no limit), exit 1",
+    )
+    dl.add_argument(
+        "--ignore-not-found",
+        action="store_true",
+        help="a Plan that does not exist is no error",
+    )
+    add_common(dl, output=False)
+
+
+def _add_logs(sub: Any) -> None:
+    lg = sub.add_parser("logs", help="the log of a step's pod (its full output)")
+    lg.add_argument("name")
+    lg.add_argument("step", nargs="?", help="required without -f; with -f: only this step")
+    lg.add_argument("--attempt", type=int, help="default: the latest")
+    lg.add_argument(
+        "-f",
+        "--follow",
+        action="store_true",
+        help="every step's log as it is written, prefixed by the step; exit with the plan's result",
+    )
+    lg.add_argument(
+        "--tail",
+        type=tail_lines,
+        default=-1,
+        metavar="N",
+        help="the last N lines of the log (-1, the default: all)",
+    )
+    lg.add_argument(
+        "--since",
+        metavar="DURATION",
+        help="only the lines written in the last DURATION (5s, 2m, 3h)",
+    )
+    lg.add_argument(
+        "--since-time",
+        metavar="TIME",
+        help="only the lines written after TIME (RFC 3339: 2026-12-05T10:00:00Z)",
+    )
+    add_bool(lg, "--timestamps", default=False, help="open each line with the time it was written")
+    add_common(lg, output=False)
+
+
+def _add_info(sub: Any) -> None:
+    """version and completion."""
+    v = sub.add_parser(
+        "version", help="the client's version, and the cluster's and the operator's when reachable"
+    )
+    v.add_argument("--client", action="store_true", help="the client's version only (no cluster)")
+    add_common(v, output=False)
+    v.add_argument("-o", "--output", choices=["text", "json", "yaml"], default="text")
+    c = sub.add_parser("completion", help="a shell completion script: bash, zsh or fish")
+    c.add_argument("shell", choices=["bash", "zsh", "fish"])

@@ -23,7 +23,7 @@ TABLE: tuple[tuple[int, str], ...] = (
         "a plan is invalid (`validate`, `graph FILE`: the validator's refusals), the plan did "
         "not complete: a failure or its `activeDeadlineSeconds` stopped it (`run --local`, as "
         "the cluster's Failed), Failed or still running at `--timeout` (`submit --wait`), "
-        "Failed or deleted (`graph --watch`)",
+        "Failed or deleted (`graph --watch`), Plans not gone at `--timeout` (`delete --wait`)",
     ),
     (
         EXIT_INPUT,
@@ -41,7 +41,11 @@ TABLE: tuple[tuple[int, str], ...] = (
         "the plan's Capsule was not given (`validate`, `run --local`, `graph FILE`): pass its "
         "file with `--capsule FILE`, or name another in `spec.capsule`",
     ),
-    (EXIT_INTERRUPTED, "`run --local` interrupted (Ctrl-C): every step process was stopped"),
+    (
+        EXIT_INTERRUPTED,
+        "interrupted (Ctrl-C): `run --local` (every step process was stopped), `get --watch` "
+        "and `logs -f` (how they end before the plan does)",
+    ),
     (
         EXIT_BROKEN_PIPE,
         "stdout was closed early (`... | head -1`): it stops quietly, as a Unix tool killed by "

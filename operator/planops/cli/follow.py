@@ -18,15 +18,16 @@ import argparse
 import asyncio
 import contextlib
 import sys
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from planops.api.names import LABEL_ATTEMPT, LABEL_STEP
-from planops.cli import steppods
+from planops.cli import logwindow, steppods
 from planops.cli.exit_codes import EXIT_FAILED, EXIT_INPUT, EXIT_OK
 from planops.cli.plan_report import full_report
-from planops.kube.api import CliApi
+from planops.kube.api import CliApi, LogWindow
 from planops.kube.client import UNREACHABLE, ApiError
 from planops.kube.manifests import CONTAINER, PlanRef, full_value
 
@@ -122,9 +123,11 @@ async def step_pods(kube: CliApi, ns: str, plan: Obj) -> list[Obj]:
     return steppods.owned_pods(plan, jobs, await kube.list_pods(ns, selector))
 
 
-async def _stream(kube: CliApi, ns: str, pod: str, head: str) -> None:
+async def _stream(
+    kube: CliApi, ns: str, pod: str, head: str, window: LogWindow | None = None
+) -> None:
     try:
-        async with contextlib.aclosing(kube.follow_log(ns, pod, CONTAINER)) as lines:
+        async with contextlib.aclosing(kube.follow_log(ns, pod, CONTAINER, window)) as lines:
             async for line in lines:
                 sys.stdout.write(prefixed(head, line))
                 sys.stdout.flush()
@@ -134,8 +137,25 @@ async def _stream(kube: CliApi, ns: str, pod: str, head: str) -> None:
         sys.stderr.write(f"note: {head.strip()} pod {pod}: the log stream broke: {e!r}\n")
 
 
-async def cmd_follow(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
+def _print_record(r: Obj, window: LogWindow) -> None:
+    """A settled step's recorded output (and its stderr's recorded tail, on stderr as it was),
+    the part the window shows of it (cli/logwindow.py)."""
+    now, head = time.time(), prefix(r["stepId"], 1)
+    sys.stdout.write(
+        prefixed(head, logwindow.recorded(r.get("output"), window, r.get("finishedAt"), now))
+    )
+    sys.stdout.flush()
+    stderr = logwindow.recorded(r.get("stderr"), window, r.get("finishedAt"), now)
+    if stderr:
+        sys.stderr.write(prefixed(head, stderr))
+
+
+async def cmd_follow(
+    kube: CliApi, args: argparse.Namespace, ns: str, window: LogWindow | None = None
+) -> int:
+    """Follow the run (the part of each log `window` picks: --tail, --since, --timestamps)."""
     seen, tasks = Followed(), set[asyncio.Task[None]]()
+    window = window or LogWindow()
     try:
         while True:
             plan = await kube.get_plan(ns, args.name)
@@ -150,7 +170,7 @@ async def cmd_follow(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
                 seen.steps.add(step)
                 tasks.add(
                     asyncio.create_task(
-                        _stream(kube, ns, pod["metadata"]["name"], prefix(step, attempt))
+                        _stream(kube, ns, pod["metadata"]["name"], prefix(step, attempt), window)
                     )
                 )
             summary = (st.get("report") or {}).get("steps") or []
@@ -160,10 +180,7 @@ async def cmd_follow(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
                 records = (await full_report(kube, plan))["status"]["report"]["steps"]
                 for r in to_print(records, pods, seen, args.step):
                     seen.steps.add(r["stepId"])
-                    sys.stdout.write(prefixed(prefix(r["stepId"], 1), r.get("output") or ""))
-                    sys.stdout.flush()
-                    if r.get("stderr"):  # its stderr's recorded tail, on stderr as it was
-                        sys.stderr.write(prefixed(prefix(r["stepId"], 1), r["stderr"]))
+                    _print_record(r, window)
             if phase in FINISHED:
                 await asyncio.gather(*tasks)
                 for e in st.get("errors") or []:

@@ -47,9 +47,8 @@ def add_parser(sub: Any) -> None:
     cluster_args.add_common(h)
 
 
-def since(text: str, now: float) -> float:
-    """Seconds since the epoch from a duration back from `now` or an RFC 3339 time; ValueError
-    otherwise."""
+def duration(text: str) -> float | None:
+    """Seconds of a duration (`90m`, `2d`, `1h30m`, `5s`), or None when `text` is none."""
     value = text.strip()
     pos, seconds = 0, 0.0
     for m in _SPAN.finditer(value):
@@ -57,7 +56,15 @@ def since(text: str, now: float) -> float:
             break
         seconds += float(m.group(1)) * _UNITS[m.group(2)]
         pos = m.end()
-    if value and pos == len(value):
+    return seconds if value and pos == len(value) else None
+
+
+def since(text: str, now: float) -> float:
+    """Seconds since the epoch from a duration back from `now` or an RFC 3339 time; ValueError
+    otherwise."""
+    value = text.strip()
+    seconds = duration(value)
+    if seconds is not None:
         return now - seconds
     at = parse_rfc3339(value)
     if at is None or "T" not in value:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from planops import __version__
 from planops.api import PlanSpec
-from planops.cli import cluster_args, history, render, terminal
+from planops.cli import cluster_args, completion, examples, history, render, terminal
 from planops.cli.exit_codes import (
     EXIT_BROKEN_PIPE,
     EXIT_ERROR_EXIT,
@@ -130,6 +130,7 @@ def _parser() -> argparse.ArgumentParser:
     cluster_args.add_common(u, output=False)
     for verb in sub.choices.values():  # every verb writes through cli/terminal.py
         terminal.add_raw(verb)
+    examples.add(sub)  # kubectl's `Examples:` under each verb's --help
     return p
 
 
@@ -438,7 +439,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    completion.complete(parser)  # a shell's TAB (cli/completion.py): answers and exits
+    args = parser.parse_args(cluster_args.kube_bools(sys.argv[1:] if argv is None else argv))
     with terminal.guarded(args.raw):  # a terminal gets text, never escape sequences
         return _verb(args)
 
@@ -459,6 +462,15 @@ def _verb(args: argparse.Namespace) -> int:
         return server.run(args)
     if args.command == "history":
         return history.run(args, time.time())
+    if args.command == "completion":
+        sys.stdout.write(completion.script(args.shell))
+        return EXIT_OK
+    if args.command == "version":
+        from planops.cli import version  # noqa: PLC0415 - yaml and the client: this verb only
+
+        if args.client:
+            return version.client(args)
+        version.client_line(args)  # before the cluster is asked, as kubectl's
     from planops.cli import cluster  # noqa: PLC0415 - the Kubernetes client: cluster verbs only
 
     return cluster.run(args)

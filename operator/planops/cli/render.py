@@ -13,10 +13,15 @@ from planops.engine.report import NO_OUTPUT, OutputError
 _MARK = {"success": "✔", "failed": "✘", "skipped": "↷"}
 
 
-def table(rows: Sequence[Sequence[str]], out: TextIO) -> None:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+def table(rows: Sequence[Sequence[str]], out: TextIO, at_least: Sequence[int] = ()) -> list[int]:
+    """The rows in columns two spaces apart, each column as wide as its widest cell (and at
+    least `at_least`: a row printed later lines up with the table); the widths used."""
+    widths = [
+        max([len(r[i]) for r in rows] + list(at_least[i : i + 1])) for i in range(len(rows[0]))
+    ]
     for row in rows:
         out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
+    return widths
 
 
 def first_line(text: str | None, width: int = 60) -> str:

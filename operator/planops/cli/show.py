@@ -1,91 +1,28 @@
-"""The cluster verbs that show a Plan: get, describe, trace, logs (reads only, never a write)."""
+"""The cluster verbs that show a Plan: describe, trace, logs (reads only, never a write); get is
+cli/get.py."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import time
 from typing import Any, TextIO
 
-import yaml
-
 from planops.api import PlanDocument, PlanSpec, parse_document
-from planops.cli import follow, render, steppods, timeline
+from planops.cli import follow, logwindow, render, steppods, timeline
 from planops.cli.exit_codes import EXIT_INPUT, EXIT_OK
+from planops.cli.get import emit
 from planops.cli.plan_report import full_report, run_report
-from planops.engine.report import parse_rfc3339
-from planops.kube.api import CliApi
+from planops.kube.api import CliApi, LogWindow
 from planops.kube.client import ApiError
 from planops.kube.manifests import CONTAINER
 from planops.reconciler import history_entries
 
 
-def _emit(obj: Any, fmt: str, out: TextIO | None = None) -> None:
-    out = out or sys.stdout  # looked up now: the stdout of the moment (redirected, captured)
-    if fmt == "json":
-        out.write(json.dumps(obj, indent=2) + "\n")
-    else:
-        out.write(yaml.safe_dump(obj, sort_keys=False))
-
-
-def _age(ts: str | None) -> str:
-    t = parse_rfc3339(ts)
-    if t is None:
-        return "-"
-    s = int(time.time() - t)
-    return f"{s}s" if s < 120 else f"{s // 60}m" if s < 7200 else f"{s // 3600}h"
-
-
-def _row(p: dict[str, Any]) -> list[str]:
-    st = p.get("status") or {}
-    return [
-        p["metadata"]["name"],
-        st.get("phase", ""),
-        st.get("progress", ""),
-        st.get("failedStep", ""),
-        st.get("duration", ""),
-        _age(p["metadata"].get("creationTimestamp")),
-    ]
-
-
 async def _of_run(kube: CliApi, plan: dict[str, Any], run: str | None) -> dict[str, Any] | str:
     """The Plan with the whole report of its run `run` (None: its current run)."""
     return await (full_report(kube, plan) if run is None else run_report(kube, plan, run))
-
-
-async def cmd_get(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
-    run = getattr(args, "run", None)  # a Namespace made by hand has no --run
-    if run is not None and not args.name:
-        sys.stderr.write("error: --run ID shows one Plan's run: get NAME --run ID\n")
-        return EXIT_INPUT
-    if args.name:
-        plan = await kube.get_plan(ns, args.name)
-        if plan is None:
-            sys.stderr.write(f"error: plan {args.name!r} not found in namespace {ns}\n")
-            return EXIT_INPUT
-        found = await _of_run(kube, plan, run) if args.output != "table" or run else plan
-        if isinstance(found, str):
-            sys.stderr.write(f"error: {found}\n")
-            return EXIT_INPUT
-        plans = [found]
-    else:
-        plans = await kube.list_plans(ns, "")
-    if args.output != "table":
-        _emit(
-            plans[0] if args.name else {"apiVersion": "v1", "kind": "List", "items": plans},
-            args.output,
-        )
-        return EXIT_OK
-    if not plans:
-        print(f"No plans in namespace {ns}.")
-        return EXIT_OK
-    render.table(
-        [["NAME", "PHASE", "STEPS", "FAILED", "DURATION", "AGE"], *map(_row, plans)], sys.stdout
-    )
-    _records_dropped(plans[0] if args.name else {}, sys.stderr)
-    return EXIT_OK
 
 
 def _records_dropped(plan: dict[str, Any], out: TextIO) -> None:
@@ -232,7 +169,7 @@ async def cmd_trace(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
     plan = await kube.get_plan(ns, args.name)  # None: the Plan is gone, its events remain
     events = timeline.order(await kube.list_events(ns, args.name), _spec(plan))
     if args.output != "table":
-        _emit(
+        emit(
             [{k: e.get(k) for k in ("eventTime", "type", "reason", "message")} for e in events],
             args.output,
         )
@@ -250,21 +187,21 @@ async def cmd_trace(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
 LOG_LIMIT = 64 << 20
 
 
-async def _pod_log(kube: CliApi, ns: str, pod: str) -> None:
-    """A step pod's log: its stdout on stdout and its stderr on stderr where the cluster can
-    select a log's stream (`logs NAME STEP > out.json` is then the step's output), else both as
-    one on stdout, as `kubectl logs` (docs/operator.md, "Step output")."""
+async def _pod_log(kube: CliApi, ns: str, pod: str, window: LogWindow) -> None:
+    """A step pod's log (the part `window` picks): its stdout on stdout and its stderr on stderr
+    where the cluster can select a log's stream (`logs NAME STEP > out.json` is then the step's
+    output), else both as one on stdout, as `kubectl logs` (docs/operator.md, "Step output")."""
     out: list[bytes] = []
     err: list[bytes] = []
     try:
         await asyncio.gather(
-            kube.stream_log(ns, pod, CONTAINER, out.append, "Stdout", LOG_LIMIT),
-            kube.stream_log(ns, pod, CONTAINER, err.append, "Stderr", LOG_LIMIT),
+            kube.stream_log(ns, pod, CONTAINER, out.append, "Stdout", LOG_LIMIT, window),
+            kube.stream_log(ns, pod, CONTAINER, err.append, "Stderr", LOG_LIMIT, window),
         )
     except ApiError as e:
         if e.status not in (400, 422):  # anything but a refused stream selection
             raise
-        sys.stdout.write(await kube.read_log(ns, pod, CONTAINER, LOG_LIMIT))
+        sys.stdout.write(await kube.read_log(ns, pod, CONTAINER, LOG_LIMIT, window))
         return
     stdout, stderr = b"".join(out), b"".join(err)
     sys.stdout.write(stdout.decode(errors="replace"))
@@ -278,28 +215,46 @@ def _recorded(text: str | None, out: TextIO) -> None:
         out.write(text + "\n")
 
 
+def refused_window(args: argparse.Namespace) -> str | None:
+    """Why --tail/--since/--since-time cannot be used as given, or None."""
+    window = logwindow.of(args)
+    return window if isinstance(window, str) else None
+
+
 async def cmd_logs(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
+    window = logwindow.of(args)
+    if isinstance(window, str):
+        sys.stderr.write(f"error: {window}\n")
+        return EXIT_INPUT
     if getattr(args, "follow", False):  # a Namespace made by hand has no -f
-        return await follow.cmd_follow(kube, args, ns)
+        return await follow.cmd_follow(kube, args, ns, window)
     if args.step is None:
-        sys.stderr.write("error: logs NAME STEP (or logs -f NAME [STEP]: every step, live)\n")
+        sys.stderr.write(
+            "error: logs NAME STEP (or logs -f NAME [STEP]: every step, live); "
+            f"kubectl plan describe {args.name} lists the steps\n"
+        )
         return EXIT_INPUT
     pods = await steppods.step_pods(kube, ns, args.name, args.step, args.attempt or None)
     if pods:  # the step's own (by UID, never by labels alone), newest last
-        await _pod_log(kube, ns, pods[-1]["metadata"]["name"])
+        await _pod_log(kube, ns, pods[-1]["metadata"]["name"], window)
         return EXIT_OK
     plan = await kube.get_plan(ns, args.name)  # the pod is gone: the recorded output remains
     plan = await full_report(kube, plan) if plan is not None else None
     for s in ((plan or {}).get("status") or {}).get("report", {}).get("steps", []):
         if s["stepId"] == args.step:
+            said = logwindow.note(window)
             sys.stderr.write(
                 "note: the step's pod is gone; showing the output recorded in the report (on "
-                "stdout) and the tail of its stderr (on stderr)\n"
+                "stdout) and the tail of its stderr (on stderr)"
+                + (f" ({said})" if said else "")
+                + "\n"
             )
-            _recorded(s.get("output"), sys.stdout)
-            _recorded(s.get("stderr"), sys.stderr)
+            now = time.time()
+            for text, out in ((s.get("output"), sys.stdout), (s.get("stderr"), sys.stderr)):
+                _recorded(logwindow.recorded(text, window, s.get("finishedAt"), now), out)
             return EXIT_OK
     sys.stderr.write(
-        f"error: no pod and no recorded output for step {args.step!r} of plan {args.name!r}\n"
+        f"error: no pod and no recorded output for step {args.step!r} of plan {args.name!r} "
+        f"(kubectl plan describe {args.name} -n {ns} lists its steps)\n"
     )
     return EXIT_INPUT

@@ -10,10 +10,31 @@ Errors are kube.client.ApiError, whatever the implementation.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 Obj = dict[str, Any]
 Keep = Callable[[Obj], Obj]
+
+
+@dataclass(frozen=True)
+class LogWindow:
+    """Which part of a pod's log to read, as the pod log API takes it (`kubectl logs --tail
+    --since --since-time --timestamps`): the last `tail_lines` lines, those written in the last
+    `since_seconds` or after `since_time` (RFC 3339), each opened by its RFC 3339 time."""
+
+    tail_lines: int | None = None
+    since_seconds: int | None = None
+    since_time: str | None = None
+    timestamps: bool = False
+
+    def query(self) -> dict[str, str | int | bool | None]:
+        return {
+            "tailLines": self.tail_lines,
+            "sinceSeconds": self.since_seconds,
+            "sinceTime": self.since_time,
+            "timestamps": self.timestamps or None,
+        }
 
 
 class KubeApi(Protocol):
@@ -47,7 +68,14 @@ class KubeApi(Protocol):
         self, namespace: str, selector: str, keep: Keep | None = None
     ) -> list[Obj]: ...
     async def get_pod(self, namespace: str, name: str) -> Obj | None: ...
-    async def read_log(self, namespace: str, pod: str, container: str, limit_bytes: int) -> str: ...
+    async def read_log(
+        self,
+        namespace: str,
+        pod: str,
+        container: str,
+        limit_bytes: int,
+        window: LogWindow | None = None,
+    ) -> str: ...
     async def stream_log(
         self,
         namespace: str,
@@ -56,6 +84,7 @@ class KubeApi(Protocol):
         feed: Callable[[bytes], None],
         stream: str | None = None,
         limit_bytes: int | None = None,
+        window: LogWindow | None = None,
     ) -> None: ...
     async def create_pvc(self, namespace: str, body: Obj) -> Obj: ...
     async def list_pvcs(self, namespace: str, selector: str) -> list[Obj]: ...
@@ -82,7 +111,23 @@ class ScheduleApi(KubeApi, Protocol):
 class CliApi(KubeApi, Protocol):
     """What kubectl-plan's cluster verbs ask besides (planops.cli): a Plan's annotations patched
     (re-run, cancel, answer), Capsules created, a Plan's watch and Events, a log followed, and
-    the connection closed at the end."""
+    the connection closed at the end; Plans listed and watched in one namespace or all (None)
+    with the list's resourceVersion, deleted by name (`delete`: whether it was there), the
+    server's version and a CRD (`version`)."""
+
+    async def list_plans_at(
+        self, namespace: str | None, selector: str
+    ) -> tuple[list[Obj], str]: ...
+    def watch_plans(
+        self,
+        namespace: str | None,
+        selector: str,
+        resource_version: str | None,
+        timeout_seconds: int = 240,
+    ) -> AsyncGenerator[tuple[str, Obj], None]: ...
+    async def delete_plan_found(self, namespace: str, name: str) -> bool: ...
+    async def server_version(self) -> Obj: ...
+    async def get_crd(self, name: str) -> Obj | None: ...
 
     async def patch_plan(self, namespace: str, name: str, patch: Obj) -> Obj: ...
     async def create_capsule(self, namespace: str, body: Obj) -> Obj: ...
@@ -90,5 +135,7 @@ class CliApi(KubeApi, Protocol):
     def watch_plan(
         self, namespace: str, name: str, resource_version: str | None, timeout_seconds: int = 240
     ) -> AsyncGenerator[tuple[str, Obj], None]: ...
-    def follow_log(self, namespace: str, pod: str, container: str) -> AsyncGenerator[str, None]: ...
+    def follow_log(
+        self, namespace: str, pod: str, container: str, window: LogWindow | None = None
+    ) -> AsyncGenerator[str, None]: ...
     async def close(self) -> None: ...

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Self, cast
 
 import aiohttp
 
@@ -28,6 +28,7 @@ from planops.api.documents import API_GROUP
 from planops.kube import credentials as credentials_
 from planops.kube import jsontext, loglines
 from planops.kube import kubeconfig as kubeconfig_
+from planops.kube.api import LogWindow
 from planops.kube.errors import ApiError, ErrorKind, ListExpired, causes_of
 from planops.kube.paths import core as _core
 from planops.kube.paths import custom as _custom
@@ -39,6 +40,7 @@ __all__ = ["UNREACHABLE", "ApiError", "ConfigError", "Kube", "ListExpired"]
 
 Obj = dict[str, Any]
 Loads = Callable[[bytes], Any]
+Window = LogWindow | None
 
 
 class ConfigError(Exception):
@@ -98,7 +100,7 @@ class Kube:
     api: Transport
 
     @classmethod
-    async def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> Kube:
+    async def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> Self:
         """In-cluster credentials, else the kubeconfig (given, else every file $KUBECONFIG
         lists, merged as kubectl merges them, else ~/.kube/config: kube.kubeconfig);
         ConfigError when neither is usable."""
@@ -375,9 +377,11 @@ class Kube:
     async def get_pod(self, namespace: str, name: str) -> Obj | None:
         return await self._get(_core("pods", namespace, name))
 
-    async def read_log(self, namespace: str, pod: str, container: str, limit_bytes: int) -> str:
+    async def read_log(
+        self, namespace: str, pod: str, container: str, limit_bytes: int, window: Window = None
+    ) -> str:
         chunks: list[bytes] = []
-        await self.stream_log(namespace, pod, container, chunks.append, None, limit_bytes)
+        await self.stream_log(namespace, pod, container, chunks.append, None, limit_bytes, window)
         return b"".join(chunks).decode(errors="replace")
 
     async def stream_log(
@@ -388,12 +392,15 @@ class Kube:
         feed: Callable[[bytes], None],
         stream: str | None = None,
         limit_bytes: int | None = None,
+        window: Window = None,
     ) -> None:
         """A pod's log, chunk by chunk to `feed` as it arrives (nothing held here): one stream
-        (Stdout, Stderr: KEP-3288, where the cluster selects one) or both as interleaved."""
+        (Stdout, Stderr: KEP-3288, where the cluster selects one) or both as interleaved; the
+        part `window` picks (kubectl's --tail, --since, --timestamps), else all of it."""
         query = {"container": container, "stream": stream, "limitBytes": limit_bytes}
+        query |= (window or LogWindow()).query()
         path = _core("pods", namespace, pod, "log")
-        resp = await self.api.request("GET", path, query={k: v for k, v in query.items() if v})
+        resp = await self.api.request("GET", path, query=query)  # None: not sent
         if resp.status >= 300:
             await _json(resp)  # raises ApiError
         try:
@@ -403,7 +410,7 @@ class Kube:
             resp.release()
 
     async def follow_log(
-        self, namespace: str, pod: str, container: str
+        self, namespace: str, pod: str, container: str, window: Window = None
     ) -> AsyncGenerator[str, None]:
         """A pod's log line by line as the container writes it (`follow=true`), from its start;
         it ends when the container ends. Read in chunks, so a line of any length is shown (one
@@ -412,7 +419,7 @@ class Kube:
         resp = await self.api.request(
             "GET",
             _core("pods", namespace, pod, "log"),
-            query={"container": container, "follow": True},
+            query={"container": container, "follow": True, **(window or LogWindow()).query()},
             timeout=aiohttp.ClientTimeout(total=None),  # as long as the step runs
         )
         if resp.status >= 300:
