@@ -112,6 +112,15 @@ CEL_CASES = [
         "exactly one of value or valueFrom",
     ),
     (_plan({"script": "true", "shell": "echo"}), "a step declares exactly one of"),
+    # the image's variables, which choose the program an allowed first word runs (attack43)
+    (
+        _plan({"shell": "echo", "env": [{"name": "PATH", "value": "/workspace"}]}),
+        "PATH, LD_*, GCONV_PATH, BASH_ENV, ENV, SHELLOPTS, BASHOPTS and PS4 are the image's",
+    ),
+    (
+        _plan({"script": "true", "env": [{"name": "LD_PRELOAD", "value": "/workspace/x.so"}]}),
+        "are the image's: they choose which program a step runs",
+    ),
     (
         _capsule(volumes=[{"name": "v", "emptyDir": {}, "configMap": {"name": "c"}}]),
         "a volume is exactly one of configMap, secret, emptyDir, persistentVolumeClaim",

@@ -210,6 +210,29 @@ def test_planops_names_are_reserved(name: str):
         plan({"id": "s", "shell": "echo", "env": [{"name": name, "value": "x"}]})
 
 
+IMAGE_ENV = ["PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "GCONV_PATH", "BASH_ENV"]
+IMAGE_ENV += ["ENV", "SHELLOPTS", "BASHOPTS", "PS4"]
+
+
+@pytest.mark.parametrize("name", IMAGE_ENV)
+@pytest.mark.parametrize("kind", [{"shell": "echo hi"}, {"script": "echo hi"}])
+def test_a_step_sets_no_variable_that_chooses_the_program_it_runs(name: str, kind: dict[str, str]):
+    """`env: [{name: PATH, value: /workspace}]` beside `shell: echo -c 'CODE'` under
+    `shell.allow: [cp, echo]`, after a step ran `cp /bin/sh echo` in the workspace: `echo`
+    was looked up there and ran sh on the author's code (run --local showed it). LD_PRELOAD
+    loads any file into any program; BASH_ENV, SHELLOPTS=xtrace with PS4='$(CODE)' run code in
+    any shell script. Refused on reading (the model, the CRD's CEL rule), a script step too."""
+    with pytest.raises(ValidationError, match=f"{name} is the image's: it chooses which program"):
+        plan({"id": "s", **kind, "env": [{"name": name, "value": "/workspace"}]})
+
+
+def test_names_like_the_images_variables_stay_the_authors():
+    env = [{"name": n, "value": "1"} for n in ("path", "MYPATH", "LDFLAGS", "OLD_PATH", "PS1")]
+    assert errors({"id": "s", "shell": "echo hi", "env": env}) == []
+    tool = {"name": "t", "command": ["t"], "env": [{"name": "PATH", "value": "/opt/t/bin"}]}
+    assert capsule(tools=[tool]).tools[0].env[0].name == "PATH"  # a tool's env is its owner's
+
+
 def test_an_env_entry_is_a_value_or_a_key_and_each_name_once():
     with pytest.raises(ValidationError, match="exactly one of value or valueFrom"):
         plan(

@@ -70,21 +70,18 @@ class EnvSource(Model):
         return self
 
 
+#: an env entry's CEL rules (the model checks the same): one source, no planops name
+_ENV_RULES = (
+    ("has(self.value) != has(self.valueFrom)", "exactly one of value or valueFrom"),
+    ("!self.name.startsWith('PLANOPS_')", "names starting with PLANOPS_ are set by planops"),
+)
+
+
 class EnvVar(Model):
     """One variable: exactly one of value or valueFrom."""
 
     # an environment variable of a tool's container: a value, or a Secret/ConfigMap key
-    model_config = ConfigDict(
-        json_schema_extra=crd(
-            rules=[
-                ("has(self.value) != has(self.valueFrom)", "exactly one of value or valueFrom"),
-                (
-                    "!self.name.startsWith('PLANOPS_')",
-                    "names starting with PLANOPS_ are set by planops",
-                ),
-            ]
-        )
-    )
+    model_config = ConfigDict(json_schema_extra=crd(rules=_ENV_RULES))
 
     name: str = Field(pattern=ENV_NAME_PATTERN, max_length=256, description="The variable's name.")
     value: str | None = Field(default=None, description="A literal value.")
@@ -115,8 +112,48 @@ RESERVED_MOUNTS = ("workspace", "planops", "proc", "sys", "dev")
 _MOUNT_SHAPE = r"^(/[^/\x00-\x1f\x7f]+)+$"
 
 
+#: the variables that choose which program a step's command runs, or what code runs inside it
+#: whatever the program: PATH (where the first word of a shell step, or a script's interpreter,
+#: is looked up: `PATH=/workspace` made the allowed `echo` a copy of `sh`), the dynamic loader's
+#: (every `LD_*`: LD_PRELOAD loads any file as code into any program; GCONV_PATH), and bash's
+#: and sh's (BASH_ENV, ENV: a file sourced; SHELLOPTS, BASHOPTS, PS4: `xtrace` expanding a
+#: `$(...)` of PS4) in any shell script the program is or starts. They are the image's: a step
+#: sets none (a script may `export` them itself: its interpreter runs anything already)
+IMAGE_ENV = ("PATH", "GCONV_PATH", "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4")
+#: the dynamic loader's variables (glibc's and musl's)
+LOADER_ENV_PREFIX = "LD_"
+
+
+def image_env_problem(name: str) -> str | None:
+    """Why a step may not set variable `name`, or None: it may (`IMAGE_ENV`)."""
+    if name in IMAGE_ENV or name.startswith(LOADER_ENV_PREFIX):
+        return (
+            f"{name} is the image's: it chooses which program a step's command runs (PATH "
+            "looks up the first word, LD_* and GCONV_PATH load code into any program, BASH_ENV, "
+            "ENV, SHELLOPTS, BASHOPTS and PS4 run code in any shell script), so shell.allow "
+            "would allow any program; a script step may export it itself"
+        )
+    return None
+
+
 class StepEnvVar(EnvVar):
-    """One variable of a shell or script step: exactly one of value or valueFrom."""
+    """One variable of a shell or script step: exactly one of value or valueFrom; none of the
+    variables that choose the program (`IMAGE_ENV`, `LD_*`)."""
+
+    model_config = ConfigDict(
+        json_schema_extra=crd(
+            rules=[
+                *_ENV_RULES,
+                (
+                    "!(self.name in ["
+                    + ", ".join(f"'{n}'" for n in IMAGE_ENV)
+                    + f"] || self.name.startsWith('{LOADER_ENV_PREFIX}'))",
+                    "PATH, LD_*, GCONV_PATH, BASH_ENV, ENV, SHELLOPTS, BASHOPTS and PS4 are the "
+                    "image's: they choose which program a step runs",
+                ),
+            ]
+        )
+    )
 
     value: str | None = Field(
         default=None,
@@ -131,6 +168,13 @@ class StepEnvVar(EnvVar):
         "(the operator never reads it); only of one the Capsule lists in env.secrets / "
         "env.configMaps.",
     )
+
+    @model_validator(mode="after")
+    def _not_the_images(self) -> StepEnvVar:
+        problem = image_env_problem(self.name)
+        if problem is not None:
+            raise ValueError(problem)
+        return self
 
 
 def mount_path_problem(path: str) -> str | None:
