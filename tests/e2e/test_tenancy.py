@@ -745,6 +745,46 @@ def test_someone_with_edit_cannot_change_what_a_running_step_runs(kube: Kube, te
     assert got["tests"]["output"] == "tested" and got["deploy"]["output"] == "deployed"
 
 
+@pytest.mark.cisteps
+def test_someone_with_edit_cannot_take_a_step_pods_labels_off_to_change_it(kube: Kube, tenant: str):
+    """The owned-objects policy looked only at Jobs and pods that carried planops' marks, and a
+    step's pod carries only labels (its owner is the Job). `kubectl label pod <tests' pod>
+    planops.dev/plan- planops.dev/run- …` was admitted (taking a mark off counted as no
+    change), and then the pod matched nothing: `kubectl set image` ran the step's command in
+    the editor's image, and the operator (which finds the pod by its Job, not by labels) read
+    its log as the step's output. Taking a planops label off is refused like adding one; the
+    editor's own label still comes and goes."""
+    obj = editor_meets_tests_running(
+        kube, tenant, "unlabelled", {"id": "tests", "shell": "sh -c 'sleep 25; echo tested'"}
+    )
+    run = obj["status"]["run"]["id"]
+    selector = f"planops.dev/plan=unlabelled,planops.dev/run={run},planops.dev/step=tests"
+    deadline = time.monotonic() + 60
+    while not (pods := kube.get("pods", "-n", tenant, "-l", selector)["items"]):
+        assert time.monotonic() < deadline, "the step's pod never appeared"
+        time.sleep(0.5)
+    (job,) = kube.get("jobs", "-n", tenant, "-l", selector)["items"]
+
+    def as_editor(*args: str) -> subprocess.CompletedProcess[str]:
+        return kube.run(f"--as={EDITOR}", *args, "-n", tenant, check=False)
+
+    for kind, meta in (("pod", pods[0]["metadata"]), ("job", job["metadata"])):
+        ours = [k for k in meta["labels"] if k.startswith("planops.dev/")]
+        off = as_editor("label", kind, meta["name"], *(f"{k}-" for k in ours))
+        assert off.returncode != 0, f"`edit` took planops' labels off a step's {kind}"
+        assert "that carries planops marks (removed label planops.dev/" in off.stderr, off.stderr
+        one = as_editor("label", kind, meta["name"], "planops.dev/step-")
+        assert one.returncode != 0 and "removed label planops.dev/step=tests" in one.stderr
+        assert as_editor("label", kind, meta["name"], "mine=yes").returncode == 0
+        assert as_editor("label", kind, meta["name"], "mine-").returncode == 0
+    pod = pods[0]["metadata"]["name"]
+    image = as_editor("set", "image", f"pod/{pod}", "step=registry.example/forger:1")
+    assert image.returncode != 0 and "its spec" in image.stderr, image.stderr
+    done = wait_plan(kube, tenant, "unlabelled", timeout=120)
+    assert done["status"]["phase"] == "Succeeded", done["status"]
+    assert steps(done)["tests"]["output"] == "tested"
+
+
 READER = "bob"  # plan-author in the namespace, `use` on no Capsule: may re-run, may not answer
 
 
