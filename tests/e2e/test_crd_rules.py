@@ -122,6 +122,14 @@ CEL_CASES = [
         "are the image's: they choose which program a step runs",
     ),
     (
+        _plan({"shell": "echo", "volumeMounts": [{"name": "data", "mountPath": "/usr/bin"}]}),
+        "mountPath is reserved: /workspace, /planops, /proc, /sys, /dev, and the image's",
+    ),
+    (
+        _plan({"script": "true", "volumeMounts": [{"name": "data", "mountPath": "/proc/x"}]}),
+        "mountPath is reserved",
+    ),
+    (
         _capsule(volumes=[{"name": "v", "emptyDir": {}, "configMap": {"name": "c"}}]),
         "a volume is exactly one of configMap, secret, emptyDir, persistentVolumeClaim",
     ),
@@ -147,6 +155,16 @@ def test_the_rules_let_a_right_object_through(kube: Kube, crds: None):
             nodeSelector={"example.com/pool": "batch"},
         ),
         _plan({"shell": "echo hi", "env": [{"name": "X", "value": "a $(HOME) value"}]}),
+        _plan(
+            {
+                "shell": "echo hi",
+                "env": [{"name": "LDFLAGS", "value": "-s"}, {"name": "MYPATH", "value": "/x"}],
+                "volumeMounts": [
+                    {"name": "c", "mountPath": "/usr/src/app"},
+                    {"name": "c", "mountPath": "/etc/ssl/certs"},
+                ],
+            }
+        ),
         _capsule(
             scripts={"allow": ["sh"]},
             env={"secrets": ["ci"]},

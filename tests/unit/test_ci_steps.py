@@ -340,6 +340,29 @@ def test_a_mount_path_is_absolute_normalized_and_outside_what_is_reserved(path: 
         plan({"id": "s", "shell": "echo", "volumeMounts": [{"name": "cache", "mountPath": path}]})
 
 
+@pytest.mark.parametrize(
+    "path",
+    [
+        *("/bin", "/usr/bin", "/usr/local/bin", "/usr", "/usr/lib/x86_64-linux-gnu", "/lib64"),
+        *("/sbin", "/usr/share/perl5", "/etc", "/etc/alternatives", "/usr/local", "/libx32"),
+    ],
+)
+def test_no_volume_goes_over_the_images_programs(path: str):
+    """A claim an earlier step wrote (`cp /bin/sh /data/echo` under `shell.allow: [cp, echo]`)
+    mounted at /bin made the allowed `echo` the shell, as PATH did; at /etc it brings its own
+    ld.so.preload, at /etc/alternatives its own awk or java. Refused on reading (the model and
+    the CRD's CEL rule)."""
+    with pytest.raises(ValidationError, match="are the image's: a volume there would change"):
+        plan({"id": "s", "shell": "echo", "volumeMounts": [{"name": "data", "mountPath": path}]})
+
+
+def test_a_volume_goes_anywhere_else_sources_config_and_caches_included():
+    paths = ["/usr/src/app", "/usr/local/src", "/etc/ssl/certs", "/etc/app", "/opt/cache"]
+    paths += ["/root/.m2", "/home/ci/.cache", "/binaries", "/usrdata", "/etc2", "/var/lib/x"]
+    mounts = [{"name": "data", "mountPath": p} for p in paths]
+    assert errors({"id": "s", "shell": "echo hi", "volumeMounts": mounts}) == []
+
+
 def test_two_mounts_at_one_path_are_refused_one_volume_at_two_paths_is_not():
     with pytest.raises(ValidationError, match="volumeMounts mountPath declared twice: /c"):
         plan(

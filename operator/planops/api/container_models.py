@@ -7,6 +7,7 @@ step has env and volumeMounts too (api.models.Step), only as its Capsule grants 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
@@ -107,6 +108,15 @@ MAX_SCRIPT = 32_000
 #: workspace, planops' own, and the kernel's and runtime's (a mount over /proc is how container
 #: escapes have begun)
 RESERVED_MOUNTS = ("workspace", "planops", "proc", "sys", "dev")
+#: the image's programs and libraries (where the Filesystem Hierarchy Standard puts them): a
+#: volume over one (a claim an earlier step copied `sh` into as `echo`, mounted at /bin) would
+#: make an allowed first word any program, as PATH would (`IMAGE_ENV`); not a step's to mount
+#: over, nor /etc itself (the dynamic loader's ld.so.preload, ld.so.cache) or /etc/alternatives
+#: (where /usr/bin/awk, java, cc lead). Under /usr, only the sources' places /usr/src and
+#: /usr/local/src are a step's
+PROGRAM_MOUNTS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr")
+PROGRAM_MOUNTS_KEPT = ("/usr/src", "/usr/local/src")
+PROGRAM_MOUNTS_EXACT = ("/etc", "/etc/alternatives")
 #: an absolute path without empty parts (no `//`, no trailing `/`), not `/` itself, without
 #: control characters
 _MOUNT_SHAPE = r"^(/[^/\x00-\x1f\x7f]+)+$"
@@ -180,7 +190,7 @@ class StepEnvVar(EnvVar):
 def mount_path_problem(path: str) -> str | None:
     """Why `path` may not be a step's mountPath, or None: it is absolute and normalized (no
     `//`, `.` or `..` part, no trailing `/`, no control character), and outside /workspace,
-    /planops, /proc, /sys and /dev."""
+    /planops, /proc, /sys, /dev and the image's programs (`PROGRAM_MOUNTS`)."""
     parts = path.split("/")
     if (
         not path.startswith("/")
@@ -198,11 +208,41 @@ def mount_path_problem(path: str) -> str | None:
             f"mountPath {path!r}: /{parts[1]} is reserved (/workspace is the run's workspace, "
             "/planops planops' own, /proc, /sys and /dev the kernel's): mount elsewhere"
         )
+    if path in PROGRAM_MOUNTS_EXACT or (
+        parts[1] in PROGRAM_MOUNTS and not _within(path, PROGRAM_MOUNTS_KEPT)
+    ):
+        return (
+            f"mountPath {path!r}: the image's programs and libraries (/bin, /sbin, /lib*, /usr "
+            "but /usr/src, and /etc itself, /etc/alternatives) are the image's: a volume there "
+            "would change which program a step's allowed command runs; mount elsewhere"
+        )
     return None
+
+
+def _within(path: str, trees: tuple[str, ...]) -> bool:
+    return any(path == t or path.startswith(t + "/") for t in trees)
+
+
+def _mount_rule() -> tuple[str, str]:
+    """`mount_path_problem`'s reserved places as a CEL rule over a mount (the CRD refuses them
+    at `kubectl apply`), and its message."""
+    tops = "|".join((*RESERVED_MOUNTS, *PROGRAM_MOUNTS))
+    kept = "|".join(re.escape(t) for t in PROGRAM_MOUNTS_KEPT)
+    exact = ", ".join(f"'{p}'" for p in PROGRAM_MOUNTS_EXACT)
+    rule = (
+        f"(!self.mountPath.matches(r'^/({tops})(/|$)') || self.mountPath.matches(r'^({kept})"
+        f"(/|$)')) && !(self.mountPath in [{exact}])"
+    )
+    return rule, (
+        "mountPath is reserved: /workspace, /planops, /proc, /sys, /dev, and the image's "
+        "programs (/bin, /sbin, /lib*, /usr but /usr/src, /etc itself, /etc/alternatives)"
+    )
 
 
 class VolumeMount(Model):
     """A volume of the Capsule (its spec.volumes) mounted into a shell or script step."""
+
+    model_config = ConfigDict(json_schema_extra=crd(rules=[_mount_rule()]))
 
     name: str = Field(
         min_length=1, max_length=63, description="The name of one of the Capsule's volumes."
@@ -210,7 +250,8 @@ class VolumeMount(Model):
     mount_path: str = Field(
         max_length=1024,
         description="Where: an absolute, normalized path outside /workspace, /planops, /proc, "
-        "/sys and /dev.",
+        "/sys, /dev and the image's programs and libraries (/bin, /sbin, /lib*, /usr but "
+        "/usr/src, /etc itself, /etc/alternatives).",
         json_schema_extra={"pattern": _MOUNT_SHAPE},
     )
     read_only: bool | None = Field(
