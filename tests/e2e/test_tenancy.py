@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from planops.kube import manifests
-from tests.conftest import Kube
+from tests.conftest import ROOT, Kube, cluster_lock
 from tests.e2e.conftest import NS_PREFIX, capsule, cli, plan, steps, wait_plan
 
 pytestmark = [pytest.mark.cluster, pytest.mark.node]
@@ -743,6 +743,51 @@ def test_someone_with_edit_cannot_change_what_a_running_step_runs(kube: Kube, te
     assert done["status"]["phase"] == "Succeeded", done["status"]
     got = steps(done)
     assert got["tests"]["output"] == "tested" and got["deploy"]["output"] == "deployed"
+
+
+def these_crds(kube: Kube, marker: str) -> None:
+    """This tree's CRDs, applied again when another session on the shared cluster replaced them
+    with its own (whose Plan CRD does not hold `marker`) since this session applied them."""
+    if marker in json.dumps(kube.get("crd", "plans.planops.dev")["spec"]):
+        return
+    with cluster_lock(kube.kubeconfig, "crds"):
+        kube.run("apply", "-f", str(ROOT / "crds"))
+    kube.run("wait", "--for=condition=Established", "crd/plans.planops.dev", "--timeout=60s")
+    time.sleep(2)  # the API server's storage for the new schema (429 while it reinitializes)
+
+
+@pytest.mark.cisteps
+def test_an_author_cannot_choose_the_program_an_allowed_command_runs(kube: Kube, tenant: str):
+    """Under a Capsule that allows `cp` and `echo` (and neither a script nor `sh` would be
+    needed), `cp /bin/sh ./echo` in the workspace, then `echo -c CODE` with PATH set to the
+    workspace, ran sh on the author's code (run --local showed it). So did LD_PRELOAD (any file
+    as code in any program), and a claim an earlier step wrote, mounted over /bin. The API
+    server refuses each as alice applies it (the CRD's rules): nothing is stored, nothing runs;
+    a variable or a mount of the author's own elsewhere is theirs."""
+    these_crds(kube, "are the image's")
+    for step, refused in (
+        (
+            {"shell": "echo -c id", "env": [{"name": "PATH", "value": "/workspace"}]},
+            "PATH, LD_*, GCONV_PATH, BASH_ENV, ENV, SHELLOPTS, BASHOPTS and PS4 are the image's",
+        ),
+        (
+            {"shell": "echo hi", "env": [{"name": "LD_PRELOAD", "value": "/workspace/x.so"}]},
+            "are the image's: they choose which program a step runs",
+        ),
+        (
+            {"shell": "echo hi", "volumeMounts": [{"name": "data", "mountPath": "/bin"}]},
+            "mountPath is reserved: /workspace, /planops, /proc, /sys, /dev, and the image's",
+        ),
+    ):
+        done = apply_as_author(kube, tenant, plan("hijack", {"id": "run", **step}, capsule="safe"))
+        assert done.returncode != 0, f"alice stored a Plan with {step}"
+        assert refused in done.stderr, done.stderr
+        assert kube.run("get", "plan", "hijack", "-n", tenant, check=False).returncode != 0
+    own = {"id": "run", "shell": "echo hi", "env": [{"name": "MYPATH", "value": "/workspace"}]}
+    done = apply_as_author(kube, tenant, plan("hijack", own, capsule="safe"))
+    assert done.returncode == 0, done.stderr
+    result = wait_plan(kube, tenant, "hijack", timeout=120)
+    assert result["status"]["phase"] == "Succeeded", result["status"]
 
 
 @pytest.mark.cisteps
