@@ -226,6 +226,24 @@ def test_a_step_sets_no_variable_that_chooses_the_program_it_runs(name: str, kin
         plan({"id": "s", **kind, "env": [{"name": name, "value": "/workspace"}]})
 
 
+@pytest.mark.parametrize(
+    "name", ["CI", "\uff43i", "ci ", "ci\u200b", "c\u0131", ".ci", "{{input.secret}}", "ci/x"]
+)
+def test_a_secret_spelled_otherwise_is_no_name_at_all(name: str):
+    """The Capsule lists `ci`: a name spelled in capitals, fullwidth, with a space, a zero-width
+    or dotless i, or as a template reaches nothing (object names are lowercase DNS names,
+    compared exactly; a valueFrom is never rendered)."""
+    ref = {"secretKeyRef": {"name": name, "key": "token"}}
+    with pytest.raises(ValidationError, match=r"secretKeyRef\.name"):
+        plan({"id": "s", "shell": "echo", "env": [{"name": "T", "valueFrom": ref}]})
+
+
+@pytest.mark.parametrize("name", ["/bin/sh", "SH", "sh ", "./sh", "busybox"])
+def test_an_interpreter_is_named_exactly_as_the_capsule_lists_it(name: str):
+    (e,) = errors({"id": "s", "script": "id", "interpreter": name})
+    assert (e.code, e.path) == ("script-not-allowed", "steps[0].interpreter")
+
+
 def test_names_like_the_images_variables_stay_the_authors():
     env = [{"name": n, "value": "1"} for n in ("path", "MYPATH", "LDFLAGS", "OLD_PATH", "PS1")]
     assert errors({"id": "s", "shell": "echo hi", "env": env}) == []
