@@ -704,6 +704,24 @@ def test_a_finished_jobs_annotation_cannot_make_it_pass_for_a_running_step(kube:
     assert got["deploy"]["startedAt"] >= got["tests"]["finishedAt"]
 
 
+def tests_job_and_pod(
+    kube: Kube, ns: str, name: str
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Plan `name` (`tests`, 25 s, then `deploy`) running before mallory (`edit`): the Job of
+    `tests` and its pods, once it has one."""
+    obj = editor_meets_tests_running(
+        kube, ns, name, {"id": "tests", "shell": "sh -c 'sleep 25; echo tested'"}
+    )
+    run = obj["status"]["run"]["id"]
+    selector = f"planops.dev/plan={name},planops.dev/run={run},planops.dev/step=tests"
+    deadline = time.monotonic() + 60
+    while not (pods := kube.get("pods", "-n", ns, "-l", selector)["items"]):
+        assert time.monotonic() < deadline, "the step's pod never appeared"
+        time.sleep(0.5)
+    (job,) = kube.get("jobs", "-n", ns, "-l", selector)["items"]
+    return job, pods
+
+
 def test_someone_with_edit_cannot_change_what_a_running_step_runs(kube: Kube, tenant: str):
     """A pod's image is mutable, and the kubelet restarts the container in the new image
     whatever the restart policy: `kubectl set image pod/<tests' pod> step=<an image of mine>`
@@ -711,16 +729,7 @@ def test_someone_with_edit_cannot_change_what_a_running_step_runs(kube: Kube, te
     `deploy` started on it. A debug container joins the step's processes; a Job's backoffLimit or
     parallelism change how its attempt runs. The API server refuses each (the spec of a run's Job
     or pod is the operator's); a label of the editor's own on the pod stays allowed."""
-    obj = editor_meets_tests_running(
-        kube, tenant, "imaged", {"id": "tests", "shell": "sh -c 'sleep 25; echo tested'"}
-    )
-    run = obj["status"]["run"]["id"]
-    selector = f"planops.dev/plan=imaged,planops.dev/run={run},planops.dev/step=tests"
-    deadline = time.monotonic() + 60
-    while not (pods := kube.get("pods", "-n", tenant, "-l", selector)["items"]):
-        assert time.monotonic() < deadline, "the step's pod never appeared"
-        time.sleep(0.5)
-    (job,) = kube.get("jobs", "-n", tenant, "-l", selector)["items"]
+    job, pods = tests_job_and_pod(kube, tenant, "imaged")
     pod = pods[0]["metadata"]["name"]
 
     def as_editor(*args: str) -> subprocess.CompletedProcess[str]:
@@ -799,16 +808,7 @@ def test_someone_with_edit_cannot_take_a_step_pods_labels_off_to_change_it(kube:
     the editor's image, and the operator (which finds the pod by its Job, not by labels) read
     its log as the step's output. Taking a planops label off is refused like adding one; the
     editor's own label still comes and goes."""
-    obj = editor_meets_tests_running(
-        kube, tenant, "unlabelled", {"id": "tests", "shell": "sh -c 'sleep 25; echo tested'"}
-    )
-    run = obj["status"]["run"]["id"]
-    selector = f"planops.dev/plan=unlabelled,planops.dev/run={run},planops.dev/step=tests"
-    deadline = time.monotonic() + 60
-    while not (pods := kube.get("pods", "-n", tenant, "-l", selector)["items"]):
-        assert time.monotonic() < deadline, "the step's pod never appeared"
-        time.sleep(0.5)
-    (job,) = kube.get("jobs", "-n", tenant, "-l", selector)["items"]
+    job, pods = tests_job_and_pod(kube, tenant, "unlabelled")
 
     def as_editor(*args: str) -> subprocess.CompletedProcess[str]:
         return kube.run(f"--as={EDITOR}", *args, "-n", tenant, check=False)
