@@ -112,23 +112,6 @@ CEL_CASES = [
         "exactly one of value or valueFrom",
     ),
     (_plan({"script": "true", "shell": "echo"}), "a step declares exactly one of"),
-    # the image's variables, which choose the program an allowed first word runs (attack43)
-    (
-        _plan({"shell": "echo", "env": [{"name": "PATH", "value": "/workspace"}]}),
-        "PATH, LD_*, GCONV_PATH, BASH_ENV, ENV, SHELLOPTS, BASHOPTS and PS4 are the image's",
-    ),
-    (
-        _plan({"script": "true", "env": [{"name": "LD_PRELOAD", "value": "/workspace/x.so"}]}),
-        "are the image's: they choose which program a step runs",
-    ),
-    (
-        _plan({"shell": "echo", "volumeMounts": [{"name": "data", "mountPath": "/usr/bin"}]}),
-        "mountPath is reserved: /workspace, /planops, /proc, /sys, /dev, and the image's",
-    ),
-    (
-        _plan({"script": "true", "volumeMounts": [{"name": "data", "mountPath": "/proc/x"}]}),
-        "mountPath is reserved",
-    ),
     (
         _capsule(volumes=[{"name": "v", "emptyDir": {}, "configMap": {"name": "c"}}]),
         "a volume is exactly one of configMap, secret, emptyDir, persistentVolumeClaim",
@@ -159,10 +142,6 @@ def test_the_rules_let_a_right_object_through(kube: Kube, crds: None):
             {
                 "shell": "echo hi",
                 "env": [{"name": "LDFLAGS", "value": "-s"}, {"name": "MYPATH", "value": "/x"}],
-                "volumeMounts": [
-                    {"name": "c", "mountPath": "/usr/src/app"},
-                    {"name": "c", "mountPath": "/etc/ssl/certs"},
-                ],
             }
         ),
         _capsule(

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from planops.kube import manifests
-from tests.conftest import ROOT, Kube, cluster_lock
+from tests.conftest import Kube
 from tests.e2e.conftest import NS_PREFIX, capsule, cli, plan, steps, wait_plan
 
 pytestmark = [pytest.mark.cluster, pytest.mark.node]
@@ -754,48 +754,43 @@ def test_someone_with_edit_cannot_change_what_a_running_step_runs(kube: Kube, te
     assert got["tests"]["output"] == "tested" and got["deploy"]["output"] == "deployed"
 
 
-def these_crds(kube: Kube, marker: str) -> None:
-    """This tree's CRDs, applied again when another session on the shared cluster replaced them
-    with its own (whose Plan CRD does not hold `marker`) since this session applied them."""
-    if marker in json.dumps(kube.get("crd", "plans.planops.dev")["spec"]):
-        return
-    with cluster_lock(kube.kubeconfig, "crds"):
-        kube.run("apply", "-f", str(ROOT / "crds"))
-    kube.run("wait", "--for=condition=Established", "crd/plans.planops.dev", "--timeout=60s")
-    time.sleep(2)  # the API server's storage for the new schema (429 while it reinitializes)
-
-
 @pytest.mark.cisteps
 def test_an_author_cannot_choose_the_program_an_allowed_command_runs(kube: Kube, tenant: str):
     """Under a Capsule that allows `cp` and `echo` (and neither a script nor `sh` would be
     needed), `cp /bin/sh ./echo` in the workspace, then `echo -c CODE` with PATH set to the
     workspace, ran sh on the author's code (run --local showed it). So did LD_PRELOAD (any file
-    as code in any program), and a claim an earlier step wrote, mounted over /bin. The API
-    server refuses each as alice applies it (the CRD's rules): nothing is stored, nothing runs;
-    a variable or a mount of the author's own elsewhere is theirs."""
-    these_crds(kube, "are the image's")
-    for step, refused in (
+    as code in any program), and a claim an earlier step wrote, mounted over /bin. Each Plan
+    alice applies is judged Invalid by the validator, with the model's words, and no Job is
+    made; a variable of her own runs. (No CRD rule: one per env entry of 30,000 steps exceeds
+    the API server's cost budget for a rule.)"""
+    for name, step, refused in (
         (
+            "path",
             {"shell": "echo -c id", "env": [{"name": "PATH", "value": "/workspace"}]},
-            "PATH, LD_*, GCONV_PATH, BASH_ENV, ENV, SHELLOPTS, BASHOPTS and PS4 are the image's",
+            "PATH is the image's: it chooses which program a step's command runs",
         ),
         (
-            {"shell": "echo hi", "env": [{"name": "LD_PRELOAD", "value": "/workspace/x.so"}]},
-            "are the image's: they choose which program a step runs",
+            "preload",
+            {"script": "true", "env": [{"name": "LD_PRELOAD", "value": "/workspace/x.so"}]},
+            "LD_PRELOAD is the image's",
         ),
         (
+            "overbin",
             {"shell": "echo hi", "volumeMounts": [{"name": "data", "mountPath": "/bin"}]},
-            "mountPath is reserved: /workspace, /planops, /proc, /sys, /dev, and the image's",
+            "the image's programs and libraries (/bin, /sbin, /lib*, /usr but /usr/src",
         ),
     ):
-        done = apply_as_author(kube, tenant, plan("hijack", {"id": "run", **step}, capsule="safe"))
-        assert done.returncode != 0, f"alice stored a Plan with {step}"
-        assert refused in done.stderr, done.stderr
-        assert kube.run("get", "plan", "hijack", "-n", tenant, check=False).returncode != 0
+        done = apply_as_author(kube, tenant, plan(name, {"id": "run", **step}, capsule="safe"))
+        assert done.returncode == 0, done.stderr
+        obj = wait_plan(kube, tenant, name)
+        assert obj["status"]["phase"] == "Invalid", obj["status"]
+        assert refused in json.dumps(obj["status"]["errors"]), obj["status"]["errors"]
+        jobs = kube.get("jobs", "-n", tenant, "-l", f"planops.dev/plan={name}")["items"]
+        assert jobs == [], f"a Job was made for {name}"
     own = {"id": "run", "shell": "echo hi", "env": [{"name": "MYPATH", "value": "/workspace"}]}
-    done = apply_as_author(kube, tenant, plan("hijack", own, capsule="safe"))
+    done = apply_as_author(kube, tenant, plan("own", own, capsule="safe"))
     assert done.returncode == 0, done.stderr
-    result = wait_plan(kube, tenant, "hijack", timeout=120)
+    result = wait_plan(kube, tenant, "own", timeout=120)
     assert result["status"]["phase"] == "Succeeded", result["status"]
 
 

@@ -221,7 +221,8 @@ def test_a_step_sets_no_variable_that_chooses_the_program_it_runs(name: str, kin
     `shell.allow: [cp, echo]`, after a step ran `cp /bin/sh echo` in the workspace: `echo`
     was looked up there and ran sh on the author's code (run --local showed it). LD_PRELOAD
     loads any file into any program; BASH_ENV, SHELLOPTS=xtrace with PS4='$(CODE)' run code in
-    any shell script. Refused on reading (the model, the CRD's CEL rule), a script step too."""
+    any shell script. Refused on reading (the model: validate, the webhook, the reconciler,
+    run --local), a script step too."""
     with pytest.raises(ValidationError, match=f"{name} is the image's: it chooses which program"):
         plan({"id": "s", **kind, "env": [{"name": name, "value": "/workspace"}]})
 
@@ -369,7 +370,7 @@ def test_no_volume_goes_over_the_images_programs(path: str):
     """A claim an earlier step wrote (`cp /bin/sh /data/echo` under `shell.allow: [cp, echo]`)
     mounted at /bin made the allowed `echo` the shell, as PATH did; at /etc it brings its own
     ld.so.preload, at /etc/alternatives its own awk or java. Refused on reading (the model and
-    the CRD's CEL rule)."""
+    the admission webhook and the reconciler read it so)."""
     with pytest.raises(ValidationError, match="are the image's: a volume there would change"):
         plan({"id": "s", "shell": "echo", "volumeMounts": [{"name": "data", "mountPath": path}]})
 
