@@ -362,3 +362,22 @@ def test_run_local_refuses_the_path_that_made_an_allowed_binary_any_program(tmp_
     assert code == 2, out
     assert "PATH is the image's" in out.out + out.err
     assert not (work / "echo").exists() and not (work / "escaped").exists()
+
+
+def test_a_repeated_key_is_read_as_kubectl_reads_it_and_the_one_read_is_judged(tmp_path, capsys):
+    """`env:` written twice in one step: kubectl keeps the last (`kubectl create --dry-run`
+    showed it on a 1.36 API server), and so does kubectl-plan; the one kept is what is judged,
+    so an env hidden behind an innocent first one is refused all the same."""
+    f = tmp_path / "p.yaml"
+    f.write_text(
+        "apiVersion: planops.dev/v1alpha1\nkind: Capsule\nmetadata: {name: default}\n"
+        "spec: {shell: {allow: [echo]}}\n---\n"
+        "id: p\nsteps:\n- id: s\n  shell: echo hi\n  env: []\n"
+        "  env: [{name: P, valueFrom: {secretKeyRef: {name: prod-db, key: password}}}]\n"
+    )
+    assert cli.main(["validate", str(f), "-o", "json"]) == 1
+    (e,) = json.loads(capsys.readouterr().out)["errors"]
+    assert (e["code"], e["path"]) == (
+        "env-not-allowed",
+        "steps[0].env[0].valueFrom.secretKeyRef.name",
+    )
