@@ -70,18 +70,21 @@ class EnvSource(Model):
         return self
 
 
-#: an env entry's CEL rules (the model checks the same): one source, no planops name
-_ENV_RULES = (
-    ("has(self.value) != has(self.valueFrom)", "exactly one of value or valueFrom"),
-    ("!self.name.startsWith('PLANOPS_')", "names starting with PLANOPS_ are set by planops"),
-)
-
-
 class EnvVar(Model):
     """One variable: exactly one of value or valueFrom."""
 
     # an environment variable of a tool's container: a value, or a Secret/ConfigMap key
-    model_config = ConfigDict(json_schema_extra=crd(rules=_ENV_RULES))
+    model_config = ConfigDict(
+        json_schema_extra=crd(
+            rules=[
+                ("has(self.value) != has(self.valueFrom)", "exactly one of value or valueFrom"),
+                (
+                    "!self.name.startsWith('PLANOPS_')",
+                    "names starting with PLANOPS_ are set by planops",
+                ),
+            ]
+        )
+    )
 
     name: str = Field(pattern=ENV_NAME_PATTERN, max_length=256, description="The variable's name.")
     value: str | None = Field(default=None, description="A literal value.")
@@ -146,8 +149,9 @@ def image_env_problem(name: str) -> str | None:
 
 
 class StepEnvVar(EnvVar):
-    """One variable of a shell or script step: exactly one of value or valueFrom; none of the
-    variables that choose the program (`IMAGE_ENV`, `LD_*`)."""
+    """One variable of a shell or script step: exactly one of value or valueFrom; not one of
+    the image's variables, which choose the program that runs (PATH, LD_*, GCONV_PATH, BASH_ENV,
+    ENV, SHELLOPTS, BASHOPTS, PS4)."""
 
     # no CEL rule for IMAGE_ENV (nor for a mount's reserved paths): one per env entry of a
     # Plan's 30,000 steps exceeds the API server's cost budget for a rule (4.4x; the CRD is
@@ -213,7 +217,6 @@ def _within(path: str, trees: tuple[str, ...]) -> bool:
 
 class VolumeMount(Model):
     """A volume of the Capsule (its spec.volumes) mounted into a shell or script step."""
-
 
     name: str = Field(
         min_length=1, max_length=63, description="The name of one of the Capsule's volumes."
