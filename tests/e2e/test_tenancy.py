@@ -704,7 +704,7 @@ def test_a_finished_jobs_annotation_cannot_make_it_pass_for_a_running_step(kube:
     assert got["deploy"]["startedAt"] >= got["tests"]["finishedAt"]
 
 
-def tests_job_and_pod(
+def job_and_pod_of_tests(
     kube: Kube, ns: str, name: str
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Plan `name` (`tests`, 25 s, then `deploy`) running before mallory (`edit`): the Job of
@@ -729,7 +729,7 @@ def test_someone_with_edit_cannot_change_what_a_running_step_runs(kube: Kube, te
     `deploy` started on it. A debug container joins the step's processes; a Job's backoffLimit or
     parallelism change how its attempt runs. The API server refuses each (the spec of a run's Job
     or pod is the operator's); a label of the editor's own on the pod stays allowed."""
-    job, pods = tests_job_and_pod(kube, tenant, "imaged")
+    job, pods = job_and_pod_of_tests(kube, tenant, "imaged")
     pod = pods[0]["metadata"]["name"]
 
     def as_editor(*args: str) -> subprocess.CompletedProcess[str]:
@@ -803,7 +803,7 @@ def test_someone_with_edit_cannot_take_a_step_pods_labels_off_to_change_it(kube:
     the editor's image, and the operator (which finds the pod by its Job, not by labels) read
     its log as the step's output. Taking a planops label off is refused like adding one; the
     editor's own label still comes and goes."""
-    job, pods = tests_job_and_pod(kube, tenant, "unlabelled")
+    job, pods = job_and_pod_of_tests(kube, tenant, "unlabelled")
 
     def as_editor(*args: str) -> subprocess.CompletedProcess[str]:
         return kube.run(f"--as={EDITOR}", *args, "-n", tenant, check=False)
