@@ -182,7 +182,8 @@ def _profile_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--forbid-run-as-root",
         action="store_true",
-        help="no Capsule's security profile may run as root (runAsUser 0)",
+        help="no Capsule's security profile may run as root (runAsUser 0) nor let a process "
+        "escalate (a setuid-root program of the image would make it root)",
     )
     p.add_argument(
         "--allowed-capabilities",

@@ -138,6 +138,12 @@ def test_the_rules_let_a_right_object_through(kube: Kube, crds: None):
             nodeSelector={"example.com/pool": "batch"},
         ),
         _plan({"shell": "echo hi", "env": [{"name": "X", "value": "a $(HOME) value"}]}),
+        _plan(
+            {
+                "shell": "echo hi",
+                "env": [{"name": "LDFLAGS", "value": "-s"}, {"name": "MYPATH", "value": "/x"}],
+            }
+        ),
         _capsule(
             scripts={"allow": ["sh"]},
             env={"secrets": ["ci"]},

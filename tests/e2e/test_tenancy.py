@@ -704,6 +704,24 @@ def test_a_finished_jobs_annotation_cannot_make_it_pass_for_a_running_step(kube:
     assert got["deploy"]["startedAt"] >= got["tests"]["finishedAt"]
 
 
+def job_and_pod_of_tests(
+    kube: Kube, ns: str, name: str
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Plan `name` (`tests`, 25 s, then `deploy`) running before mallory (`edit`): the Job of
+    `tests` and its pods, once it has one."""
+    obj = editor_meets_tests_running(
+        kube, ns, name, {"id": "tests", "shell": "sh -c 'sleep 25; echo tested'"}
+    )
+    run = obj["status"]["run"]["id"]
+    selector = f"planops.dev/plan={name},planops.dev/run={run},planops.dev/step=tests"
+    deadline = time.monotonic() + 60
+    while not (pods := kube.get("pods", "-n", ns, "-l", selector)["items"]):
+        assert time.monotonic() < deadline, "the step's pod never appeared"
+        time.sleep(0.5)
+    (job,) = kube.get("jobs", "-n", ns, "-l", selector)["items"]
+    return job, pods
+
+
 def test_someone_with_edit_cannot_change_what_a_running_step_runs(kube: Kube, tenant: str):
     """A pod's image is mutable, and the kubelet restarts the container in the new image
     whatever the restart policy: `kubectl set image pod/<tests' pod> step=<an image of mine>`
@@ -711,16 +729,7 @@ def test_someone_with_edit_cannot_change_what_a_running_step_runs(kube: Kube, te
     `deploy` started on it. A debug container joins the step's processes; a Job's backoffLimit or
     parallelism change how its attempt runs. The API server refuses each (the spec of a run's Job
     or pod is the operator's); a label of the editor's own on the pod stays allowed."""
-    obj = editor_meets_tests_running(
-        kube, tenant, "imaged", {"id": "tests", "shell": "sh -c 'sleep 25; echo tested'"}
-    )
-    run = obj["status"]["run"]["id"]
-    selector = f"planops.dev/plan=imaged,planops.dev/run={run},planops.dev/step=tests"
-    deadline = time.monotonic() + 60
-    while not (pods := kube.get("pods", "-n", tenant, "-l", selector)["items"]):
-        assert time.monotonic() < deadline, "the step's pod never appeared"
-        time.sleep(0.5)
-    (job,) = kube.get("jobs", "-n", tenant, "-l", selector)["items"]
+    job, pods = job_and_pod_of_tests(kube, tenant, "imaged")
     pod = pods[0]["metadata"]["name"]
 
     def as_editor(*args: str) -> subprocess.CompletedProcess[str]:
@@ -743,6 +752,77 @@ def test_someone_with_edit_cannot_change_what_a_running_step_runs(kube: Kube, te
     assert done["status"]["phase"] == "Succeeded", done["status"]
     got = steps(done)
     assert got["tests"]["output"] == "tested" and got["deploy"]["output"] == "deployed"
+
+
+@pytest.mark.cisteps
+def test_an_author_cannot_choose_the_program_an_allowed_command_runs(kube: Kube, tenant: str):
+    """Under a Capsule that allows `cp` and `echo` (and neither a script nor `sh` would be
+    needed), `cp /bin/sh ./echo` in the workspace, then `echo -c CODE` with PATH set to the
+    workspace, ran sh on the author's code (run --local showed it). So did LD_PRELOAD (any file
+    as code in any program), and a claim an earlier step wrote, mounted over /bin. Each Plan
+    alice applies is judged Invalid by the validator, with the model's words, and no Job is
+    made; a variable of her own runs. (No CRD rule: one per env entry of 30,000 steps exceeds
+    the API server's cost budget for a rule.)"""
+    for name, step, refused in (
+        (
+            "path",
+            {"shell": "echo -c id", "env": [{"name": "PATH", "value": "/workspace"}]},
+            "PATH is the image's: it chooses which program a step's command runs",
+        ),
+        (
+            "preload",
+            {"script": "true", "env": [{"name": "LD_PRELOAD", "value": "/workspace/x.so"}]},
+            "LD_PRELOAD is the image's",
+        ),
+        (
+            "overbin",
+            {"shell": "echo hi", "volumeMounts": [{"name": "data", "mountPath": "/bin"}]},
+            "the image's programs and libraries (/bin, /sbin, /lib*, /usr but /usr/src",
+        ),
+    ):
+        done = apply_as_author(kube, tenant, plan(name, {"id": "run", **step}, capsule="safe"))
+        assert done.returncode == 0, done.stderr
+        obj = wait_plan(kube, tenant, name)
+        assert obj["status"]["phase"] == "Invalid", obj["status"]
+        assert refused in json.dumps(obj["status"]["errors"]), obj["status"]["errors"]
+        jobs = kube.get("jobs", "-n", tenant, "-l", f"planops.dev/plan={name}")["items"]
+        assert jobs == [], f"a Job was made for {name}"
+    own = {"id": "run", "shell": "echo hi", "env": [{"name": "MYPATH", "value": "/workspace"}]}
+    done = apply_as_author(kube, tenant, plan("own", own, capsule="safe"))
+    assert done.returncode == 0, done.stderr
+    result = wait_plan(kube, tenant, "own", timeout=120)
+    assert result["status"]["phase"] == "Succeeded", result["status"]
+
+
+@pytest.mark.cisteps
+def test_someone_with_edit_cannot_take_a_step_pods_labels_off_to_change_it(kube: Kube, tenant: str):
+    """The owned-objects policy looked only at Jobs and pods that carried planops' marks, and a
+    step's pod carries only labels (its owner is the Job). `kubectl label pod <tests' pod>
+    planops.dev/plan- planops.dev/run- …` was admitted (taking a mark off counted as no
+    change), and then the pod matched nothing: `kubectl set image` ran the step's command in
+    the editor's image, and the operator (which finds the pod by its Job, not by labels) read
+    its log as the step's output. Taking a planops label off is refused like adding one; the
+    editor's own label still comes and goes."""
+    job, pods = job_and_pod_of_tests(kube, tenant, "unlabelled")
+
+    def as_editor(*args: str) -> subprocess.CompletedProcess[str]:
+        return kube.run(f"--as={EDITOR}", *args, "-n", tenant, check=False)
+
+    for kind, meta in (("pod", pods[0]["metadata"]), ("job", job["metadata"])):
+        ours = [k for k in meta["labels"] if k.startswith("planops.dev/")]
+        off = as_editor("label", kind, meta["name"], *(f"{k}-" for k in ours))
+        assert off.returncode != 0, f"`edit` took planops' labels off a step's {kind}"
+        assert "that carries planops marks (removed label planops.dev/" in off.stderr, off.stderr
+        one = as_editor("label", kind, meta["name"], "planops.dev/step-")
+        assert one.returncode != 0 and "removed label planops.dev/step=tests" in one.stderr
+        assert as_editor("label", kind, meta["name"], "mine=yes").returncode == 0
+        assert as_editor("label", kind, meta["name"], "mine-").returncode == 0
+    pod = pods[0]["metadata"]["name"]
+    image = as_editor("set", "image", f"pod/{pod}", "step=registry.example/forger:1")
+    assert image.returncode != 0 and "its spec" in image.stderr, image.stderr
+    done = wait_plan(kube, tenant, "unlabelled", timeout=120)
+    assert done["status"]["phase"] == "Succeeded", done["status"]
+    assert steps(done)["tests"]["output"] == "tested"
 
 
 READER = "bob"  # plan-author in the namespace, `use` on no Capsule: may re-run, may not answer

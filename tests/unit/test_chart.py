@@ -263,6 +263,9 @@ def test_the_admission_policies_reserve_exactly_the_keys_the_operator_writes(hel
     assert "object.spec != oldObject.spec" in spec_changed["expression"]
     (touched,) = [v for v in owned_objects["variables"] if v["name"] == "touched"]
     assert "variables.specChanged" in touched["expression"]
+    # ... and so are its labels: a step's pod carries no other mark, and once an editor had
+    # taken them off, the policy no longer matched it (its image was anyone's to change)
+    assert "variables.labelsRemoved.size() > 0" in touched["expression"]
     reports = policies["po-planops-plan-reports"]["spec"]
     assert reports["matchConstraints"]["resourceRules"][0]["resources"] == ["planreports"]
     assert "check('manage')" in reports["validations"][0]["expression"]

@@ -210,6 +210,48 @@ def test_planops_names_are_reserved(name: str):
         plan({"id": "s", "shell": "echo", "env": [{"name": name, "value": "x"}]})
 
 
+IMAGE_ENV = ["PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "GCONV_PATH", "BASH_ENV"]
+IMAGE_ENV += ["ENV", "SHELLOPTS", "BASHOPTS", "PS4"]
+
+
+@pytest.mark.parametrize("name", IMAGE_ENV)
+@pytest.mark.parametrize("kind", [{"shell": "echo hi"}, {"script": "echo hi"}])
+def test_a_step_sets_no_variable_that_chooses_the_program_it_runs(name: str, kind: dict[str, str]):
+    """`env: [{name: PATH, value: /workspace}]` beside `shell: echo -c 'CODE'` under
+    `shell.allow: [cp, echo]`, after a step ran `cp /bin/sh echo` in the workspace: `echo`
+    was looked up there and ran sh on the author's code (run --local showed it). LD_PRELOAD
+    loads any file into any program; BASH_ENV, SHELLOPTS=xtrace with PS4='$(CODE)' run code in
+    any shell script. Refused on reading (the model: validate, the webhook, the reconciler,
+    run --local), a script step too."""
+    with pytest.raises(ValidationError, match=f"{name} is the image's: it chooses which program"):
+        plan({"id": "s", **kind, "env": [{"name": name, "value": "/workspace"}]})
+
+
+@pytest.mark.parametrize(
+    "name", ["CI", "\uff43i", "ci ", "ci\u200b", "c\u0131", ".ci", "{{input.secret}}", "ci/x"]
+)
+def test_a_secret_spelled_otherwise_is_no_name_at_all(name: str):
+    """The Capsule lists `ci`: a name spelled in capitals, fullwidth, with a space, a zero-width
+    or dotless i, or as a template reaches nothing (object names are lowercase DNS names,
+    compared exactly; a valueFrom is never rendered)."""
+    ref = {"secretKeyRef": {"name": name, "key": "token"}}
+    with pytest.raises(ValidationError, match=r"secretKeyRef\.name"):
+        plan({"id": "s", "shell": "echo", "env": [{"name": "T", "valueFrom": ref}]})
+
+
+@pytest.mark.parametrize("name", ["/bin/sh", "SH", "sh ", "./sh", "busybox"])
+def test_an_interpreter_is_named_exactly_as_the_capsule_lists_it(name: str):
+    (e,) = errors({"id": "s", "script": "id", "interpreter": name})
+    assert (e.code, e.path) == ("script-not-allowed", "steps[0].interpreter")
+
+
+def test_names_like_the_images_variables_stay_the_authors():
+    env = [{"name": n, "value": "1"} for n in ("path", "MYPATH", "LDFLAGS", "OLD_PATH", "PS1")]
+    assert errors({"id": "s", "shell": "echo hi", "env": env}) == []
+    tool = {"name": "t", "command": ["t"], "env": [{"name": "PATH", "value": "/opt/t/bin"}]}
+    assert capsule(tools=[tool]).tools[0].env[0].name == "PATH"  # a tool's env is its owner's
+
+
 def test_an_env_entry_is_a_value_or_a_key_and_each_name_once():
     with pytest.raises(ValidationError, match="exactly one of value or valueFrom"):
         plan(
@@ -315,6 +357,29 @@ def test_a_read_only_volume_cannot_be_mounted_writable(volume: str, why: str):
 def test_a_mount_path_is_absolute_normalized_and_outside_what_is_reserved(path: str, why: str):
     with pytest.raises(ValidationError, match=why.replace("/", "/")):
         plan({"id": "s", "shell": "echo", "volumeMounts": [{"name": "cache", "mountPath": path}]})
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        *("/bin", "/usr/bin", "/usr/local/bin", "/usr", "/usr/lib/x86_64-linux-gnu", "/lib64"),
+        *("/sbin", "/usr/share/perl5", "/etc", "/etc/alternatives", "/usr/local", "/libx32"),
+    ],
+)
+def test_no_volume_goes_over_the_images_programs(path: str):
+    """A claim an earlier step wrote (`cp /bin/sh /data/echo` under `shell.allow: [cp, echo]`)
+    mounted at /bin made the allowed `echo` the shell, as PATH did; at /etc it brings its own
+    ld.so.preload, at /etc/alternatives its own awk or java. Refused on reading (the model and
+    the admission webhook and the reconciler read it so)."""
+    with pytest.raises(ValidationError, match="are the image's: a volume there would change"):
+        plan({"id": "s", "shell": "echo", "volumeMounts": [{"name": "data", "mountPath": path}]})
+
+
+def test_a_volume_goes_anywhere_else_sources_config_and_caches_included():
+    paths = ["/usr/src/app", "/usr/local/src", "/etc/ssl/certs", "/etc/app", "/opt/cache"]
+    paths += ["/root/.m2", "/home/ci/.cache", "/binaries", "/usrdata", "/etc2", "/var/lib/x"]
+    mounts = [{"name": "data", "mountPath": p} for p in paths]
+    assert errors({"id": "s", "shell": "echo hi", "volumeMounts": mounts}) == []
 
 
 def test_two_mounts_at_one_path_are_refused_one_volume_at_two_paths_is_not():

@@ -336,3 +336,48 @@ def test_run_local_refuses_before_anything_runs_what_the_capsule_does_not_grant(
         "steps[0].env[0].valueFrom.secretKeyRef.name",
     )
     assert not (tmp_path / "ran").exists()
+
+
+def test_run_local_refuses_the_path_that_made_an_allowed_binary_any_program(tmp_path, capsys):
+    """Under `shell.allow: [cp, echo]` a first step copied sh into the workspace as `echo` and
+    a second, with PATH set to the workspace, ran `echo -c 'CODE'`: sh ran the author's code
+    (before the model refused PATH, run --local printed what the code printed)."""
+    work = tmp_path / "ws"
+    f = tmp_path / "p.yaml"
+    cap = {"apiVersion": "planops.dev/v1alpha1", "kind": "Capsule", "metadata": {"name": "default"}}
+    steps = [
+        {"id": "plant", "shell": "cp /bin/sh ./echo"},
+        {
+            "id": "run",
+            "shell": "echo -c 'touch escaped'",
+            "dependsOn": ["plant"],
+            "env": [{"name": "PATH", "value": str(work)}],
+        },
+    ]
+    spec = {"id": "p", "workspace": {"size": "1Gi"}, "steps": steps}
+    f.write_text(json.dumps(cap | {"spec": {"shell": {"allow": ["cp", "echo"]}}}) + "\n---\n")
+    f.write_text(f.read_text() + json.dumps(spec))
+    code = cli.main(["run", "--local", str(f), "--workdir", str(work), "-o", "json"])
+    out = capsys.readouterr()
+    assert code == 2, out
+    assert "PATH is the image's" in out.out + out.err
+    assert not (work / "echo").exists() and not (work / "escaped").exists()
+
+
+def test_a_repeated_key_is_read_as_kubectl_reads_it_and_the_one_read_is_judged(tmp_path, capsys):
+    """`env:` written twice in one step: kubectl keeps the last (`kubectl create --dry-run`
+    showed it on a 1.36 API server), and so does kubectl-plan; the one kept is what is judged,
+    so an env hidden behind an innocent first one is refused all the same."""
+    f = tmp_path / "p.yaml"
+    f.write_text(
+        "apiVersion: planops.dev/v1alpha1\nkind: Capsule\nmetadata: {name: default}\n"
+        "spec: {shell: {allow: [echo]}}\n---\n"
+        "id: p\nsteps:\n- id: s\n  shell: echo hi\n  env: []\n"
+        "  env: [{name: P, valueFrom: {secretKeyRef: {name: prod-db, key: password}}}]\n"
+    )
+    assert cli.main(["validate", str(f), "-o", "json"]) == 1
+    (e,) = json.loads(capsys.readouterr().out)["errors"]
+    assert (e["code"], e["path"]) == (
+        "env-not-allowed",
+        "steps[0].env[0].valueFrom.secretKeyRef.name",
+    )

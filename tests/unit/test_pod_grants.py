@@ -33,6 +33,7 @@ PROFILES = [
     {"name": "priv", "privileged": True},
     {"name": "hostnet", "hostNetwork": True, "hostPID": True},
     {"name": "docker", "hostPaths": [{"path": "/var/run/docker.sock", "mountPath": "/run/d"}]},
+    {"name": "sudo", "runAsUser": 1000, "allowPrivilegeEscalation": True},
 ]
 PG = {
     "name": "pg",
@@ -89,7 +90,7 @@ def test_a_step_picks_a_profile_and_services_the_capsule_declares():
                 "security-profile",
                 "steps[0].securityProfile",
                 "security profile 'admin' is not one of the Capsule's securityProfiles "
-                "(declared: root, builder, netadmin, priv, hostnet, docker)",
+                "(declared: root, builder, netadmin, priv, hostnet, docker, sudo)",
             ),
         ),
         (
@@ -173,6 +174,9 @@ def test_body_and_finally_steps_are_judged_alike():
             "host paths /var/run/docker.sock (allowedHostPaths: /var/run/docker)",
         ),
         ("root", ProfileCaps(allow_run_as_root=False), "root (runAsUser 0; allowRunAsRoot is "),
+        # uid 1000 that may escalate: `sudo`, `su` or any setuid-root program of the image
+        # made it root under a cap that forbids root
+        ("sudo", ProfileCaps(allow_run_as_root=False), "privilege escalation, by which a setuid"),
         ("builder", ProfileCaps(allowed_capabilities=("CHOWN",)), "capabilities SETUID, SETGID"),
     ],
 )
@@ -200,6 +204,7 @@ def test_a_profile_past_the_operators_cap_is_refused_by_validate_and_dispatch(
         ("docker", ProfileCaps(allowed_host_paths=("/var/run/docker.sock",))),
         ("root", ProfileCaps()),  # root is the Capsule owner's to grant, by default
         ("builder", ProfileCaps()),  # Pod Security baseline's capabilities too
+        ("sudo", ProfileCaps()),  # escalation, where root may be granted anyway
     ],
 )
 def test_what_the_cluster_admin_allows_a_capsule_may_grant(profile: str, caps: ProfileCaps):

@@ -366,8 +366,9 @@ class CapsuleSpec(Model):
         default_factory=list,
         max_length=32,
         description="Keys of the Plan's labels copied to its steps' Jobs and pods (only these; "
-        "a key the Plan does not have is left out). The Plan's author sets the values: list no "
-        "key a NetworkPolicy or a Service selects pods by.",
+        "a key the Plan does not have is left out). Whoever may label the Plan sets the values "
+        "(any plan author of the namespace: a label needs no use of the Capsule): list no key "
+        "a NetworkPolicy or a Service selects pods by.",
         json_schema_extra=crd(rules=[reserved_key_rule("label")]),
     )
     read_only_paths: list[str] = Field(

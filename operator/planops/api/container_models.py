@@ -110,13 +110,52 @@ MAX_SCRIPT = 32_000
 #: workspace, planops' own, and the kernel's and runtime's (a mount over /proc is how container
 #: escapes have begun)
 RESERVED_MOUNTS = ("workspace", "planops", "proc", "sys", "dev")
+#: the image's programs and libraries (where the Filesystem Hierarchy Standard puts them): a
+#: volume over one (a claim an earlier step copied `sh` into as `echo`, mounted at /bin) would
+#: make an allowed first word any program, as PATH would (`IMAGE_ENV`); not a step's to mount
+#: over, nor /etc itself (the dynamic loader's ld.so.preload, ld.so.cache) or /etc/alternatives
+#: (where /usr/bin/awk, java, cc lead). Under /usr, only the sources' places /usr/src and
+#: /usr/local/src are a step's
+PROGRAM_MOUNTS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr")
+PROGRAM_MOUNTS_KEPT = ("/usr/src", "/usr/local/src")
+PROGRAM_MOUNTS_EXACT = ("/etc", "/etc/alternatives")
 #: an absolute path without empty parts (no `//`, no trailing `/`), not `/` itself, without
 #: control characters
 _MOUNT_SHAPE = r"^(/[^/\x00-\x1f\x7f]+)+$"
 
 
+#: the variables that choose which program a step's command runs, or what code runs inside it
+#: whatever the program: PATH (where the first word of a shell step, or a script's interpreter,
+#: is looked up: `PATH=/workspace` made the allowed `echo` a copy of `sh`), the dynamic loader's
+#: (every `LD_*`: LD_PRELOAD loads any file as code into any program; GCONV_PATH), and bash's
+#: and sh's (BASH_ENV, ENV: a file sourced; SHELLOPTS, BASHOPTS, PS4: `xtrace` expanding a
+#: `$(...)` of PS4) in any shell script the program is or starts. They are the image's: a step
+#: sets none (a script may `export` them itself: its interpreter runs anything already)
+IMAGE_ENV = ("PATH", "GCONV_PATH", "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4")
+#: the dynamic loader's variables (glibc's and musl's)
+LOADER_ENV_PREFIX = "LD_"
+
+
+def image_env_problem(name: str) -> str | None:
+    """Why a step may not set variable `name`, or None: it may (`IMAGE_ENV`)."""
+    if name in IMAGE_ENV or name.startswith(LOADER_ENV_PREFIX):
+        return (
+            f"{name} is the image's: it chooses which program a step's command runs (PATH "
+            "looks up the first word, LD_* and GCONV_PATH load code into any program, BASH_ENV, "
+            "ENV, SHELLOPTS, BASHOPTS and PS4 run code in any shell script), so shell.allow "
+            "would allow any program; a script step may export it itself"
+        )
+    return None
+
+
 class StepEnvVar(EnvVar):
-    """One variable of a shell or script step: exactly one of value or valueFrom."""
+    """One variable of a shell or script step: exactly one of value or valueFrom; not one of
+    the image's variables, which choose the program that runs (PATH, LD_*, GCONV_PATH, BASH_ENV,
+    ENV, SHELLOPTS, BASHOPTS, PS4)."""
+
+    # no CEL rule for IMAGE_ENV (nor for a mount's reserved paths): one per env entry of a
+    # Plan's 30,000 steps exceeds the API server's cost budget for a rule (4.4x; the CRD is
+    # refused); the model refuses them: validate, the admission webhook, the reconciler
 
     value: str | None = Field(
         default=None,
@@ -132,11 +171,18 @@ class StepEnvVar(EnvVar):
         "env.configMaps.",
     )
 
+    @model_validator(mode="after")
+    def _not_the_images(self) -> StepEnvVar:
+        problem = image_env_problem(self.name)
+        if problem is not None:
+            raise ValueError(problem)
+        return self
+
 
 def mount_path_problem(path: str) -> str | None:
     """Why `path` may not be a step's mountPath, or None: it is absolute and normalized (no
     `//`, `.` or `..` part, no trailing `/`, no control character), and outside /workspace,
-    /planops, /proc, /sys and /dev."""
+    /planops, /proc, /sys, /dev and the image's programs (`PROGRAM_MOUNTS`)."""
     parts = path.split("/")
     if (
         not path.startswith("/")
@@ -154,7 +200,19 @@ def mount_path_problem(path: str) -> str | None:
             f"mountPath {path!r}: /{parts[1]} is reserved (/workspace is the run's workspace, "
             "/planops planops' own, /proc, /sys and /dev the kernel's): mount elsewhere"
         )
+    if path in PROGRAM_MOUNTS_EXACT or (
+        parts[1] in PROGRAM_MOUNTS and not _within(path, PROGRAM_MOUNTS_KEPT)
+    ):
+        return (
+            f"mountPath {path!r}: the image's programs and libraries (/bin, /sbin, /lib*, /usr "
+            "but /usr/src, and /etc itself, /etc/alternatives) are the image's: a volume there "
+            "would change which program a step's allowed command runs; mount elsewhere"
+        )
     return None
+
+
+def _within(path: str, trees: tuple[str, ...]) -> bool:
+    return any(path == t or path.startswith(t + "/") for t in trees)
 
 
 class VolumeMount(Model):
@@ -166,7 +224,8 @@ class VolumeMount(Model):
     mount_path: str = Field(
         max_length=1024,
         description="Where: an absolute, normalized path outside /workspace, /planops, /proc, "
-        "/sys and /dev.",
+        "/sys, /dev and the image's programs and libraries (/bin, /sbin, /lib*, /usr but "
+        "/usr/src, /etc itself, /etc/alternatives).",
         json_schema_extra={"pattern": _MOUNT_SHAPE},
     )
     read_only: bool | None = Field(

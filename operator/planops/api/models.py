@@ -205,7 +205,9 @@ class Step(Model):
         max_length=64,
         description="Environment variables of a shell or script step: a value (templates "
         "rendered once, as data), or a key of a Secret or ConfigMap the Capsule lists in "
-        "env.secrets / env.configMaps. Names starting with PLANOPS_ are planops'.",
+        "env.secrets / env.configMaps. Names starting with PLANOPS_ are planops'; PATH, LD_*, "
+        "GCONV_PATH, BASH_ENV, ENV, SHELLOPTS, BASHOPTS and PS4 are the image's (they choose "
+        "which program runs).",
     )
     volume_mounts: list[VolumeMount] = Field(
         default_factory=list,

@@ -93,6 +93,13 @@ def beyond_cap(profile: SecurityProfile, caps: ProfileCaps) -> list[str]:
         out.append(f"the node's namespaces: {', '.join(shared)} (allowHostNamespaces is false)")
     if profile.uid() == 0 and not caps.allow_run_as_root:
         out.append("root (runAsUser 0; allowRunAsRoot is false)")
+    elif profile.allow_privilege_escalation and not caps.allow_run_as_root:
+        # a setuid-root program of the image (su, sudo, ping) makes any uid root once it may
+        # escalate: why Pod Security's restricted level forbids both
+        out.append(
+            "privilege escalation, by which a setuid-root program of the image makes its uid "
+            "root (allowPrivilegeEscalation; allowRunAsRoot is false)"
+        )
     extra = [c for c in profile.capabilities if c not in caps.allowed_capabilities]
     if extra:
         allowed = ", ".join(caps.allowed_capabilities) or "none"
