@@ -7,7 +7,8 @@ For each report size (records per run, 200-byte outputs) and number of writers (
 writing at once, as the operator's queue does with 2), it writes `--runs` rows through
 planops.archive.store (the row the operator builds: planops.archive.row) and prints rows/s,
 ms per run (mean and p99 of one write) and the table's size per run on disk (with its
-indexes and TOAST: what sizing PostgreSQL needs). Results go in docs/performance.md.
+indexes and TOAST: what sizing PostgreSQL needs). Results go in docs/performance.md
+(a dated round's write-up in docs/results/).
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ of one resync (every Plan reconciled again, nothing changed: what the operator d
 
 It runs against older commits too (before the queue was kept in order, the cache grouped
 Plans in a dict and each verdict sorted them), so the same file measures before and after:
-copy it into a checkout of the older commit and run it there. Results and the command go in
-docs/performance.md ("The queue of a Capsule").
+copy it into a checkout of the older commit and run it there. The command and today's
+figure go in docs/performance.md ("The queue of a Capsule"), a dated round in docs/results/.
 """
 
 from __future__ import annotations

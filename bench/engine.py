@@ -6,8 +6,8 @@ For each shape and size it prints the best of `--repeat` runs of: parsing the pl
 (pydantic), validation (every refusal check, cycle detection), and a complete simulated run
 (the decider dispatching every step; the simulated executor finishes every in-flight step before
 asking again). `restore ms` is one reconcile's share: restoring a run half done from its facts,
-deciding and reporting (not counted in the total). Results and the command go in
-docs/performance.md.
+deciding and reporting (not counted in the total). The command and today's figure go in
+docs/performance.md, a dated round's write-up in docs/results/.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ from the one the last round kept (engine.keeping). It prints the CPU of one reco
 each way (process time, the mean of the rounds). `--memory` also prints, under tracemalloc,
 what each piece a reconcile holds or builds takes at the largest size: the Plan's JSON and its
 decoded dict, the parsed spec, the records and their JSON, the restore and the kept advance.
-Results and the command go in docs/performance.md.
+The command and today's figure go in docs/performance.md, a dated round's write-up in
+docs/results/.
 """
 
 from __future__ import annotations

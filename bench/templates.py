@@ -11,7 +11,8 @@ Shapes (each step depends on the one before it):
 
 Prints, per shape and size, the best wall-clock time of --repeat runs and the number of function
 calls (cProfile, Python and builtin), which does not depend on the machine's load: where the
-machine is shared, compare calls. Results and the command go in docs/performance.md.
+machine is shared, compare calls. The command and today's figure go in docs/performance.md, a
+dated round's write-up in docs/results/.
 """
 
 from __future__ import annotations

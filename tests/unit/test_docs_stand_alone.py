@@ -4,7 +4,9 @@ the code and its comments, the chart, the scripts; measurement records in docs/r
 data, not text): no path outside it (the project's working notes, `/work/...`, a design
 document or the seeds' files, which readers never get); every path that starts with one of the
 repository's own top-level directories (`docs/...`, `tests/unit/test_x.py::test_y`, ...) names
-a file or directory that exists; every relative Markdown link resolves."""
+a file or directory that exists; every relative Markdown link resolves, its `#anchor` too when it
+names a heading of a Markdown page (the performance rounds in docs/results/*.md are checked like
+any page)."""
 
 from __future__ import annotations
 
@@ -57,7 +59,7 @@ def texts() -> list[Path]:
         p
         for p in FILES
         if p.suffix in TEXT_SUFFIXES
-        and not str(p.relative_to(ROOT)).startswith("docs/results/")
+        and not (str(p.relative_to(ROOT)).startswith("docs/results/") and p.suffix != ".md")
         and p.name != "test_docs_stand_alone.py"  # its own patterns
         and "vendor" not in p.relative_to(ROOT).parts
     ]
@@ -80,14 +82,46 @@ def missing_paths(text: str) -> list[str]:
     return out
 
 
+def slug(heading: str) -> str:
+    """A heading's anchor as GitHub makes it: markup and punctuation dropped, lower case,
+    each space a hyphen (`## The archive A/B, 2026-12-03` -> `the-archive-ab-2026-12-03`)."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # a link: its text
+    text = re.sub(r"[^\w\- ]", "", text.strip().lower())
+    return text.replace(" ", "-")
+
+
+def anchors(text: str) -> set[str]:
+    """Every heading's anchor in a Markdown text (fenced code left out); a repeated heading's
+    later anchors get -1, -2, ... as GitHub numbers them."""
+    found: set[str] = set()
+    fenced = False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        m = None if fenced else re.match(r"#{1,6} (.+)", line)
+        if m:
+            base = slug(m.group(1))
+            name, n = base, 0
+            while name in found:
+                n += 1
+                name = f"{base}-{n}"
+            found.add(name)
+    return found
+
+
 def broken_links(doc: Path, text: str) -> list[str]:
     out = []
     for m in LINK.finditer(text):
-        target = m.group(1).split("#")[0]
-        if not target or re.match(r"^[a-z]+:", target):  # an anchor, a URL
+        target, _, fragment = m.group(1).partition("#")
+        if re.match(r"^[a-z]+:", target):  # a URL
             continue
-        if not (doc.parent / target).exists():
+        path = doc.parent / target if target else doc
+        if not path.exists():
             out.append(m.group(1))
+        elif fragment and path.suffix == ".md":
+            page = text if path == doc else path.read_text()
+            if fragment not in anchors(page):
+                out.append(m.group(1))
     return out
 
 
@@ -108,8 +142,17 @@ def test_the_checks_find_what_they_look_for():
     assert missing_paths("its docs/scaling.md") == ["docs/scaling.md"]
     doc = ROOT / "docs" / "install.md"
     assert broken_links(doc, "[a](security.md#x) [b](nope.md) [c](https://x.io) [d](#here)") == [
-        "nope.md"
+        "security.md#x",
+        "nope.md",
+        "#here",
     ]
+    assert broken_links(doc, "# Here\n[d](#here) [e](security.md)") == []
+    assert slug("The archive A/B, 2026-12-03") == "the-archive-ab-2026-12-03"
+    assert slug("The queue of a Capsule (bench/capsule_queue.py)") == (
+        "the-queue-of-a-capsule-benchcapsule_queuepy"
+    )
+    assert slug("Step output — the [peers](x.md)") == "step-output--the-peers"
+    assert anchors("# A\n```\n# not a heading\n```\n## A") == {"a", "a-1"}
 
 
 @pytest.mark.parametrize("path", texts(), ids=lambda p: str(p.relative_to(ROOT)))

@@ -180,20 +180,3 @@ def test_no_function_of_the_reconciler_is_over_80_lines_or_8_parameters():
                 where = f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name}"
                 long.append(f"{where}: {lines} lines, {len(params)} parameters")
     assert long == []
-
-
-def test_no_code_comment_cites_a_performance_rounds_number():
-    """Code says why, not when it was measured: a dated measurement round belongs to the
-    performance results (docs/), which a comment may name by its section."""
-    import re  # noqa: PLC0415
-
-    cited = re.compile(r"\bround \d+\b", re.IGNORECASE)
-    root = PACKAGE.parents[1]
-    found = [
-        f"{p.relative_to(root)}:{n}: {line.strip()}"
-        for folder in ("operator", "bench")
-        for p in sorted((root / folder).rglob("*.py"))
-        for n, line in enumerate(p.read_text().splitlines(), 1)
-        if cited.search(line)
-    ]
-    assert found == []

@@ -15,7 +15,7 @@ import pytest
 from bench import peer_sides, tekton_side, vs_peers
 
 # the figure names of the rounds published so far (docs/results/vs_argo-*.json)
-ROUND_4_FIGURES = {
+PUBLISHED_FIGURES = {
     "chain_step_latency_p50_s",
     "chain_step_latency_p99_s",
     "chain_wall_s",
@@ -87,7 +87,7 @@ def test_the_json_line_keeps_argos_keys_and_adds_tekton_with_planops_over_tekton
         "versions",
     }
     # the figures the published rounds name are still measured, and ratioed
-    assert set(vs_peers.FIGURES) >= ROUND_4_FIGURES
+    assert set(vs_peers.FIGURES) >= PUBLISHED_FIGURES
     assert set(out["ratio"]) == set(out["ratio_tekton"]) == set(vs_peers.FIGURES)
     for f in vs_peers.FIGURES:
         assert out["ratio"][f] == pytest.approx(out["planops"][f] / out["argo"][f])

@@ -54,8 +54,8 @@ UNREACHABLE: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError, as
 
 #: Objects per page of a list (client-go's pager uses the same). A run of 20,000 steps has
 #: 40,000 Jobs and pods: one answer of that size is hundreds of MB decoded at once, and the
-#: allocator keeps that peak as the operator's RSS long after (docs/performance.md, "The 6-frame
-#: run"). In pages, only one page is ever whole at a time (see `keep`).
+#: allocator keeps that peak as the operator's RSS long after (docs/results/scale-rounds.md,
+#: "Where a large plan's memory goes"). In pages, only one page is ever whole at a time (`keep`).
 LIST_PAGE = 500
 #: bytes of a log handed on at a time (stream_log)
 LOG_CHUNK = 64 << 10

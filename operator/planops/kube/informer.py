@@ -4,7 +4,7 @@ planops needs).
 
 Why not kopf: a run's Jobs and pods are ~13 watch events a step (the pod's 8 versions, the Job's
 5), and kopf's per-event machinery (its causes, handler invocation, per-object bookkeeping) cost
-more CPU than the reconcile that follows (docs/performance.md, "planops beside ..."). An event
+more CPU than the reconcile that follows (docs/performance.md, "Beside Argo Workflows"). An event
 here is one decoded line handed to a function. kopf keeps the planops kinds.
 
 The rules, as client-go's:
