@@ -25,7 +25,8 @@ def rfc3339(t: float | None) -> str | None:
 def _rfc3339(t: float) -> str:
     """Kept for the times seen last: a reconcile writes every record's times in the status
     again (its summary, the report's chunks), the same few thousand floats each time, and
-    formatting a datetime was 5 % of the operator's CPU (docs/performance.md)."""
+    formatting a datetime was 5 % of the operator's CPU (a profile of bench/scale.py's
+    concurrent chains)."""
     return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
