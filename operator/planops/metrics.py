@@ -14,8 +14,7 @@ are exactly those of an operator that never had them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.metrics import MetricWrapperBase
@@ -32,19 +31,27 @@ M = TypeVar("M", bound=MetricWrapperBase)
 
 
 class Tenanted(Generic[M]):
-    """A run or step metric, declared with the tenant labels first, or without them
-    (`configure`); `of` is its series for a tenant and the metric's own labels."""
+    """A run or step metric (a Counter, Histogram or Gauge of `kind`), declared with the tenant
+    labels first, or without them (`configure`); `of` is its series for a tenant and the
+    metric's own labels."""
 
-    def __init__(self, make: Callable[[tuple[str, ...]], M]) -> None:
-        self._make = make
+    def __init__(
+        self, kind: type[M], name: str, doc: str, labels: tuple[str, ...] = (), **options: Any
+    ) -> None:
+        self._kind, self._name, self._doc = kind, name, doc
+        self._labels, self._options = labels, options
         self.tenant_labels = True
-        self.metric = make(TENANT_LABELS)
+        self.metric = self._declare(TENANT_LABELS)
+
+    def _declare(self, tenant: tuple[str, ...]) -> M:
+        labels = [*tenant, *self._labels]
+        return self._kind(self._name, self._doc, labels, registry=REGISTRY, **self._options)
 
     def declare(self, tenant_labels: bool) -> None:
         if tenant_labels != self.tenant_labels:
             REGISTRY.unregister(self.metric)
             self.tenant_labels = tenant_labels
-            self.metric = self._make(TENANT_LABELS if tenant_labels else ())
+            self.metric = self._declare(TENANT_LABELS if tenant_labels else ())
 
     def of(self, tenant: Tenant, *labels: str) -> M:
         values = (*tenant, *labels) if self.tenant_labels else labels
@@ -52,77 +59,48 @@ class Tenanted(Generic[M]):
 
 
 plans = Tenanted(
-    lambda t: Counter(
-        "planops_plans_total",
-        "Plans finished, by result (succeeded, failed, cancelled, invalid).",
-        [*t, "result"],
-        registry=REGISTRY,
-    )
+    Counter,
+    "planops_plans_total",
+    "Plans finished, by result (succeeded, failed, cancelled, invalid).",
+    ("result",),
 )
 plan_duration = Tenanted(
-    lambda t: Histogram(
-        "planops_plan_duration_seconds",
-        "Duration of finished plan runs.",
-        t,
-        buckets=_SLOW,
-        registry=REGISTRY,
-    )
+    Histogram, "planops_plan_duration_seconds", "Duration of finished plan runs.", buckets=_SLOW
 )
 steps = Tenanted(
-    lambda t: Counter(
-        "planops_steps_total",
-        "Steps settled, by kind and status.",
-        [*t, "kind", "status"],
-        registry=REGISTRY,
-    )
+    Counter, "planops_steps_total", "Steps settled, by kind and status.", ("kind", "status")
 )
 step_duration = Tenanted(
-    lambda t: Histogram(
-        "planops_step_duration_seconds",
-        "Duration of settled steps, first dispatch to settlement.",
-        [*t, "kind"],
-        buckets=_SLOW,
-        registry=REGISTRY,
-    )
+    Histogram,
+    "planops_step_duration_seconds",
+    "Duration of settled steps, first dispatch to settlement.",
+    ("kind",),
+    buckets=_SLOW,
 )
 steps_running = Tenanted(
-    lambda t: Gauge(
-        "planops_steps_running", "Step attempts in flight across all plans.", t, registry=REGISTRY
-    )
+    Gauge, "planops_steps_running", "Step attempts in flight across all plans."
 )
 plans_waiting = Tenanted(
-    lambda t: Gauge(
-        "planops_plans_waiting",
-        "Plans waiting for a slot in their Capsule's queue (its concurrency.maxRunningPlans).",
-        t,
-        registry=REGISTRY,
-    )
+    Gauge,
+    "planops_plans_waiting",
+    "Plans waiting for a slot in their Capsule's queue (its concurrency.maxRunningPlans).",
 )
 leader = Gauge(
     "planops_leader",
     "1 while this replica acts (holds the leader Lease, or runs without leader election).",
     registry=REGISTRY,
 )
-retries = Tenanted(
-    lambda t: Counter(
-        "planops_step_retries_total", "Step attempts after the first.", t, registry=REGISTRY
-    )
-)
+retries = Tenanted(Counter, "planops_step_retries_total", "Step attempts after the first.")
 refusals = Tenanted(
-    lambda t: Counter(
-        "planops_validation_refusals_total",
-        "Validation errors of refused plans, by code.",
-        [*t, "code"],
-        registry=REGISTRY,
-    )
+    Counter,
+    "planops_validation_refusals_total",
+    "Validation errors of refused plans, by code.",
+    ("code",),
 )
 calls_denied = Tenanted(
-    lambda t: Counter(
-        "planops_calls_denied_total",
-        "Step attempts refused at dispatch (planops policy or a cluster admission policy).",
-        t,
-        registry=REGISTRY,
-    )
+    Counter,
+    "planops_calls_denied_total",
+    "Step attempts refused at dispatch (planops policy or a cluster admission policy).",
 )
 #: the run and step metrics, which carry the tenant labels when they are on
 TENANTED: tuple[Tenanted[Counter] | Tenanted[Histogram] | Tenanted[Gauge], ...] = (

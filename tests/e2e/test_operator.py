@@ -365,8 +365,8 @@ def test_a_spec_change_starts_a_fresh_run_and_rerun_does_too(kube: Kube, ns: str
 
 
 def test_the_metrics_endpoint_serves_real_values(kube: Kube, ns: str, operator: Operator):
-    """Real values: each run and step metric counted under the test's namespace and Capsule (the tenant
-    labels: docs/operations.md), and no label holds the Plan's name or its step id."""
+    """Real values: each run and step metric counted under the test's namespace and Capsule
+    (the tenant labels: docs/operations.md), and no label holds the Plan's name or its step id."""
     kube.apply(plan("m", {"id": "a-step", "shell": "sleep 4"}), "-n", ns)
     tenant = {"namespace": ns, "capsule": "default"}
     deadline = time.monotonic() + 60
