@@ -77,14 +77,8 @@ class Reconciler:
     budget: Budget | None = field(
         default_factory=lambda: Budget(OPERATOR_BUDGET_SECONDS, time.monotonic)
     )
-    #: attempts in flight per plan, for the planops_steps_running gauge (their sums by tenant)
-    _running: actuator_.TenantGauge = field(
-        default_factory=lambda: actuator_.TenantGauge(metrics.steps_running)
-    )
-    #: Plans waiting for a slot in their Capsule's queue (planops_plans_waiting)
-    _waiting: actuator_.TenantGauge = field(
-        default_factory=lambda: actuator_.TenantGauge(metrics.plans_waiting)
-    )
+    #: each Plan's attempts in flight and whether it waits for a slot (gauges by tenant)
+    _gauges: actuator_.PlanGauges = field(default_factory=actuator_.PlanGauges)
     #: Capsules as the watch shows them (handlers.capsule_event); None: always ask the API
     capsules: WatchCache | None = None
     #: Plans as the watch shows them, and as this reconciler last wrote them (handlers.plan_event)
@@ -130,13 +124,6 @@ class Reconciler:
         self._judge = Judge(self.policy, self.budget)
         self._book = ReportBook(self.chunk_records, self.status_records)
 
-    def _set_running(
-        self, key: tuple[str, str], n: int, tenant: metrics.Tenant | None = None
-    ) -> None:
-        self._running.set(key, n, tenant)
-        if not n:
-            self._waiting.set(key, 0)
-
     async def reconcile(self, namespace: str, name: str) -> float | None:
         """One reconcile; returns seconds until the Plan must be looked at again without an event
         (an ask's deadline, a TTL), or None."""
@@ -163,7 +150,7 @@ class Reconciler:
         """Read -> decide -> act, along the Plan's path (run.life)."""
         v = life.view(await self._reads.plan(namespace, name, fresh=fresh), self.clock())
         if v is None:  # gone, or being deleted
-            self._set_running((namespace, name), 0)
+            self._gauges.running((namespace, name), 0)
             return None
         if v.finished:
             return await self._retain(v)
@@ -189,7 +176,7 @@ class Reconciler:
                 await self._stop(v.plan, life.author_refused(v, previous, refusal, told), tenant)
                 return None
         decided, plan = await self._admit(v, previous, judged, told)
-        self._waiting.set(v.key, int(decided.admission == "waits"), tenant)
+        self._gauges.waiting.set(v.key, int(decided.admission == "waits"), tenant)
         if decided.admission in ("waits", "refused"):  # for a slot, or no longer allowed
             await self._act.tell(v.plan, told, tenant)
             return None
@@ -205,13 +192,13 @@ class Reconciler:
     async def _stop(self, plan: Obj, stop: life.Stop, tenant: metrics.Tenant) -> None:
         """A decision that ends the reconcile: its status written, its Events told."""
         meta = plan["metadata"]
-        self._waiting.set((meta["namespace"], meta["name"]), 0)
+        self._gauges.waiting.set((meta["namespace"], meta["name"]), 0)
         await self._status.write(plan, stop.status)
         await self._act.tell(plan, stop.told, tenant)
 
     async def _retain(self, v: life.PlanView) -> float | None:
         """A finished run: its retention (history.retention), and nothing of its run read again."""
-        self._set_running(v.key, 0)
+        self._gauges.running(v.key, 0)
         self._close(v.ref)
         plan, now = v.plan, v.now
         parent, children, jobs = retention.wants(plan, now, self.default_ttl, self.archived)
@@ -408,7 +395,7 @@ class Reconciler:
         own = step.run.report()
         report = await self._act.record(self._book, ref, own, step.records, s.capsule, s.previous)
         intents = step.conclude(report, self._book.chunks(key))
-        self._set_running(key, intents.running, tenant)
+        self._gauges.running(key, intents.running, tenant)
         written = await self._status.write(plan, run_history.carried(intents.status, s.previous))
         await self._act.tell(plan, told.then(intents.told), tenant)
         if intents.closes:

@@ -116,6 +116,21 @@ class TenantGauge:
             self.gauge.of(metrics.NO_TENANT).set(sum(self._sums.values()))
 
 
+@dataclass
+class PlanGauges:
+    """The gauges of the Plans' own numbers: their attempts in flight (planops_steps_running),
+    and whether each waits for a slot in its Capsule's queue (planops_plans_waiting)."""
+
+    waiting: TenantGauge = field(default_factory=lambda: TenantGauge(metrics.plans_waiting))
+    _running: TenantGauge = field(default_factory=lambda: TenantGauge(metrics.steps_running))
+
+    def running(self, key: tuple[str, str], n: int, tenant_: metrics.Tenant | None = None) -> None:
+        """Plan `key` has `n` attempts in flight (0: it is gone or ended, and waits no more)."""
+        self._running.set(key, n, tenant_)
+        if not n:
+            self.waiting.set(key, 0)
+
+
 def conflict(e: BaseException) -> bool:
     """Whether an error is a write's precondition refused (read again, decide again)."""
     return isinstance(e, ApiError) and e.kind is ErrorKind.CONFLICT
