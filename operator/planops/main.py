@@ -47,6 +47,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--kubeconfig", metavar="FILE", help="default: in-cluster, then $KUBECONFIG")
     p.add_argument("--metrics-port", type=int, default=9090, help="0 disables")
     p.add_argument("--health-port", type=int, default=8080, help="liveness at /healthz; 0 disables")
+    p.add_argument(
+        "--no-metrics-tenant-labels",
+        dest="metrics_tenant_labels",
+        action="store_false",
+        help="no namespace and capsule labels on the run and step metrics (a cluster with too "
+        "many tenants; docs/operations.md)",
+    )
     p.add_argument("--json-logs", action="store_true")
     p.add_argument(
         "--peering", metavar="NAME", help="kopf peering object (default: standalone, one replica)"
@@ -356,6 +363,7 @@ def main(argv: list[str] | None = None, *, run: Callable[..., Any] | None = None
     CONFIG.kubeconfig = args.kubeconfig
     CONFIG.workers = args.workers
     CONFIG.metrics_port = args.metrics_port
+    CONFIG.metrics_tenant_labels = args.metrics_tenant_labels
     CONFIG.resync_seconds = args.resync_seconds
     CONFIG.chunk_records = args.report_chunk_records
     CONFIG.status_records = args.status_records

@@ -1,60 +1,121 @@
 """Prometheus metrics of the operator (prometheus-client). Names follow Prometheus conventions:
 `planops_` prefix, `_total` counters, `_seconds` durations; no per-plan label (cardinality).
+
+The run and step metrics (`Tenanted`) carry the tenant first: `namespace` and `capsule`, so a
+team can have its own dashboard, SLO and alerts. Both are sets an administrator controls (the
+namespaces, and the Capsules in them: a Plan's author cannot create one), never a Plan's name, a
+step id or any text its author chose: the capsule label is only the name of a Capsule the judge
+found (reconciler.effects.actuator.tenant; an unknown one is counted with capsule ""), so the
+series grow with the tenants, not with the plans. `configure(tenant_labels=False)` (the
+operator's --no-metrics-tenant-labels, the chart's metrics.tenantLabels) declares them without
+the two labels, for clusters with too many tenants: the labels are then absent, and the series
+are exactly those of an operator that never had them.
 """
 
 from __future__ import annotations
 
+from typing import Any, Generic, TypeVar
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.metrics import MetricWrapperBase
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 _FAST = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _SLOW = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0)
+#: the labels of a run or step metric's tenant, first; a Tenant is their values
+TENANT_LABELS = ("namespace", "capsule")
+Tenant = tuple[str, str]
+#: the tenant of what has none known (a Plan gone before its tenant was seen)
+NO_TENANT: Tenant = ("", "")
+M = TypeVar("M", bound=MetricWrapperBase)
 
-plans = Counter(
+
+class Tenanted(Generic[M]):
+    """A run or step metric (a Counter, Histogram or Gauge of `kind`), declared with the tenant
+    labels first, or without them (`configure`); `of` is its series for a tenant and the
+    metric's own labels."""
+
+    def __init__(
+        self, kind: type[M], name: str, doc: str, labels: tuple[str, ...] = (), **options: Any
+    ) -> None:
+        self._kind, self._name, self._doc = kind, name, doc
+        self._labels, self._options = labels, options
+        self.tenant_labels = True
+        self.metric = self._declare(TENANT_LABELS)
+
+    def _declare(self, tenant: tuple[str, ...]) -> M:
+        labels = [*tenant, *self._labels]
+        return self._kind(self._name, self._doc, labels, registry=REGISTRY, **self._options)
+
+    def declare(self, tenant_labels: bool) -> None:
+        if tenant_labels != self.tenant_labels:
+            REGISTRY.unregister(self.metric)
+            self.tenant_labels = tenant_labels
+            self.metric = self._declare(TENANT_LABELS if tenant_labels else ())
+
+    def of(self, tenant: Tenant, *labels: str) -> M:
+        values = (*tenant, *labels) if self.tenant_labels else labels
+        return self.metric.labels(*values) if values else self.metric
+
+
+plans = Tenanted(
+    Counter,
     "planops_plans_total",
     "Plans finished, by result (succeeded, failed, cancelled, invalid).",
-    ["result"],
-    registry=REGISTRY,
+    ("result",),
 )
-plan_duration = Histogram(
-    "planops_plan_duration_seconds",
-    "Duration of finished plan runs.",
-    buckets=_SLOW,
-    registry=REGISTRY,
+plan_duration = Tenanted(
+    Histogram, "planops_plan_duration_seconds", "Duration of finished plan runs.", buckets=_SLOW
 )
-steps = Counter(
-    "planops_steps_total",
-    "Steps settled, by kind and status.",
-    ["kind", "status"],
-    registry=REGISTRY,
+steps = Tenanted(
+    Counter, "planops_steps_total", "Steps settled, by kind and status.", ("kind", "status")
 )
-step_duration = Histogram(
+step_duration = Tenanted(
+    Histogram,
     "planops_step_duration_seconds",
     "Duration of settled steps, first dispatch to settlement.",
-    ["kind"],
+    ("kind",),
     buckets=_SLOW,
-    registry=REGISTRY,
 )
-steps_running = Gauge(
-    "planops_steps_running", "Step attempts in flight across all plans.", registry=REGISTRY
+steps_running = Tenanted(
+    Gauge, "planops_steps_running", "Step attempts in flight across all plans."
+)
+plans_waiting = Tenanted(
+    Gauge,
+    "planops_plans_waiting",
+    "Plans waiting for a slot in their Capsule's queue (its concurrency.maxRunningPlans).",
 )
 leader = Gauge(
     "planops_leader",
     "1 while this replica acts (holds the leader Lease, or runs without leader election).",
     registry=REGISTRY,
 )
-retries = Counter("planops_step_retries_total", "Step attempts after the first.", registry=REGISTRY)
-refusals = Counter(
+retries = Tenanted(Counter, "planops_step_retries_total", "Step attempts after the first.")
+refusals = Tenanted(
+    Counter,
     "planops_validation_refusals_total",
     "Validation errors of refused plans, by code.",
-    ["code"],
-    registry=REGISTRY,
+    ("code",),
 )
-calls_denied = Counter(
+calls_denied = Tenanted(
+    Counter,
     "planops_calls_denied_total",
     "Step attempts refused at dispatch (planops policy or a cluster admission policy).",
-    registry=REGISTRY,
 )
+#: the run and step metrics, which carry the tenant labels when they are on
+TENANTED: tuple[Tenanted[Counter] | Tenanted[Histogram] | Tenanted[Gauge], ...] = (
+    plans, plan_duration, steps, step_duration, steps_running, plans_waiting, retries, refusals,
+    calls_denied,
+)  # fmt: skip
+
+
+def configure(*, tenant_labels: bool) -> None:
+    """Declare the run and step metrics with the tenant labels or without them (the operator's
+    flag, once, before anything is counted; a test may switch back and forth)."""
+    for m in TENANTED:
+        m.declare(tenant_labels)
+
+
 dispatch_latency = Histogram(
     "planops_dispatch_latency_seconds",
     "From a step becoming ready (its last dependency settled) to its Job or child Plan created.",

@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import ROOT, Kube, cluster_lock
 
@@ -75,6 +76,17 @@ class Operator:
             f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5
         ) as r:
             return str(r.read().decode())
+
+    def sample(self, name: str, **labels: str) -> float | None:
+        """The value of the series `name` whose labels include `labels` (their sum when several
+        do: a label left out is summed over); None when none does."""
+        found = [
+            s.value
+            for family in text_string_to_metric_families(self.metrics())
+            for s in family.samples
+            if s.name == name and labels.items() <= s.labels.items()
+        ]
+        return sum(found) if found else None
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         if self.proc.poll() is None:

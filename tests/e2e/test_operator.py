@@ -364,24 +364,25 @@ def test_a_spec_change_starts_a_fresh_run_and_rerun_does_too(kube: Kube, ns: str
     assert third["status"]["run"]["id"] in runs
 
 
-def _gauge(operator: Operator, name: str) -> float:
-    return next(
-        float(line.split()[-1])
-        for line in operator.metrics().splitlines()
-        if line.startswith(name + " ")
-    )
-
-
 def test_the_metrics_endpoint_serves_real_values(kube: Kube, ns: str, operator: Operator):
-    kube.apply(plan("m", {"id": "a", "shell": "sleep 4"}), "-n", ns)
+    """Real values: each run and step metric counted under the test's namespace and Capsule
+    (the tenant labels: docs/operations.md), and no label holds the Plan's name or its step id."""
+    kube.apply(plan("m", {"id": "a-step", "shell": "sleep 4"}), "-n", ns)
+    tenant = {"namespace": ns, "capsule": "default"}
     deadline = time.monotonic() + 60
-    while _gauge(operator, "planops_steps_running") < 1:
+    while (operator.sample("planops_steps_running", **tenant) or 0) < 1:
         assert time.monotonic() < deadline, "planops_steps_running never counted the running step"
         time.sleep(0.2)
     wait_plan(kube, ns, "m")
-    while _gauge(operator, "planops_steps_running") != 0:
+    while operator.sample("planops_steps_running", **tenant) != 0:
         assert time.monotonic() < deadline + 30, "planops_steps_running did not come back to 0"
         time.sleep(0.2)
+    assert operator.sample("planops_plans_total", **tenant, result="succeeded") == 1
+    assert operator.sample("planops_steps_total", **tenant, kind="shell", status="success") == 1
+    assert operator.sample("planops_step_duration_seconds_count", **tenant, kind="shell") == 1
+    assert operator.sample("planops_plan_duration_seconds_count", **tenant) == 1
+    assert f'namespace="{ns}"' in operator.metrics()
+    assert '"m"' not in operator.metrics() and '"a-step"' not in operator.metrics()
     text = operator.metrics()
     for name in (
         "planops_plans_total",
@@ -393,12 +394,7 @@ def test_the_metrics_endpoint_serves_real_values(kube: Kube, ns: str, operator: 
         "planops_steps_running",
     ):
         assert name in text, name
-    value = next(
-        float(line.split()[-1])
-        for line in text.splitlines()
-        if line.startswith('planops_plans_total{result="succeeded"}')
-    )
-    assert value >= 1
+    assert (operator.sample("planops_plans_total", result="succeeded") or 0) >= 1
 
 
 def test_a_1000_step_plan_with_large_outputs_keeps_its_status_under_one_mib(

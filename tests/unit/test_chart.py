@@ -206,6 +206,15 @@ def test_service_monitor_is_opt_in(helm: str):
     assert sm["spec"]["endpoints"][0]["port"] == "metrics"
 
 
+def test_tenant_labels_are_on_by_default_and_a_value_drops_them(helm: str):
+    def args(*values: str) -> list[str]:
+        (deploy,) = kinds(render(helm, *values), "Deployment")
+        return list(deploy["spec"]["template"]["spec"]["containers"][0]["args"])
+
+    assert "--no-metrics-tenant-labels" not in args()
+    assert "--no-metrics-tenant-labels" in args("--set", "metrics.tenantLabels=false")
+
+
 def test_the_webhook_is_scoped_to_watched_namespaces_and_keeps_its_certificate(helm: str):
     docs = render(helm, "--set", "watchNamespaces={team-a}")
     (hook,) = kinds(docs, "ValidatingWebhookConfiguration")

@@ -49,11 +49,67 @@ def test_every_value_is_documented_and_in_the_schema():
         assert above.startswith("#"), f"{leaf} has no comment above it in values.yaml"
 
 
-def test_alerts_and_dashboard_only_use_exported_metrics():
-    exported = set()
-    for m in metrics.REGISTRY.collect():  # a family's name, and the series names it makes
+def exported() -> set[str]:
+    """The series names the operator exports: each family's, and those it makes."""
+    names = set()
+    for m in metrics.REGISTRY.collect():
         suffixes = {"counter": ["_total"], "histogram": ["_bucket", "_sum", "_count"]}
-        exported |= {m.name} | {m.name + s for s in suffixes.get(m.type, [])}
-    text = (CHART / "alerts.yaml").read_text() + (CHART / "dashboards" / "planops.json").read_text()
-    used = set(re.findall(r"planops_[a-z_]+", text))
-    assert used and used <= exported, used - exported
+        names |= {m.name} | {m.name + s for s in suffixes.get(m.type, [])}
+    return names
+
+
+def test_alerts_and_dashboards_only_use_exported_metrics():
+    files = [*CHART.glob("alerts*.yaml"), *(CHART / "dashboards").glob("*.json")]
+    assert len(files) >= 4
+    for path in files:
+        used = set(re.findall(r"planops_[a-z_]+", path.read_text()))
+        assert used and used <= exported(), (path.name, used - exported())
+
+
+def _exprs(node: Any) -> list[str]:
+    """Every PromQL of a dashboard: its panels' targets' and its variables' queries."""
+    if isinstance(node, dict):
+        found = [node["expr"]] if isinstance(node.get("expr"), str) else []
+        if node.get("type") == "query" and isinstance(node.get("definition"), str):
+            found.append(node["definition"])
+        return found + [e for v in node.values() for e in _exprs(v)]
+    if isinstance(node, list):
+        return [e for v in node for e in _exprs(v)]
+    return []
+
+
+#: a metric and its selector, in PromQL
+SELECTED = re.compile(r"(planops_[a-z_]+)(\{[^}]*\})?")
+
+
+def test_the_namespace_dashboard_selects_every_metric_by_its_namespace_variable():
+    board = json.loads((CHART / "dashboards" / "planops-namespace.json").read_text())
+    variables = {v["name"]: v for v in board["templating"]["list"]}
+    assert variables["namespace"]["type"] == "query"
+    assert "label_values(planops_plans_total, namespace)" in variables["namespace"]["definition"]
+    exprs = [e for p in board["panels"] for e in _exprs(p)]
+    assert len(exprs) >= 8 and len({p["id"] for p in board["panels"]}) == len(board["panels"])
+    for expr in exprs:
+        for name, selector in SELECTED.findall(expr):
+            assert name in exported(), (name, expr)
+            assert 'namespace=~"$namespace"' in selector, expr
+            tenanted = {m.metric._name for m in metrics.TENANTED}
+            assert any(name.startswith(t) for t in tenanted), f"{name} has no namespace label"
+
+
+def test_the_team_alerts_each_filter_on_their_namespace():
+    rule = yaml.safe_load((CHART / "alerts-team.yaml").read_text())
+    assert rule["kind"] == "PrometheusRule"
+    namespace = rule["metadata"]["namespace"]
+    alerts = [r for g in rule["spec"]["groups"] for r in g["rules"]]
+    assert {a["alert"] for a in alerts} >= {
+        "PlanopsTeamRunsFailing",
+        "PlanopsTeamStepsStuck",
+        "PlanopsTeamQueueWaiting",
+    }
+    for a in alerts:
+        found = SELECTED.findall(a["expr"])
+        assert found, a["alert"]
+        for name, selector in found:
+            assert name in exported(), (a["alert"], name)
+            assert f'namespace="{namespace}"' in selector, (a["alert"], a["expr"])

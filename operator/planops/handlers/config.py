@@ -21,6 +21,7 @@ class Config:
     workers: int = 8
     metrics_port: int = 0
     metrics_address: str = "0.0.0.0"
+    metrics_tenant_labels: bool = True  # namespace and capsule labels on run and step metrics
     resync_seconds: float = 60.0
     chunk_records: int = CHUNK_RECORDS  # records per PlanReport object
     status_records: int = STATUS_RECORDS  # most recent records repeated in a Plan's status

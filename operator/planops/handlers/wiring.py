@@ -84,6 +84,7 @@ class Operator:
     async def start(self) -> None:
         """Connect, assemble, and start: the informers first, the work queues once they have
         listed (_start_queues)."""
+        metrics.configure(tenant_labels=self.config.metrics_tenant_labels)  # before any count
         self.assemble(await Kube.connect(self.config.kubeconfig))
         self.poster.start()
         if self.archiver is not None:

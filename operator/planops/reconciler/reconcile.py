@@ -77,8 +77,8 @@ class Reconciler:
     budget: Budget | None = field(
         default_factory=lambda: Budget(OPERATOR_BUDGET_SECONDS, time.monotonic)
     )
-    #: attempts in flight per plan, for the planops_steps_running gauge (their sum)
-    _running: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: each Plan's attempts in flight and whether it waits for a slot (gauges by tenant)
+    _gauges: actuator_.PlanGauges = field(default_factory=actuator_.PlanGauges)
     #: Capsules as the watch shows them (handlers.capsule_event); None: always ask the API
     capsules: WatchCache | None = None
     #: Plans as the watch shows them, and as this reconciler last wrote them (handlers.plan_event)
@@ -124,13 +124,6 @@ class Reconciler:
         self._judge = Judge(self.policy, self.budget)
         self._book = ReportBook(self.chunk_records, self.status_records)
 
-    def _set_running(self, key: tuple[str, str], n: int) -> None:
-        if n:
-            self._running[key] = n
-        else:
-            self._running.pop(key, None)
-        metrics.steps_running.set(sum(self._running.values()))
-
     async def reconcile(self, namespace: str, name: str) -> float | None:
         """One reconcile; returns seconds until the Plan must be looked at again without an event
         (an ask's deadline, a TTL), or None."""
@@ -157,15 +150,16 @@ class Reconciler:
         """Read -> decide -> act, along the Plan's path (run.life)."""
         v = life.view(await self._reads.plan(namespace, name, fresh=fresh), self.clock())
         if v is None:  # gone, or being deleted
-            self._set_running((namespace, name), 0)
+            self._gauges.running((namespace, name), 0)
             return None
         if v.finished:
             return await self._retain(v)
         told = v.told
         judged = await self.judge(v.plan, reuse=True)
+        tenant = actuator_.tenant(namespace, capsule_named(v.plan), judged[1])
         seed = await self._seed(v, judged, told)
         if isinstance(seed, retrying.Refused):  # a retry refused: the ended run stays
-            await self._stop(v.plan, life.Stop(seed.status, told))
+            await self._stop(v.plan, life.Stop(seed.status, told), tenant)
             return None
         previous = v.status
         if v.fresh:
@@ -173,35 +167,38 @@ class Reconciler:
             self._reads.trust(v.key)  # nothing yet; its creations are written back
         spec, capsule, errors = judged
         if errors:
-            await self._stop(v.plan, life.invalid(v, previous, errors, told))
+            await self._stop(v.plan, life.invalid(v, previous, errors, told), tenant)
             return None
         assert spec is not None and capsule is not None
         if life.asks_author(v, previous):
             refusal = await self._author(v.plan, v.ref.namespace, capsule_name(spec))
             if refusal is not None:
-                await self._stop(v.plan, life.author_refused(v, previous, refusal, told))
+                await self._stop(v.plan, life.author_refused(v, previous, refusal, told), tenant)
                 return None
         decided, plan = await self._admit(v, previous, judged, told)
+        self._gauges.waiting.set(v.key, int(decided.admission == "waits"), tenant)
         if decided.admission in ("waits", "refused"):  # for a slot, or no longer allowed
-            await self._act.tell(v.plan, told)
+            await self._act.tell(v.plan, told, tenant)
             return None
         run_info = v.run_info
         if life.starts(v, previous) or decided.admission == "admitted":
             run_info = life.plan_started(v, judged, told)
         admitted = decided.admission != "cancelled"
         situation, kept = await self._situation(v, previous, judged, run_info, seed, admitted)
-        return await self._advance(plan, situation, kept, told)
+        return await self._advance(plan, situation, kept, told, tenant)
 
     # -- the paths before a run advances --------------------------------------------------------
 
-    async def _stop(self, plan: Obj, stop: life.Stop) -> None:
+    async def _stop(self, plan: Obj, stop: life.Stop, tenant: metrics.Tenant) -> None:
         """A decision that ends the reconcile: its status written, its Events told."""
+        meta = plan["metadata"]
+        self._gauges.waiting.set((meta["namespace"], meta["name"]), 0)
         await self._status.write(plan, stop.status)
-        await self._act.tell(plan, stop.told)
+        await self._act.tell(plan, stop.told, tenant)
 
     async def _retain(self, v: life.PlanView) -> float | None:
         """A finished run: its retention (history.retention), and nothing of its run read again."""
-        self._set_running(v.key, 0)
+        self._gauges.running(v.key, 0)
         self._close(v.ref)
         plan, now = v.plan, v.now
         parent, children, jobs = retention.wants(plan, now, self.default_ttl, self.archived)
@@ -381,7 +378,7 @@ class Reconciler:
         return situation, kept
 
     async def _advance(
-        self, plan: Obj, s: core.Situation, kept: Kept | None, told: Told
+        self, plan: Obj, s: core.Situation, kept: Kept | None, told: Told, tenant: metrics.Tenant
     ) -> float | None:
         """The run advances (run.core): decided, created (the answers decided again), stopped
         attempts deleted, the report and the status written, the Events told. The core decides
@@ -398,9 +395,9 @@ class Reconciler:
         own = step.run.report()
         report = await self._act.record(self._book, ref, own, step.records, s.capsule, s.previous)
         intents = step.conclude(report, self._book.chunks(key))
-        self._set_running(key, intents.running)
+        self._gauges.running(key, intents.running, tenant)
         written = await self._status.write(plan, run_history.carried(intents.status, s.previous))
-        await self._act.tell(plan, told.then(intents.told))
+        await self._act.tell(plan, told.then(intents.told), tenant)
         if intents.closes:
             self._close(ref)
         elif written_as_run(own.steps, report.steps, len(s.facts.settled)):

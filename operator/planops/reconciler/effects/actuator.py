@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 from planops import metrics
 from planops.api import CapsuleSpec, PlanSpec, names
@@ -60,19 +60,75 @@ WRITES_KEPT = 20_000
 CHANGE_TRIES = 5
 
 COUNTERS: Mapping[MetricName, Counter] = {
+    "scheduled_runs": metrics.scheduled_runs,
+    "runs_deleted_unarchived": metrics.runs_deleted_unarchived,
+}
+HISTOGRAMS: Mapping[MetricName, Histogram] = {
+    "dispatch_latency": metrics.dispatch_latency,
+}
+#: the run and step metrics: counted under the Plan's tenant (metrics.Tenanted)
+TENANT_COUNTERS: Mapping[MetricName, metrics.Tenanted[Counter]] = {
     "plans": metrics.plans,
     "steps": metrics.steps,
     "retries": metrics.retries,
     "calls_denied": metrics.calls_denied,
     "refusals": metrics.refusals,
-    "scheduled_runs": metrics.scheduled_runs,
-    "runs_deleted_unarchived": metrics.runs_deleted_unarchived,
 }
-HISTOGRAMS: Mapping[MetricName, Histogram] = {
+TENANT_HISTOGRAMS: Mapping[MetricName, metrics.Tenanted[Histogram]] = {
     "plan_duration": metrics.plan_duration,
     "step_duration": metrics.step_duration,
-    "dispatch_latency": metrics.dispatch_latency,
 }
+
+
+def tenant(namespace: str, cname: str, capsule: CapsuleSpec | None) -> metrics.Tenant:
+    """A Plan's tenant in the metrics: its namespace, and its Capsule's name only when the judge
+    found that Capsule (`capsule`): a name no Capsule has (a Plan refused for it, its author's
+    free text) is never a label value."""
+    return (namespace, cname if capsule is not None else "")
+
+
+@dataclass
+class TenantGauge:
+    """A gauge of the Plans' own numbers (steps in flight, waiting for a slot) summed by tenant:
+    each Plan's number and tenant kept, each tenant's sum set when it changes (0 when it has
+    none left: one series per tenant that had some)."""
+
+    gauge: metrics.Tenanted[Gauge]
+    _plans: dict[tuple[str, str], tuple[metrics.Tenant, int]] = field(default_factory=dict)
+    _sums: dict[metrics.Tenant, int] = field(default_factory=dict)
+
+    def set(self, key: tuple[str, str], n: int, tenant_: metrics.Tenant | None = None) -> None:
+        """Plan `key`'s number is `n`, under `tenant_` (None: the one it had)."""
+        old_tenant, old = self._plans.pop(key, (None, 0))
+        if old_tenant is None and not n:
+            return  # none before, none now
+        tenant_ = tenant_ or old_tenant or (key[0], "")
+        if old_tenant is not None:
+            self._sums[old_tenant] -= old
+        if n:
+            self._plans[key] = (tenant_, n)
+            self._sums[tenant_] = self._sums.get(tenant_, 0) + n
+        if self.gauge.tenant_labels:
+            for t in {tenant_, old_tenant} - {None}:
+                assert t is not None
+                self.gauge.of(t).set(self._sums.get(t, 0))
+        else:
+            self.gauge.of(metrics.NO_TENANT).set(sum(self._sums.values()))
+
+
+@dataclass
+class PlanGauges:
+    """The gauges of the Plans' own numbers: their attempts in flight (planops_steps_running),
+    and whether each waits for a slot in its Capsule's queue (planops_plans_waiting)."""
+
+    waiting: TenantGauge = field(default_factory=lambda: TenantGauge(metrics.plans_waiting))
+    _running: TenantGauge = field(default_factory=lambda: TenantGauge(metrics.steps_running))
+
+    def running(self, key: tuple[str, str], n: int, tenant_: metrics.Tenant | None = None) -> None:
+        """Plan `key` has `n` attempts in flight (0: it is gone or ended, and waits no more)."""
+        self._running.set(key, n, tenant_)
+        if not n:
+            self.waiting.set(key, 0)
 
 
 def conflict(e: BaseException) -> bool:
@@ -306,22 +362,28 @@ class Actuator:
 
     # -- Events and metrics --------------------------------------------------------------------
 
-    async def tell(self, plan: Obj, told: Told) -> None:
+    async def tell(self, plan: Obj, told: Told, tenant_: metrics.Tenant | None = None) -> None:
         """A decision's Events posted (behind the reconcile, through the Poster) and logged, its
-        metrics updated: once what it decided is written."""
+        metrics updated under the Plan's tenant (None: its namespace alone): once what it
+        decided is written."""
         events = Recorder(self.kube, plan, self.poster)
         for e in told.events:
             events(e.reason, e.message, e.warning, e.post, **e.fields)
-        count(told)
+        count(told, tenant_ or (plan["metadata"]["namespace"], ""))
         await events.flush()
 
 
-def count(told: Told) -> None:
-    """A decision's metric updates."""
+def count(told: Told, tenant_: metrics.Tenant = metrics.NO_TENANT) -> None:
+    """A decision's metric updates, the run and step metrics' under `tenant_`."""
     for m in told.metrics:
         if m.observe:
+            if m.name in TENANT_HISTOGRAMS:
+                TENANT_HISTOGRAMS[m.name].of(tenant_, *m.labels).observe(m.value)
+                continue
             histogram = HISTOGRAMS[m.name]
             (histogram.labels(*m.labels) if m.labels else histogram).observe(m.value)
+        elif m.name in TENANT_COUNTERS:
+            TENANT_COUNTERS[m.name].of(tenant_, *m.labels).inc(m.value)
         else:
             counter = COUNTERS[m.name]
             (counter.labels(*m.labels) if m.labels else counter).inc(m.value)
