@@ -22,7 +22,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any
 
 from planops import metrics
 from planops.engine import (
@@ -62,7 +62,6 @@ from planops.reconciler.schedules.shell import Schedules
 __all__ = ["CONFLICT_ROUNDS", "Reconciler", "ScheduleReconciler"]
 log = logging.getLogger("planops.reconciler")
 Obj = dict[str, Any]
-T = TypeVar("T")
 #: reads and decisions of one reconcile whose status write found the object changed
 CONFLICT_ROUNDS = 3
 #: the validator's own time budget, unless one is given (None: no budget)
@@ -389,14 +388,13 @@ class Reconciler:
         in a worker thread: pure CPU work that grows with the plan (restoring its run, judging
         answers, tool inputs against their schemas) would hold the event loop, which serves
         every other Plan, the webhook and the health probe (one reconcile per Plan at a time:
-        no state is shared). A light plan's (core.light) is decided on the loop: its work is
-        bounded and smaller than a thread's hand-over."""
+        no state is shared); a light plan's on the loop (core.light: cheaper than a thread)."""
         ref, key = s.ref, (s.ref.namespace, s.ref.name)
-        light = core.light(s.spec)
-        step = await _deciding(light, core.plan_step, s, kept)
-        creates = await _deciding(light, step.decide)
+        light, thread = core.light(s.spec), asyncio.to_thread
+        step = core.plan_step(s, kept) if light else await thread(core.plan_step, s, kept)
+        creates = step.decide() if light else await thread(step.decide)
         while step.answer(await self._create(ref, s.spec, creates)):
-            creates = await _deciding(light, step.decide)
+            creates = step.decide() if light else await thread(step.decide)
         await self._act.delete(ref.namespace, step.deletes())
         own = step.run.report()
         report = await self._act.record(self._book, ref, own, step.records, s.capsule, s.previous)
@@ -473,12 +471,6 @@ class Reconciler:
         self._book.forget((namespace, name))
         self._kept.drop((namespace, name))
         self._claimed = {c for c in self._claimed if c[:2] != (namespace, name)}
-
-
-async def _deciding(light: bool, decide: Callable[..., T], *args: Any) -> T:
-    """`decide(*args)`, on the event loop for a light plan (core.light), else in a worker
-    thread."""
-    return decide(*args) if light else await asyncio.to_thread(decide, *args)
 
 
 class ScheduleReconciler(Schedules):
