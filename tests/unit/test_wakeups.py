@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from types import SimpleNamespace
 from typing import Any
 
+from planops.handlers.wiring import Operator
 from planops.kube.cache import RunObjects, WatchCache, slim_run_object
 from planops.reconciler.reconcile import Reconciler
 from planops.reconciler.run.observe import (
@@ -524,3 +526,40 @@ def test_a_resync_lists_a_run_again_only_when_its_last_list_is_old_for_what_it_c
     r.forget("ns", "p")  # other checks than the resync's are not put off
     asyncio.run(r.reconcile("ns", "p"))
     assert "list_jobs" in kube.methods()
+
+
+def _step_object(name: str, step: str, rv: str, run: str = "r1", **status: Any) -> dict[str, Any]:
+    labels = {"planops.dev/plan": "p", "planops.dev/run": run, "planops.dev/step": step}
+    meta = {"namespace": "ns", "name": name, "resourceVersion": rv, "labels": labels}
+    return {"metadata": meta, "status": status}
+
+
+def test_an_ended_runs_or_a_settled_steps_objects_wake_no_reconcile():
+    """A step's Job and pod are written several times after the step settled (the pod's phase,
+    the Job's Complete, the job-tracking finalizer taken off) and after the run ended: no
+    reconcile reads them (RunObjects.seen says so), so they wake none; an unsettled step's
+    still do, and so does anything of a run this replica has not seen end."""
+    op = Operator.__new__(Operator)
+    op.runs = RunObjects("planops.dev/plan", "planops.dev/run")
+    woken: list[tuple[str, str]] = []
+    op.queue = SimpleNamespace(put=woken.append)  # type: ignore[assignment]
+    done = {"conditions": [{"type": "Complete", "status": "True"}]}
+    ended = {"phase": "Succeeded", "containerStatuses": [{"state": {"terminated": {}}}]}
+
+    op.job_event("ADDED", _step_object("a1", "a", "1"))
+    op.job_event("MODIFIED", _step_object("a1", "a", "2", **done))
+    assert woken == [("ns", "p")]  # an unsettled step's Job ended: news
+    op.runs.settle(("ns", "p", "r1"), lambda o: o["metadata"]["labels"]["planops.dev/step"] == "a")
+    op.job_event("MODIFIED", _step_object("a1", "a", "3", **done))
+    op.pod_event("MODIFIED", _step_object("a1-x", "a", "3", **ended))
+    op.job_event("DELETED", _step_object("a1", "a", "4", **done))
+    assert woken == [("ns", "p")]  # a settled step's: none
+    op.pod_event("MODIFIED", _step_object("b1-x", "b", "5", **ended))
+    assert woken == [("ns", "p")] * 2  # another step's pod ended: news
+
+    op.runs.close(("ns", "p", "r1"))
+    op.pod_event("MODIFIED", _step_object("b1-x", "b", "6", **ended))
+    op.job_event("MODIFIED", _step_object("b1", "b", "6", **done))
+    assert woken == [("ns", "p")] * 2  # the run ended: none
+    op.job_event("MODIFIED", _step_object("c1", "c", "7", run="r2", **done))
+    assert woken == [("ns", "p")] * 3  # another run's: news

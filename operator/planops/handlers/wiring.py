@@ -311,13 +311,12 @@ class Operator:
             self.schedules.put(("clusterscheduledplans", "", schedule))
 
     def job_event(self, event_type: str | None, obj: Obj) -> None:
-        self.runs.seen("job", event_type, obj)
-        if job_event_matters(event_type, obj):
+        # (an ended run's or a settled step's Job is no news: RunObjects.seen)
+        if self.runs.seen("job", event_type, obj) and job_event_matters(event_type, obj):
             self._wake_plan(obj)
 
     def pod_event(self, event_type: str | None, obj: Obj) -> None:
-        self.runs.seen("pod", event_type, obj)
-        if pod_event_matters(event_type, obj):
+        if self.runs.seen("pod", event_type, obj) and pod_event_matters(event_type, obj):
             self._wake_plan(obj)
 
     def _wake_plan(self, obj: Obj) -> None:

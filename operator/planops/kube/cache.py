@@ -359,26 +359,32 @@ class RunObjects:
             return None
         return str(meta.get("namespace", "")), plan, run
 
-    def seen(self, kind: str, event_type: str | None, obj: Obj) -> None:
+    def seen(self, kind: str, event_type: str | None, obj: Obj) -> bool:
+        """Keep what the event shows; whether it can be news to its run's reconcile: False for
+        an object of a run that ended (close) or of a settled step (settle) that the cache did
+        not hold, which no reconcile reads again."""
         meta = obj.get("metadata") or {}
         where = (kind, str(meta.get("namespace", "")), str(meta.get("name", "")))
         old_key = self._where.get(where)
         old = self._objects[kind].get(old_key, {}).get(where[2]) if old_key else None
         if event_type != "DELETED" and old is not None and not _newer(obj, old):
-            return  # an older version arriving late
+            return True  # an older version arriving late (the reconcile's to judge, as before)
         if old_key is not None:
             self._objects[kind][old_key].pop(where[2], None)
             if not self._objects[kind][old_key]:
                 del self._objects[kind][old_key]
             del self._where[where]
         key = self._key(obj)
-        if event_type == "DELETED" or key is None or key in self._closed:
-            return
+        if key is None:
+            return True
         settled = self._settled.get(key)
-        if settled is not None and settled(obj):
-            return  # a settled step's: read never again (settle)
+        if key in self._closed or (settled is not None and settled(obj)):
+            return old_key is not None  # an ended run's, a settled step's: never read again
+        if event_type == "DELETED":
+            return True
         self._objects[kind].setdefault(key, {})[where[2]] = slim_run_object(kind, obj)
         self._where[where] = key
+        return True
 
     def close(self, key: RunKey) -> None:
         """The run ended: a finished run is never reconciled again, so its objects leave the

@@ -385,12 +385,13 @@ class Reconciler:
         in a worker thread: pure CPU work that grows with the plan (restoring its run, judging
         answers, tool inputs against their schemas) would hold the event loop, which serves
         every other Plan, the webhook and the health probe (one reconcile per Plan at a time:
-        no state is shared)."""
+        no state is shared); a light plan's on the loop (core.light: cheaper than a thread)."""
         ref, key = s.ref, (s.ref.namespace, s.ref.name)
-        step = await asyncio.to_thread(core.plan_step, s, kept)
-        creates = await asyncio.to_thread(step.decide)
+        light, thread = core.light(s.spec), asyncio.to_thread
+        step = core.plan_step(s, kept) if light else await thread(core.plan_step, s, kept)
+        creates = step.decide() if light else await thread(step.decide)
         while step.answer(await self._create(ref, s.spec, creates)):
-            creates = await asyncio.to_thread(step.decide)
+            creates = step.decide() if light else await thread(step.decide)
         await self._act.delete(ref.namespace, step.deletes())
         own = step.run.report()
         report = await self._act.record(self._book, ref, own, step.records, s.capsule, s.previous)

@@ -34,6 +34,7 @@ from planops.engine import (
     StepRecord,
     finally_steps,
     keeping,
+    step_kind,
 )
 from planops.engine import dispatch as dispatch_
 from planops.engine.report import Halt
@@ -54,6 +55,10 @@ LATER_SECONDS = 2.0
 MAX_ROUNDS = 64
 #: added to every wake-up (the deadline itself has passed when the Plan is looked at)
 WAKE_MARGIN = 0.05
+#: a plan of at most this many steps, shell and script steps only, is `light` (see there)
+LIGHT_STEPS = 64
+#: the kinds whose decision is cheap: no tool input against its schema, no nested runs
+LIGHT_KINDS = frozenset({"shell", "script"})
 
 
 @dataclass(frozen=True)
@@ -282,6 +287,18 @@ class PlanStep:
     def records(self) -> int:
         """How many records the run's report will hold (what each record's text shares)."""
         return max(self.run.record_count(), self.s.total)
+
+
+def light(spec: PlanSpec) -> bool:
+    """Whether deciding this plan's run costs less than handing it to a worker thread (~80 us
+    of CPU a hand-over, three a reconcile): at most LIGHT_STEPS steps, finally steps included,
+    every one a shell or script step (no tool input judged against its schema, no bodies run
+    as nested Runs, no child Plans), so what a decision does is bounded by the few steps'
+    records. The reconciler decides a light plan's run on the event loop, any other in a worker
+    thread (reconcile.py); the decision is the same either way."""
+    if finally_steps.step_count(spec) > LIGHT_STEPS:
+        return False
+    return all(step_kind(step) in LIGHT_KINDS for step in (*spec.steps, *spec.finally_))
 
 
 def plan_step(s: Situation, kept: keeping.Kept | None = None) -> PlanStep:
