@@ -27,11 +27,17 @@ author to stall the operator (which judges every plan) or make it reach out:
   answer to an ask: engine.tool_inputs, engine.control), which has no time budget and must give
   the same verdict in every executor: `evaluate(..., steps=Steps(n))` counts one step per
   keyword evaluated, one more per entry of the keyword's own list or map it goes through
-  (`required`, `properties`, `enum`, `anyOf`...), and as many more as the work a keyword does on
+  (`required`, `properties`, `anyOf`...; every value inside it for the keywords that compare
+  with it: `enum`, `const`, `dependentRequired`), as many more as the work a keyword does on
   the value itself (`enum`, `const`, `uniqueItems` walk it; `additionalProperties`,
   `patternProperties` and `unevaluatedProperties` match every key against every pattern;
-  `pattern` reads the string); past `n` it raises `OverBudgetError`. Deterministic: a value is
-  refused for its cost the same way by the operator, `run --local` and the validator.
+  `pattern` reads the string), one per subschema applied to a value (an empty `items: {}`
+  still visits each item: 100,000 of them, a thousand times over, took four minutes for 5,000
+  steps), and one per error plus one per 256 characters of its message (a message quotes the
+  value: `false` or `type` applied a thousand times to an 80 KB answer made 360 MB of text);
+  past `n` it raises `OverBudgetError`. The validator's `tick` is called at the same points.
+  Deterministic: a value is refused for its cost the same way by the operator, `run --local`
+  and the validator.
 - A schema whose evaluation recurses without end (`{"allOf": [{"$ref": "#"}]}`) is
   `UnusableSchemaError`, not a crash.
 """
@@ -40,7 +46,8 @@ from __future__ import annotations
 
 import contextvars
 import functools
-from collections.abc import Callable, Iterator, Mapping
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -77,6 +84,10 @@ class Steps:
 
     limit: int
     spent: int = 0
+    #: count each error by its message (the module's docstring); off for the meta-schema's
+    #: check, whose messages quote parts of the schema alone and whose walk is the deepest (the
+    #: count wraps each keyword's errors: one more frame per level)
+    messages: bool = True
 
     def spend(self, n: int) -> None:
         self.spent += n
@@ -95,9 +106,15 @@ RUN_STEPS = 10_000
 _STEPS: contextvars.ContextVar[Steps | None] = contextvars.ContextVar("planops_schema_steps")
 #: the keywords whose work grows with the value they see (the module's docstring), and how
 _WALKS = frozenset({"enum", "const", "uniqueItems"})
+#: the keywords that go through every value inside their own (not only its entries)
+_OWN = frozenset({"enum", "const", "dependentRequired"})
 _KEYS = frozenset({"additionalProperties", "patternProperties", "unevaluatedProperties"})
 #: characters of a string `pattern` reads per step (RE2 is linear; a step is a keyword's cost)
 _PATTERN_CHARS = 4096
+#: characters of an error's message per step (a message may quote the whole value)
+_MESSAGE_CHARS = 256
+#: the mark of an error already counted (an error passes through every keyword above it)
+_COUNTED = "_planops_counted"
 
 
 def _nodes(value: Any, cap: int) -> int:
@@ -117,7 +134,10 @@ def _cost(name: str, value: Any, instance: Any, schema: Any, cap: int) -> int:
     """The steps keyword `name` (with `value`, in `schema`) costs on `instance`: one, one more
     per entry of `value` it goes through (`required`, `properties`, `enum`, `anyOf`...), and the
     work it does on the instance itself (the module's docstring)."""
-    cost = 1 + (len(value) if isinstance(value, list | dict) else 0)
+    if name in _OWN:
+        cost = _nodes(value, cap)
+    else:
+        cost = 1 + (len(value) if isinstance(value, list | dict) else 0)
     if name in _WALKS:
         cost += _nodes(instance, cap)
     elif name in _KEYS and isinstance(instance, dict):
@@ -325,11 +345,54 @@ def _ticking(name: str, keyword: Callable[..., Any]) -> Callable[..., Any]:
         if tick is not None:
             tick()
         steps = _STEPS.get(None)
-        if steps is not None:
-            steps.spend(_cost(name, value, instance, schema, steps.left))
-        return keyword(validator, value, instance, schema)
+        if steps is None:
+            return keyword(validator, value, instance, schema)
+        steps.spend(_cost(name, value, instance, schema, steps.left))
+        errors = keyword(validator, value, instance, schema)
+        return _counted(errors, steps) if errors is not None and steps.messages else errors
 
     return run
+
+
+def _counted(errors: Iterable[ValidationError], steps: Steps) -> Iterator[ValidationError]:
+    """`errors`, each counted once (the module's docstring) where it is first seen: a message
+    may quote the whole value, or a schema's whole `enum`."""
+    for e in errors:
+        if not getattr(e, _COUNTED, False):
+            setattr(e, _COUNTED, True)
+            steps.spend(1 + len(e.message) // _MESSAGE_CHARS)
+        yield e
+
+
+def _applying(
+    method: Callable[..., Any], schema_of: Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]
+) -> Callable[..., Any]:
+    """`descend` or `iter_errors`, counting one step (and a tick) per subschema applied to a
+    value: an empty subschema (`items: {}`, `propertyNames: true`) evaluates no keyword, yet
+    visits every item or key. A `false` subschema's error (which quotes the whole value) is
+    made here, not by a keyword: counted here (`_counted`)."""
+
+    def apply(self: Any, instance: Any, *args: Any, **kwargs: Any) -> Any:
+        tick = _TICK.get(None)
+        if tick is not None:
+            tick()
+        steps = _STEPS.get(None)
+        if steps is None:
+            return method(self, instance, *args, **kwargs)
+        steps.spend(1)
+        errors = method(self, instance, *args, **kwargs)
+        refuses = schema_of(self, args, kwargs) is False
+        return _counted(errors, steps) if refuses and steps.messages else errors
+
+    return apply
+
+
+def _counting(cls: Any) -> Any:
+    """`cls` with every subschema application counted (`_applying`); `evolve` keeps the class."""
+    cls.descend = _applying(cls.descend, lambda _, a, kw: a[0] if a else kw.get("schema"))
+    cls.iter_errors = _applying(cls.iter_errors, lambda v, a, kw: a[0] if a else v.schema)
+    cls.evolve = _evolve
+    return cls
 
 
 _Validator: Any = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
@@ -348,7 +411,7 @@ def _evolve(self: Any, **changes: Any) -> Any:
     return type(self)(**changes)
 
 
-_Validator.evolve = _evolve
+_counting(_Validator)
 
 #: the same validator where `integer` is a Python int (2.0 is not one, as JSON Schema says it
 #: is): for planops' own schemas of its fields, whose values the engine uses as Python values
@@ -358,7 +421,7 @@ _PythonTypesValidator: Any = jsonschema.validators.extend(  # type: ignore[no-un
         "integer", lambda _, v: isinstance(v, int) and not isinstance(v, bool)
     ),
 )
-_PythonTypesValidator.evolve = _evolve
+_counting(_PythonTypesValidator)
 
 # -- checking a schema ---------------------------------------------------------------------------
 
@@ -373,19 +436,36 @@ def _is_re2(instance: object) -> bool:
     return True
 
 
-_META = _BASE(_BASE.META_SCHEMA, format_checker=_FORMATS)
+#: the meta-schema's validator, counted and ticking as every evaluation here (a schema is a
+#: plan author's value too: stock jsonschema took 10 s for `allOf: [{}, ...]` of 240 KB, under
+#: no budget, in the admission webhook and for every answer to an ask)
+_META = _Validator(_BASE.META_SCHEMA, format_checker=_FORMATS, registry=_REGISTRY)
+#: the steps checking one schema against the meta-schema may spend, in every executor (about
+#: 125 per subschema: a 10-field outputSchema takes ~1,600, one of 600 patterns ~77,000; the
+#: limit is ~0.4 s of CPU)
+SCHEMA_STEPS = 250_000
 
 
-def schema_problems(schema: Any) -> list[tuple[Path, str]]:
+def schema_problems(schema: Any, tick: Tick | None = None) -> list[tuple[Path, str]]:
     """Why `schema` cannot be used, as (path inside the schema, message); [] when it can.
+    Raises what `tick` raises (a validator's time budget).
 
     Every pattern RE2 cannot compile is one problem at its own path (a patternProperties key:
     the path ends with the key); any other fault, jsonschema's best match, as
-    `check_schema` would raise it."""
+    `check_schema` would raise it. A schema whose check takes more than SCHEMA_STEPS steps
+    cannot be used either (the same verdict in every executor)."""
     try:
-        errors = list(_META.iter_errors(schema))
-    except RecursionError:
+        errors = _errors(_META, schema, tick, Steps(SCHEMA_STEPS, messages=False))
+    except UnusableSchemaError:  # the meta-schema's evaluation recursed too deeply
         return [((), "the schema is nested too deeply to be checked")]
+    except OverBudgetError:
+        return [
+            (
+                (),
+                f"the schema takes more than {SCHEMA_STEPS} steps to check against the JSON "
+                "Schema meta-schema (each subschema costs ~125): write a smaller one",
+            )
+        ]
     problems: list[tuple[Path, str]] = []
     rest = []
     for e in errors:
@@ -409,6 +489,17 @@ def schema_problems(schema: Any) -> list[tuple[Path, str]]:
         assert best is not None
         problems.append((tuple(best.absolute_path), f"not a valid JSON Schema: {best.message}"))
     return problems
+
+
+def known_problems(schema: Any) -> list[tuple[Path, str]]:
+    """`schema_problems`, remembered by the schema's text: for a schema checked again and again
+    (a tool's inputSchema at each dispatch, an ask's outputSchema at each answer)."""
+    return list(_known_problems(json.dumps(schema, sort_keys=True)))
+
+
+@functools.lru_cache(maxsize=256)
+def _known_problems(schema_json: str) -> tuple[tuple[Path, str], ...]:
+    return tuple(schema_problems(json.loads(schema_json)))
 
 
 def evaluate(
