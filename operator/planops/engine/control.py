@@ -168,7 +168,7 @@ def ask_problems(raw: Any, tick: jsonschemas.Tick | None = None) -> list[tuple[s
     if mode == "default" and "default" not in spec:
         out.append((".default", "whenUnanswered: default needs a default answer"))
     if schema is not None:
-        unusable = jsonschemas.schema_problems(schema)
+        unusable = jsonschemas.schema_problems(schema, tick)
         out += [
             (".outputSchema" + "".join(f".{p}" for p in path), message)
             for path, message in unusable
@@ -207,10 +207,11 @@ def answer_problem(
     """Why `answer` does not conform to the ask's outputSchema (None: it does). Evaluated by
     engine.jsonschemas (patterns on RE2, no remote references), like the plan's input, within
     the budget of a check made while a plan runs (jsonschemas.RUN_STEPS): the operator judges
-    an answer on its event loop, and `kubectl plan answer` by this same rule."""
+    an answer on its event loop, and `kubectl plan answer` by this same rule. The schema's own
+    check (jsonschemas.SCHEMA_STEPS at most) is made once per schema text."""
     from planops.engine import jsonschemas  # noqa: PLC0415 - jsonschema: only for ask steps
 
-    unusable = jsonschemas.schema_problems(schema)
+    unusable = jsonschemas.known_problems(schema)
     if unusable:
         return "the outputSchema cannot be used: " + "; ".join(m for _, m in unusable)
     steps = jsonschemas.Steps(jsonschemas.RUN_STEPS)

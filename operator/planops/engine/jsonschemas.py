@@ -21,25 +21,20 @@ author to stall the operator (which judges every plan) or make it reach out:
 - **Linear bookkeeping**: `uniqueItems` hashes a canonical form (stock: pairwise, O(n^2) on
   objects: 3000 items took 13 s); `unevaluatedItems` / `unevaluatedProperties` keep the evaluated
   indexes and keys in sets (stock: lists, O(n^2)).
-- **A cooperative budget**: `evaluate(..., tick=f)` calls `f()` before every keyword it
-  evaluates; `f` may raise to stop the evaluation (the validator's time budget does).
-- **A budget of steps** for what is checked while a plan runs (a tool's input at dispatch, an
-  answer to an ask: engine.tool_inputs, engine.control), which has no time budget and must give
-  the same verdict in every executor: `evaluate(..., steps=Steps(n))` counts one step per
-  keyword evaluated, one more per entry of the keyword's own list or map it goes through
-  (`required`, `properties`, `enum`, `anyOf`...), and as many more as the work a keyword does on
-  the value itself (`enum`, `const`, `uniqueItems` walk it; `additionalProperties`,
-  `patternProperties` and `unevaluatedProperties` match every key against every pattern;
-  `pattern` reads the string); past `n` it raises `OverBudgetError`. Deterministic: a value is
-  refused for its cost the same way by the operator, `run --local` and the validator.
+- **Budgets** (engine.schema_steps): `evaluate(..., tick=f)` calls `f()` before every keyword
+  and subschema it evaluates (`f` may raise: the validator's time budget); `evaluate(...,
+  steps=Steps(n))` counts weighted steps (keywords, subschemas applied, errors by the length of
+  their messages) and raises `OverBudgetError` past `n`, the same verdict in every executor (a
+  tool's input at dispatch, an answer to an ask). A schema's own check spends SCHEMA_STEPS at
+  most.
 - A schema whose evaluation recurses without end (`{"allOf": [{"$ref": "#"}]}`) is
   `UnusableSchemaError`, not a crash.
 """
 
 from __future__ import annotations
 
-import contextvars
 import functools
+import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -51,81 +46,43 @@ import referencing.exceptions
 from jsonschema import ValidationError
 from jsonschema._utils import extras_msg, find_evaluated_item_indexes_by_schema
 
+from planops.engine.schema_steps import (
+    RUN_STEPS,
+    STEPS,
+    TICK,
+    OverBudgetError,
+    Steps,
+    Tick,
+    applying,
+    ticking,
+)
+
+__all__ = [
+    "RUN_STEPS",
+    "SCHEMA_STEPS",
+    "OverBudgetError",
+    "Path",
+    "Steps",
+    "Tick",
+    "UnusableSchemaError",
+    "evaluate",
+    "evaluator",
+    "known_problems",
+    "schema_problems",
+]
+
 Path = tuple[str | int, ...]
-Tick = Callable[[], None]
 
 _BASE = jsonschema.Draft202012Validator
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # a refused pattern is reported to the author, not logged by RE2
 #: what $ref may resolve to: the schema itself and the published meta-schemas, never a fetch
 _REGISTRY: referencing.Registry[Any] = referencing.Registry()
-_TICK: contextvars.ContextVar[Tick | None] = contextvars.ContextVar("planops_schema_tick")
 
 
 class UnusableSchemaError(ValueError):
     """A schema that passed `schema_problems` but cannot be evaluated on this value (a `$ref` to
     something outside it, a reference cycle); the message says which."""
-
-
-class OverBudgetError(Exception):
-    """An evaluation stopped because it spent its Steps."""
-
-
-@attrs.define
-class Steps:
-    """A budget of evaluation steps (the module's docstring): `limit` at most, `spent` so far."""
-
-    limit: int
-    spent: int = 0
-
-    def spend(self, n: int) -> None:
-        self.spent += n
-        if self.spent > self.limit:
-            raise OverBudgetError(f"more than {self.limit} steps")
-
-    @property
-    def left(self) -> int:
-        return max(0, self.limit - self.spent)
-
-
-#: the steps one check made while a plan runs may spend (a tool's input at dispatch, an answer):
-#: a few hundred milliseconds of the operator's CPU at most, and room for a list of a few
-#: thousand items against a schema that checks each (tests/unit/test_schema_budgets.py)
-RUN_STEPS = 10_000
-_STEPS: contextvars.ContextVar[Steps | None] = contextvars.ContextVar("planops_schema_steps")
-#: the keywords whose work grows with the value they see (the module's docstring), and how
-_WALKS = frozenset({"enum", "const", "uniqueItems"})
-_KEYS = frozenset({"additionalProperties", "patternProperties", "unevaluatedProperties"})
-#: characters of a string `pattern` reads per step (RE2 is linear; a step is a keyword's cost)
-_PATTERN_CHARS = 4096
-
-
-def _nodes(value: Any, cap: int) -> int:
-    """How many JSON values `value` holds (itself included), counting stopped past `cap`."""
-    count, stack = 0, [value]
-    while stack and count <= cap:
-        v = stack.pop()
-        count += 1
-        if isinstance(v, dict):
-            stack.extend(v.values())
-        elif isinstance(v, list):
-            stack.extend(v)
-    return count
-
-
-def _cost(name: str, value: Any, instance: Any, schema: Any, cap: int) -> int:
-    """The steps keyword `name` (with `value`, in `schema`) costs on `instance`: one, one more
-    per entry of `value` it goes through (`required`, `properties`, `enum`, `anyOf`...), and the
-    work it does on the instance itself (the module's docstring)."""
-    cost = 1 + (len(value) if isinstance(value, list | dict) else 0)
-    if name in _WALKS:
-        cost += _nodes(instance, cap)
-    elif name in _KEYS and isinstance(instance, dict):
-        patterns = schema.get("patternProperties") if isinstance(schema, dict) else None
-        cost += len(instance) * (1 + (len(patterns) if isinstance(patterns, dict) else 0))
-    elif name == "pattern" and isinstance(instance, str):
-        cost += len(instance) // _PATTERN_CHARS
-    return cost
 
 
 @functools.lru_cache(maxsize=1024)
@@ -319,22 +276,18 @@ _OVERRIDES: dict[str, Callable[..., Iterator[ValidationError]]] = {
 }
 
 
-def _ticking(name: str, keyword: Callable[..., Any]) -> Callable[..., Any]:
-    def run(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
-        tick = _TICK.get(None)
-        if tick is not None:
-            tick()
-        steps = _STEPS.get(None)
-        if steps is not None:
-            steps.spend(_cost(name, value, instance, schema, steps.left))
-        return keyword(validator, value, instance, schema)
-
-    return run
+def _counting(cls: Any) -> Any:
+    """`cls` with every subschema application counted (schema_steps.applying); `evolve` keeps
+    the class."""
+    cls.descend = applying(cls.descend, lambda _, a, kw: a[0] if a else kw.get("schema"))
+    cls.iter_errors = applying(cls.iter_errors, lambda v, a, kw: a[0] if a else v.schema)
+    cls.evolve = _evolve
+    return cls
 
 
 _Validator: Any = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
     _BASE,
-    {k: _ticking(k, _OVERRIDES.get(k) or fn) for k, fn in _BASE.VALIDATORS.items()},
+    {k: ticking(k, _OVERRIDES.get(k) or fn) for k, fn in _BASE.VALIDATORS.items()},
 )
 _INIT_FIELDS = [(f.name, f.alias) for f in attrs.fields(_Validator) if f.init]
 
@@ -348,7 +301,7 @@ def _evolve(self: Any, **changes: Any) -> Any:
     return type(self)(**changes)
 
 
-_Validator.evolve = _evolve
+_counting(_Validator)
 
 #: the same validator where `integer` is a Python int (2.0 is not one, as JSON Schema says it
 #: is): for planops' own schemas of its fields, whose values the engine uses as Python values
@@ -358,7 +311,7 @@ _PythonTypesValidator: Any = jsonschema.validators.extend(  # type: ignore[no-un
         "integer", lambda _, v: isinstance(v, int) and not isinstance(v, bool)
     ),
 )
-_PythonTypesValidator.evolve = _evolve
+_counting(_PythonTypesValidator)
 
 # -- checking a schema ---------------------------------------------------------------------------
 
@@ -373,19 +326,36 @@ def _is_re2(instance: object) -> bool:
     return True
 
 
-_META = _BASE(_BASE.META_SCHEMA, format_checker=_FORMATS)
+#: the meta-schema's validator, counted and ticking as every evaluation here (a schema is a
+#: plan author's value too: stock jsonschema took 10 s for `allOf: [{}, ...]` of 240 KB, under
+#: no budget, in the admission webhook and for every answer to an ask)
+_META = _Validator(_BASE.META_SCHEMA, format_checker=_FORMATS, registry=_REGISTRY)
+#: the steps checking one schema against the meta-schema may spend, in every executor (about
+#: 125 per subschema: a 10-field outputSchema takes ~1,600, one of 600 patterns ~77,000; the
+#: limit is ~0.4 s of CPU)
+SCHEMA_STEPS = 250_000
 
 
-def schema_problems(schema: Any) -> list[tuple[Path, str]]:
+def schema_problems(schema: Any, tick: Tick | None = None) -> list[tuple[Path, str]]:
     """Why `schema` cannot be used, as (path inside the schema, message); [] when it can.
+    Raises what `tick` raises (a validator's time budget).
 
     Every pattern RE2 cannot compile is one problem at its own path (a patternProperties key:
     the path ends with the key); any other fault, jsonschema's best match, as
-    `check_schema` would raise it."""
+    `check_schema` would raise it. A schema whose check takes more than SCHEMA_STEPS steps
+    cannot be used either (the same verdict in every executor)."""
     try:
-        errors = list(_META.iter_errors(schema))
-    except RecursionError:
+        errors = _errors(_META, schema, tick, Steps(SCHEMA_STEPS, messages=False))
+    except UnusableSchemaError:  # the meta-schema's evaluation recursed too deeply
         return [((), "the schema is nested too deeply to be checked")]
+    except OverBudgetError:
+        return [
+            (
+                (),
+                f"the schema takes more than {SCHEMA_STEPS} steps to check against the JSON "
+                "Schema meta-schema (each subschema costs ~125): write a smaller one",
+            )
+        ]
     problems: list[tuple[Path, str]] = []
     rest = []
     for e in errors:
@@ -409,6 +379,17 @@ def schema_problems(schema: Any) -> list[tuple[Path, str]]:
         assert best is not None
         problems.append((tuple(best.absolute_path), f"not a valid JSON Schema: {best.message}"))
     return problems
+
+
+def known_problems(schema: Any) -> list[tuple[Path, str]]:
+    """`schema_problems`, remembered by the schema's text: for a schema checked again and again
+    (a tool's inputSchema at each dispatch, an ask's outputSchema at each answer)."""
+    return list(_known_problems(json.dumps(schema, sort_keys=True)))
+
+
+@functools.lru_cache(maxsize=256)
+def _known_problems(schema_json: str) -> tuple[tuple[Path, str], ...]:
+    return tuple(schema_problems(json.loads(schema_json)))
 
 
 def evaluate(
@@ -437,7 +418,7 @@ def evaluator(
 def _errors(
     validator: Any, instance: Any, tick: Tick | None = None, steps: Steps | None = None
 ) -> list[ValidationError]:
-    token, counted = _TICK.set(tick), _STEPS.set(steps)
+    token, counted = TICK.set(tick), STEPS.set(steps)
     try:
         return list(validator.iter_errors(instance))
     except referencing.exceptions.Unresolvable as e:
@@ -450,5 +431,5 @@ def _errors(
             "the value?)"
         ) from None
     finally:
-        _TICK.reset(token)
-        _STEPS.reset(counted)
+        TICK.reset(token)
+        STEPS.reset(counted)

@@ -65,18 +65,13 @@ SHOWN = 10
 TOOL_INPUT_BYTES = 128 * 1024 - len("PLANOPS_INPUT=") - 1
 
 
-@functools.lru_cache(maxsize=256)
-def _problems(schema_json: str) -> tuple[tuple[Path, str], ...]:
-    from planops.engine import jsonschemas  # noqa: PLC0415 - jsonschema: only for tools that have a schema
-
-    return tuple(jsonschemas.schema_problems(json.loads(schema_json)))
-
-
 def schema_problems(tool: Tool) -> list[tuple[Path, str]]:
     """Why the tool's inputSchema is no JSON Schema (cached by its text); [] when it is one."""
     if tool.input_schema is None:
         return []
-    return list(_problems(json.dumps(tool.input_schema, sort_keys=True)))
+    from planops.engine import jsonschemas  # noqa: PLC0415 - jsonschema: only for tools that have a schema
+
+    return jsonschemas.known_problems(tool.input_schema)
 
 
 def where(path: Path) -> str:

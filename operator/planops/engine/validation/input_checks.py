@@ -37,7 +37,7 @@ def check_input(c: Checker) -> None:
         return
     from planops.engine import jsonschemas  # noqa: PLC0415 - jsonschema: only for input schemas
 
-    problems = jsonschemas.schema_problems(spec.input_schema)
+    problems = jsonschemas.schema_problems(spec.input_schema, lambda: c.tick("inputSchema"))
     for path, message in problems:
         where = ".".join(str(p) for p in path)
         c.add("input-schema", None, "inputSchema" + (f".{where}" if where else ""), message)
@@ -73,7 +73,7 @@ def check_capsule_input(c: Checker, step: Step, path: str) -> None:
 
     schema = child.plan.input_schema
     where = f"{path}.input"
-    if jsonschemas.schema_problems(schema):
+    if jsonschemas.schema_problems(schema, lambda: c.tick(where)):
         c.add(
             "capsule-plan-input",
             step.id,
