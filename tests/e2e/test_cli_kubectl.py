@@ -144,6 +144,10 @@ def test_get_watch_prints_each_change_until_ctrl_c(kube: Kube, kubeconfig: str, 
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        # as a terminal's foreground job: a test run started in the background by a
+        # non-interactive shell (CI scripts do) inherits SIGINT ignored, and Python keeps an
+        # ignored SIGINT ignored, so Ctrl-C would never reach the CLI
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
     )
     try:
         seen = _read_until(proc, re.compile(r"^first\s+Succeeded", re.M), 30)
