@@ -331,7 +331,7 @@ def test_a_plans_runs_are_listed_and_an_earlier_failed_run_opens_with_its_record
     assert browser.execute_script("return document.querySelectorAll('#runs a.run').length") == 2
     click(browser, f"#runs a[data-run='{first}']")
     until(browser, "document.getElementById('live')?.textContent === 'an earlier run'")
-    assert browser.execute_script("return location.search") == f"?run={first}"
+    assert browser.execute_script("return location.pathname") == f"/plans/again/runs/{first}"
     assert browser.execute_script("return document.body.dataset.phase") == "Failed"
     assert (
         browser.execute_script("return document.querySelector('#runs a.shown').dataset.run")

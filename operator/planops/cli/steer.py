@@ -25,11 +25,24 @@ from planops.kube.manifests import answer_annotation, full_value
 from planops.reconciler import is_child_plan
 
 
-async def _annotate(kube: CliApi, ns: str, name: str, key: str, value: str) -> int:
+class RefusedError(Exception):
+    """Why a steering request is refused before anything is written (its message)."""
+
+
+async def _annotate(kube: CliApi, ns: str, name: str, key: str, value: str) -> None:
     if await kube.get_plan(ns, name) is None:
-        sys.stderr.write(f"error: plan {name!r} not found in namespace {ns}\n")
-        return EXIT_INPUT
+        raise RefusedError(f"plan {name!r} not found in namespace {ns}")
     await kube.patch_plan(ns, name, {"metadata": {"annotations": {key: value}}})
+
+
+async def _said(action: Any) -> int:
+    """A steering request run for a CLI verb: its message on stdout (0), or its refusal on
+    stderr (EXIT_INPUT)."""
+    try:
+        print(await action)
+    except RefusedError as e:
+        sys.stderr.write(f"error: {e}\n")
+        return EXIT_INPUT
     return EXIT_OK
 
 
@@ -54,16 +67,18 @@ def child_refusal(plan: dict[str, Any]) -> str | None:
     )
 
 
-async def cmd_rerun(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
-    plan = await kube.get_plan(ns, args.name)
+async def rerun(kube: CliApi, ns: str, name: str) -> str:
+    """Ask for a new run of the Plan (the re-run annotation); what was asked."""
+    plan = await kube.get_plan(ns, name)
     if plan is not None and (why := child_refusal(plan)) is not None:
-        sys.stderr.write(f"error: {why}\n")
-        return EXIT_INPUT
+        raise RefusedError(why)
     token = request_token()
-    rc = await _annotate(kube, ns, args.name, ANNOTATION_RERUN, token)
-    if rc == EXIT_OK:
-        print(f"plan {args.name}: re-run {token} requested")
-    return rc
+    await _annotate(kube, ns, name, ANNOTATION_RERUN, token)
+    return f"plan {name}: re-run {token} requested"
+
+
+async def cmd_rerun(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
+    return await _said(rerun(kube, ns, args.name))
 
 
 def retry_refusal(plan: dict[str, Any], from_step: str | None) -> str | None:
@@ -89,34 +104,38 @@ def retry_refusal(plan: dict[str, Any], from_step: str | None) -> str | None:
     return None
 
 
-async def cmd_retry(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
-    plan = await kube.get_plan(ns, args.name)
+async def retry(kube: CliApi, ns: str, name: str, from_step: str | None) -> str:
+    """Ask for a retry of the Plan's ended run (from a step: `from_step`); what was asked."""
+    plan = await kube.get_plan(ns, name)
     if plan is None:
-        sys.stderr.write(f"error: plan {args.name!r} not found in namespace {ns}\n")
-        return EXIT_INPUT
-    why = child_refusal(plan) or retry_refusal(plan, args.from_step)
+        raise RefusedError(f"plan {name!r} not found in namespace {ns}")
+    why = child_refusal(plan) or retry_refusal(plan, from_step)
     if why is not None:
-        sys.stderr.write(f"error: {why}\n")
-        return EXIT_INPUT
-    token = request_token()
-    value = token + (f":from={args.from_step}" if args.from_step else "")
-    await kube.patch_plan(ns, args.name, {"metadata": {"annotations": {ANNOTATION_RETRY: value}}})
-    print(f"plan {args.name}: retry {value} requested")
-    return EXIT_OK
+        raise RefusedError(why)
+    value = request_token() + (f":from={from_step}" if from_step else "")
+    await kube.patch_plan(ns, name, {"metadata": {"annotations": {ANNOTATION_RETRY: value}}})
+    return f"plan {name}: retry {value} requested"
+
+
+async def cmd_retry(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
+    return await _said(retry(kube, ns, args.name, args.from_step))
+
+
+async def cancel(kube: CliApi, ns: str, name: str, run_finally: bool, by: str) -> str:
+    """A cancel: the plain one (no finally step runs, those running stop), or one that runs the
+    finally steps (`run_finally`: its own annotation, since choosing what runs is an author's
+    act the cluster's admission policy checks; docs/security.md). `by`: who asks (the value
+    says so, e.g. `kubectl plan cancel`)."""
+    key = ANNOTATION_CANCEL_RUN_FINALLY if run_finally else ANNOTATION_CANCEL
+    how = " --run-finally" if run_finally else ""
+    at = time.strftime("%H:%M:%SZ", time.gmtime())
+    await _annotate(kube, ns, name, key, f"{by}{how} at {at}")
+    then = "; its finally steps run after its steps stop" if run_finally else ""
+    return f"plan {name}: cancel requested{then}"
 
 
 async def cmd_cancel(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
-    """A cancel: the plain one (no finally step runs, those running stop), or one that runs the
-    finally steps (--run-finally: its own annotation, since choosing what runs is an author's
-    act the cluster's admission policy checks; docs/security.md)."""
-    key = ANNOTATION_CANCEL_RUN_FINALLY if args.run_finally else ANNOTATION_CANCEL
-    how = " --run-finally" if args.run_finally else ""
-    at = time.strftime("%H:%M:%SZ", time.gmtime())
-    rc = await _annotate(kube, ns, args.name, key, f"kubectl plan cancel{how} at {at}")
-    if rc == EXIT_OK:
-        then = "; its finally steps run after its steps stop" if args.run_finally else ""
-        print(f"plan {args.name}: cancel requested{then}")
-    return rc
+    return await _said(cancel(kube, ns, args.name, args.run_finally, "kubectl plan cancel"))
 
 
 def checked_answer(ask: dict[str, Any], items: list[str]) -> dict[str, Any]:
@@ -136,40 +155,37 @@ def checked_answer(ask: dict[str, Any], items: list[str]) -> dict[str, Any]:
     return answer
 
 
-async def cmd_answer(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
-    """Check the answer against the waiting question's schema here (exit 2 with the reason),
-    then write it as an annotation naming the run and the question (reconciler.run.asks: an answer
-    answers that one question); the operator checks it again."""
-    plan = await kube.get_plan(ns, args.name)
+async def answer(kube: CliApi, ns: str, name: str, step: str, items: list[str] | None) -> str:
+    """Check the answer (`items`: KEY=VALUE; None: decline) against the waiting question's
+    schema here (Refused with the reason), then write it as an annotation naming the run and the
+    question (reconciler.run.asks: an answer answers that one question); the operator checks it
+    again."""
+    plan = await kube.get_plan(ns, name)
     if plan is None:
-        sys.stderr.write(f"error: plan {args.name!r} not found in namespace {ns}\n")
-        return EXIT_INPUT
+        raise RefusedError(f"plan {name!r} not found in namespace {ns}")
     st = plan.get("status") or {}
     waiting = {a["stepId"]: a for a in st.get("asks") or []}
-    ask = waiting.get(args.step)
+    ask = waiting.get(step)
     if ask is None:
         what = ", ".join(waiting) or "none"
-        sys.stderr.write(
-            f"error: step {args.step!r} of plan {args.name} is not waiting for an answer "
-            f"(waiting: {what})\n"
+        raise RefusedError(
+            f"step {step!r} of plan {name} is not waiting for an answer (waiting: {what})"
         )
-        return EXIT_INPUT
     value: dict[str, Any] = {"run": (st.get("run") or {}).get("id")}
     if ask.get("question"):  # (an operator before questions had ids wrote none)
         value["question"] = ask["question"]
-    if args.decline:
+    if items is None:
         value["declined"] = True
     else:
         try:
-            answer = checked_answer(ask, args.set)
+            value["answer"] = checked_answer(ask, items)
         except ValueError as e:
-            sys.stderr.write(f"error: {e}\n")
-            return EXIT_INPUT
-        value["answer"] = answer
-    await kube.patch_plan(
-        ns,
-        args.name,
-        {"metadata": {"annotations": {answer_annotation(args.step): json.dumps(value)}}},
-    )
-    print(f"plan {args.name}: step {args.step} " + ("declined" if args.decline else "answered"))
-    return EXIT_OK
+            raise RefusedError(str(e)) from None
+    annotations = {answer_annotation(step): json.dumps(value)}
+    await kube.patch_plan(ns, name, {"metadata": {"annotations": annotations}})
+    return f"plan {name}: step {step} " + ("declined" if items is None else "answered")
+
+
+async def cmd_answer(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
+    items = None if args.decline else args.set
+    return await _said(answer(kube, ns, args.name, args.step, items))

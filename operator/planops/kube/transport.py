@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
+from multidict import CIMultiDict
 
 from planops.kube import credentials as credentials_
 
@@ -39,9 +40,9 @@ class Transport:
             )
         return self._session
 
-    async def _headers(self) -> dict[str, str]:
+    async def _headers(self) -> CIMultiDict[str]:
         c = self.credentials
-        headers: dict[str, str] = {}
+        headers: CIMultiDict[str] = CIMultiDict()
         token = await c.bearer()
         if token:
             headers["Authorization"] = f"Bearer {token}"
@@ -85,3 +86,30 @@ class Transport:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+class Impersonating(Transport):
+    """Requests of `base`'s connection pool and credentials made AS another user: the
+    Impersonate-User and Impersonate-Group headers (the UI server's, planops.uiserver), so the
+    API server's authorizer and admission judge that user, and its audit log names both. Closing
+    it leaves `base`'s pool open (it is shared by every user's requests)."""
+
+    def __init__(self, base: Transport, user: str, groups: tuple[str, ...]) -> None:
+        super().__init__(base.credentials)
+        self.base, self.user, self.groups = base, user, groups
+
+    def session(self) -> aiohttp.ClientSession:
+        return self.base.session()
+
+    async def _headers(self) -> CIMultiDict[str]:
+        headers = await self.base._headers()
+        headers.extend(impersonation_headers(self.user, self.groups))
+        return headers
+
+    async def close(self) -> None:
+        return None
+
+
+def impersonation_headers(user: str, groups: tuple[str, ...]) -> list[tuple[str, str]]:
+    """The headers that make a request `user`'s, in `groups` (one Impersonate-Group each)."""
+    return [("Impersonate-User", user), *(("Impersonate-Group", g) for g in groups)]

@@ -1,5 +1,8 @@
 """`kubectl plan ui`: a read-only web page of a namespace's Plans, served on loopback by aiohttp
-(already installed: the Kubernetes client runs on it) with the user's own kubeconfig.
+(already installed: the Kubernetes client runs on it) with the user's own kubeconfig. Its pages
+and API are cli/ui/handlers.py's, shared with the chart's UI server (planops.uiserver): this
+module is only the loopback server's identity layer (the session token, the Host check) and its
+start.
 
 It adds no server-side credentials and no RBAC: every request the page makes is turned into a
 request of the user's own client (`planops.kube.client.Kube`), so the page sees what `kubectl
@@ -43,26 +46,18 @@ import socket
 import sys
 import tempfile
 import webbrowser
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote, urlencode
 
 from aiohttp import web
 
-from planops.api.names import LABEL_PARENT
-from planops.cli import cluster, live_graph, steppods
+from planops.cli import cluster
 from planops.cli.exit_codes import EXIT_INPUT, EXIT_OK
-from planops.cli.plan_report import full_report, run_report
-from planops.cli.ui import view
+from planops.cli.ui import handlers, view
 from planops.kube.api import CliApi
-from planops.kube.client import UNREACHABLE, ApiError
-from planops.kube.manifests import CONTAINER, label_value
 
-STATIC = Path(__file__).parent / "static"
-LOG_LIMIT = 1 << 20  # bytes of a pod's log shown; `kubectl plan logs` prints it whole
-KEEPALIVE = 15.0  # seconds between SSE comments: a closed page is noticed, proxies keep it open
-RETRY_MS = 3000  # how soon the browser reconnects a stream that ended
+STATIC = handlers.STATIC
 READ_ONLY = ("GET", "HEAD")
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
@@ -77,15 +72,9 @@ HEADERS = {
     "Cross-Origin-Resource-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
-#: a watch that failed (the cluster refused it, or could not be reached)
-WATCH_FAILED: tuple[type[BaseException], ...] = (ApiError, *UNREACHABLE)
-#: a stream that ended: the page went away, or the cluster did (the browser reconnects)
-STREAM_ENDED: tuple[type[BaseException], ...] = (ConnectionError, *WATCH_FAILED)
 KUBE = web.AppKey("kube", CliApi)
-NAMESPACE = web.AppKey("namespace", str)
 PORT = web.AppKey("port", int)
 TOKEN = web.AppKey("token", str)
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def new_token() -> str:
@@ -124,7 +113,7 @@ def _authorized(request: web.Request) -> web.StreamResponse | None:
 
 
 @web.middleware
-async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+async def guard(request: web.Request, handler: handlers.Handler) -> web.StreamResponse:
     """Loopback names only (DNS rebinding), this session's token only (other local users), read-
     only methods only; the cluster's refusals and an unreachable API server as a JSON error the
     page shows."""
@@ -136,155 +125,20 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         return web.Response(
             status=405, headers={"Allow": ", ".join(READ_ONLY)}, text="read-only: GET only"
         )
-    try:
-        return await handler(request)
-    except ApiError as e:
-        return _json({"error": f"the cluster answered {e.status} {e.reason}: {e.message}"}, 502)
-    except UNREACHABLE as e:
-        return _json({"error": f"cannot reach the cluster: {type(e).__name__}: {e}"}, 502)
+    request[handlers.CLIENT] = request.app[KUBE]
+    return await handlers.cluster_errors(request, handler)
 
 
 async def _headers(_request: web.Request, response: web.StreamResponse) -> None:
     response.headers.update(HEADERS)
 
 
-def _json(obj: Any, status: int = 200) -> web.Response:
-    return web.Response(text=view.to_json(obj), status=status, content_type="application/json")
-
-
-def _not_found(ns: str, name: str) -> web.Response:
-    return _json({"error": f"plan {name!r} not found in namespace {ns}"}, 404)
-
-
-async def page(_request: web.Request) -> web.StreamResponse:
-    """The one HTML page (static/index.html); static/app.js draws the list or a Plan from the
-    address."""
-    return web.FileResponse(STATIC / "index.html")
-
-
-async def no_icon(_request: web.Request) -> web.StreamResponse:
-    return web.Response(status=204)
-
-
-async def plans(request: web.Request) -> web.StreamResponse:
-    ns = request.app[NAMESPACE]
-    return _json(view.plan_list(ns, await request.app[KUBE].list_plans(ns, "")))
-
-
-async def _children(kube: CliApi, ns: str, name: str) -> list[dict[str, Any]]:
-    return await kube.list_plans(ns, f"{LABEL_PARENT}={label_value(name)}")
-
-
-async def plan(request: web.Request) -> web.StreamResponse:
-    kube, ns, name = request.app[KUBE], request.app[NAMESPACE], request.match_info["name"]
-    found = await kube.get_plan(ns, name)
-    if found is None:
-        return _not_found(ns, name)
-    run = request.query.get("run")
-    if run and run != ((found.get("status") or {}).get("run") or {}).get("id"):
-        earlier = await run_report(kube, found, run)  # an earlier run: status.history
-        if isinstance(earlier, str):
-            return _json({"error": earlier}, 404)
-        return _json(view.plan_view(ns, found, [], earlier))  # its child Plans are gone
-    found = await full_report(kube, found)  # every record, from its PlanReports
-    return _json(view.plan_view(ns, found, await _children(kube, ns, name)))
-
-
-def _event(kind: str, obj: Any) -> bytes:
-    return f"event: {kind}\ndata: {view.to_json(obj)}\n\n".encode()
-
-
-async def watch(request: web.Request) -> web.StreamResponse:
-    """The Plan's view now, then again on each change the API server sends (`event: plan`);
-    `event: gone` when it is deleted, `event: problem` when the watch fails (the browser
-    reconnects after RETRY_MS). Changes that came while one was being sent are coalesced."""
-    kube, ns, name = request.app[KUBE], request.app[NAMESPACE], request.match_info["name"]
-    current = await kube.get_plan(ns, name)
-    if current is None:
-        return _not_found(ns, name)
-    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-    await resp.prepare(request)
-    await resp.write(f"retry: {RETRY_MS}\n\n".encode())
-    queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-
-    async def follow(plan: dict[str, Any]) -> None:
-        try:
-            while (plan_or_none := await live_graph.next_version(kube, ns, name, plan)) is not None:
-                plan = plan_or_none
-                await queue.put(("plan", plan))
-            await queue.put(("gone", {"name": name}))
-        except WATCH_FAILED as e:
-            await queue.put(("problem", {"error": f"the watch failed: {e}"}))
-
-    task = asyncio.create_task(follow(current))
-    kind, obj = "plan", current
-    try:
-        while True:
-            if kind == "plan":
-                # the status repeats the last records; the others are in the PlanReports
-                omitted = ((obj.get("status") or {}).get("report") or {}).get("stepsOmitted")
-                obj = await full_report(kube, obj) if omitted else obj
-                shown = view.plan_view(ns, obj, await _children(kube, ns, name))
-                await resp.write(_event("plan", shown))
-            else:
-                await resp.write(_event(kind, obj))
-                break
-            while True:
-                try:
-                    kind, obj = await asyncio.wait_for(queue.get(), KEEPALIVE)
-                    break
-                except TimeoutError:
-                    await resp.write(b": keepalive\n\n")
-            while kind == "plan" and not queue.empty():
-                kind, obj = queue.get_nowait()
-    except STREAM_ENDED:
-        pass
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-    return resp
-
-
-async def log(request: web.Request) -> web.StreamResponse:
-    """A step's log: its newest (or the given) attempt's pod while the pod exists, else the
-    output the report recorded (as `kubectl plan logs` does)."""
-    kube, ns, name = request.app[KUBE], request.app[NAMESPACE], request.match_info["name"]
-    step = request.query.get("step", "")
-    raw = request.query.get("attempt", "")
-    attempt = int(raw) if raw.isascii() and raw.isdigit() else None
-    pods = await steppods.step_pods(kube, ns, name, step, attempt) if step else []
-    if pods:  # the step's own (by UID, never by labels alone), newest last
-        pod = pods[-1]["metadata"]["name"]
-        try:
-            text = await kube.read_log(ns, pod, CONTAINER, LOG_LIMIT)
-        except ApiError as e:  # e.g. 400 while the container is still being created
-            return _json({"source": "pod", "pod": pod, "text": "", "note": e.message})
-        note = f"the first {LOG_LIMIT >> 20} MiB" if len(text.encode()) >= LOG_LIMIT else None
-        return _json({"source": "pod", "pod": pod, "text": text, "note": note})
-    found = await kube.get_plan(ns, name)
-    if found is None:
-        return _not_found(ns, name)
-    found = await full_report(kube, found)
-    for rec in view.plan_view(ns, found, [])["records"]:
-        if rec["stepId"] == step and rec["output"] is not None:
-            note = "the step's pod is gone: the output recorded in the report"
-            return _json({"source": "report", "text": rec["output"], "note": note})
-    return _json({"error": f"no pod and no recorded output for step {step!r} of {name!r}"}, 404)
-
-
 def make_app(kube: CliApi, namespace: str, port: int, token: str) -> web.Application:
     app = web.Application(middlewares=[guard])
-    app[KUBE], app[NAMESPACE], app[PORT], app[TOKEN] = kube, namespace, port, token
+    app[KUBE], app[handlers.NAMESPACE], app[PORT], app[TOKEN] = kube, namespace, port, token
     app.on_response_prepare.append(_headers)
-    app.router.add_get("/", page)
-    app.router.add_get("/plans/{name}", page)
-    app.router.add_get("/favicon.ico", no_icon)
-    app.router.add_get("/api/plans", plans)
-    app.router.add_get("/api/plans/{name}", plan)
-    app.router.add_get("/api/plans/{name}/watch", watch)
-    app.router.add_get("/api/plans/{name}/log", log)
-    app.router.add_static("/static/", STATIC)
+    handlers.add_common(app)
+    handlers.add_routes(app, "", actions=False)
     return app
 
 

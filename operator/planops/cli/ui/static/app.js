@@ -1,4 +1,7 @@
-// kubectl plan ui: the page. Every value the server sends is text written by users or by their
+// kubectl plan ui, and the chart's UI server: the page. Its addresses are under `base`:
+// "" for `kubectl plan ui` (one namespace), "/namespaces/NS" for the UI server (every namespace
+// the user may read); the server's session (/api/session) says who the user is and whether
+// actions are offered (the loopback UI is read-only). Every value the server sends is text written by users or by their
 // steps (names, outputs, errors, prompts): it reaches the DOM through text nodes, textContent
 // and setAttribute only (h() and svg() below), never as markup; links are built here from
 // encodeURIComponent. The server's Content-Security-Policy allows no inline script.
@@ -32,12 +35,16 @@
     return el;
   }
 
-  const planHref = (name) => "/plans/" + encodeURIComponent(name);
+  const base = (location.pathname.match(/^\/namespaces\/[^/]+/) || [""])[0];
+  const session = { actions: false };
+  const planHref = (name) => base + "/plans/" + encodeURIComponent(name);
+  const stepHref = (name, step) => planHref(name) + "/steps/" + encodeURIComponent(step);
+  const api = (path) => base + "/api" + path;
   const cls = (status) => "st-" + String(status || "pending").replace(/[^a-z]/g, "-");
   const cut = (text, n) => (text.length > n ? text.slice(0, n - 1) + "…" : text);
   const badge = (phase) => h("span", { class: "phase phase-" + String(phase).replace(/[^A-Za-z]/g, "") }, phase);
   const td = (text) => h("td", {}, text === null || text === undefined ? "" : text);
-  const runHref = (name, run) => planHref(name) + (run.current ? "" : "?run=" + encodeURIComponent(run.id));
+  const runHref = (name, run) => planHref(name) + (run.current ? "" : "/runs/" + encodeURIComponent(run.id));
 
   // The Plan's runs, newest first (its current run, then status.history): each opens its report.
   function runLinks(v) {
@@ -56,13 +63,76 @@
     return body;
   }
 
+  // An action (cancel, rerun, retry, answer) posted as the user: the server checks the session's
+  // CSRF token and the page's Origin, and the cluster decides (its refusal is shown as it is).
+  async function act(name, action, body, out) {
+    out.textContent = "…";
+    out.className = "muted";
+    try {
+      const r = await fetch(api(`/plans/${encodeURIComponent(name)}/${action}`), {
+        method: "POST",
+        headers: { "Content-Type": "application/json", Accept: "application/json", "X-CSRF-Token": session.csrf || "" },
+        body: JSON.stringify(body),
+      });
+      const answer = await r.json().catch(() => ({ error: `${r.status} ${r.statusText}` }));
+      out.textContent = r.ok ? answer.message : answer.error || `${r.status} ${r.statusText}`;
+      out.className = r.ok ? "done" : "error";
+    } catch (e) {
+      out.textContent = e.message;
+      out.className = "error";
+    }
+  }
+
+  function planActions(v, out) {
+    if (!session.actions || v.earlier) return null;
+    const ended = ["Succeeded", "Failed"].includes(v.phase);
+    const button = (label, action, body, cls) =>
+      h("button", { type: "button", class: cls, onclick: () => act(v.name, action, body, out) }, label);
+    return h("p", { class: "actions", id: "actions" },
+      ended ? null : button("Cancel", "cancel", {}, "cancel"),
+      ended ? null : button("Cancel, run finally steps", "cancel", { runFinally: true }, "cancel-finally"),
+      button("Re-run", "rerun", {}, "rerun"),
+      v.phase === "Failed" ? button("Retry", "retry", {}, "retry") : null,
+      out);
+  }
+
+  function answerForm(name, ask, out) {
+    const inputs = (ask.fields.length ? ask.fields : []).map((f) =>
+      h("label", {}, `${f} `, h("input", { type: "text", name: f, "data-field": f })));
+    const values = () => Object.fromEntries(inputs.map((l) => {
+      const i = l.querySelector("input");
+      return [i.dataset.field, i.value];
+    }));
+    return h("p", { class: "answer-form" }, inputs,
+      h("button", { type: "button", class: "answer", onclick: () => act(name, "answer", { step: ask.stepId, answer: values() }, out) }, "Answer"),
+      h("button", { type: "button", class: "decline", onclick: () => act(name, "answer", { step: ask.stepId, decline: true }, out) }, "Decline"));
+  }
+
+  async function showSession() {
+    try {
+      Object.assign(session, await getJSON("/api/session"));
+    } catch (e) {
+      return;
+    }
+    if (!session.user) return;
+    const header = document.querySelector("header");
+    const ns = h("input", { type: "text", id: "namespace", size: 18, placeholder: "namespace" });
+    const go = h("form", { id: "go", onsubmit: (ev) => {
+      ev.preventDefault();
+      if (ns.value) location.assign("/namespaces/" + encodeURIComponent(ns.value) + "/");
+    } }, ns);
+    const out = h("form", { method: "post", action: "/logout", id: "logout" },
+      h("span", { id: "user" }, session.user), " ", h("button", { type: "submit" }, "Log out"));
+    header.append(go, out);
+  }
+
   // -- the list of Plans ---------------------------------------------------------------------
 
   async function showList() {
     document.title = "planops: plans";
     const draw = async () => {
       try {
-        const data = await getJSON("/api/plans");
+        const data = await getJSON(api("/plans"));
         where.textContent = `namespace ${data.namespace}`;
         const head = ["Name", "Phase", "Steps", "Failed step", "Duration", "Created", "Parent"];
         const rows = data.items.map((p) =>
@@ -147,7 +217,7 @@
     dl.append(h("dt", {}, term), h("dd", {}, value));
   }
 
-  function askBlock(ask) {
+  function askBlock(ask, name, out) {
     return h("div", { class: "ask", "data-ask": ask.stepId },
       h("strong", {}, `Waiting for an answer: step ${ask.stepId}`),
       h("p", {}, ask.prompt || ""),
@@ -155,7 +225,8 @@
       h("p", {}, "Answer: ", h("code", { class: "answer" }, ask.answer)),
       h("p", {}, "or decline: ", h("code", {}, ask.decline)),
       h("p", { class: "muted" }, `until ${ask.deadline || "-"}, then whenUnanswered: ${ask.whenUnanswered}`),
-      ask.rejected ? h("p", { class: "error" }, `last answer refused: ${ask.rejected}`) : null);
+      ask.rejected ? h("p", { class: "error" }, `last answer refused: ${ask.rejected}`) : null,
+      session.actions && name ? answerForm(name, ask, out) : null);
   }
 
   function logButtons(state, step, attempts, load) {
@@ -184,12 +255,16 @@
     field(dl, "Started", rec.startedAt);
     field(dl, "Finished", rec.finishedAt);
     field(dl, "Detail", n.detail);
-    const out = [h("h2", {}, `Step ${n.id}`), dl];
+    const out = [h("h2", {}, `Step ${n.id}`), dl,
+      h("p", {}, h("a", { href: stepHref(view.name, n.id), id: "step-link" }, "link to this step"))];
+    if (session.actions && !view.earlier && ["Succeeded", "Failed"].includes(view.phase) && !n.final) {
+      out.push(h("p", {}, h("button", { type: "button", class: "retry-from", onclick: () => act(view.name, "retry", { from: n.id }, state.out) }, "Retry from this step")));
+    }
     for (const f of view.refused.filter((x) => x.stepId === n.id)) {
       out.push(h("p", { class: "error" }, `attempt ${f.attempt} refused: ${f.error}`));
     }
     const ask = view.asks.find((a) => a.stepId === n.id);
-    if (ask) out.push(askBlock(ask));
+    if (ask) out.push(askBlock(ask, view.earlier ? null : view.name, state.out));
     const children = view.children.filter((c) => c.step === n.id);
     if (children.length) {
       out.push(h("h2", {}, "Child plans"), h("ul", {}, children.map((c) =>
@@ -218,9 +293,10 @@
     return out;
   }
 
-  async function showPlan(name, run) {
+  async function showPlan(name, run, step) {
     document.title = run ? `planops: ${name}, run ${run}` : `planops: ${name}`;
-    const state = { view: null, selected: null, log: null, updates: 0 };
+    const out = h("span", { id: "action-result", class: "muted" });
+    const state = { view: null, selected: step || null, log: null, updates: 0, out };
     const parts = {
       head: h("div", {}), asks: h("div", {}), graph: h("div", { class: "graph", id: "graph" }),
       detail: h("div", { class: "detail", id: "detail" }), live: h("span", { class: "live muted", id: "live" }, "connecting…"),
@@ -233,17 +309,18 @@
       where.textContent = `namespace ${v.namespace}`;
       const facts = [v.progress && `${v.progress} steps`, v.duration, v.run && `run ${v.run}`].filter(Boolean).join(" · ");
       parts.head.replaceChildren(...[
-        h("p", {}, h("a", { href: "/" }, "← all plans"),
+        h("p", {}, h("a", { href: base + "/" }, "← all plans"),
           v.parent ? [" · child of ", h("a", { href: planHref(v.parent.name), id: "parent" }, v.parent.name), ` (step ${v.parent.step || "?"})`] : null),
         h("h1", {}, `Plan ${v.name} `, badge(v.phase), parts.live),
         h("p", { class: "muted" }, facts, v.reason ? ` · ${v.reason}: ${v.message || ""}` : ""),
         runLinks(v),
+        planActions(v, out),
         v.unreadable ? h("p", { class: "error" }, `its spec cannot be read: ${v.unreadable}`) : null,
         v.stderrInOutput ? h("p", { class: "muted", id: "stderr-in-output" }, STDERR_IN_OUTPUT) : null,
         v.errors.length ? h("ul", { class: "error" }, v.errors.map((e) =>
           h("li", {}, `[${e.code}] ${e.step ? `step ${e.step}, ` : ""}${e.path}: ${e.message}`))) : null,
       ].filter(Boolean));
-      parts.asks.replaceChildren(...v.asks.map(askBlock));
+      parts.asks.replaceChildren(...v.asks.map((a) => askBlock(a, v.earlier ? null : v.name, out)));
       parts.graph.replaceChildren(drawGraph(v, state, (id) => { state.selected = id; render(); }));
       parts.detail.replaceChildren(...detailPanel(v, state, load));
       document.body.setAttribute("data-phase", v.phase);
@@ -253,7 +330,7 @@
     const load = async (step, attempt) => {
       const q = `step=${encodeURIComponent(step)}` + (attempt ? `&attempt=${attempt}` : "");
       try {
-        state.log = { step, attempt, data: await getJSON(`/api/plans/${encodeURIComponent(name)}/log?${q}`) };
+        state.log = { step, attempt, data: await getJSON(api(`/plans/${encodeURIComponent(name)}/log?${q}`)) };
       } catch (e) {
         state.log = { step, attempt, error: e.message };
       }
@@ -261,9 +338,9 @@
     };
 
     try {
-      state.view = await getJSON(`/api/plans/${encodeURIComponent(name)}` + (run ? `?run=${encodeURIComponent(run)}` : ""));
+      state.view = await getJSON(api(`/plans/${encodeURIComponent(name)}`) + (run ? `?run=${encodeURIComponent(run)}` : ""));
     } catch (e) {
-      app.replaceChildren(h("p", {}, h("a", { href: "/" }, "← all plans")), h("p", { class: "error" }, e.message));
+      app.replaceChildren(h("p", {}, h("a", { href: base + "/" }, "← all plans")), h("p", { class: "error" }, e.message));
       return;
     }
     render();
@@ -271,7 +348,7 @@
       parts.live.textContent = "an earlier run";
       return;
     }
-    const events = new EventSource(`/api/plans/${encodeURIComponent(name)}/watch`);
+    const events = new EventSource(api(`/plans/${encodeURIComponent(name)}/watch`));
     events.addEventListener("plan", (ev) => {
       const view = JSON.parse(ev.data);
       parts.live.textContent = "● live";
@@ -294,7 +371,12 @@
     };
   }
 
-  const m = location.pathname.match(/^\/plans\/([^/]+)$/);
-  if (m) showPlan(decodeURIComponent(m[1]), new URLSearchParams(location.search).get("run"));
-  else showList();
+  // the address: a Plan, one of its runs (also `?run=`), a step of it; else the list
+  const path = location.pathname.slice(base.length);
+  const m = path.match(/^\/plans\/([^/]+)(?:\/(runs|steps)\/([^/]+))?$/);
+  const part = (kind) => (m && m[2] === kind ? decodeURIComponent(m[3]) : null);
+  showSession().then(() => {
+    if (m) showPlan(decodeURIComponent(m[1]), part("runs") || new URLSearchParams(location.search).get("run"), part("steps"));
+    else showList();
+  });
 })();
