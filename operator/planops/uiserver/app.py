@@ -26,7 +26,8 @@ from planops.uiserver import auth
 PREFIX = "/namespaces/{namespace}"
 #: the server's pages may also post the login form to itself
 CSP = HEADERS["Content-Security-Policy"].replace("form-action 'none'", "form-action 'self'")
-OPEN = ("/login", "/logout", "/healthz", "/favicon.ico")
+#: served to anyone: the login, the logout, the probe, and `/` (a redirect to a page)
+OPEN = ("/", "/login", "/logout", "/healthz", "/favicon.ico")
 METHODS = ("GET", "HEAD", "POST")
 
 
