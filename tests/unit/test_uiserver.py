@@ -14,8 +14,8 @@ from typing import Any, cast
 
 import pytest
 from aiohttp import web
-from multidict import CIMultiDict
 from aiohttp.test_utils import TestClient, TestServer
+from multidict import CIMultiDict
 
 from planops.kube.api import CliApi
 from planops.kube.credentials import Credentials
