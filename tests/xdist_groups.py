@@ -37,6 +37,7 @@ GROUPS = {
     "tests/gitops/": "gitops",
     # an operator of the module's own (and a browser), started once
     "tests/e2e/test_ui_browser.py": "ui-browser",
+    "tests/e2e/test_uiserver_browser.py": "uiserver-browser",
     "tests/e2e/test_cli_views.py": "cli-views",
     "tests/e2e/test_cli_follow.py": "cli-follow",
 }

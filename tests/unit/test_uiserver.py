@@ -372,6 +372,7 @@ def test_the_server_pages_allow_the_login_form_and_nothing_inline():
         csp = r.headers["Content-Security-Policy"]
         assert "form-action 'self'" in csp and "script-src 'self'" in csp
         assert "unsafe-inline" not in csp and r.headers["X-Frame-Options"] == "DENY"
+        assert r.headers["Referrer-Policy"] == "same-origin"  # else a POST's Origin is "null"
         r = await c.get("/", allow_redirects=False)
         assert r.headers["Location"] == "/namespaces/team-default/"
 

@@ -26,6 +26,10 @@ from planops.uiserver import auth
 PREFIX = "/namespaces/{namespace}"
 #: the server's pages may also post the login form to itself
 CSP = HEADERS["Content-Security-Policy"].replace("form-action 'none'", "form-action 'self'")
+#: the loopback server's headers, but its own page's requests name their origin: under
+#: `no-referrer` a browser sends `Origin: null` even to the same origin, and the CSRF check needs
+#: the real one (no address here holds a secret, and other origins still get nothing)
+SERVER_HEADERS = {**HEADERS, "Content-Security-Policy": CSP, "Referrer-Policy": "same-origin"}
 #: served to anyone: the login, the logout, the probe, and `/` (a redirect to a page)
 OPEN = ("/", "/login", "/logout", "/healthz", "/favicon.ico")
 METHODS = ("GET", "HEAD", "POST")
@@ -97,7 +101,7 @@ async def guard(request: web.Request, handler: handlers.Handler) -> web.StreamRe
 
 
 async def _headers(_request: web.Request, response: web.StreamResponse) -> None:
-    response.headers.update({**HEADERS, "Content-Security-Policy": CSP})
+    response.headers.update(SERVER_HEADERS)
 
 
 LOGIN_PAGE = """<!doctype html>
