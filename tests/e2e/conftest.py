@@ -302,3 +302,34 @@ def cli(kubeconfig: str, *args: str, timeout: float = 180) -> subprocess.Complet
         text=True,
         timeout=timeout,
     )
+
+
+def namespace_policy(
+    name: str, ns: str, rule: dict[str, Any], validation: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """A ValidatingAdmissionPolicy of one rule and one validation, and its binding that denies
+    in namespace `ns` only (a test's own: other sessions' namespaces are untouched)."""
+    return [
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {"resourceRules": [rule]},
+                "validations": [validation],
+            },
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": name},
+            "spec": {
+                "policyName": name,
+                "validationActions": ["Deny"],
+                "matchResources": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}
+                },
+            },
+        },
+    ]

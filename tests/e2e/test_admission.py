@@ -10,7 +10,7 @@ import time
 import pytest
 
 from tests.conftest import Kube
-from tests.e2e.conftest import events, plan, steps, wait_plan
+from tests.e2e.conftest import events, namespace_policy, plan, steps, wait_plan
 
 pytestmark = [pytest.mark.cluster, pytest.mark.node]
 MESSAGE = "steps named forbidden may not run in this namespace"
@@ -20,47 +20,19 @@ def test_a_validating_admission_policy_refusal_fails_the_step_with_its_message(
     kube: Kube, ns: str, busybox: str
 ):
     name = f"planops-test-{ns}"
-    kube.apply(
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicy",
-            "metadata": {"name": name},
-            "spec": {
-                "failurePolicy": "Fail",
-                "matchConstraints": {
-                    "resourceRules": [
-                        {
-                            "apiGroups": ["batch"],
-                            "apiVersions": ["v1"],
-                            "operations": ["CREATE"],
-                            "resources": ["jobs"],
-                        }
-                    ]
-                },
-                "validations": [
-                    {
-                        "expression": "!has(object.metadata.labels) || "
-                        "object.metadata.labels[?'planops.dev/step'].orValue('') != 'forbidden'",
-                        "message": MESSAGE,
-                    }
-                ],
-            },
-        }
-    )
-    kube.apply(
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": {"name": name},
-            "spec": {
-                "policyName": name,
-                "validationActions": ["Deny"],
-                "matchResources": {
-                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}
-                },
-            },
-        }
-    )
+    rule = {
+        "apiGroups": ["batch"],
+        "apiVersions": ["v1"],
+        "operations": ["CREATE"],
+        "resources": ["jobs"],
+    }
+    validation = {
+        "expression": "!has(object.metadata.labels) || "
+        "object.metadata.labels[?'planops.dev/step'].orValue('') != 'forbidden'",
+        "message": MESSAGE,
+    }
+    for doc in namespace_policy(name, ns, rule, validation):
+        kube.apply(doc)
     try:
         probe = {
             "apiVersion": "batch/v1",

@@ -89,7 +89,7 @@ def start_ui(kubeconfig: str, *args: str) -> tuple[subprocess.Popen[str], str]:
     return proc, found.group(0)
 
 
-def stop(proc: subprocess.Popen[str]) -> None:
+def stop(proc: subprocess.Popen[Any]) -> None:
     proc.terminate()
     try:
         proc.wait(timeout=20)

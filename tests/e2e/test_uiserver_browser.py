@@ -28,9 +28,9 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT, Kube
-from tests.e2e.conftest import free_port, plan, wait_plan
+from tests.e2e.conftest import free_port, namespace_policy, plan, wait_plan
 from tests.e2e.own_operator import namespace_with_operator
-from tests.e2e.test_ui_browser import WAIT, browser, click, shot, until
+from tests.e2e.test_ui_browser import WAIT, browser, click, shot, stop, until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.node, pytest.mark.browser, pytest.mark.uiserver]
 __all__ = ["browser"]  # the module's chromium (a fixture of test_ui_browser)
@@ -101,50 +101,22 @@ def _chart_rbac(helm: str, namespace: str) -> list[dict[str, Any]]:
 def _who_policy(team: str) -> list[dict[str, Any]]:
     """An admission policy of `team` only: a cancel is refused with the name of the user the API
     server saw asking (what its audit log records too)."""
-    name = f"{RELEASE}-who"
     added = (
         "has(object.metadata.annotations) && 'planops.dev/cancel' in object.metadata.annotations"
         " && !(has(oldObject.metadata.annotations)"
         " && 'planops.dev/cancel' in oldObject.metadata.annotations)"
     )
-    return [
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicy",
-            "metadata": {"name": name},
-            "spec": {
-                "failurePolicy": "Fail",
-                "matchConstraints": {
-                    "resourceRules": [
-                        {
-                            "apiGroups": ["planops.dev"],
-                            "apiVersions": ["*"],
-                            "operations": ["UPDATE"],
-                            "resources": ["plans"],
-                        }
-                    ]
-                },
-                "validations": [
-                    {
-                        "expression": f"!({added})",
-                        "messageExpression": "'cancel asked by ' + request.userInfo.username",
-                    }
-                ],
-            },
-        },
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": {"name": name},
-            "spec": {
-                "policyName": name,
-                "validationActions": ["Deny"],
-                "matchResources": {
-                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": team}}
-                },
-            },
-        },
-    ]
+    rule = {
+        "apiGroups": ["planops.dev"],
+        "apiVersions": ["*"],
+        "operations": ["UPDATE"],
+        "resources": ["plans"],
+    }
+    validation = {
+        "expression": f"!({added})",
+        "messageExpression": "'cancel asked by ' + request.userInfo.username",
+    }
+    return namespace_policy(f"{RELEASE}-who", team, rule, validation)
 
 
 def _apply_all(kube: Kube, docs: list[dict[str, Any]]) -> str:
@@ -212,12 +184,7 @@ def server(
             ui_user = f"system:serviceaccount:{team}:{ui_sa}"
             yield Server(f"http://127.0.0.1:{port}", team, other, token, ui_user)
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc)
             print(f"--- UI server log ---\n{log.read_text()[-4000:]}")
             for text in (policy, rbac):
                 kube.run("delete", "-f", "-", "--ignore-not-found", input=text, check=False)

@@ -28,6 +28,9 @@ TOKEN = server.new_token()
 ROUTES = [
     "/",
     "/plans/web",
+    "/plans/web/runs/r1",
+    "/plans/web/steps/a",
+    "/api/session",
     "/favicon.ico",
     "/static/app.js",
     "/api/plans",
