@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -76,7 +75,7 @@ def release(
             "--set",
             f"watchNamespaces={{{rel.work}}}",
             "--set",
-            "resyncSeconds=3,jsonLogs=false,ui.enabled=true",
+            "resyncSeconds=3,jsonLogs=false",
             "--take-ownership",  # the CRDs the session's operator tests applied with kubectl
             "--wait",
             "--timeout",
@@ -103,9 +102,8 @@ REPLICAS = 2  # the chart's default
 
 
 def _pods(kube: Kube, rel: Release, timeout: float = 120) -> list[dict[str, Any]]:
-    """The operator's pods (after an upgrade, old ones may still be terminating; the UI
-    server's carry their own name label)."""
-    selector = f"app.kubernetes.io/instance={rel.name},app.kubernetes.io/name=planops"
+    """The operator's pods (after an upgrade, old ones may still be terminating)."""
+    selector = f"app.kubernetes.io/instance={rel.name}"
     deadline = time.monotonic() + timeout
     while True:
         pods = [
@@ -251,50 +249,6 @@ def test_metrics_are_served_through_the_service(kube: Kube, release: Release):
         assert "planops_plans_total" in text and "planops_steps_running" in text
         leading += [line for line in text.splitlines() if line.startswith("planops_leader ")]
     assert sorted(leading) == ["planops_leader 0.0", "planops_leader 1.0"]  # one acts
-
-
-def _ui_get(address: str, path: str, token: str | None) -> tuple[int, Any]:
-    request = urllib.request.Request(f"http://{address}:8443{path}")
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as r:
-            return r.status, json.loads(r.read()) if path.startswith("/namespaces") else None
-    except urllib.error.HTTPError as e:
-        return e.code, None
-
-
-def test_the_ui_server_deploys_and_serves_a_user_as_themselves(kube: Kube, release: Release):
-    """ui.enabled: the UI server's pod runs under `restricted` with its own ServiceAccount,
-    which may review tokens and impersonate and nothing else, and serves a user's token as that
-    user (a plan author sees the Plans; the UI's account could not)."""
-    name, work = f"{release.name}-planops-ui", release.work
-    slices = kube.get(
-        "endpointslices", "-n", release.system, "-l", f"kubernetes.io/service-name={name}"
-    )["items"]
-    (address,) = [a for s in slices for e in s["endpoints"] for a in e["addresses"]]
-    assert _ui_get(address, "/healthz", None)[0] == 200
-    ui = f"system:serviceaccount:{release.system}:{name}"
-    assert _can_i(kube, ui, "create", "tokenreviews.authentication.k8s.io", None)
-    assert _can_i(kube, ui, "impersonate", "users", None)
-    for verb, resource in [("list", "plans.planops.dev"), ("get", "secrets"), ("list", "pods")]:
-        assert not _can_i(kube, ui, verb, resource, work), (verb, resource)
-    kube.run("create", "serviceaccount", "reader", "-n", work)
-    kube.run(
-        "create",
-        "rolebinding",
-        "reader-plan-author",
-        f"--clusterrole={release.name}-planops-plan-author",
-        f"--serviceaccount={work}:reader",
-        "-n",
-        work,
-    )
-    kube.apply(plan("seen", {"id": "a", "shell": "true"}), "-n", work)
-    token = kube.run("create", "token", "reader", "-n", work, "--duration=10m").stdout.strip()
-    status, body = _ui_get(address, f"/namespaces/{work}/api/plans", token)
-    assert status == 200 and "seen" in [p["name"] for p in body["items"]], body
-    assert _ui_get(address, f"/namespaces/{work}/api/plans", None)[0] == 401
-    assert _ui_get(address, f"/namespaces/{release.system}/api/plans", token)[0] == 403
 
 
 def test_the_standby_takes_over_when_the_leaders_pod_is_deleted(kube: Kube, release: Release):
