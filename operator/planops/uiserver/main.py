@@ -21,8 +21,6 @@ from planops.kube.ui_client import UiKube
 from planops.uiserver import app as app_
 from planops.uiserver import auth
 
-log = logging.getLogger("planops.uiserver")
-
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="planops-ui-server", description=__doc__)
