@@ -70,14 +70,14 @@ def _kubeconfig(kubeconfig: str, token: str, path: Path) -> str:
     return str(path)
 
 
-def _chart_rbac(helm: str, namespace: str) -> list[dict[str, Any]]:
-    """The chart's plan-author ClusterRole and the UI's ServiceAccount, ClusterRole and binding,
-    rendered by the real helm (the Deployment and Service left out: the server runs here)."""
+def chart_ui(helm: str, release: str, namespace: str) -> list[dict[str, Any]]:
+    """The chart's plan-author ClusterRole and everything of `ui.enabled` (the UI's
+    ServiceAccount, ClusterRole, binding, Deployment and Service), rendered by the real helm."""
     rendered = subprocess.run(
         [
             helm,
             "template",
-            RELEASE,
+            release,
             str(CHART),
             "--namespace",
             namespace,
@@ -94,7 +94,12 @@ def _chart_rbac(helm: str, namespace: str) -> list[dict[str, Any]]:
         text=True,
         check=True,
     ).stdout
-    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    return [d for d in yaml.safe_load_all(rendered) if d]
+
+
+def _chart_rbac(helm: str, namespace: str) -> list[dict[str, Any]]:
+    """chart_ui without the Deployment and Service: the server runs here."""
+    docs = chart_ui(helm, RELEASE, namespace)
     return [d for d in docs if d["kind"] not in ("Deployment", "Service")]
 
 

@@ -8,7 +8,6 @@ taken over, so it runs beside other sessions."""
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -17,11 +16,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.conftest import Kube
 from tests.e2e.conftest import plan
-from tests.e2e.test_chart_install import CHART, _can_i, operator_image
+from tests.e2e.test_chart_install import _can_i, operator_image
+from tests.e2e.test_uiserver_browser import chart_ui
 
 pytestmark = [pytest.mark.cluster, pytest.mark.node, pytest.mark.uiserver, pytest.mark.helm]
 __all__ = ["operator_image"]  # the image fixture of test_chart_install
@@ -46,28 +45,7 @@ def deployed(kube: Kube, helm: str, crds: None, operator_image: str) -> Iterator
     ns = f"{RELEASE}-sys"
     kube.run("create", "namespace", ns)
     kube.run("label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted")
-    rendered = subprocess.run(
-        [
-            helm,
-            "template",
-            RELEASE,
-            str(CHART),
-            "--namespace",
-            ns,
-            "--set",
-            "ui.enabled=true",
-            "--set",
-            "rbac.aggregateToDefaultRoles=false",
-            "--show-only",
-            "templates/ui.yaml",
-            "--show-only",
-            "templates/rbac-users.yaml",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    text = "\n---\n".join(json.dumps(d) for d in yaml.safe_load_all(rendered) if d)
+    text = "\n---\n".join(json.dumps(d) for d in chart_ui(helm, RELEASE, ns))
     try:
         kube.run("apply", "-f", "-", input=text)
         kube.run(
