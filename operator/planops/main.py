@@ -7,6 +7,7 @@ planops-operator [--namespace NS ...|--all-namespaces] [--metrics-port 9090]
                  [--leader-elect [--leader-election-id ID] [--leader-election-namespace NS]]
                  [--archive [--archive-queue N]]   (DSN in env PLANOPS_ARCHIVE_DSN)
                  [--ttl-seconds-after-finished SECONDS]
+                 [--artifact-repository JSON] [--artifact-secrets-namespace NS]
 """
 
 from __future__ import annotations
