@@ -121,7 +121,7 @@ def test_a_store_that_is_down_never_holds_the_reconcile(
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     kube, ref = _setup(s3_store, s3_store.secret_key)
-    stored = StoredLogs(kube, _repo(f"http://127.0.0.1:{port}", "b"), OPERATOR_NS)
+    stored = StoredLogs(kube, _repo(f"http://127.0.0.1:{port}", "bkt"), OPERATOR_NS)
 
     async def go() -> float:
         started = time.monotonic()
