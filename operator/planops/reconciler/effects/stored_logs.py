@@ -16,6 +16,7 @@ output is in the report as always).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import logging
 import os
@@ -84,12 +85,32 @@ class StoredLogs:
                     secret_key=secret_key,
                     region=spec.region,
                     key_prefix=spec.key_prefix,
-                    insecure_skip_verify=False,
+                    ca_file=await self._ca_file(spec) if spec.ca_secret else None,
                 )
             )
             self._stores = {k: v for k, v in self._stores.items() if k[0] != cache_key[0]}
             self._stores[cache_key] = found
         return found
+
+    async def _ca_file(self, spec: ArtifactRepository) -> str:
+        """The repository's CA bundle (its caSecret's ca.crt) in a file of the operator's own;
+        raises RepositoryError naming the Secret when it cannot be read."""
+        name = spec.ca_secret or ""
+        try:
+            secret = await self.kube.get_secret(self.secrets_namespace, name)
+        except ApiError as e:
+            log.info("CA Secret unreadable: %s", e)
+            secret = None
+        encoded = ((secret or {}).get("data") or {}).get("ca.crt")
+        if not encoded:
+            raise repositories.RepositoryError(
+                f"artifact repository {spec.endpoint}: Secret {self.secrets_namespace}/{name} "
+                "has no ca.crt, is missing, or the operator may not read it"
+            )
+        fd, path = tempfile.mkstemp(prefix="planops-store-ca-", suffix=".pem")
+        with os.fdopen(fd, "wb") as out:
+            out.write(base64.b64decode(encoded))
+        return path
 
     async def keep(
         self, ref: manifests.PlanRef, capsule_name: str, capsule: CapsuleSpec, ended: list[Observed]
