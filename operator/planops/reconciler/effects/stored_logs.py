@@ -21,6 +21,7 @@ import contextlib
 import logging
 import os
 import tempfile
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +39,8 @@ from planops.store.client import Repository, Store
 
 log = logging.getLogger("planops.reconciler")
 Obj = dict[str, Any]
+#: a credentials Secret is read again after this long (a rotated key is used within it)
+SECRET_SECONDS = 30.0
 
 
 @dataclass
@@ -50,6 +53,8 @@ class StoredLogs:
     uploads: Uploads = field(default_factory=Uploads)
     #: a client per (repository, Secret resourceVersion)
     _stores: dict[tuple[str, str], Store] = field(default_factory=dict)
+    #: Secrets as last read, and when (monotonic)
+    _secrets: dict[str, tuple[float, Obj | None]] = field(default_factory=dict)
 
     def wanted(self, capsule: CapsuleSpec) -> bool:
         return capsule.artifact_repository is not None or self.default is not None
@@ -62,13 +67,7 @@ class StoredLogs:
         if chosen is None:
             raise repositories.RepositoryError("no artifact repository")
         spec = chosen.spec
-        try:
-            secret = await self.kube.get_secret(
-                self.secrets_namespace, spec.credentials_secret.name
-            )
-        except ApiError as e:  # Forbidden: not one the chart names
-            log.info("credentials Secret unreadable: %s", e)
-            secret = None
+        secret = await self._secret(spec.credentials_secret.name)
         access, secret_key = repositories.credentials(
             chosen, secret, self.secrets_namespace, namespace
         )
@@ -92,15 +91,27 @@ class StoredLogs:
             self._stores[cache_key] = found
         return found
 
+    async def _secret(self, name: str) -> Obj | None:
+        """A Secret of the operator's namespace, read at most every SECRET_SECONDS (a settle
+        of many steps asks once); None when missing or not readable (Forbidden: not one the
+        chart names)."""
+        now = time.monotonic()
+        held = self._secrets.get(name)
+        if held is not None and now - held[0] < SECRET_SECONDS:
+            return held[1]
+        try:
+            found = await self.kube.get_secret(self.secrets_namespace, name)
+        except ApiError as e:
+            log.info("Secret %s/%s unreadable: %s", self.secrets_namespace, name, e)
+            found = None
+        self._secrets[name] = (now, found)
+        return found
+
     async def _ca_file(self, spec: ArtifactRepository) -> str:
         """The repository's CA bundle (its caSecret's ca.crt) in a file of the operator's own;
         raises RepositoryError naming the Secret when it cannot be read."""
         name = spec.ca_secret or ""
-        try:
-            secret = await self.kube.get_secret(self.secrets_namespace, name)
-        except ApiError as e:
-            log.info("CA Secret unreadable: %s", e)
-            secret = None
+        secret = await self._secret(name)
         encoded = ((secret or {}).get("data") or {}).get("ca.crt")
         if not encoded:
             raise repositories.RepositoryError(
