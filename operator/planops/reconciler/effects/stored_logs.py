@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import logging
 import os
 import tempfile
@@ -30,6 +31,7 @@ from planops.api.capsule_models import CapsuleSpec
 from planops.kube import manifests
 from planops.kube.api import KubeApi
 from planops.kube.errors import ApiError
+from planops.reconciler.history import run_history
 from planops.reconciler.run.observe import Observed
 from planops.reconciler.run.step_logs import READ_LIMIT
 from planops.store import keys as keys_
@@ -174,6 +176,24 @@ class StoredLogs:
         history.retention waits): every run's objects go too, in the background, unless its
         repository keeps them (`artifactGC.strategy: Never`). A failure is logged, naming the
         repository; the objects are then the bucket's lifecycle rules' to remove."""
+        await self._gc(plan, None)
+
+    async def forget_runs(self, plan: Obj, dropped: list[Obj], new_run: str, archive: bool) -> None:
+        """Runs a new run dropped from the Plan's history (historyLimit): their objects go
+        too, but the new run's own id's (an earlier run of that id: the new run writes there)
+        and, with the archive on, a run it does not hold yet."""
+        runs = [
+            e["id"]
+            for e in dropped
+            if isinstance(e.get("id"), str)
+            and e["id"] != new_run
+            and not (archive and run_history.waits_for_archive(e))
+        ]
+        if runs:
+            await self._gc(plan, runs)
+
+    async def _gc(self, plan: Obj, runs: list[str] | None) -> None:
+        """Deletes, in the background, the objects of `runs` of the Plan (None: all its runs)."""
         meta = plan.get("metadata") or {}
         namespace, uid = meta.get("namespace", ""), meta.get("uid", "")
         capsule_name = ((plan.get("spec") or {}).get("capsule")) or "default"
@@ -187,11 +207,17 @@ class StoredLogs:
             return
         try:
             store = await self.store_for(namespace, capsule_name, capsule)
-            prefix = keys_.plan_prefix(store.repo.key_prefix, namespace, uid)
+            at = store.repo.key_prefix
+            prefixes = (
+                [keys_.plan_prefix(at, namespace, uid)]
+                if runs is None
+                else [keys_.RunKeys(at, namespace, uid, r).run_prefix for r in runs]
+            )
         except (repositories.RepositoryError, keys_.BadKeyError, ValueError) as e:
             log.warning("objects of %s/%s are not deleted: %s", namespace, meta.get("name"), e)
             return
-        self.uploads.submit(f"delete {prefix}", lambda: store.delete_prefix(prefix), _nothing)
+        for p in prefixes:
+            self.uploads.submit(f"delete {p}", functools.partial(store.delete_prefix, p), _nothing)
 
     async def _capsule(self, namespace: str, name: str) -> CapsuleSpec | None:
         try:
