@@ -67,6 +67,10 @@ class Policy:
     needs_image: bool = False
     #: what any Capsule's security profiles may ask for
     profiles: ProfileCaps = ProfileCaps()
+    #: the operator has a default artifact repository (the chart's), so a Capsule without its
+    #: own still grants one (engine.step_files.repository_refusal); kubectl-plan run --local
+    #: keeps artifacts in a directory of this machine
+    artifact_repository: bool = False
 
 
 @dataclass(frozen=True)
