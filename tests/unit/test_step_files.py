@@ -293,7 +293,7 @@ def test_an_artifact_over_the_capsules_bound_fails_its_step_and_is_not_kept(tmp_
             "outputs": {"artifacts": [{"name": "f", "path": "f"}]},
         }
     )
-    report, s = run(spec, tmp_path, artifacts={"maxBytes": 1000})
+    _, s = run(spec, tmp_path, artifacts={"maxBytes": 1000})
     assert s["a"].status == "failed" and "artifacts.maxBytes (1000 bytes)" in s["a"].error
     assert [p.name for p in (tmp_path / "a").rglob("*") if p.is_file()] == []
 
@@ -366,3 +366,11 @@ def test_a_link_out_of_the_working_directory_is_refused(tmp_path, path):
     )
     _, s = run(spec, tmp_path)
     assert s["a"].status == "failed" and "leads out of the step's working directory" in s["a"].error
+
+
+def test_an_executor_that_moves_no_files_refuses_them_before_anything_runs():
+    """The operator's step pods do not move them yet: refused, never run without them."""
+    spec = plan({"id": "a", "shell": "true", "results": [{"name": "v"}]})
+    errs = validate(spec, resolver(), Policy(moves_files=False))
+    assert [(e.code, e.step, e.path) for e in errs] == [("results", "a", "steps[0].results")]
+    assert "run --local" in errs[0].message

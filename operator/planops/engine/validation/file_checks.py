@@ -31,6 +31,16 @@ def check_files(c: Checker, graph: Graph, i: int | None, step: Step, path: str) 
     inputs = step.inputs.artifacts if step.inputs is not None else []
     if not (step.results or outputs or inputs):
         return
+    if not c.policy.moves_files:
+        field = "results" if step.results else "outputs" if outputs else "inputs"
+        c.add(
+            "results" if step.results else "artifacts",
+            step.id,
+            f"{path}.{field}",
+            "this operator does not pass results or artifacts between step pods yet (run the "
+            "plan with kubectl plan run --local, or pass values through outputs and a workspace)",
+        )
+        return
     if not any(getattr(step, k) is not None for k in FILE_KINDS):
         for field, declared in (
             ("results", step.results),
