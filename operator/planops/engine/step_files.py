@@ -151,10 +151,3 @@ def repository_refusal(capsule: CapsuleSpec, operator_default: bool) -> str | No
         "artifacts move through an artifact repository, and none is granted: the Capsule "
         "declares no artifactRepository and the operator has no default repository"
     )
-
-
-def too_big(name: str, bound: int) -> str:
-    return (
-        f"artifact {name!r} holds more than its Capsule's artifacts.maxBytes ({bound} bytes): "
-        "not stored"
-    )

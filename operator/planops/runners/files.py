@@ -18,13 +18,12 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shutil
-import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from planops import collector
 from planops.engine import step_files
 from planops.engine.facts import Dispatch
 from planops.engine.report import ArtifactRecord
@@ -32,8 +31,8 @@ from planops.engine.report import ArtifactRecord
 _CHUNK = 1 << 20
 
 
-class FileError(Exception):
-    """An artifact or result that cannot be moved; the message says which and why."""
+#: an artifact or result that cannot be moved; the message says which and why
+FileError = collector.MoveError
 
 
 def _safe(name: str) -> str:
@@ -92,13 +91,8 @@ class LocalRepository:
         fd, temp = tempfile.mkstemp(prefix=f".{name}.", dir=where)
         try:
             with os.fdopen(fd, "wb") as raw:
-                out = _Bounded(raw, name, max_bytes)
-                if directory:
-                    with tarfile.open(fileobj=out, mode="w|") as tar:  # type: ignore[call-overload]
-                        tar.add(source, arcname=".", recursive=True)
-                else:
-                    with source.open("rb") as f:
-                        shutil.copyfileobj(f, out, _CHUNK)
+                out = collector.Bounded(raw, f"artifact {name!r}", max_bytes)
+                collector.pack(source, out, directory)
             os.replace(temp, target)  # complete: only now under its name
         except BaseException:
             Path(temp).unlink(missing_ok=True)
@@ -113,21 +107,13 @@ class LocalRepository:
         recorded sha256; raises FileError."""
         for record, path in d.fetch:
             stored = self._stored(record)
-            with stored.open("rb") as f:
-                digest = _sha256(f)
-            if digest != record.sha256:
-                raise FileError(
-                    f"artifact {record.name!r} ({record.key}): its sha256 is {digest}, not the "
-                    f"{record.sha256} recorded when it was stored: not placed"
-                )
-            target = _inside(cwd, path, f"input artifact {record.name!r}")
+            what = f"input artifact {record.name!r} ({record.key})"
+            target = _inside(cwd, path, what)
             target.parent.mkdir(parents=True, exist_ok=True)
-            if record.directory:
-                target.mkdir(parents=True, exist_ok=True)
-                with tarfile.open(stored) as tar:
-                    tar.extractall(target, filter="data")  # nothing outside target, no devices
-            else:
-                shutil.copyfile(stored, target)
+            with stored.open("rb") as f:
+                collector.check(what, _sha256(f), record.sha256)
+                f.seek(0)
+                collector.place(f, target, record.directory)
 
     def _stored(self, record: ArtifactRecord) -> Path:
         stored = (self.root / record.key).resolve()
@@ -142,15 +128,12 @@ class LocalRepository:
 
 
 def _inside(cwd: Path, path: str, what: str) -> Path:
-    """`path` under the working directory, symbolic links resolved; FileError when it leads
-    out of it (validated paths hold no `..`, but a link may)."""
+    """`path` under the working directory (collector.inside), refused as the validator does
+    when it is not a relative path (a record restored from a file may hold anything)."""
     problem = step_files.path_problem(path)
     if problem is not None:
         raise FileError(f"{what}: {problem}")
-    resolved = (cwd / path).resolve()
-    if not resolved.is_relative_to(cwd.resolve()):
-        raise FileError(f"{what}: {path} leads out of the step's working directory")
-    return resolved
+    return collector.inside(cwd, path, what)
 
 
 def _sha256(f: IO[bytes]) -> str:
@@ -158,22 +141,3 @@ def _sha256(f: IO[bytes]) -> str:
     for chunk in iter(lambda: f.read(_CHUNK), b""):
         h.update(chunk)
     return h.hexdigest()
-
-
-class _Bounded:
-    """A writer that hashes and counts what passes, and refuses past `bound` bytes."""
-
-    def __init__(self, raw: IO[bytes], name: str, bound: int) -> None:
-        self.raw, self.name, self.bound = raw, name, bound
-        self.sha256 = hashlib.sha256()
-        self.size = 0
-
-    def write(self, data: bytes) -> int:
-        self.size += len(data)
-        if self.size > self.bound:
-            raise FileError(step_files.too_big(self.name, self.bound))
-        self.sha256.update(data)
-        return self.raw.write(data)
-
-    def flush(self) -> None:
-        self.raw.flush()
