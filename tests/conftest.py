@@ -34,6 +34,7 @@ import pytest
 import yaml
 from hypothesis import settings
 
+from .cluster.s3 import s3_store  # noqa: F401 - the session's SeaweedFS (marker artifacts)
 from .hypothesis_profiles import CI_PROFILE
 from .layer_times import pytest_runtest_logreport, pytest_sessionfinish
 from .xdist_groups import pytest_xdist_make_scheduler

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from planops.api.affinity_models import Affinity
+from planops.api.artifact_models import ArtifactRepository
 from planops.api.base import NAME_PATTERN, Model
 from planops.api.container_models import EnvVar, distinct
 from planops.api.crd_hints import crd
@@ -389,6 +390,12 @@ class CapsuleSpec(Model):
     )
     #: None: no limit
     concurrency: Concurrency | None = None
+    artifact_repository: ArtifactRepository | None = Field(
+        default=None,
+        description="Where runs under this Capsule keep their artifacts and full step logs "
+        "(an S3-compatible store; docs/artifacts.md). Unset: the operator's default "
+        "(the chart's artifactRepository), if any.",
+    )
 
     @field_validator("read_only_paths")
     @classmethod
