@@ -33,10 +33,7 @@ import json
 import os
 import shutil
 import sys
-import tarfile
 import tempfile
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import IO, Any
 
@@ -62,6 +59,11 @@ def inside(workdir: Path, path: str, what: str) -> Path:
 def _request(
     url: str, method: str, what: str, timeout: float, body: IO[bytes] | None = None, size: int = 0
 ) -> Any:
+    # imported here: a step with results alone never pays for urllib (http, email, ssl: 50 ms
+    # of CPU at each start, measured: docs/artifacts.md)
+    import urllib.error  # noqa: PLC0415
+    import urllib.request  # noqa: PLC0415
+
     request = urllib.request.Request(url, data=body, method=method)
     if body is not None:
         request.add_header("Content-Length", str(size))
@@ -113,6 +115,8 @@ def place(stored: IO[bytes], target: Path, directory: bool) -> None:
     """An artifact's bytes at `target`: a directory unpacked (tarfile's `data` filter: nothing
     outside `target`, no devices, no links out), a file copied."""
     if directory:
+        import tarfile  # noqa: PLC0415 - only a directory needs it
+
         target.mkdir(parents=True, exist_ok=True)
         with tarfile.open(fileobj=stored) as tar:
             tar.extractall(target, filter="data")
@@ -187,6 +191,8 @@ def store(config: dict[str, Any]) -> list[list[Any]]:
 def pack(source: Path, out: Bounded, directory: bool) -> None:
     """A file's bytes, or a directory as a tar archive (links kept as links), into `out`."""
     if directory:
+        import tarfile  # noqa: PLC0415 - only a directory needs it
+
         with tarfile.open(fileobj=out, mode="w|") as tar:  # type: ignore[call-overload]
             tar.add(source, arcname=".", recursive=True)
     else:
@@ -199,9 +205,15 @@ def collect(config: dict[str, Any]) -> dict[str, Any]:
     message = results(config)
     try:
         message["artifacts"] = store(config)
-    except (MoveError, OSError, tarfile.TarError) as e:
+    except _move_errors() as e:
         message["error"] = str(e)[:1000]
     return message
+
+
+def _move_errors() -> tuple[type[Exception], ...]:
+    """What a move may raise: a TarError only once tarfile was imported (a directory moved)."""
+    tar = sys.modules.get("tarfile")
+    return (MoveError, OSError) if tar is None else (MoveError, OSError, tar.TarError)
 
 
 def _write_message(message: dict[str, Any], path: str) -> None:
@@ -222,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     if args[0] == "fetch":
         try:
             fetch(config)
-        except (MoveError, OSError, tarfile.TarError) as e:
+        except _move_errors() as e:
             _write_message({"error": str(e)[:1000]}, path)
             sys.stderr.write(f"{e}\n")
             return 1

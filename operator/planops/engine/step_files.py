@@ -145,7 +145,7 @@ def artifact_policy(capsule: CapsuleSpec) -> ArtifactPolicy:
 def repository_refusal(capsule: CapsuleSpec, operator_default: bool) -> str | None:
     """Why a step may not move artifacts under `capsule` (None: it may): a repository must be
     granted, the Capsule's own (artifactRepository) or the operator's default."""
-    if operator_default or getattr(capsule, "artifact_repository", None) is not None:
+    if operator_default or capsule.artifact_repository is not None:
         return None
     return (
         "artifacts move through an artifact repository, and none is granted: the Capsule "
