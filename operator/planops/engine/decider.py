@@ -34,16 +34,8 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from planops.api.models import PlanSpec, RetryBackoff, Step
-from planops.engine import (
-    bodies,
-    conditions,
-    control,
-    finally_steps,
-    references,
-    step_files,
-    templates,
-)
+from planops.api.models import PlanSpec, RetryBackoff
+from planops.engine import bodies, conditions, control, finally_steps, references, templates
 from planops.engine.allowlists import shell_words
 from planops.engine.bodyrun import Bodies
 from planops.engine.budget import exit_result
@@ -55,8 +47,9 @@ from planops.engine.facts import (
     Facts,
     StepFiles,
 )
-from planops.engine.report import ArtifactRecord, Halt, StepRecord
+from planops.engine.report import Halt, StepRecord
 from planops.engine.runstate import RunState, Status
+from planops.engine.step_files import inputs_of
 from planops.engine.step_grants import render_env
 
 CONTROL = ("exit", "filter")  # evaluated by the decider itself: no Job, no process
@@ -424,7 +417,8 @@ class Run(RunState):
                     words = templates.render_command(
                         words, self._template_lookup, self.prefix + step.id
                     )
-            env, fetch = self._data(step)
+            env = render_env(step, self._template_lookup) if step.env else ()
+            fetch = inputs_of(step, self._template_lookup)  # its input artifacts' records
         except (references.UnsettledReference, templates.TemplateError) as e:
             self._unseen += 1
             self._attempt_failed(i, None, str(e), now)
@@ -435,19 +429,6 @@ class Run(RunState):
         if kind == "tool":
             self._tools_flying += 1
         return Dispatch(step, st.attempts, kind, resolved, words, env=env, fetch=fetch)
-
-    def _data(
-        self, step: Step
-    ) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[ArtifactRecord, str], ...]]:
-        """What an attempt is given as data besides its input: its env values (rendered once,
-        never a shell step's words) and its input artifacts' records (engine.step_files)."""
-        env = render_env(step, self._template_lookup) if step.env else ()
-        fetch = (
-            step_files.inputs_of(step, self._template_lookup)
-            if step.inputs is not None and step.inputs.artifacts
-            else ()
-        )
-        return env, fetch
 
     def _run_control(self, i: int, now: float) -> None:
         """exit / filter: evaluated here, settled at once with the seed's result shape."""

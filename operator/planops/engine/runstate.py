@@ -438,9 +438,8 @@ class RunState:
             self.budget.held += len(output.encode()) if output else 0
         else:
             output, error, stderr = self.budget.keep(output, error, stderr or None)
-        results, artifacts = files or (None, None)
-        if results:  # bounded by step_files.RESULTS_BOUND, never cut: later steps read them
-            self.budget.held += len(step_files.encoded_results(results).encode())
+        results, artifacts = files or (None, None)  # bounded, never cut: later steps read them
+        self.budget.held += len(step_files.encoded_results(results).encode()) if results else 0
         return StepRecord(
             step_id=self.spec.steps[i].id,
             status=status,

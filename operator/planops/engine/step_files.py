@@ -129,7 +129,7 @@ def inputs_of(step: Step, lookup: Callable[[str], Any]) -> tuple[tuple[ArtifactR
     it names (a TemplateError when it cannot be: its step failed without leaving it), with the
     path it is placed at."""
     out = []
-    for a in step.inputs.artifacts if step.inputs is not None else []:
+    for a in step.inputs.artifacts if step.inputs is not None else ():
         found = templates.render(a.from_, lookup)
         record = ArtifactRecord.from_json(found)
         if record is None:

@@ -15,18 +15,23 @@ collector sees that directory only.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import re
+import tarfile
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
 
 from planops import collector
+from planops.api import CapsuleSpec
 from planops.engine import step_files
 from planops.engine.facts import Dispatch
 from planops.engine.report import ArtifactRecord
+from planops.runners.processes import Result
 
 _CHUNK = 1 << 20
 
@@ -52,6 +57,41 @@ class LocalRepository:
         path = self.attempt_dir(plan, d) / "results"
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+    async def attempt(
+        self,
+        plan: str,
+        d: Dispatch,
+        capsule: CapsuleSpec,
+        cwd: Path,
+        env: dict[str, str],
+        process: Callable[[dict[str, str]], Awaitable[Result]],
+    ) -> Result:
+        """An attempt of a step with results or artifacts: its inputs placed first, `process`
+        run with $PLANOPS_RESULTS in `env`, its results read and its artifacts kept after, by
+        the rules of the cluster's (engine.step_files)."""
+        results_dir = self.results_dir(plan, d) if d.step.results else None
+        if results_dir is not None:
+            env = env | {step_files.RESULTS_ENV: str(results_dir)}
+        try:
+            await asyncio.to_thread(self.fetch, d, cwd)
+        except (FileError, OSError, tarfile.TarError) as e:
+            return Result("failed", None, f"input artifacts: {e}")
+        result = await process(env)
+        succeeded = result.status == "success"
+        results, error = (
+            self.results(d, results_dir, succeeded) if results_dir is not None else (None, None)
+        )
+        artifacts: tuple[ArtifactRecord, ...] | None = None
+        if succeeded and error is None and d.step.outputs is not None:
+            bound = step_files.artifact_policy(capsule).max_bytes
+            try:
+                artifacts = await asyncio.to_thread(self.keep, plan, d, cwd, bound)
+            except (FileError, OSError, tarfile.TarError) as e:
+                error = str(e)
+        if error is not None and succeeded:
+            return replace(result, status="failed", error=error, results=results)
+        return replace(result, results=results, artifacts=artifacts)
 
     # -- after the step ----------------------------------------------------------------------
 

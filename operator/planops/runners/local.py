@@ -46,11 +46,10 @@ import asyncio
 import contextlib
 import json
 import shutil
-import tarfile
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +72,6 @@ from planops.engine import (
 )
 from planops.engine import dispatch as dispatch_
 from planops.engine.policy import capsules as capsule_resolver
-from planops.engine.report import ArtifactRecord
 from planops.runners import files, podlike, processes
 from planops.runners.processes import Result
 
@@ -332,45 +330,12 @@ class LocalRunner:
             cwd = shared if shared is not None else private
             if not step_files.uses_files(d.step):
                 return await self._process(argv, d, capsule, cwd, env, stdin)
-            return await self._with_files(argv, d, capsule, where, cwd, env, stdin)
+            assert self._repository is not None  # made by run()
 
-    async def _with_files(
-        self,
-        argv: list[str],
-        d: Dispatch,
-        capsule: CapsuleSpec,
-        where: podlike.Where,
-        cwd: Path,
-        env: dict[str, str],
-        stdin: str | None,
-    ) -> Result:
-        """An attempt of a step with results or artifacts (runners.files): its inputs placed
-        first, its results read and its artifacts kept after, by the rules of the cluster's
-        (engine.step_files)."""
-        repo = self._repository
-        assert repo is not None  # made by run()
-        results_dir = repo.results_dir(where.plan, d) if d.step.results else None
-        if results_dir is not None:
-            env[step_files.RESULTS_ENV] = str(results_dir)
-        try:
-            await asyncio.to_thread(repo.fetch, d, cwd)
-        except (files.FileError, OSError, tarfile.TarError) as e:
-            return Result("failed", None, f"input artifacts: {e}")
-        result = await self._process(argv, d, capsule, cwd, env, stdin)
-        succeeded = result.status == "success"
-        results, error = (
-            repo.results(d, results_dir, succeeded) if results_dir is not None else (None, None)
-        )
-        artifacts: tuple[ArtifactRecord, ...] | None = None
-        if succeeded and error is None and d.step.outputs is not None:
-            bound = step_files.artifact_policy(capsule).max_bytes
-            try:
-                artifacts = await asyncio.to_thread(repo.keep, where.plan, d, cwd, bound)
-            except (files.FileError, OSError, tarfile.TarError) as e:
-                error = str(e)
-        if error is not None and succeeded:
-            return replace(result, status="failed", error=error, results=results)
-        return replace(result, results=results, artifacts=artifacts)
+            def process(env: dict[str, str]) -> Awaitable[Result]:
+                return self._process(argv, d, capsule, cwd, env, stdin)
+
+            return await self._repository.attempt(where.plan, d, capsule, cwd, env, process)
 
     async def _ask(self, d: Dispatch) -> Result:
         spec: dict[str, Any] = d.input
