@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from planops.api import parse_document
-from planops.engine import Facts, Policy, step_files, validate
+from planops.engine import Facts, Policy, step_files, templates, validate
+from planops.engine.report import ArtifactRecord
 from planops.runners.local import LocalRunner
 
 from .helpers import capsule, plan, resolver, run_local_cli
@@ -374,3 +375,18 @@ def test_an_executor_that_moves_no_files_refuses_them_before_anything_runs():
     errs = validate(spec, resolver(), Policy(moves_files=False))
     assert [(e.code, e.step, e.path) for e in errs] == [("results", "a", "steps[0].results")]
     assert "run --local" in errs[0].message
+
+
+def test_templates_read_results_and_artifacts_of_a_record():
+    """`{{a.results.NAME}}` is the text (typed splice: a string); `{{a.artifacts.NAME}}` the
+    record an input fetches; a control step's `results` field stays its own."""
+    art = ArtifactRecord("d", "k/d.tar", "ab" * 32, 10, True)
+    a = templates.StepResult("success", "out", None, {"v": "1.2"}, (art,))
+    each = templates.StepResult("success", '{"count": 1, "results": ["x"]}')
+    looks = {"a": a, "each": each}.get
+    assert templates.render("{{a.results.v}}", looks) == "1.2"
+    assert templates.render("v={{a.results.v}}", looks) == "v=1.2"
+    assert templates.render("{{a.artifacts.d}}", looks) == art.to_json()
+    assert templates.render("{{each.results}}", looks) == ["x"]
+    with pytest.raises(templates.TemplateError, match="no 'w'"):
+        templates.render("{{a.results.w}}", looks)
