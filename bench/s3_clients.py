@@ -44,6 +44,7 @@ if which == "minio":
     host = endpoint.split("://")[1]
     c = Minio(host, access_key=ak, secret_key=sk, secure=False, region="us-east-1")
     def put(k, d): c.put_object(bucket, k, io.BytesIO(d), len(d))
+    def delete(k): c.remove_object(bucket, k)
     def get(k):
         r = c.get_object(bucket, k)
         try: return r.read()
@@ -52,6 +53,7 @@ else:
     c = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=ak, aws_secret_access_key=sk,
                      region_name="us-east-1", config=Config(signature_version="s3v4"))
     def put(k, d): c.put_object(Bucket=bucket, Key=k, Body=d)
+    def delete(k): c.delete_object(Bucket=bucket, Key=k)
     def get(k): return c.get_object(Bucket=bucket, Key=k)["Body"].read()
 client_made = time.perf_counter() - t0
 def rss():
@@ -70,6 +72,8 @@ for label, size in (("small", 1024), ("big", 10 << 20)):
             else: assert len(get(f"bench/{which}/{label}-{i}")) == size
             cpu.append(time.process_time() - c0)
         out[f"{op}_{label}_cpu_ms"] = 1000 * sorted(cpu)[len(cpu) // 2]
+    for i in range(rounds):
+        delete(f"bench/{which}/{label}-{i}")
 out["rss_after"] = rss()
 out["maxrss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 print(json.dumps(out))
@@ -78,7 +82,9 @@ print(json.dumps(out))
 
 def measure(python: str, which: str, s3: S3, rounds: int) -> dict[str, Any]:
     argv = [python, "-c", _CHILD, which, s3.endpoint, s3.bucket, s3.access_key, s3.secret_key]
-    done = subprocess.run([*argv, str(rounds)], capture_output=True, text=True, check=True)
+    done = subprocess.run([*argv, str(rounds)], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{which} failed:\n{done.stderr[-3000:]}")
     return dict(json.loads(done.stdout))
 
 

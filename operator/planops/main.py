@@ -7,6 +7,7 @@ planops-operator [--namespace NS ...|--all-namespaces] [--metrics-port 9090]
                  [--leader-elect [--leader-election-id ID] [--leader-election-namespace NS]]
                  [--archive [--archive-queue N]]   (DSN in env PLANOPS_ARCHIVE_DSN)
                  [--ttl-seconds-after-finished SECONDS]
+                 [--artifact-repository JSON] [--artifact-secrets-namespace NS]
 """
 
 from __future__ import annotations
@@ -159,6 +160,18 @@ def _parser() -> argparse.ArgumentParser:
         default=10_000,
         help="finished runs queued at most while the database is slow or down (more are found "
         "again from the cluster at the next resync)",
+    )
+    store = p.add_argument_group("the artifact repository (docs/artifacts.md)")
+    store.add_argument(
+        "--artifact-repository",
+        metavar="JSON",
+        help="the default artifact repository (the chart's artifactRepository as JSON: where, "
+        "and which Secret holds the credentials; never the credentials themselves)",
+    )
+    store.add_argument(
+        "--artifact-secrets-namespace",
+        metavar="NS",
+        help="the namespace of the repositories' credentials Secrets (default: the pod's own)",
     )
     p.add_argument(
         "--ttl-seconds-after-finished",
@@ -327,6 +340,18 @@ def _own_namespace() -> str:
         return "default"
 
 
+def _artifact_repository(parser: argparse.ArgumentParser, text: str | None) -> Any:
+    """The default repository from its flag, or the parser's clear error (every reason)."""
+    from pydantic import ValidationError  # noqa: PLC0415
+
+    from planops.store.repositories import RepositoryError, default_from_flag  # noqa: PLC0415
+
+    try:
+        return default_from_flag(text)
+    except (ValueError, ValidationError, RepositoryError) as e:
+        parser.error(f"--artifact-repository: {e}")
+
+
 def main(argv: list[str] | None = None, *, run: Callable[..., Any] | None = None) -> int:
     """The operator; `run` stands in for kopf_adapter.run (a test sees what main set up
     without running the operator)."""
@@ -380,6 +405,8 @@ def main(argv: list[str] | None = None, *, run: Callable[..., Any] | None = None
         needs_image=True,
         profiles=profile_caps(args),
         moves_files=False,  # the step pods' collector is not wired yet (docs/artifacts.md)
+        # the chart's default repository grants one to every Capsule (engine.step_files)
+        artifact_repository=args.artifact_repository is not None,
     )
     # kopf's runtime scanning (it lists every CRD and namespace) is only needed for namespace
     # patterns; without it the operator needs no cluster-wide read of CRDs (RBAC least
@@ -397,6 +424,9 @@ def main(argv: list[str] | None = None, *, run: Callable[..., Any] | None = None
     CONFIG.archive_dsn = os.environ[ARCHIVE_DSN_ENV] if args.archive else None
     CONFIG.archive_queue = args.archive_queue
     CONFIG.ttl_seconds_after_finished = args.ttl_seconds_after_finished
+    CONFIG.artifact_repository = _artifact_repository(parser, args.artifact_repository)
+    if args.artifact_repository or args.artifact_secrets_namespace:
+        CONFIG.artifact_secrets_namespace = args.artifact_secrets_namespace or _own_namespace()
     CONFIG.namespaces = list(args.namespace)
     (run or kopf_adapter.run)(
         namespaces=args.namespace, peering=args.peering, health_port=args.health_port

@@ -114,7 +114,7 @@ class Store:
             "-master.volumeSizeLimitMB=64",
             f"-volume.port={volume}",
             f"-volume.port.grpc={volume_g}",
-            "-volume.max=8",
+            "-volume.max=0",  # as many 64 MiB volumes as the disk holds
             "-filer",
             f"-filer.port={filer}",
             f"-filer.port.grpc={filer_g}",

@@ -398,6 +398,10 @@ class FakeKube:
         await self._call("get_pod", namespace, name)
         return self._read("pod", namespace, name)
 
+    async def get_secret(self, namespace: str, name: str) -> Obj | None:
+        await self._call("get_secret", namespace, name)
+        return self._read("secret", namespace, name)
+
     async def read_log(
         self,
         namespace: str,

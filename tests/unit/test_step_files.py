@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from planops import main as main_
 from planops.api import parse_document
 from planops.engine import Facts, Policy, step_files, templates, validate
 from planops.engine.report import ArtifactRecord
+from planops.handlers.config import CONFIG
 from planops.runners.local import LocalRunner
 
 from .helpers import capsule, plan, resolver, run_local_cli
@@ -390,3 +392,16 @@ def test_templates_read_results_and_artifacts_of_a_record():
     assert templates.render("{{each.results}}", looks) == ["x"]
     with pytest.raises(templates.TemplateError, match="no 'w'"):
         templates.render("{{a.results.w}}", looks)
+
+
+def test_the_operators_default_repository_is_the_grant_its_validation_reads(monkeypatch):
+    repository = {
+        "endpoint": "https://s3.example.com",
+        "bucket": "arts",
+        "credentialsSecret": {"name": "c"},
+    }
+    for argv, granted in (([], False), (["--artifact-repository", json.dumps(repository)], True)):
+        monkeypatch.setattr(CONFIG, "policy", None)
+        main_.main([*argv, "--artifact-secrets-namespace", "ops"], run=lambda *a, **k: None)
+        assert CONFIG.policy.artifact_repository is granted
+        assert CONFIG.policy.moves_files is False  # until its step pods move files

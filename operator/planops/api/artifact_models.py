@@ -53,9 +53,9 @@ class ArtifactGC(Model):
 
     strategy: Literal["OnRunDeletion", "Never"] = Field(
         default="OnRunDeletion",
-        description="OnRunDeletion (default): a run's objects go when the run does (the Plan's "
-        "deletion, its TTL, historyLimit), never before the archive holds the run when the "
-        "archive is on. Never: kept (the bucket's own lifecycle rules decide).",
+        description="OnRunDeletion (default): a Plan's stored objects go when the operator "
+        "deletes the Plan (its ttlSecondsAfterFinished), never before the archive holds its "
+        "run when the archive is on. Never: kept (the bucket's own lifecycle rules decide).",
     )
 
 

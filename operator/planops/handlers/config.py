@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from planops.api.artifact_models import ArtifactRepository
 from planops.engine import Policy
 from planops.reconciler import (
     CHUNK_RECORDS,
@@ -40,6 +41,10 @@ class Config:
     retry_period: float = 2.0
     archive_dsn: str | None = None  # planops.archive: PostgreSQL's DSN (None: no archive)
     archive_queue: int = 10_000  # finished runs queued at most for the archive
+    # the artifact repository (planops.store): the default one (None: only Capsules'), and the
+    # namespace of the credentials Secrets (None: no repository at all)
+    artifact_repository: ArtifactRepository | None = None
+    artifact_secrets_namespace: str | None = None
     # a finished Plan's TTL when its spec sets none (reconciler.history.retention; None: kept)
     ttl_seconds_after_finished: int | None = None
 

@@ -43,6 +43,7 @@ from planops.reconciler import (
     ScheduleReconciler,
     SlotCounting,
     SlotStanding,
+    StoredLogs,
     job_event_matters,
     pod_event_matters,
     slot_group,
@@ -157,6 +158,17 @@ class Operator:
             archive=self.archiver is not None,
             default_ttl=config.ttl_seconds_after_finished,
             archived=archived if self.archiver is not None else None,  # a TTL waits for it
+            store=self._stored_logs(),
+        )
+
+    def _stored_logs(self) -> StoredLogs | None:
+        """Full step logs into the artifact repository (docs/artifacts.md), when the operator
+        has a default one or may read Capsules' credentials (a secrets namespace)."""
+        config = self.config
+        if config.artifact_repository is None and not config.artifact_secrets_namespace:
+            return None
+        return StoredLogs(
+            self.kube, config.artifact_repository, config.artifact_secrets_namespace or ""
         )
 
     def _archiver(self) -> Any:

@@ -377,6 +377,11 @@ class Kube:
     async def get_pod(self, namespace: str, name: str) -> Obj | None:
         return await self._get(_core("pods", namespace, name))
 
+    async def get_secret(self, namespace: str, name: str) -> Obj | None:
+        """One Secret by name (the artifact repositories' credentials: the operator may get
+        only the ones the chart names, in its own namespace)."""
+        return await self._get(_core("secrets", namespace, name))
+
     async def read_log(
         self, namespace: str, pod: str, container: str, limit_bytes: int, window: Window = None
     ) -> str:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from planops.reconciler.effects.actuator import CREATE_CONCURRENCY, StatusApi, StatusWriter
     from planops.reconciler.effects.reads import earlier_run
+    from planops.reconciler.effects.stored_logs import StoredLogs
     from planops.reconciler.history.chunks import CHUNK_RECORDS, records_json
     from planops.reconciler.history.chunks import selector as reports_selector
     from planops.reconciler.history.run_history import (
@@ -42,6 +43,7 @@ _PUBLIC = {
     "ScheduleReconciler": ("reconcile", "ScheduleReconciler"),
     "StatusWriter": ("effects.actuator", "StatusWriter"),
     "StatusApi": ("effects.actuator", "StatusApi"),
+    "StoredLogs": ("effects.stored_logs", "StoredLogs"),
     "job_event_matters": ("run.observe", "job_event_matters"),
     "pod_event_matters": ("run.observe", "pod_event_matters"),
     "controller_uid": ("run.observe", "controller_uid"),
@@ -86,6 +88,7 @@ __all__ = [
     "SlotStanding",
     "StatusApi",
     "StatusWriter",
+    "StoredLogs",
     "controller_uid",
     "earlier_run",
     "earlier_status",

@@ -49,6 +49,7 @@ from planops.reconciler.effects.actuator import (
 )
 from planops.reconciler.effects.intents import Told
 from planops.reconciler.effects.reads import Reads, RunRead, ScheduleReads, earlier_run
+from planops.reconciler.effects.stored_logs import StoredLogs
 from planops.reconciler.history import chunks, replacing, retention, run_history
 from planops.reconciler.history.report_book import ReportBook
 from planops.reconciler.history.retention import Archived
@@ -101,6 +102,7 @@ class Reconciler:
     #: retention (history.retention): the operator's TTL; the archive's question, when on
     default_ttl: int | None = None
     archived: Archived = None
+    store: StoredLogs | None = None  # the artifact repository's writes (effects.stored_logs)
     _reads: Reads = field(init=False)
     _status: StatusWriter = field(init=False)
     _act: Actuator = field(init=False)
@@ -116,7 +118,7 @@ class Reconciler:
     _claimed: set[tuple[str, str, str]] = field(init=False, default_factory=set)
 
     def __post_init__(self) -> None:
-        self._reads = Reads(self.kube, self.clock, self.plans, self.capsules, self.runs)
+        self._reads = Reads(self.kube, self.clock, self.plans, self.capsules, self.runs, self.store)
         self._status = StatusWriter(self.kube, self.plans)
         self._act = Actuator(
             self.kube, self._status, self.runs, self.poster, self.create_concurrency
@@ -212,6 +214,7 @@ class Reconciler:
             log.info("%s/%s: %s", *v.key, retain.note)
         if retain.delete is not None:
             await self._act.delete_plan_as_seen(plan)  # changed since: read again, decided again
+            await self._reads.forget_plan(plan)  # its stored logs and artifacts go with it
             if retain.delete == "ttl":
                 metrics.plans_deleted_by_ttl.inc()
             await self._act.tell(plan, v.told)

@@ -182,27 +182,36 @@ class Store:
     def put_stream(
         self, key: str, stream: IO[bytes], length: int = -1, content_type: str | None = None
     ) -> Stored:
-        """Uploads what `stream` gives (its length if known: one request up to 5 GiB);
-        returns its size and SHA-256, also stored as the object's metadata when the length is
-        known beforehand (a stream of unknown length is spooled to learn it)."""
+        """Uploads what `stream` gives and returns its size and SHA-256. Of unknown length
+        (-1) it is spooled to a temporary file first, and the SHA-256 is also the object's
+        metadata (as put_file's); of a known length it streams, and only the return has it."""
         if length < 0:
             return self._put_spooled(key, stream, content_type)
         hashing = _Hashing(stream)
-        digest = None
-        if isinstance(stream, io.BytesIO):
-            digest = hashlib.sha256(stream.getbuffer()).hexdigest()
+        etag = self._put(key, hashing, length, content_type, None)
+        return Stored(key, hashing.size, hashing.digest.hexdigest(), etag)
+
+    def _put(
+        self,
+        key: str,
+        data: IO[bytes] | io.RawIOBase,
+        length: int,
+        content_type: str | None,
+        sha256: str | None,
+    ) -> str:
+        """One PUT (multipart past 5 MiB, minio's choice); the store's ETag."""
         try:
             done = self._client.put_object(
                 self.repo.bucket,
                 key,
-                cast(BinaryIO, hashing),
+                cast(BinaryIO, data),
                 length,
                 content_type=content_type or "application/octet-stream",
-                metadata={SHA256_META: digest} if digest else None,
+                metadata={SHA256_META: sha256} if sha256 else None,
             )
         except Exception as e:
             raise self._fail(f"put {key}", e) from e
-        return Stored(key, hashing.size, hashing.digest.hexdigest(), done.etag or "")
+        return done.etag or ""
 
     def _put_spooled(self, key: str, stream: IO[bytes], content_type: str | None) -> Stored:
         with tempfile.TemporaryFile() as spool:
@@ -228,18 +237,8 @@ class Store:
                 total += len(chunk)
             f.seek(0)
             length = total if size is None else size
-            try:
-                done = self._client.put_object(
-                    self.repo.bucket,
-                    key,
-                    cast(BinaryIO, f),
-                    length,
-                    content_type=content_type or "application/octet-stream",
-                    metadata={SHA256_META: digest.hexdigest()},
-                )
-            except Exception as e:
-                raise self._fail(f"put {key}", e) from e
-        return Stored(key, length, digest.hexdigest(), done.etag or "")
+            etag = self._put(key, f, length, content_type, digest.hexdigest())
+        return Stored(key, length, digest.hexdigest(), etag)
 
     def put_bytes(self, key: str, data: bytes, content_type: str | None = None) -> Stored:
         return self.put_file(key, io.BytesIO(data), len(data), content_type)

@@ -43,6 +43,7 @@ from planops.kube.api import KubeApi, ScheduleApi
 from planops.kube.cache import RunObjects, WatchCache, slim_run_object
 from planops.kube.errors import ApiError
 from planops.reconciler.effects.bounded import bounded
+from planops.reconciler.effects.stored_logs import StoredLogs
 from planops.reconciler.history import chunks, run_history
 from planops.reconciler.history.replacing import OtherRuns
 from planops.reconciler.queue import slots
@@ -90,6 +91,8 @@ class Reads:
     capsules: WatchCache | None = None
     #: Jobs and pods of runs as the watches show them
     runs: RunObjects | None = None
+    #: stores ended attempts' full logs in the run's artifact repository (None: none)
+    stored: StoredLogs | None = None
     #: Plans whose run objects the cache holds truly
     _trusted: set[Key] = field(default_factory=set)
     #: per Plan, when its run was last listed and how long that list took (resync)
@@ -271,6 +274,8 @@ class Reads:
             READ_CONCURRENCY,
         )
         read = {(o.step_id, o.attempt): got for o, got in zip(reading, outputs, strict=True)}
+        if self.stored is not None and reading:
+            await self.stored.keep(ref, spec.capsule or "default", capsule, reading)
         assembled = facts_.attempts(pending, read, capsule, n, now)
         attempts = assembled.attempts + facts_.remembered(previous, settled_ids)
         attempts += facts_.vanished(previous, settled_ids, observed, attempts, self.clock())
@@ -333,6 +338,11 @@ class Reads:
                 log.info("log of %s/%s unavailable (%s)", namespace, obs.pod, e)
             return found
         return facts_.log_read(got)
+
+    async def forget_plan(self, plan: Obj) -> None:
+        """A Plan retention deleted: its stored objects go too (StoredLogs.forget_plan)."""
+        if self.stored is not None:
+            await self.stored.forget_plan(plan)
 
     async def _fetch_log(
         self, namespace: str, pod: str, feed: Callable[[bytes], None], stream: str | None

@@ -1,0 +1,200 @@
+"""Logs that outlive pods: when a run has an artifact repository (its Capsule's, else the
+operator's default), each ended attempt's full log (stdout and stderr as one, as `kubectl logs`
+shows it, up to step_logs.READ_LIMIT) is stored at `store.keys.RunKeys.log(step, attempt)`.
+
+When the attempt settles, the reconcile that reads its output also copies its log into a
+temporary file (one more log request, only with a repository; before any podGC can race it),
+then hands the upload to `store.background.Uploads`: the store's latency, slowness or outage
+never holds a reconcile. The repository's credentials are read from its Secret in the
+operator's namespace (store.repositories judges it), and a client is kept per repository while
+its Secret's resourceVersion stays the same.
+
+A failure (the Secret missing or not listing the namespace, wrong credentials, the store down)
+is logged with the repository's name; the step's record and the run are unchanged (its capped
+output is in the report as always).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import logging
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any
+
+from planops.api.artifact_models import ArtifactRepository
+from planops.api.capsule_models import CapsuleSpec
+from planops.kube import manifests
+from planops.kube.api import KubeApi
+from planops.kube.errors import ApiError
+from planops.reconciler.run.observe import Observed
+from planops.reconciler.run.step_logs import READ_LIMIT
+from planops.store import keys as keys_
+from planops.store import repositories
+from planops.store.background import Uploads
+from planops.store.client import Repository, Store
+
+log = logging.getLogger("planops.reconciler")
+Obj = dict[str, Any]
+
+
+@dataclass
+class StoredLogs:
+    """Stores ended attempts' full logs in the run's repository."""
+
+    kube: KubeApi
+    default: ArtifactRepository | None
+    secrets_namespace: str
+    uploads: Uploads = field(default_factory=Uploads)
+    #: a client per (repository, Secret resourceVersion)
+    _stores: dict[tuple[str, str], Store] = field(default_factory=dict)
+
+    def wanted(self, capsule: CapsuleSpec) -> bool:
+        return capsule.artifact_repository is not None or self.default is not None
+
+    async def store_for(self, namespace: str, capsule_name: str, capsule: CapsuleSpec) -> Store:
+        """The client of the run's repository; raises RepositoryError naming it."""
+        chosen = repositories.choose(
+            capsule.artifact_repository, self.default, namespace, capsule_name
+        )
+        if chosen is None:
+            raise repositories.RepositoryError("no artifact repository")
+        spec = chosen.spec
+        try:
+            secret = await self.kube.get_secret(
+                self.secrets_namespace, spec.credentials_secret.name
+            )
+        except ApiError as e:  # Forbidden: not one the chart names
+            log.info("credentials Secret unreadable: %s", e)
+            secret = None
+        access, secret_key = repositories.credentials(
+            chosen, secret, self.secrets_namespace, namespace
+        )
+        version = str(((secret or {}).get("metadata") or {}).get("resourceVersion", ""))
+        cache_key = (spec.model_dump_json() + chosen.source, version)
+        found = self._stores.get(cache_key)
+        if found is None:
+            found = Store(
+                Repository(
+                    name=chosen.source,
+                    endpoint=spec.endpoint,
+                    bucket=spec.bucket,
+                    access_key=access,
+                    secret_key=secret_key,
+                    region=spec.region,
+                    key_prefix=spec.key_prefix,
+                    ca_file=await self._ca_file(spec) if spec.ca_secret else None,
+                )
+            )
+            self._stores = {k: v for k, v in self._stores.items() if k[0] != cache_key[0]}
+            self._stores[cache_key] = found
+        return found
+
+    async def _ca_file(self, spec: ArtifactRepository) -> str:
+        """The repository's CA bundle (its caSecret's ca.crt) in a file of the operator's own;
+        raises RepositoryError naming the Secret when it cannot be read."""
+        name = spec.ca_secret or ""
+        try:
+            secret = await self.kube.get_secret(self.secrets_namespace, name)
+        except ApiError as e:
+            log.info("CA Secret unreadable: %s", e)
+            secret = None
+        encoded = ((secret or {}).get("data") or {}).get("ca.crt")
+        if not encoded:
+            raise repositories.RepositoryError(
+                f"artifact repository {spec.endpoint}: Secret {self.secrets_namespace}/{name} "
+                "has no ca.crt, is missing, or the operator may not read it"
+            )
+        fd, path = tempfile.mkstemp(prefix="planops-store-ca-", suffix=".pem")
+        with os.fdopen(fd, "wb") as out:
+            out.write(base64.b64decode(encoded))
+        return path
+
+    async def keep(
+        self, ref: manifests.PlanRef, capsule_name: str, capsule: CapsuleSpec, ended: list[Observed]
+    ) -> None:
+        """Copies each ended attempt's log to a temporary file and hands its upload over."""
+        pods = [o for o in ended if o.pod is not None and o.kind == "job"]
+        if not pods or not self.wanted(capsule):
+            return
+        try:
+            store = await self.store_for(ref.namespace, capsule_name, capsule)
+            run_keys = keys_.RunKeys(store.repo.key_prefix, ref.namespace, ref.uid, ref.run)
+        except (repositories.RepositoryError, keys_.BadKeyError, ValueError) as e:
+            log.warning("logs of %s/%s are not stored: %s", ref.namespace, ref.name, e)
+            return
+        for obs in pods:
+            await self._keep_one(ref, store, run_keys, obs)
+
+    async def _keep_one(
+        self, ref: manifests.PlanRef, store: Store, run_keys: keys_.RunKeys, obs: Observed
+    ) -> None:
+        assert obs.pod is not None
+        key = run_keys.log(obs.step_id, obs.attempt)
+        fd, path = tempfile.mkstemp(prefix="planops-log-")
+        spool = os.fdopen(fd, "wb")
+
+        def feed(chunk: bytes) -> None:
+            spool.write(chunk)
+
+        try:
+            await self.kube.stream_log(
+                ref.namespace, obs.pod, manifests.CONTAINER, feed, None, READ_LIMIT
+            )
+            spool.close()
+        except ApiError as e:
+            spool.close()
+            os.unlink(path)
+            log.info("log of %s/%s not stored: %s", ref.namespace, obs.pod, e)
+            return
+
+        def cleanup() -> None:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+        self.uploads.submit(
+            f"log {key}", lambda: store.put_file(key, path, content_type="text/plain"), cleanup
+        )
+
+    async def forget_plan(self, plan: Obj) -> None:
+        """The Plan is deleted by retention (its TTL; never before the archive holds its run:
+        history.retention waits): every run's objects go too, in the background, unless its
+        repository keeps them (`artifactGC.strategy: Never`). A failure is logged, naming the
+        repository; the objects are then the bucket's lifecycle rules' to remove."""
+        meta = plan.get("metadata") or {}
+        namespace, uid = meta.get("namespace", ""), meta.get("uid", "")
+        capsule_name = ((plan.get("spec") or {}).get("capsule")) or "default"
+        capsule = await self._capsule(namespace, capsule_name)
+        if capsule is None or not self.wanted(capsule):
+            return
+        chosen = repositories.choose(
+            capsule.artifact_repository, self.default, namespace, capsule_name
+        )
+        if chosen is None or chosen.spec.artifact_gc.strategy == "Never":
+            return
+        try:
+            store = await self.store_for(namespace, capsule_name, capsule)
+            prefix = keys_.plan_prefix(store.repo.key_prefix, namespace, uid)
+        except (repositories.RepositoryError, keys_.BadKeyError, ValueError) as e:
+            log.warning("objects of %s/%s are not deleted: %s", namespace, meta.get("name"), e)
+            return
+        self.uploads.submit(f"delete {prefix}", lambda: store.delete_prefix(prefix), _nothing)
+
+    async def _capsule(self, namespace: str, name: str) -> CapsuleSpec | None:
+        try:
+            found = await self.kube.get_capsule(namespace, name)
+        except ApiError as e:
+            log.info("capsule %s/%s unreadable: %s", namespace, name, e)
+            return None
+        if found is None:
+            return CapsuleSpec() if self.default is not None else None
+        try:
+            return CapsuleSpec.model_validate(found.get("spec") or {})
+        except ValueError:
+            return None
+
+
+def _nothing() -> None:
+    """No temporary file to remove."""
