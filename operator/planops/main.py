@@ -404,6 +404,9 @@ def main(argv: list[str] | None = None, *, run: Callable[..., Any] | None = None
         max_memory=args.max_memory,
         needs_image=True,
         profiles=profile_caps(args),
+        moves_files=False,  # the step pods' collector is not wired yet (docs/artifacts.md)
+        # the chart's default repository grants one to every Capsule (engine.step_files)
+        artifact_repository=args.artifact_repository is not None,
     )
     # kopf's runtime scanning (it lists every CRD and namespace) is only needed for namespace
     # patterns; without it the operator needs no cluster-wide read of CRDs (RBAC least

@@ -64,6 +64,9 @@ SEED: dict[str, str] = {
     "steps[].timeoutSeconds": "planops",
     "steps[].image": "planops",
     "steps[].resources": "planops",
+    "steps[].results": "planops (Tekton's results)",
+    "steps[].outputs": "planops (Argo's outputs.artifacts)",
+    "steps[].inputs": "planops (Argo's inputs.artifacts)",
 }
 EXAMPLE: dict[str, Any] = {
     "capsule": "default",
@@ -131,6 +134,9 @@ EXAMPLE: dict[str, Any] = {
     "steps[].timeoutSeconds": 600,
     "steps[].image": "registry.example/tools:1.4",
     "steps[].resources": {"limits": {"memory": "512Mi"}},
+    "steps[].results": [{"name": "version", "description": "the tag built"}],
+    "steps[].outputs": {"artifacts": [{"name": "dist", "path": "dist"}]},
+    "steps[].inputs": {"artifacts": [{"from": "{{build.artifacts.dist}}", "path": "dist"}]},
 }
 
 

@@ -19,6 +19,7 @@ from planops.api.artifact_models import ArtifactRepository
 from planops.api.base import NAME_PATTERN, Model
 from planops.api.container_models import EnvVar, distinct
 from planops.api.crd_hints import crd
+from planops.api.file_models import ArtifactPolicy
 from planops.api.grant_models import EnvGrants, Scripts, Volume, distinct_volumes
 from planops.api.labels import (
     LABEL_KEY_PATTERN,
@@ -285,6 +286,12 @@ class CapsuleSpec(Model):
         description="Cap on each step's recorded output: past it, the output keeps its head "
         "and its tail with a mark between them.",
         json_schema_extra=crd(store_default=True),
+    )
+    artifacts: ArtifactPolicy | None = Field(
+        default=None,
+        description="What bounds its steps' artifacts (maxBytes, one artifact's most bytes). "
+        "Steps move artifacts only through a repository: artifactRepository, else the "
+        "operator's default.",
     )
     service_account_name: str | None = Field(
         default=None, description="Service account of step pods."

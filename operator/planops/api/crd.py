@@ -250,6 +250,27 @@ def plan_report_crd() -> dict[str, Any]:
             "(docs/operator.md).",
             nullable=True,
         ),
+        "results": _node(
+            "object",
+            "The results the step wrote ($PLANOPS_RESULTS/NAME), by name: present when it "
+            "declares results.",
+            additionalProperties={"type": "string"},
+        ),
+        "artifacts": _node(
+            "array",
+            "The artifacts the step left: present when it declares output artifacts.",
+            items=_node(
+                "object",
+                "One artifact: its name, its key in the repository, its sha256 and size.",
+                properties={
+                    "name": _text("The artifact's name."),
+                    "key": _text("Its object key in the artifact repository."),
+                    "sha256": _text("The sha256 of what was stored (a directory: its tar)."),
+                    "size": _integer("Bytes stored."),
+                    "directory": _flag("A directory, stored as a tar archive."),
+                },
+            ),
+        ),
         "attempts": _integer("Attempts made."),
         "startedAt": _text("RFC 3339.", nullable=True),
         "finishedAt": _text("RFC 3339.", nullable=True),

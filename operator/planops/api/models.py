@@ -22,6 +22,7 @@ from planops.api import base, durations
 from planops.api.base import Model
 from planops.api.container_models import MAX_SCRIPT, StepEnvVar, VolumeMount, distinct
 from planops.api.crd_hints import crd
+from planops.api.file_models import MAX_RESULTS, ResultDecl, StepInputs, StepOutputs
 from planops.api.labels import DNS_LABEL_PATTERN
 from planops.api.limits import (
     HISTORY_LIMIT,
@@ -323,6 +324,25 @@ class Step(Model):
         default=None,
         description="Requests and limits of the step's container. Default: the Capsule's "
         "resources; bounded by its maxResources.",
+    )
+    # files passed on (api.file_models; the rules: engine.step_files)
+    results: list[ResultDecl] = Field(
+        default_factory=list,
+        max_length=MAX_RESULTS,
+        description="Small values the step writes to $PLANOPS_RESULTS/NAME (a shell, script or "
+        "tool step); later steps read {{<id>.results.NAME}} (one trailing line end dropped). "
+        "3 KiB for all of a step's results together (as the JSON object they travel in): past "
+        "it the step fails, naming the result.",
+    )
+    outputs: StepOutputs | None = Field(
+        default=None,
+        description="Files the step leaves for later steps: {artifacts: [{name, path}]}, kept "
+        "in the artifact repository (its Capsule's artifactRepository or the operator's).",
+    )
+    inputs: StepInputs | None = Field(
+        default=None,
+        description="Files of earlier steps placed before the command starts: {artifacts: "
+        "[{from: '{{<id>.artifacts.NAME}}', path}]}.",
     )
 
     @field_validator("script")

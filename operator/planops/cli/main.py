@@ -40,7 +40,7 @@ from planops.cli.inputs import (
     with_default_capsule,
     with_inputs,
 )
-from planops.engine import CapsuleResolver, Facts, PlanError, capsules, validate
+from planops.engine import CapsuleResolver, Facts, PlanError, Policy, capsules, validate
 
 # Imported where a verb needs them, so `validate` starts fast (docs/performance.md): the local
 # runner and asyncio (run), croniter (a ScheduledPlan's schedule), the graph drawing (graph),
@@ -75,6 +75,14 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         help="the plan's workspace (spec.workspace): the directory its shell steps share "
         "(default: a fresh temporary directory)",
+    )
+    r.add_argument(
+        "--artifacts",
+        type=Path,
+        metavar="DIR",
+        help="keep the steps' results and artifacts in DIR (DIR/PLAN/STEP/ATTEMPT/...), where "
+        "a --retry of this run finds them again (default: a temporary directory, removed after "
+        "the run)",
     )
     r.add_argument("-o", "--output", choices=["text", "json"], default="text")
     r.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
@@ -170,10 +178,13 @@ def _answers(given: list[str]) -> dict[str, dict[str, str]] | None:
     return out
 
 
-def _errors(loaded: Loaded) -> list[tuple[str, int, str, PlanError]]:
+def _errors(loaded: Loaded, local: bool = False) -> list[tuple[str, int, str, PlanError]]:
     """Every plan's refusals (file, the plan's index, its name, the error); a ScheduledPlan's
-    schedule is judged too (code `schedule`)."""
+    schedule is judged too (code `schedule`). `local`: for run --local, whose artifacts
+    directory is a repository every Capsule has (`validate` knows of no operator's default
+    repository: a Capsule must declare its own)."""
     resolver = capsules(loaded.capsules)
+    policy = Policy(artifact_repository=local)
     found = []
     for index, (f, p) in enumerate(loaded.plans):
         if p.schedule is not None:
@@ -191,7 +202,7 @@ def _errors(loaded: Loaded) -> list[tuple[str, int, str, PlanError]]:
                 (f, index, p.plan_id, PlanError("schedule", None, f"spec.{field}", m))
                 for field, m in schedule.check(spec)
             ]
-        found += [(f, index, p.plan_id, e) for e in validate(p.spec, resolver)]
+        found += [(f, index, p.plan_id, e) for e in validate(p.spec, resolver, policy)]
     return found
 
 
@@ -263,7 +274,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if (problem := _one_plan(loaded, args.plan, " ".join(args.files))) is not None:
         sys.stderr.write(f"error: {problem}\n")
         return EXIT_INPUT
-    found = _errors(loaded)
+    found = _errors(loaded, local=True)
     if found:
         if args.output == "json":
             errs = [e.to_json() for *_, e in found]
@@ -289,6 +300,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.workdir is not None and (problem := _workdir(args.workdir)) is not None:
         sys.stderr.write(f"error: --workdir {args.workdir}: {problem}\n")
         return EXIT_INPUT
+    if args.artifacts is not None and (problem := _workdir(args.artifacts)) is not None:
+        sys.stderr.write(f"error: --artifacts {args.artifacts}: {problem}\n")
+        return EXIT_INPUT
     quiet = args.quiet or args.output == "json"
     import asyncio  # noqa: PLC0415 - the local runner: `run` only
 
@@ -297,6 +311,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     runner = LocalRunner(
         loaded.capsules,
         workdir=args.workdir,
+        artifacts=args.artifacts,
         observer=(lambda _r: None) if quiet else render.Progress(sys.stderr),
         answers=answers,
         asker=render.ask if sys.stdin.isatty() else None,

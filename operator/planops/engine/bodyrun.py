@@ -288,9 +288,9 @@ class Bodies:
 
     # -- executors' reports and questions -------------------------------------------------------
 
-    def finish(self, step_id: str, attempt: int, *args: Any) -> None:
-        """A body step's attempt ended: told to its item's Run (Run.finish_attempt's `args`)."""
-        ctl, _, rest = step_id.partition(".")
+    def finish(self, f: AttemptFact) -> None:
+        """A body step's attempt ended: told to its item's Run (Run.finish_fact)."""
+        ctl, _, rest = f.step_id.partition(".")
         key, _, local = rest.partition(".")
         i = self.run.graph.index.get(ctl)
         a = self.active.get(i) if i is not None else None
@@ -299,7 +299,7 @@ class Bodies:
             return
         sub = a.runs.get(pos)
         if sub is not None:
-            sub.finish_attempt(local, attempt, *args)
+            sub.finish_fact(replace(f, step_id=local))
 
     def is_settled(self, step_id: str) -> bool:
         """Whether no further attempt of body step `<control>.<key>.<step>` will start: its

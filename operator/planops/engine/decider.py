@@ -45,9 +45,11 @@ from planops.engine.facts import (
     Decision,
     Dispatch,
     Facts,
+    StepFiles,
 )
 from planops.engine.report import Halt, StepRecord
 from planops.engine.runstate import RunState, Status
+from planops.engine.step_files import inputs_of
 from planops.engine.step_grants import render_env
 
 CONTROL = ("exit", "filter")  # evaluated by the decider itself: no Job, no process
@@ -175,20 +177,6 @@ class Run(RunState):
 
     # -- what executors call ------------------------------------------------------------------
 
-    def finish_fact(self, f: AttemptFact) -> None:
-        """finish_attempt with a finished attempt's fact (as restoring and engine.keeping do)."""
-        assert f.status is not None
-        self.finish_attempt(
-            f.step_id,
-            f.attempt,
-            f.status,
-            f.output,
-            f.error,
-            f.finished_at or 0.0,
-            never_ran=f.never_ran,
-            stderr=f.stderr,
-        )
-
     def finish_attempt(
         self,
         step_id: str,
@@ -202,15 +190,25 @@ class Run(RunState):
     ) -> None:
         """Record the result of a dispatched attempt. A stale or repeated report is ignored.
         `never_ran`: it failed before the step's code started (AttemptFact.never_ran).
-        `stderr`: the tail of what it wrote on stderr, kept apart from its output."""
-        result = (status, output, error, now, never_ran, stderr)
+        `stderr`: the tail of what it wrote on stderr, kept apart from its output. (An attempt
+        that left files, results or artifacts, is told with finish_fact.)"""
+        fact = AttemptFact(step_id, attempt, 0.0, status, now, output, error, never_ran, stderr)
+        self.finish_fact(fact)
+
+    def finish_fact(self, f: AttemptFact) -> None:
+        """finish_attempt with a finished attempt's fact (as restoring and engine.keeping do,
+        and an executor whose attempt left results or artifacts: engine.step_files)."""
+        assert f.status is not None
+        step_id, attempt, status = f.step_id, f.attempt, f.status
         if self._final is not None and self._final.declares(step_id):
             assert isinstance(self._final, Run)  # made by _finally_run
-            self._final.finish_attempt(step_id, attempt, *result)
+            self._final.finish_fact(f)
             return
         if "." in step_id:  # a body step: <control>.<key>.<step>
-            self._bodies.finish(step_id, attempt, *result)
+            self._bodies.finish(f)
             return
+        output, error, now, stderr = f.output, f.error, f.finished_at or 0.0, f.stderr
+        files = None if f.results is None and f.artifacts is None else (f.results, f.artifacts)
         i = self.graph.index[step_id]
         st = self._states[i]
         if not st.in_flight or st.attempts != attempt or st.settled is not None:
@@ -220,9 +218,11 @@ class Run(RunState):
         if self._kinds[i] == "tool":
             self._tools_flying -= 1
         if status == "success":
-            self._settle(i, self._record(i, "success", output, None, now, stderr=stderr))
+            self._settle(
+                i, self._record(i, "success", output, None, now, stderr=stderr, files=files)
+            )
         else:
-            self._attempt_failed(i, output, error, now, never_ran, stderr)
+            self._attempt_failed(i, output, error, now, f.never_ran, stderr, files)
 
     def decide(self, now: float) -> Decision:
         """Start what can start; settle what settles without running. Marks dispatches in flight."""
@@ -402,7 +402,6 @@ class Run(RunState):
             self._flying[i] = st.attempts
             return None
         words: list[str] | None = None
-        env: tuple[tuple[str, str], ...] = ()
         try:
             resolved = step.input
             if step.ask is not None:
@@ -418,8 +417,8 @@ class Run(RunState):
                     words = templates.render_command(
                         words, self._template_lookup, self.prefix + step.id
                     )
-            if step.env:  # rendered once, as data (never a shell step's words)
-                env = render_env(step, self._template_lookup)
+            env = render_env(step, self._template_lookup) if step.env else ()
+            fetch = inputs_of(step, self._template_lookup)  # its input artifacts' records
         except (references.UnsettledReference, templates.TemplateError) as e:
             self._unseen += 1
             self._attempt_failed(i, None, str(e), now)
@@ -429,7 +428,7 @@ class Run(RunState):
         kind = self._kinds[i]
         if kind == "tool":
             self._tools_flying += 1
-        return Dispatch(step, st.attempts, kind, resolved, words, env=env)
+        return Dispatch(step, st.attempts, kind, resolved, words, env=env, fetch=fetch)
 
     def _run_control(self, i: int, now: float) -> None:
         """exit / filter: evaluated here, settled at once with the seed's result shape."""
@@ -461,6 +460,7 @@ class Run(RunState):
         now: float,
         never_ran: bool = False,
         stderr: str | None = None,
+        files: StepFiles = None,
     ) -> None:
         step, st = self.spec.steps[i], self._states[i]
         if never_ran and st.never_ran < NEVER_RAN_AGAIN and self.failed_step is None:
@@ -479,7 +479,7 @@ class Run(RunState):
         # onError: skip settles skipped; continue and fail settle failed (fail also stops the plan,
         # in _settle). The error is kept on a skipped step: it says why it was skipped.
         status: Status = "skipped" if step.on_error == "skip" else "failed"
-        self._settle(i, self._record(i, status, output, error, now, stderr=stderr))
+        self._settle(i, self._record(i, status, output, error, now, stderr=stderr, files=files))
 
 
 def decide(

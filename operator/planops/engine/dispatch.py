@@ -30,7 +30,7 @@ from planops.api.capsule_models import CapsuleSpec
 from planops.api.models import Step
 from planops.api.quantity import parse
 from planops.api.resources import resources as merged_resources
-from planops.engine import pod_grants, step_grants, tool_inputs
+from planops.engine import pod_grants, step_files, step_grants, tool_inputs
 from planops.engine.allowlists import image_refusal, shell_words, step_image
 from planops.engine.facts import Dispatch
 from planops.engine.policy import Policy
@@ -85,6 +85,10 @@ def admit(
             return f"{DENIED}binary {binary!r} is not in the Capsule's shell.allow"
     if d.kind in step_grants.OWN_COMMAND and (grants := step_grants.refusals(d.step, capsule)):
         return DENIED + "; ".join(r.message for r in grants)
+    if step_files.uses_artifacts(d.step) and (
+        no_repository := step_files.repository_refusal(capsule, policy.artifact_repository)
+    ):
+        return DENIED + no_repository
     refused = image_refusal(d.kind, d.step, capsule, policy, needs_image=needs_image)
     return None if refused is None else DENIED + refused
 
@@ -144,10 +148,13 @@ def environment(plan: str, d: Dispatch, workspace: str | None) -> dict[str, str]
     """The variables planops gives an attempt of a tool or shell step, in this order:
     PLANOPS_PLAN (the name of the plan it belongs to), PLANOPS_STEP (a body step's qualified
     name), PLANOPS_ATTEMPT (from 1), a tool's PLANOPS_INPUT (its JSON input, `{}` when it has
-    none) and, when the run has a workspace, PLANOPS_WORKSPACE (where it is: /workspace in a
-    pod, a directory of this machine locally). A tool's own `env` follows them; no name of it
-    starts with PLANOPS_ (api.models refuses it)."""
+    none), when the run has a workspace, PLANOPS_WORKSPACE (where it is: /workspace in a
+    pod, a directory of this machine locally), and when the step declares results,
+    PLANOPS_RESULTS (where it writes them: engine.step_files). A tool's own `env` follows
+    them; no name of it starts with PLANOPS_ (api.models refuses it)."""
     env = {"PLANOPS_PLAN": plan, "PLANOPS_STEP": d.step.id, "PLANOPS_ATTEMPT": str(d.attempt)}
+    if d.step.results:  # the local runner gives a directory of its own instead
+        env[step_files.RESULTS_ENV] = step_files.RESULTS_DIR
     if d.kind == "tool":
         env["PLANOPS_INPUT"] = json.dumps(d.input if d.input is not None else {})
     if workspace is not None:

@@ -63,9 +63,16 @@ CODES: dict[str, str] = {
     "tool-input": "a tool step's input outside its tool's inputSchema (every violation, with "
     "its path; an input with templates or references: what no rendered value can change), or a "
     "tool whose inputSchema is not a JSON Schema",
+    "results": "a step's results that cannot be passed: declared twice, on a step that runs "
+    "no command (only shell, script and tool steps write $PLANOPS_RESULTS/NAME), or inside a "
+    "body",
+    "artifacts": "a step's artifacts that cannot be moved: no artifact repository granted (the "
+    "Capsule's artifactRepository, the operator's default), a name declared twice, a path "
+    "outside the working directory, an input's from that is not {{<id>.artifacts.NAME}} of a "
+    "step it waits for that declares it",
     "template": "a {{...}} template that is malformed, names an unknown root, uses a step result "
-    "the step does not depend on, or sits in a shell step's first word; a {{ in a script (never "
-    "rendered: values reach a script through env)",
+    "the step does not depend on or a result it does not declare, or sits in a shell step's "
+    "first word; a {{ in a script (never rendered: values reach a script through env)",
 }
 
 

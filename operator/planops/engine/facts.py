@@ -9,14 +9,14 @@ through the decider: no import cycle, even counting imports made only for type c
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol
 
 from planops.api.models import PlanSpec, Step
 from planops.engine.budget import TextBudget
 from planops.engine.dag import Graph
-from planops.engine.report import ExitReport, Halt, StepRecord
+from planops.engine.report import ArtifactRecord, ExitReport, Halt, StepRecord
 
 Kind = Literal[
     "tool", "shell", "script", "capsule", "ask", "exit", "filter", "decide", "map", "reduce"
@@ -49,6 +49,9 @@ class Dispatch(NamedTuple):
     #: a shell or script step's env values, each rendered once, as text (engine.step_grants);
     #: its valueFrom entries are the kubelet's to read
     env: tuple[tuple[str, str], ...] = ()
+    #: its input artifacts, each where it goes: (the record of the artifact its `from` names,
+    #: the path it is placed at) (engine.step_files.inputs_of)
+    fetch: tuple[tuple[ArtifactRecord, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -67,7 +70,13 @@ class AttemptFact:
     never_ran: bool = False
     #: the tail of what it wrote on stderr (engine.outputs)
     stderr: str | None = None
+    #: the results it wrote and the artifacts it left (engine.step_files), when it declares any
+    results: Mapping[str, str] | None = None
+    artifacts: tuple[ArtifactRecord, ...] | None = None
 
+
+#: what an attempt left of its declared files: (results, artifacts); None when it declares none
+StepFiles = tuple[Mapping[str, str] | None, tuple[ArtifactRecord, ...] | None] | None
 
 #: attempts that never ran which a step gets again on top of its retries
 NEVER_RAN_AGAIN = 3
@@ -153,3 +162,4 @@ class BodyHost(Protocol):
         never_ran: bool = False,
         stderr: str | None = None,
     ) -> None: ...
+    def finish_fact(self, f: AttemptFact) -> None: ...

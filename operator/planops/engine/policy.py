@@ -67,6 +67,14 @@ class Policy:
     needs_image: bool = False
     #: what any Capsule's security profiles may ask for
     profiles: ProfileCaps = ProfileCaps()
+    #: the operator has a default artifact repository (the chart's), so a Capsule without its
+    #: own still grants one (engine.step_files.repository_refusal); kubectl-plan run --local
+    #: keeps artifacts in a directory of this machine
+    artifact_repository: bool = False
+    #: the executor moves results and artifacts (the local runner does; the operator's step
+    #: pods do not yet: their collector is docs/artifacts.md's next step), else a step that
+    #: declares any is refused before anything runs, not run without them
+    moves_files: bool = True
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,11 @@
 """The report: seed 1's shape in camelCase, one entry per settled step in the order they settled.
 
     {"planId", "completed", "failedStep", "steps": [{"stepId", "status", "output", "error",
-     "attempts", "startedAt", "finishedAt", "stderr"?}]}
+     "attempts", "startedAt", "finishedAt", "stderr"?, "results"?, "artifacts"?}]}
 
 A record's `stderr` (the tail of what the step wrote on stderr: engine.outputs) is there only
-when the step wrote some.
+when the step wrote some; `results` and `artifacts` (engine.step_files) only when the step
+declares some.
 
 Steps never dispatched after a stop are absent, as the seed says. Times are RFC 3339 (UTC, ms).
 """
@@ -12,6 +13,7 @@ Steps never dispatched after a stop are absent, as the seed says. Times are RFC 
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple
@@ -41,6 +43,41 @@ def parse_rfc3339(text: str | None) -> float | None:
         return None
 
 
+class ArtifactRecord(NamedTuple):
+    """One output artifact as the step's report record keeps it: where it is (`key`: the
+    repository's object key; locally, a path under the artifacts directory), its sha256, its
+    size in bytes (a directory: its tar archive's) and whether it is a directory."""
+
+    name: str
+    key: str
+    sha256: str
+    size: int
+    directory: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "name": self.name,
+            "key": self.key,
+            "sha256": self.sha256,
+            "size": self.size,
+        }
+        if self.directory:
+            out["directory"] = True
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any) -> ArtifactRecord | None:
+        """None when `data` is not one (a status edited by hand reads as no artifact)."""
+        if not isinstance(data, dict):
+            return None
+        name, key, sha, size = (data.get(k) for k in ("name", "key", "sha256", "size"))
+        if not (isinstance(name, str) and isinstance(key, str) and isinstance(sha, str)):
+            return None
+        if not isinstance(size, int):
+            return None
+        return cls(name, key, sha, size, data.get("directory") is True)
+
+
 class StepRecord(NamedTuple):
     """One settled step (a NamedTuple: immutable, and cheap to build in the decider's hot path)."""
 
@@ -53,6 +90,10 @@ class StepRecord(NamedTuple):
     finished_at: float | None
     #: the tail of the step's stderr (never part of its output)
     stderr: str | None = None
+    #: the results it wrote (engine.step_files): None when it declares none
+    results: Mapping[str, str] | None = None
+    #: the artifacts it left (engine.step_files): None when it declares none
+    artifacts: tuple[ArtifactRecord, ...] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -66,6 +107,10 @@ class StepRecord(NamedTuple):
         }
         if self.stderr is not None:
             out["stderr"] = self.stderr
+        if self.results is not None:
+            out["results"] = dict(self.results)
+        if self.artifacts is not None:
+            out["artifacts"] = [a.to_json() for a in self.artifacts]
         return out
 
     @classmethod
@@ -79,6 +124,8 @@ class StepRecord(NamedTuple):
             started_at=parse_rfc3339(data.get("startedAt")),
             finished_at=parse_rfc3339(data.get("finishedAt")),
             stderr=data.get("stderr"),
+            results=_results(data.get("results")),
+            artifacts=_artifacts(data.get("artifacts")),
         )
 
     @property
@@ -86,6 +133,20 @@ class StepRecord(NamedTuple):
         if self.started_at is None or self.finished_at is None:
             return None
         return self.finished_at - self.started_at
+
+
+def _results(data: Any) -> dict[str, str] | None:
+    """A record's results as a status holds them (a value that is not text is dropped: a
+    status edited by hand reads as no such result)."""
+    if not isinstance(data, dict):
+        return None
+    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def _artifacts(data: Any) -> tuple[ArtifactRecord, ...] | None:
+    if not isinstance(data, list):
+        return None
+    return tuple(a for a in map(ArtifactRecord.from_json, data) if a is not None)
 
 
 class _NoOutput:

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from planops.api.models import PlanSpec, RetryBackoff
-from planops.engine import conditions, finally_steps, templates
+from planops.engine import conditions, finally_steps, step_files, templates
 from planops.engine.bodyrun import Bodies
 from planops.engine.budget import TextBudget
 from planops.engine.dag import Graph
-from planops.engine.facts import Kind, exit_report
+from planops.engine.facts import Kind, StepFiles, exit_report
 from planops.engine.report import (
     NO_OUTPUT,
     ExitReport,
@@ -411,7 +411,9 @@ class RunState:
         # one StepResult per settled step: its output is parsed as JSON at most once
         result = self._results.get(i)
         if result is None:
-            result = self._results[i] = templates.StepResult(rec.status, rec.output, rec.stderr)
+            result = self._results[i] = templates.StepResult(
+                rec.status, rec.output, rec.stderr, rec.results, rec.artifacts
+            )
         return result
 
     _template_lookup = template_lookup
@@ -425,6 +427,7 @@ class RunState:
         now: float,
         whole: bool = False,
         stderr: str | None = None,
+        files: StepFiles = None,
     ) -> StepRecord:
         """The record of step `i` settling now: its texts cut to what the run has left of its
         budget (engine.budget), here and nowhere later. `whole`: kept as it is (an exit's
@@ -435,6 +438,8 @@ class RunState:
             self.budget.held += len(output.encode()) if output else 0
         else:
             output, error, stderr = self.budget.keep(output, error, stderr or None)
+        results, artifacts = files or (None, None)  # bounded, never cut: later steps read them
+        self.budget.held += len(step_files.encoded_results(results).encode()) if results else 0
         return StepRecord(
             step_id=self.spec.steps[i].id,
             status=status,
@@ -444,6 +449,8 @@ class RunState:
             started_at=st.started_at,
             finished_at=now,
             stderr=stderr,
+            results=results,
+            artifacts=artifacts,
         )
 
     def _settle(self, i: int, record: StepRecord, announce: bool = True) -> None:

@@ -23,15 +23,19 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from planops.engine import references
 from planops.engine.references import strings
+from planops.engine.report import ArtifactRecord
 
 RESERVED = ("input", "item", "index", "accumulator", "length")
 STEP_FIELDS = ("output", "status", "json", "stderr")
+#: a job step's files (engine.step_files): `{{id.results.NAME}}`, `{{id.artifacts.NAME}}`; on
+#: a control step, `results` is its own result field (`{{each.results}}` of a map)
+FILE_FIELDS = ("results", "artifacts")
 #: Each `.part` starts with a dot that no part contains: one way to match, linear time.
 PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$")
 #: One character class: a search for it cannot backtrack.
@@ -130,8 +134,19 @@ class StepResult(dict[str, Any]):
     times (or per item of a filter) parses a's output once, not 10,000 times. Parsed values are
     shared: the engine never mutates them."""
 
-    def __init__(self, status: str, output: str | None, stderr: str | None = None) -> None:
+    def __init__(
+        self,
+        status: str,
+        output: str | None,
+        stderr: str | None = None,
+        results: Mapping[str, str] | None = None,
+        artifacts: Sequence[ArtifactRecord] | None = None,
+    ) -> None:
         super().__init__(status=status, output=output, stderr=stderr)
+        if results is not None:  # a job step declaring results: {{id.results.NAME}}
+            self["results"] = dict(results)
+        if artifacts is not None:  # {{id.artifacts.NAME}}: the record an input fetches
+            self["artifacts"] = {a.name: a.to_json() for a in artifacts}
         self._parsed: Any = _UNPARSED
 
     def parsed(self) -> Any:
@@ -172,20 +187,15 @@ def _resolve(t: Template, lookup: Lookup) -> Any:
         if base is None:
             raise TemplateError(f"{t.text}: step {t.root!r} has not settled")
         field = path.pop(0) if path else ""
-        if field not in STEP_FIELDS:  # a control step's result field: {{scan.results}}
-            path.insert(0, field)
-            field = "json"
-        if field == "json":
-            try:
-                base = (
-                    base.parsed()
-                    if isinstance(base, StepResult)
-                    else references.loads(base["output"] or "")
-                )
-            except ValueError as e:
-                raise TemplateError(_not_json(t, e)) from None
-        else:
+        if field in FILE_FIELDS and field in base:  # a job step's results, artifacts
             base = base[field]
+            if not path:
+                raise TemplateError(f"{t.text}: name one, {t.text[:-2]}.NAME}}}}")
+        else:
+            if field not in STEP_FIELDS:  # a control step's result field: {{scan.results}}
+                path.insert(0, field)
+                field = "json"
+            base = _step_field(t, base, field)
     for part in path:
         if isinstance(base, dict) and part in base:
             base = base[part]
@@ -194,6 +204,19 @@ def _resolve(t: Template, lookup: Lookup) -> Any:
         else:
             raise TemplateError(f"{t.text}: no {part!r} in the value")
     return base
+
+
+def _step_field(t: Template, base: Any, field: str) -> Any:
+    if field != "json":
+        return base[field]
+    try:
+        return (
+            base.parsed()
+            if isinstance(base, StepResult)
+            else references.loads(base["output"] or "")
+        )
+    except ValueError as e:
+        raise TemplateError(_not_json(t, e)) from None
 
 
 def _not_json(t: Template, e: ValueError) -> str:

@@ -46,14 +46,16 @@ import asyncio
 import contextlib
 import json
 import shutil
+import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from planops.api import CapsuleSpec, PlanSpec, Tool
 from planops.engine import (
+    AttemptFact,
     Dispatch,
     Facts,
     Policy,
@@ -64,12 +66,13 @@ from planops.engine import (
     delegation,
     finally_steps,
     shell_words,
+    step_files,
     step_grants,
     validate,
 )
 from planops.engine import dispatch as dispatch_
 from planops.engine.policy import capsules as capsule_resolver
-from planops.runners import podlike, processes
+from planops.runners import files, podlike, processes
 from planops.runners.processes import Result
 
 #: Trace records, by the seed's names: plan_start, plan_step_start, plan_step, plan_end,
@@ -92,11 +95,16 @@ class LocalRunner:
     #: the top plan's workspace (it must declare `spec.workspace`); None: a fresh one
     workdir: Path | None = None
     observer: Observer = field(default=lambda _record: None)
-    policy: Policy = field(default_factory=Policy)
+    #: the artifacts directory is a repository every Capsule has here (engine.step_files)
+    policy: Policy = field(default_factory=lambda: Policy(artifact_repository=True))
     clock: Callable[[], float] = time.time
     #: answers given in advance, by step id (body steps by qualified name): field -> text
     answers: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     asker: Asker | None = None
+    #: where results and artifacts are kept (`--artifacts DIR`); None: a temporary directory,
+    #: removed after the run (runners.files)
+    artifacts: Path | None = None
+    _repository: files.LocalRepository | None = field(default=None, init=False)
     _noticed_images: bool = field(default=False, init=False)
     #: the slots of the Capsules with maxRunningPlans that this run's sub-plans take
     _slots: dict[str, asyncio.Semaphore] = field(default_factory=dict, init=False)
@@ -117,7 +125,10 @@ class LocalRunner:
         lineage = (*lineage, capsule_name(spec))
         capsule = self.capsules[lineage[-1]]
         self._notice_images(spec, capsule)
-        with podlike.workspace(plan_id, spec, self.workdir, top) as workspace:
+        with (
+            podlike.workspace(plan_id, spec, self.workdir, top) as workspace,
+            self._files(top),
+        ):
             if workspace is not None and (notice := podlike.read_only_notice(capsule)):
                 self.observer({"time": self.clock(), "event": "notice", "message": notice})
             where = podlike.Where(plan_id, workspace)
@@ -187,15 +198,7 @@ class LocalRunner:
                 for task in done:
                     d = tasks.pop(task)
                     result = task.result()
-                    run.finish_attempt(
-                        d.step.id,
-                        d.attempt,
-                        result.status,
-                        result.output,
-                        result.error,
-                        self.clock(),
-                        stderr=result.stderr,
-                    )
+                    run.finish_fact(_fact(d, result, self.clock()))
                     # settlements are announced by the next decision; a failure that did not
                     # settle the step means another attempt follows
                     if result.status == "failed" and not run.is_settled(d.step.id):
@@ -215,6 +218,23 @@ class LocalRunner:
         report = run.report()
         emit({"event": "plan_end", "completed": report.completed, "failedStep": report.failed_step})
         return report
+
+    @contextlib.contextmanager
+    def _files(self, top: bool) -> Iterator[None]:
+        """The run's repository of results and artifacts: --artifacts DIR, else a temporary
+        directory removed after the top plan's run (its sub-plans share it)."""
+        if not top or self._repository is not None:
+            yield
+            return
+        with contextlib.ExitStack() as stack:
+            root = self.artifacts
+            if root is None:
+                root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="planops-")))
+            self._repository = files.LocalRepository(root)
+            try:
+                yield
+            finally:
+                self._repository = None
 
     def _emitter(self, plan_id: str, lineage: tuple[str, ...]) -> Callable[[Record], None]:
         def emit(record: Record) -> None:
@@ -308,7 +328,14 @@ class LocalRunner:
             env = podlike.environment(where, d, private) | own
             shared = where.workspace if tool is None else None  # a tool: never in the workspace
             cwd = shared if shared is not None else private
-            return await self._process(argv, d, capsule, cwd, env, stdin)
+            if not step_files.uses_files(d.step):
+                return await self._process(argv, d, capsule, cwd, env, stdin)
+            assert self._repository is not None  # made by run()
+
+            def process(env: dict[str, str]) -> Awaitable[Result]:
+                return self._process(argv, d, capsule, cwd, env, stdin)
+
+            return await self._repository.attempt(where.plan, d, capsule, cwd, env, process)
 
     async def _ask(self, d: Dispatch) -> Result:
         spec: dict[str, Any] = d.input
@@ -416,6 +443,22 @@ class LocalRunner:
         return await processes.run(
             argv, cwd, env, stdin, timeout, memory, capsule.output_limit_bytes
         )
+
+
+def _fact(d: Dispatch, result: Result, now: float) -> AttemptFact:
+    """What the engine is told of an ended attempt (its results and artifacts included)."""
+    return AttemptFact(
+        d.step.id,
+        d.attempt,
+        0.0,
+        result.status,
+        now,
+        result.output,
+        result.error,
+        stderr=result.stderr,
+        results=result.results,
+        artifacts=result.artifacts,
+    )
 
 
 async def _stop(tasks: dict[asyncio.Task[Result], Dispatch], attempts: Iterable[Key]) -> None:

@@ -11,12 +11,13 @@ import contextlib
 import os
 import resource
 import signal
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from planops.engine import outputs
+from planops.engine.report import ArtifactRecord
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,10 @@ class Result:
     error: str | None
     #: the tail of the process's stderr (engine.outputs.stderr_value)
     stderr: str | None = None
+    #: the results it wrote and the artifacts it left, when its step declares any
+    #: (runners.files)
+    results: Mapping[str, str] | None = None
+    artifacts: tuple[ArtifactRecord, ...] | None = None
 
 
 async def run(

@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from planops.api.models import STEP_KINDS, Step
-from planops.engine import conditions, references, templates
+from planops.engine import conditions, references, step_files, templates
 from planops.engine.allowlists import image_refusal, step_image
 from planops.engine.dag import Graph
 from planops.engine.facts import step_kind
 from planops.engine.validation.checker import Checker
 from planops.engine.validation.control_checks import check_control
+from planops.engine.validation.file_checks import check_files
 from planops.engine.validation.grant_checks import check_grants
 from planops.engine.validation.input_checks import (
     check_capsule_input,
@@ -73,6 +74,17 @@ def check_step(c: Checker, graph: Graph, step: Step, path: str) -> None:
     check_grants(c, step, path, single_kind=len(kinds) == 1)
     check_limits(c, step, path)
     check_pod_grants(c, step, path)
+    at = graph.index.get(step.id)
+    if at is not None and at < len(c.spec.steps) and c.spec.steps[at] is step:
+        check_files(c, graph, at, step, path)
+    elif step_files.uses_files(step):  # a body step (map, reduce, decide)
+        c.add(
+            "results" if step.results else "artifacts",
+            step.id,
+            path,
+            "a step inside a decide, map or reduce body passes no results or artifacts "
+            "(yet): give them to a step of the plan itself",
+        )
 
 
 def _check_if(c: Checker, graph: Graph, step: Step, path: str, source: str) -> None:

@@ -11,6 +11,7 @@ from planops.engine import templates
 from planops.engine.dag import Graph
 from planops.engine.policy import BUDGET_EVERY
 from planops.engine.validation.checker import Checker, RootCheck, Unless
+from planops.engine.validation.file_checks import did_you_mean
 from planops.engine.validation.input_checks import undeclared_input
 
 #: steps whose result fields are readable directly ({{scan.results}}, {{pick.items}})
@@ -20,9 +21,30 @@ RESULT_KINDS = ("exit", "filter", "decide", "map", "reduce", "ask")
 def field_problem(t: templates.Template, step: Step | None) -> str | None:
     if t.step_field in templates.STEP_FIELDS:
         return None
-    if step is not None and any(getattr(step, k) is not None for k in RESULT_KINDS) and t.path:
+    control = step is not None and any(getattr(step, k) is not None for k in RESULT_KINDS)
+    if control and t.path:
         return None  # a control step's result field, e.g. {{scan.results}}
-    return f"{t.text}: a step result has output, status, json or stderr"
+    if t.step_field in templates.FILE_FIELDS and step is not None:
+        return _file_problem(t, step)
+    return f"{t.text}: a step result has output, status, json, stderr, results or artifacts"
+
+
+def _file_problem(t: templates.Template, step: Step) -> str | None:
+    """`{{id.results.NAME}}`: a result the step declares; `{{id.artifacts.NAME}}` is a file,
+    not a value: only an input's `from` names it (validation.file_checks)."""
+    if t.step_field == "artifacts":
+        return (
+            f"{t.text}: an artifact is a file, not a value: a step takes it with "
+            "inputs.artifacts[].from (a small value is a result: {{<id>.results.NAME}})"
+        )
+    names = [r.name for r in step.results]
+    if len(t.path) != 2:
+        return f"{t.text}: name one result, {{{{{t.root}.results.NAME}}}}"
+    if t.path[1] not in names:
+        return f"{t.text}: step {t.root!r} declares no result {t.path[1]!r}" + did_you_mean(
+            t.path[1], names
+        )
+    return None
 
 
 def check_templates(c: Checker, graph: Graph) -> None:
