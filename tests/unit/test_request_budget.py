@@ -14,8 +14,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import pytest
+
 from planops.api import names
 from planops.kube.cache import RunObjects, WatchCache
+from planops.kube.errors import ApiError
 
 from .harness import Cluster
 
@@ -104,3 +107,31 @@ def test_a_resync_of_a_run_the_watches_keep_lists_nothing():
         w.now += 60
         w.reconciler.check(w.obj()["metadata"]["namespace"], "p")
         assert w.requests() == {}, "a resync's look at a run listed it"
+
+
+def test_a_run_whose_start_was_not_written_is_retried_without_creating_its_jobs_again():
+    # the start's status write of a 20,000-step run timed out at a busy API server (504); the
+    # retry created every Job again and read each one back (AlreadyExists): 40,000 requests
+    # before the status write was tried again. The watches already show them as this Plan's.
+    w = Watched()
+    w.new_plan(steps=[{"id": f"s{i}", "shell": "true"} for i in range(5)])
+    w.kube.refuse("patch_plan_status", 504, "Timeout: request did not complete")
+    with pytest.raises(ApiError):
+        w.reconcile()
+    assert w.kube.methods().count("create_job") == 5
+    again = w.requests()
+    assert "create_job" not in again and "get_job" not in again, again
+    assert again["patch_plan_status"] == 1 and w.status()["phase"] == "Running"
+    assert len(w.jobs("p")) == 5
+
+
+def test_a_job_of_the_same_name_that_is_not_the_plans_is_not_adopted_from_the_cache():
+    w = Watched()
+    w.new_plan(steps=chain(1))
+    name = w.job_name("s0")
+    labels = {names.LABEL_PLAN: "p", names.LABEL_RUN: w.run()}  # anyone may copy our labels
+    squat = {"metadata": {"name": name, "namespace": "ns", "labels": labels}, "spec": {}}
+    w.kube.put("job", squat)  # someone else's Job under the attempt's name
+    assert w.requests()["create_job"] == 1  # not taken from the cache: created, refused, read
+    (refused,) = w.status()["report"]["steps"]
+    assert "not this Plan's" in refused["error"], refused
