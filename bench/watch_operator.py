@@ -6,7 +6,7 @@ kernel recorded (VmHWM, so no peak between samples is missed).
     PLANOPS_KWOK_LARGE_STEPS=20000 .venv/bin/pytest -s tests/e2e/test_kwok.py -k large &
     .venv/bin/python bench/watch_operator.py --kubeconfig "$KUBECONFIG"
 
-The operator is the newest process whose command line runs `planops.main` (or
+The operator is --pid, else the newest process whose command line runs `planops.main` (or
 `planops-operator`); the progress is every Plan's `status.progress` (kubectl, every
 --progress-every seconds, as it reads the whole Plan objects)."""
 
@@ -79,9 +79,12 @@ def main() -> None:
     parser.add_argument("--every", type=float, default=5.0, help="seconds between samples")
     parser.add_argument("--progress-every", type=float, default=30.0)
     parser.add_argument("--wait", type=float, default=600.0, help="for the operator to start")
+    parser.add_argument(
+        "--pid", type=int, help="the operator's process (on a machine where others run one too)"
+    )
     args = parser.parse_args()
     deadline = time.monotonic() + args.wait
-    pid = operator_pid()
+    pid = args.pid or operator_pid()
     while pid is None and time.monotonic() < deadline:
         time.sleep(1)
         pid = operator_pid()

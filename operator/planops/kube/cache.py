@@ -429,6 +429,11 @@ class RunObjects:
     def of(self, kind: str, key: RunKey) -> list[Obj]:
         return list(self._objects[kind].get(key, {}).values())
 
+    def named(self, kind: str, namespace: str, name: str) -> Obj | None:
+        """The object held under that name, whatever its run, or None."""
+        key = self._where.get((kind, namespace, name))
+        return self._objects[kind].get(key, {}).get(name) if key is not None else None
+
     def replace(self, kind: str, key: RunKey, objs: list[Obj]) -> None:
         """What a list of the run's objects showed: what it does not hold is gone (a deletion
         the watch did not deliver); what it holds is kept unless the watch already brought a

@@ -45,6 +45,7 @@ from planops.reconciler.history import chunks
 from planops.reconciler.history.report_book import ReportBook
 from planops.reconciler.run import attempt_objects
 from planops.reconciler.run import status as status_
+from planops.reconciler.run.observe import controller_uid
 
 log = logging.getLogger("planops.reconciler")
 Obj = dict[str, Any]
@@ -251,6 +252,8 @@ class Actuator:
                 return CreateAnswer(d, refusal=built)
             body = built
         name = body["metadata"]["name"]
+        if c.kind != "plan" and self._ours_cached(ref, name):
+            return CreateAnswer(d)  # adopted: made by a reconcile whose status write failed
         try:
             if c.kind == "plan":
                 await self.kube.create_plan(ref.namespace, body)
@@ -268,6 +271,13 @@ class Actuator:
             refusal = attempt_objects.squatter(ref, d.kind, name, await get(ref.namespace, name))
             return CreateAnswer(d, refusal=refusal)  # ours (made before a restart), or squatted
         return CreateAnswer(d, created=name)
+
+    def _ours_cached(self, ref: manifests.PlanRef, name: str) -> bool:
+        """Whether the watches already show this Plan's Job of that name: adopted without a
+        create (AlreadyExists) and a read. A retried run that never wrote its start (the status
+        write of a 20,000-step run timed out) otherwise sent both for every Job again."""
+        held = self.runs.named("job", ref.namespace, name) if self.runs is not None else None
+        return held is not None and controller_uid(held) == ref.uid
 
     async def claim(self, namespace: str, body: Obj) -> None:
         """The workspace claim of a run: created once (AlreadyExists: it is there)."""
