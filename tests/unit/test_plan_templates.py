@@ -6,6 +6,9 @@ happens to the template, and only for an author who may read the template."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -204,3 +207,132 @@ def test_a_plan_naming_a_missing_template_is_invalid():
     status = c.reconciled()
     assert status["phase"] == "Invalid"
     assert [e["code"] for e in status["errors"]] == ["no-template"]
+
+
+# -- a template step -------------------------------------------------------------------------------
+
+
+def _step_plan(c: Cluster, steps: list[dict[str, Any]]) -> None:
+    meta = {"name": "p", "namespace": "ns", "uid": "uid-p", "generation": 1}
+    meta["annotations"] = {ANNOTATION_AUTHOR: ALICE}
+    spec = {"capsule": "default", "steps": steps}
+    c.kube.put(
+        "plan",
+        {"apiVersion": "planops.dev/v1alpha1", "kind": "Plan", "metadata": meta, "spec": spec},
+    )
+
+
+USES = [
+    {"id": "b", "template": REF, "input": {"repo": "r"}},
+    {"id": "use", "shell": "echo {{b.json.image}}", "dependsOn": ["b"]},
+]
+
+
+def test_a_template_step_runs_as_a_child_plan_under_the_callers_capsule():
+    c = _cluster()
+    _step_plan(c, USES)
+    c.reconcile()
+    (child,) = [p for n, p in c.plans().items() if n != "p"]
+    assert child["spec"]["capsule"] == "default"  # the caller's: a template grants nothing
+    assert child["spec"]["input"] == {"repo": "r", "tag": "latest"}
+    assert [s["id"] for s in child["spec"]["steps"]] == ["build", "test"]
+    ran = json.loads(child["metadata"]["annotations"]["planops.dev/template"])
+    assert ran == {"kind": "ClusterPlanTemplate", "name": "build", "uid": "t-uid", "generation": 3}
+    assert child["metadata"]["labels"]["planops.dev/depth"] == "1"
+    # the child's output becomes the step's, read by a later step
+    child["metadata"]["creationTimestamp"] = "2027-01-15T08:00:00Z"
+    child["status"] = {"phase": "Succeeded", "report": {"steps": [], "output": {"image": "r:1"}}}
+    c.reconcile()
+    command = c.step_jobs()["use"]["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command == ["echo", "r:1"]
+
+
+def test_a_template_step_needs_its_authors_get_on_the_template():
+    c = _cluster()
+    _step_plan(c, USES)
+    c.kube.access_denied.add(("clusterplantemplates", "get", "", "build", "alice"))
+    status = c.reconciled()
+    assert status["phase"] == "Failed" and list(c.plans()) == ["p"]
+
+
+def test_a_template_step_input_outside_the_schema_is_invalid_before_anything_runs():
+    c = _cluster()
+    _step_plan(c, [{"id": "b", "template": REF, "input": {"rpo": "r"}}])
+    status = c.reconciled()
+    assert status["phase"] == "Invalid" and list(c.plans()) == ["p"]
+    codes = sorted((e["code"], e["path"]) for e in status["errors"])
+    assert codes == [("input-schema", "steps[0].input"), ("template-input", "steps[0].input.rpo")]
+
+
+# -- offline: kubectl-plan validate, graph, run --local with --template ---------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = str(ROOT / "examples" / "build-and-test.yaml")
+RUNS = str(ROOT / "examples" / "build-and-test-run.yaml")
+EXAMPLE_CAPSULE = str(ROOT / "examples" / "capsule.yaml")
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "planops.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_a_template_step_runs_locally_and_a_later_step_reads_its_output():
+    r = cli(
+        "run",
+        "--local",
+        RUNS,
+        "--plan",
+        "release-api",
+        "--capsule",
+        EXAMPLE_CAPSULE,
+        "--template",
+        EXAMPLE,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "released acme/api:1.4.2" in r.stdout
+    assert "delegates to template clusterplantemplate/build-and-test" in r.stderr
+
+
+def test_a_plan_from_a_template_runs_locally_with_input_from_the_command_line(tmp_path):
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(
+        "kind: Plan\napiVersion: planops.dev/v1alpha1\nmetadata: {name: p}\n"
+        "spec: {templateRef: {kind: ClusterPlanTemplate, name: build-and-test}}\n"
+    )
+    args = ("--capsule", EXAMPLE_CAPSULE, "--template", EXAMPLE, "-o", "json")
+    r = cli("run", "--local", str(plan), *args, "--input", "repo=acme/x")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert [s["output"] for s in report["steps"]] == ["acme/x:latest", "tested acme/x"]
+    refused = cli("validate", str(plan), *args, "--input", "rpo=acme/x")
+    assert refused.returncode == 1
+    errors = [(e["code"], e["step"], e["path"]) for e in json.loads(refused.stdout)["errors"]]
+    assert errors == [
+        ("template-input", None, "input.rpo"),
+        ("input-schema", None, "input"),  # additionalProperties: false
+        ("input-schema", None, "input"),  # required: repo
+    ]
+    graph = cli("graph", str(plan), *args[:4], "--input", "repo=r")
+    assert graph.returncode == 0 and "build" in graph.stdout and "test" in graph.stdout
+
+
+def test_without_the_template_file_the_plan_is_refused_naming_the_flag(tmp_path):
+    r = cli("validate", RUNS, EXAMPLE, "--capsule", EXAMPLE_CAPSULE, "--template", EXAMPLE)
+    assert r.returncode == 2 and "defined twice" in r.stderr  # one definition wins nowhere
+    r = cli("validate", RUNS, "--capsule", EXAMPLE_CAPSULE, "--template", RUNS)
+    assert r.returncode == 2 and "--template expects PlanTemplate" in r.stderr
+    plan = tmp_path / "p.yaml"
+    plan.write_text("id: p\nsteps: [{id: b, template: {kind: ClusterPlanTemplate, name: build}}]\n")
+    r = cli("validate", str(plan), "--capsule", EXAMPLE_CAPSULE, "-o", "json")
+    (error,) = json.loads(r.stdout)["errors"]
+    assert (error["code"], error["step"], error["path"]) == (
+        "no-template",
+        "b",
+        "steps[0].template",
+    )
+    assert "pass --template FILE" in error["message"]

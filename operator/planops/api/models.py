@@ -47,6 +47,7 @@ STEP_KINDS = (
     "shell",
     "script",
     "capsule",
+    "template",
     "exit",
     "filter",
     "decide",
@@ -151,8 +152,8 @@ class Step(Model):
             rules=[
                 (
                     _ONE_KIND,
-                    "a step declares exactly one of tool, shell, script, capsule, exit, filter, "
-                    "decide, map, reduce, ask",
+                    "a step declares exactly one of tool, shell, script, capsule, template, "
+                    "exit, filter, decide, map, reduce, ask",
                 )
             ]
         )
@@ -186,6 +187,14 @@ class Step(Model):
         description="A Capsule in the plan's Capsule's spawn.allow; its plan runs as a child "
         "Plan given this step's task text as input.objective; the child's output (as JSON "
         "text), or else its last step's output, becomes this step's.",
+    )
+    template: Any = Field(
+        default=None,
+        description="A PlanTemplate of the plan's namespace by name, or {kind: "
+        "ClusterPlanTemplate, name}: it runs as a child Plan under this plan's Capsule (a "
+        "template grants nothing), given this step's input (an object, checked against the "
+        "template's inputSchema before anything runs); the template's output (as JSON text) "
+        "becomes this step's ({{<id>.json.field}}).",
     )
     script: str | None = Field(
         default=None,

@@ -19,8 +19,20 @@ from planops.engine.dag import Graph
 from planops.engine.report import ExitReport, Halt, StepRecord
 
 Kind = Literal[
-    "tool", "shell", "script", "capsule", "ask", "exit", "filter", "decide", "map", "reduce"
+    "tool",
+    "shell",
+    "script",
+    "capsule",
+    "template",
+    "ask",
+    "exit",
+    "filter",
+    "decide",
+    "map",
+    "reduce",
 ]
+#: the kinds whose attempt is a child plan (a Plan object in the cluster, a sub-run locally)
+CHILD_PLAN_KINDS = ("capsule", "template")
 
 
 def step_kind(step: Step) -> Kind:
@@ -28,7 +40,17 @@ def step_kind(step: Step) -> Kind:
         return "shell"
     if step.tool is not None:
         return "tool"
-    for kind in ("script", "capsule", "ask", "exit", "filter", "decide", "map", "reduce"):
+    for kind in (
+        "script",
+        "capsule",
+        "template",
+        "ask",
+        "exit",
+        "filter",
+        "decide",
+        "map",
+        "reduce",
+    ):
         if getattr(step, kind) is not None:
             return kind
     return "shell"
