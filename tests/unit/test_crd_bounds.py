@@ -20,9 +20,7 @@ from planops.api.schedule_models import ClusterScheduledPlanSpec, ScheduledPlanS
 from planops.api.structural import BOUNDS
 
 #: the step kinds that are control steps (seed 2), and the two refused (they need a model)
-CONTROL_KINDS = [
-    k for k in STEP_KINDS if k not in ("tool", "shell", "script", "capsule", "template")
-]
+CONTROL_KINDS = [k for k in STEP_KINDS if k not in ("tool", "shell", "script", "capsule")]
 
 #: the keywords compared: a node's type, every bound a CRD may carry, and what is required
 KEYWORDS = ("type", *BOUNDS, "required")

@@ -336,3 +336,28 @@ def test_without_the_template_file_the_plan_is_refused_naming_the_flag(tmp_path)
         "steps[0].template",
     )
     assert "pass --template FILE" in error["message"]
+
+
+def test_submit_from_a_template_creates_a_plan_that_runs_it_with_the_given_input():
+    import argparse  # noqa: PLC0415
+    import asyncio  # noqa: PLC0415
+
+    from planops.cli.submit import cmd_submit  # noqa: PLC0415
+
+    from .fakekube import FakeKube  # noqa: PLC0415
+
+    kube = FakeKube()
+    base = {"files": [], "capsule_name": None, "input_file": None, "wait": False, "timeout": 0}
+    args = argparse.Namespace(
+        **base, from_template="clustertemplate/build-and-test", input=["repo=acme/x"]
+    )
+    assert asyncio.run(cmd_submit(kube, args, "ns")) == 0
+    (created,) = kube.of("plan", "ns")
+    assert created["metadata"]["name"].startswith("build-and-test-")
+    assert created["spec"] == {
+        "templateRef": {"kind": "ClusterPlanTemplate", "name": "build-and-test"},
+        "input": {"repo": "acme/x"},
+    }
+    for bad in ("cronjob/x", "plantemplate/", "plantemplate/Not_A_Name"):
+        args = argparse.Namespace(**base, from_template=bad, input=[])
+        assert asyncio.run(cmd_submit(kube, args, "ns")) == 2, bad

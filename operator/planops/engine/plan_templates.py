@@ -97,7 +97,7 @@ def expand(spec: PlanSpec, template: PlanTemplateSpec) -> PlanSpec:
     """The plan a Plan from a template runs: the template's steps, finally, output and
     inputSchema (and its run settings where the Plan sets none) under the Plan's Capsule and
     lifecycle, with the Plan's input over the template's defaults."""
-    own = spec.dump_own()
+    own = spec.dump()
     own.pop("templateRef", None)
     body = template.dump()
     body.update({k: v for k, v in own.items() if k != "input"})
