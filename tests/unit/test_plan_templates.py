@@ -361,3 +361,21 @@ def test_submit_from_a_template_creates_a_plan_that_runs_it_with_the_given_input
     for bad in ("cronjob/x", "plantemplate/", "plantemplate/Not_A_Name"):
         args = argparse.Namespace(**base, from_template=bad, input=[])
         assert asyncio.run(cmd_submit(kube, args, "ns")) == 2, bad
+
+
+def test_describe_shows_which_template_a_plan_ran():
+    from planops.cli.show import template_line  # noqa: PLC0415
+
+    c = _cluster()
+    c.reconcile()
+    line = template_line(c.plan)
+    assert line == (
+        f"ClusterPlanTemplate build (uid t-uid, generation 3; snapshot of run {c.run()})"
+    )
+    assert template_line({"spec": {"steps": []}}) is None
+
+
+def test_a_template_step_inside_a_body_is_refused():
+    body = {"template": REF, "input": {"repo": "r"}}
+    errors = _errors({"steps": [{"id": "m", "map": {"over": [1], "do": body}}]})
+    assert [e[:3] for e in errors] == [("control", "m.do.call", "steps[0].map.do.template")]
