@@ -379,3 +379,21 @@ def test_a_template_step_inside_a_body_is_refused():
     body = {"template": REF, "input": {"repo": "r"}}
     errors = _errors({"steps": [{"id": "m", "map": {"over": [1], "do": body}}]})
     assert [e[:3] for e in errors] == [("control", "m.do.call", "steps[0].map.do.template")]
+
+
+def test_the_webhook_admits_a_plan_whose_template_comes_later_and_refuses_bad_input():
+    """GitOps applies in any order: a template not there yet is the reconcile's to judge (it
+    stays Invalid until it is); input the template refuses is refused at the door."""
+    import asyncio  # noqa: PLC0415
+    import copy  # noqa: PLC0415
+
+    from planops.handlers.webhook import Refused, judge_plan  # noqa: PLC0415
+
+    c = _cluster()
+    body = copy.deepcopy(c.plan)
+    assert asyncio.run(judge_plan(c.reconciler, body, "CREATE", None)) == []
+    body["spec"]["input"] = {"rpo": "r"}
+    with pytest.raises(Refused, match="did you mean `repo`"):
+        asyncio.run(judge_plan(c.reconciler, body, "CREATE", None))
+    body["spec"] = {"templateRef": {"name": "later"}}
+    assert asyncio.run(judge_plan(c.reconciler, body, "CREATE", None)) == []
