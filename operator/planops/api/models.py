@@ -189,15 +189,7 @@ class Step(Model):
         "text), or else its last step's output, becomes this step's.",
     )
     template: Any = Field(
-        default=None,
-        description="A template, {name, kind?: PlanTemplate (of the plan's namespace, the "
-        "default) | ClusterPlanTemplate} (a plan file may give the name alone): it runs as a "
-        "child Plan under this plan's Capsule (a template grants nothing), given this step's "
-        "input (an object, checked against the template's inputSchema before anything runs); "
-        "the template's output (as JSON text) becomes this step's ({{<id>.json.field}}).",
-        # an object in the API server (its CEL rules count the kinds: a value of no type has
-        # no field to count); the validator judges its fields, with codes
-        json_schema_extra=crd(type="object"),
+        default=None, description=refs.STEP_TEXT, json_schema_extra=crd(type="object")
     )
     script: str | None = Field(
         default=None,

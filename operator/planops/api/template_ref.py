@@ -39,6 +39,17 @@ def as_ref(value: Any) -> Any:
     return value
 
 
+#: a template step's `template` (api.models.Step), for `kubectl explain`: an object in the API
+#: server (its CEL rules count a step's kinds, and a value of no type has no field to count);
+#: the validator judges its fields, with codes
+STEP_TEXT = (
+    "A template, {name, kind?: PlanTemplate (of the plan's namespace, the default) | "
+    "ClusterPlanTemplate} (a plan file may give the name alone): it runs as a child Plan under "
+    "this plan's Capsule (a template grants nothing), given this step's input (an object, "
+    "checked against the template's inputSchema before anything runs); the template's output "
+    "(as JSON text) becomes this step's ({{<id>.json.field}})."
+)
+
 #: a PlanSpec's CRD: steps, or a templateRef and none of what the template holds
 PLAN_SPEC_HINTS = crd(
     required=[],
