@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import Kube
-from tests.e2e.conftest import plan, steps, wait_plan
+from tests.e2e.conftest import cli, plan, steps, wait_plan
 from tests.e2e.test_tenancy import apply_as_author, bind, policies  # noqa: F401 - a fixture
 
 pytestmark = [pytest.mark.cluster, pytest.mark.node, pytest.mark.templates]
@@ -188,3 +188,27 @@ def test_an_author_without_get_on_the_template_gets_no_run(
     done = apply_as_author(kube, ns, from_template("again", "PlanTemplate", "build", repo="r"))
     assert done.returncode == 0, done.stderr
     assert wait_plan(kube, ns, "again")["status"]["phase"] == "Succeeded"
+
+
+def test_submit_from_a_cluster_template_runs_it_with_the_given_input(
+    kube: Kube, kubeconfig: str, ns: str, cluster_template: str
+):
+    done = cli(
+        kubeconfig,
+        "submit",
+        "--from",
+        f"clustertemplate/{cluster_template}",
+        "--input",
+        "repo=acme/cli",
+        "--wait",
+        "--timeout",
+        "120",
+        "-n",
+        ns,
+    )
+    assert done.returncode == 0, done.stderr
+    (created,) = kube.get("plans", "-n", ns)["items"]
+    assert created["metadata"]["name"].startswith(f"{cluster_template}-")
+    assert created["status"]["report"]["output"] == {"image": "acme/cli:latest"}
+    described = cli(kubeconfig, "describe", created["metadata"]["name"], "-n", ns)
+    assert f"Template:   ClusterPlanTemplate {cluster_template} (uid " in described.stdout
