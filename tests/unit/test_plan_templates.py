@@ -397,3 +397,46 @@ def test_the_webhook_admits_a_plan_whose_template_comes_later_and_refuses_bad_in
         asyncio.run(judge_plan(c.reconciler, body, "CREATE", None))
     body["spec"] = {"templateRef": {"name": "later"}}
     assert asyncio.run(judge_plan(c.reconciler, body, "CREATE", None)) == []
+
+
+# -- a ScheduledPlan that runs a template ---------------------------------------------------------
+
+
+def _schedule_of(template_name: str, **input_: Any) -> dict[str, Any]:
+    ref = {"kind": "ClusterPlanTemplate", "name": template_name}
+    return {
+        "apiVersion": "planops.dev/v1alpha1",
+        "kind": "ScheduledPlan",
+        "metadata": {
+            "name": "nightly",
+            "namespace": "ns",
+            "uid": "s-1",
+            "generation": 1,
+            "creationTimestamp": "2027-01-15T07:59:30Z",
+        },
+        "spec": {
+            "schedule": "* * * * *",
+            "planTemplate": {"spec": {"templateRef": ref, "input": input_}},
+        },
+    }
+
+
+def test_a_scheduled_plan_runs_a_template_and_is_judged_with_it():
+    import asyncio  # noqa: PLC0415
+
+    from planops.reconciler import ScheduleReconciler  # noqa: PLC0415
+
+    c = _cluster()
+    schedules = ScheduleReconciler(c.kube, clock=lambda: 1_800_000_001.0, budget=None)
+    assert asyncio.run(schedules.judge("scheduledplans", _schedule_of("build", repo="r"))) == []
+    refused = asyncio.run(schedules.judge("scheduledplans", _schedule_of("build", rpo="r")))
+    assert any("[template-input]" in e and "did you mean `repo`" in e for e in refused), refused
+    c.kube.put("scheduledplan", _schedule_of("build", repo="r"))
+    asyncio.run(schedules.reconcile("scheduledplans", "ns", "nightly"))
+    (run,) = [p for n, p in c.plans().items() if n != "p"]
+    assert run["spec"] == {
+        "templateRef": {"kind": "ClusterPlanTemplate", "name": "build"},
+        "input": {"repo": "r"},
+    }
+    c.reconcile(run["metadata"]["name"])
+    assert set(c.step_jobs(run["metadata"]["name"])) == {"build"}  # the template's first step
