@@ -212,3 +212,38 @@ def test_submit_from_a_cluster_template_runs_it_with_the_given_input(
     assert created["status"]["report"]["output"] == {"image": "acme/cli:latest"}
     described = cli(kubeconfig, "describe", created["metadata"]["name"], "-n", ns)
     assert f"Template:   ClusterPlanTemplate {cluster_template} (uid " in described.stdout
+
+
+def test_submit_from_a_scheduled_plan_runs_its_template_now_as_a_scheduled_run(
+    kube: Kube, kubeconfig: str, ns: str, cluster_template: str
+):
+    ref = {"kind": "ClusterPlanTemplate", "name": cluster_template}
+    kube.apply(
+        {
+            "apiVersion": "planops.dev/v1alpha1",
+            "kind": "ScheduledPlan",
+            "metadata": {"name": "nightly"},
+            "spec": {
+                "schedule": "0 3 1 1 *",  # not due during the test
+                "planTemplate": {"spec": {"templateRef": ref, "input": {"repo": "acme/n"}}},
+            },
+        },
+        "-n",
+        ns,
+    )
+    done = cli(
+        kubeconfig,
+        "submit",
+        "--from",
+        "scheduledplan/nightly",
+        "--wait",
+        "--timeout",
+        "120",
+        "-n",
+        ns,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    (run,) = kube.get("plans", "-n", ns, "-l", "planops.dev/scheduled-by=nightly")["items"]
+    assert run["metadata"]["name"].startswith("nightly-now-")
+    assert run["status"]["phase"] == "Succeeded"
+    assert run["status"]["report"]["output"] == {"image": "acme/n:latest"}

@@ -579,6 +579,16 @@ class FakeKube:
             return False, f"{username} may not {verb} {resource} {name}"
         return True, ""
 
+    async def patch_object(self, plural: str, namespace: str, name: str, patch: Obj) -> Obj:
+        await self._call("patch_object", namespace, name)
+        found = self.objects.get((_KINDS[plural], namespace, name))
+        if found is None:
+            raise ApiError(404, "NotFound", f"{plural} {name} not found")
+        notes = found["metadata"].setdefault("annotations", {})
+        notes.update((patch.get("metadata") or {}).get("annotations") or {})
+        found["metadata"]["resourceVersion"] = str(next(self._versions))
+        return copy.deepcopy(found)
+
     async def get_object(self, plural: str, namespace: str | None, name: str) -> Obj | None:
         await self._call("get_object", namespace or "", name)
         return self._read(_KINDS[plural], namespace or "", name)

@@ -440,3 +440,33 @@ def test_a_scheduled_plan_runs_a_template_and_is_judged_with_it():
     }
     c.reconcile(run["metadata"]["name"])
     assert set(c.step_jobs(run["metadata"]["name"])) == {"build"}  # the template's first step
+
+
+def test_submit_from_a_scheduled_plan_runs_it_now_as_a_scheduled_run_once_per_request():
+    import argparse  # noqa: PLC0415
+    import asyncio  # noqa: PLC0415
+
+    from planops.api.names import ANNOTATION_SCHEDULED_TIME, LABEL_SCHEDULED_BY  # noqa: PLC0415
+    from planops.cli.submit import cmd_submit  # noqa: PLC0415
+    from planops.reconciler import ScheduleReconciler  # noqa: PLC0415
+
+    c = _cluster()
+    nightly = _schedule_of("build", repo="r")
+    nightly["spec"]["schedule"] = "0 3 * * *"  # not due now
+    c.kube.put("scheduledplan", nightly)
+    schedules = ScheduleReconciler(c.kube, clock=lambda: 1_800_000_001.0, budget=None)
+    asyncio.run(schedules.reconcile("scheduledplans", "ns", "nightly"))
+    assert list(c.plans()) == ["p"]  # nothing due
+    base = {"files": [], "capsule_name": None, "input_file": None, "input": [], "timeout": 0}
+    args = argparse.Namespace(**base, from_template="scheduledplan/nightly", wait=False)
+    assert asyncio.run(cmd_submit(c.kube, args, "ns")) == 0
+    for _ in range(2):  # the token is acted on once
+        asyncio.run(schedules.reconcile("scheduledplans", "ns", "nightly"))
+    (run,) = [p for n, p in c.plans().items() if n != "p"]
+    assert [m for m, *_ in c.kube.calls if m == "create_plan"] == ["create_plan"]
+    assert run["metadata"]["name"].startswith("nightly-now-")
+    assert run["metadata"]["labels"][LABEL_SCHEDULED_BY] == "nightly"
+    assert ANNOTATION_SCHEDULED_TIME in run["metadata"]["annotations"]
+    assert run["spec"]["templateRef"]["name"] == "build"
+    missing = argparse.Namespace(**base, from_template="scheduledplan/nope", wait=False)
+    assert asyncio.run(cmd_submit(c.kube, missing, "ns")) == 2

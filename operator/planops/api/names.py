@@ -74,6 +74,9 @@ ANNOTATION_CANCEL_RUN_FINALLY = f"{GROUP}/cancel-run-finally"
 #: record-author admission policy; reconciler.run.authors reads it)
 ANNOTATION_AUTHOR = f"{GROUP}/author"
 ANNOTATION_SCHEDULED_TIME = f"{GROUP}/scheduled-time"
+#: a ScheduledPlan asked to run now (`kubectl plan submit --from scheduledplan/NAME`): a token;
+#: each new token starts one run, as a scheduled one, for the schedule's recorded author
+ANNOTATION_RUN_NOW = f"{GROUP}/run-now"
 #: a template step's child Plan: the template it runs (JSON: kind, name, uid, generation)
 ANNOTATION_TEMPLATE = f"{GROUP}/template"
 #: the answer to an ask step: answer.planops.dev/<step> (reconciler.run.asks has the format)

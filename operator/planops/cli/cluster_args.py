@@ -98,7 +98,7 @@ def add_parsers(sub: Any) -> None:
         help="create a Plan that runs a template: plantemplate/NAME (pt/NAME) or "
         "clustertemplate/NAME (clusterplantemplate/NAME, cpt/NAME), with --input; it runs under "
         "the Capsule --capsule-name names (default: default), named after the template plus a "
-        "suffix",
+        "suffix. scheduledplan/NAME (spl/NAME): the schedule runs now, as a scheduled run",
     )
     s.add_argument(
         "--capsule-name", metavar="NAME", help="with --from: the Capsule the Plan runs under"

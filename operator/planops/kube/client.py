@@ -213,6 +213,13 @@ class Kube:
             )
         )
 
+    async def patch_object(self, plural: str, namespace: str, name: str, patch: Obj) -> Obj:
+        """A merge patch of a namespaced planops object (a ScheduledPlan's run-now annotation)."""
+        path = _custom(plural, namespace, name)
+        return await _obj(
+            await self.api.request("PATCH", path, body=patch, content_type=MERGE_PATCH)
+        )
+
     async def patch_plan(self, namespace: str, name: str, patch: Obj) -> Obj:
         """A merge patch of the Plan itself (metadata: the rerun / cancel annotations)."""
         path = _custom("plans", namespace, name)

@@ -153,12 +153,16 @@ class Schedules:
         runs the Replace policy and the history limits stop deleted."""
         runs = await self.reads.runs(w.namespace, w.label, w.owner, w.kind)
         due = decide.due(w, before, runs)
+        token = decide.run_now(w, before)
+        if token is not None:
+            due = decide.now_run(w, due, token)
         author: authors.Refusal | bool | None = False
         if due.run_at is not None and due.run_name is not None:
             author = await self._author(
                 w.owner, w.namespace, capsule_name(w.spec.plan_template.spec)
             )
         out = decide.decide(w, before, runs, due, author, told)
+        out.run_now = token
         for name in out.deletes:
             await self.act.delete_run(w.namespace, name)
         if out.create is not None:
