@@ -78,6 +78,8 @@ class FakeKube:
     gate: asyncio.Event | None = None
     #: (namespace, capsule, username) the authorizer answers "no" for `use` (others: allowed)
     use_denied: set[tuple[str, str, str]] = field(default_factory=set)
+    #: (resource, verb, namespace, name, username) the authorizer refuses (may_access)
+    access_denied: set[tuple[str, str, str, str, str]] = field(default_factory=set)
     #: the access reviews asked: (namespace, capsule, username, groups)
     reviews: list[tuple[str, str, str, list[str]]] = field(default_factory=list)
     #: every status written (Plans' and ScheduledPlans'), in order
@@ -305,7 +307,10 @@ class FakeKube:
         return self.objects.pop(("plan", namespace, name), None) is not None
 
     async def create_plan(self, namespace: str, body: Obj) -> Obj:
-        await self._call("create_plan", namespace, body["metadata"]["name"])
+        meta = body["metadata"]
+        if "name" not in meta:  # generateName: the API server completes it
+            meta["name"] = f"{meta['generateName']}{next(self._uids):05d}"
+        await self._call("create_plan", namespace, meta["name"])
         return self._create("plan", namespace, body)
 
     async def delete_plan(self, namespace: str, name: str) -> None:
@@ -563,6 +568,31 @@ class FakeKube:
 
     # -- ScheduleApi: objects by plural ("" is the namespace of cluster-wide ones) ----------------
 
+    async def may_access(
+        self,
+        resource: str,
+        verb: str,
+        namespace: str | None,
+        name: str,
+        username: str,
+        groups: list[str],
+    ) -> tuple[bool, str]:
+        await self._call("may_access", namespace or "", name)
+        self.reviews.append((namespace or "", f"{resource}/{name}", username, groups))
+        if (resource, verb, namespace or "", name, username) in self.access_denied:
+            return False, f"{username} may not {verb} {resource} {name}"
+        return True, ""
+
+    async def patch_object(self, plural: str, namespace: str, name: str, patch: Obj) -> Obj:
+        await self._call("patch_object", namespace, name)
+        found = self.objects.get((_KINDS[plural], namespace, name))
+        if found is None:
+            raise ApiError(404, "NotFound", f"{plural} {name} not found")
+        notes = found["metadata"].setdefault("annotations", {})
+        notes.update((patch.get("metadata") or {}).get("annotations") or {})
+        found["metadata"]["resourceVersion"] = str(next(self._versions))
+        return copy.deepcopy(found)
+
     async def get_object(self, plural: str, namespace: str | None, name: str) -> Obj | None:
         await self._call("get_object", namespace or "", name)
         return self._read(_KINDS[plural], namespace or "", name)
@@ -601,7 +631,7 @@ REASONS = {
     504: "Timeout",
 }
 #: kinds that live in no namespace (stored under "")
-_CLUSTER_WIDE = {"namespace", "clusterscheduledplan", "crd"}
+_CLUSTER_WIDE = {"namespace", "clusterscheduledplan", "crd", "clusterplantemplate"}
 #: what `timestamps` puts before each line of a log here (the kubelet writes the line's time)
 STAMP = "2026-12-05T10:00:00.000000000Z "
 
@@ -624,6 +654,8 @@ _KINDS = {
     "scheduledplans": "scheduledplan",
     "clusterscheduledplans": "clusterscheduledplan",
     "capsules": "capsule",
+    "plantemplates": "plantemplate",
+    "clusterplantemplates": "clusterplantemplate",
 }
 
 

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from planops.api import base, durations
+from planops.api import template_ref as refs
 from planops.api.base import Model
 from planops.api.container_models import MAX_SCRIPT, StepEnvVar, VolumeMount, distinct
 from planops.api.crd_hints import crd
@@ -47,6 +48,7 @@ STEP_KINDS = (
     "shell",
     "script",
     "capsule",
+    "template",
     "exit",
     "filter",
     "decide",
@@ -151,8 +153,8 @@ class Step(Model):
             rules=[
                 (
                     _ONE_KIND,
-                    "a step declares exactly one of tool, shell, script, capsule, exit, filter, "
-                    "decide, map, reduce, ask",
+                    "a step declares exactly one of tool, shell, script, capsule, template, "
+                    "exit, filter, decide, map, reduce, ask",
                 )
             ]
         )
@@ -186,6 +188,9 @@ class Step(Model):
         description="A Capsule in the plan's Capsule's spawn.allow; its plan runs as a child "
         "Plan given this step's task text as input.objective; the child's output (as JSON "
         "text), or else its last step's output, becomes this step's.",
+    )
+    template: Any = Field(
+        default=None, description=refs.STEP_TEXT, json_schema_extra=crd(type="object")
     )
     script: str | None = Field(
         default=None,
@@ -345,6 +350,11 @@ class Step(Model):
         "[{from: '{{<id>.artifacts.NAME}}', path}]}.",
     )
 
+    @field_validator("template", mode="before")
+    @classmethod
+    def _template_by_name(cls, value: Any) -> Any:
+        return refs.as_ref(value)  # a file's `template: NAME`, as the API server takes it
+
     @field_validator("script")
     @classmethod
     def _no_nul(cls, value: str | None) -> str | None:
@@ -385,6 +395,8 @@ class PlanSpec(Model):
     """A set of steps and the order they may run in."""
 
     # The spec of a Plan resource, of a Capsule's plan template and of a ScheduledPlan's.
+    model_config = ConfigDict(json_schema_extra=refs.PLAN_SPEC_HINTS)
+
     capsule: str | None = Field(
         default=None,
         pattern=NAME_PATTERN,
@@ -440,6 +452,14 @@ class PlanSpec(Model):
         "recorded output stay (kubectl plan get / logs).",
     )
     workspace: Workspace | None = None
+    template_ref: refs.TemplateRef | None = Field(
+        default=None,
+        description="Run a PlanTemplate or ClusterPlanTemplate: its steps, finally, output and "
+        "inputSchema, under this plan's Capsule (a template grants nothing), with this plan's "
+        "input (checked against the template's inputSchema). The plan's author needs `get` on "
+        "the template. What ran (uid, generation) is recorded in status.template, and a "
+        "template edited during a run does not change it. Excludes steps.",
+    )
     input_schema: dict[str, Any] | None = Field(
         default=None,
         description="JSON Schema (Draft 2020-12) the input must satisfy before any step runs "
@@ -477,6 +497,19 @@ class PlanSpec(Model):
         if value is None:
             raise ValueError("steps must be a list (an empty list is a plan that does nothing)")
         return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_template(cls, data: Any) -> Any:
+        return refs.from_template(data)
+
+    def dump(self) -> dict[str, Any]:
+        """The camelCase form as written (base.Model.dump): a plan from a template without the
+        `steps: []` it reads as (the API server refuses steps beside a templateRef)."""
+        out = super().dump()
+        if self.template_ref is not None:
+            out.pop("steps", None)
+        return out
 
 
 class SeedPlan(PlanSpec):

@@ -38,6 +38,12 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
             "Create a Plan under a fresh name, with an input",
             "kubectl plan submit examples/deploy.yaml --generate-name --input env=prod",
         ),
+        (
+            "Run a ClusterPlanTemplate with an input, and wait for its result",
+            "kubectl plan submit --from clustertemplate/build-and-test --input repo=acme/web "
+            "--wait",
+        ),
+        ("Run a ScheduledPlan now, as a scheduled run", "kubectl plan submit --from spl/nightly"),
     ],
     "get": [
         ("List the Plans of the namespace", "kubectl plan get"),

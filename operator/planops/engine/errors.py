@@ -70,6 +70,11 @@ CODES: dict[str, str] = {
     "Capsule's artifactRepository, the operator's default), a name declared twice, a path "
     "outside the working directory, an input's from that is not {{<id>.artifacts.NAME}} of a "
     "step it waits for that declares it",
+    "no-template": "a templateRef or a template step naming a PlanTemplate or ClusterPlanTemplate "
+    "that does not exist, a template step whose templates call each other (a cycle) or nest "
+    "deeper than plans may",
+    "template-input": "input given to a template (a Plan's spec.input with templateRef, a "
+    "template step's input) naming a key its inputSchema does not declare",
     "template": "a {{...}} template that is malformed, names an unknown root, uses a step result "
     "the step does not depend on or a result it does not declare, or sits in a shell step's "
     "first word; a {{ in a script (never rendered: values reach a script through env)",

@@ -221,6 +221,13 @@ class Kube:
             )
         )
 
+    async def patch_object(self, plural: str, namespace: str, name: str, patch: Obj) -> Obj:
+        """A merge patch of a namespaced planops object (a ScheduledPlan's run-now annotation)."""
+        path = _custom(plural, namespace, name)
+        return await _obj(
+            await self.api.request("PATCH", path, body=patch, content_type=MERGE_PATCH)
+        )
+
     async def patch_plan(self, namespace: str, name: str, patch: Obj) -> Obj:
         """A merge patch of the Plan itself (metadata: the rerun / cancel annotations)."""
         path = _custom("plans", namespace, name)
@@ -340,20 +347,27 @@ class Kube:
     ) -> tuple[bool, str]:
         """Whether `username` (in `groups`) may `use` the Capsule, as the API server's authorizer
         answers now (a SubjectAccessReview: nothing is created), and its reason."""
+        return await self.may_access("capsules", "use", namespace, capsule, username, groups)
+
+    async def may_access(
+        self,
+        resource: str,
+        verb: str,
+        namespace: str | None,
+        name: str,
+        username: str,
+        groups: list[str],
+    ) -> tuple[bool, str]:
+        """Whether `username` (in `groups`) may `verb` the planops object `resource`/`name` (in
+        `namespace`; None: cluster-scoped), as the authorizer answers now (a
+        SubjectAccessReview), and its reason."""
+        attributes = {"group": API_GROUP, "resource": resource, "verb": verb, "name": name}
+        if namespace is not None:
+            attributes["namespace"] = namespace
         review = {
             "apiVersion": "authorization.k8s.io/v1",
             "kind": "SubjectAccessReview",
-            "spec": {
-                "user": username,
-                "groups": groups,
-                "resourceAttributes": {
-                    "group": API_GROUP,
-                    "resource": "capsules",
-                    "verb": "use",
-                    "namespace": namespace,
-                    "name": capsule,
-                },
-            },
+            "spec": {"user": username, "groups": groups, "resourceAttributes": attributes},
         }
         path = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
         status = (await self._create(path, review)).get("status") or {}

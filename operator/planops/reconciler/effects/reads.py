@@ -41,6 +41,7 @@ from planops.engine import (
     finally_steps,
     outputs,
 )
+from planops.engine.plan_templates import Key as TemplateKey
 from planops.engine.retry import unread_capsule
 from planops.kube import manifests
 from planops.kube.api import KubeApi, ScheduleApi
@@ -51,6 +52,7 @@ from planops.reconciler.effects.stored_logs import StoredLogs
 from planops.reconciler.history import chunks, run_history
 from planops.reconciler.history.replacing import OtherRuns
 from planops.reconciler.queue import slots
+from planops.reconciler.run import authors, templating
 from planops.reconciler.run import facts as facts_
 from planops.reconciler.run import status as status_
 from planops.reconciler.run.authors import Author
@@ -135,6 +137,47 @@ class Reads:
         return await self.kube.may_use_capsule(
             namespace, capsule, author.username, list(author.groups)
         )
+
+    async def templates(self, namespace: str, plan: Obj) -> dict[TemplateKey, Obj | None]:
+        return await templates(self.kube, namespace, plan)
+
+    async def capsule_refusal(
+        self, obj: Obj, namespace: str, capsule: str, required: bool
+    ) -> authors.Refusal | None:
+        """Whether the object's recorded author may still use the Capsule (run.authors: the
+        question, then the API server's answer)."""
+        asked = authors.question(obj, capsule, required)
+        if not isinstance(asked, authors.Author):
+            return asked
+        allowed, why = await self.may_use(asked, namespace, capsule)
+        return authors.answered(obj, asked, namespace, capsule, allowed, why)
+
+    async def run_templates(
+        self, plan: Obj, run_id: str, *, fresh: bool
+    ) -> dict[TemplateKey, Obj | None]:
+        """The template a run runs: the snapshot its status recorded as it started, else (a new
+        run) the object as it is now (run.templating)."""
+        kept = None if fresh else templating.snapshot(plan, run_id)
+        return await templates(self.kube, plan["metadata"]["namespace"], plan, kept)
+
+    async def template_refusal(
+        self, plan: Obj, used: dict[TemplateKey, Obj | None], required: bool
+    ) -> authors.Refusal | None:
+        """Whether the Plan's recorded author may `get` each template it runs (run.templating;
+        a SubjectAccessReview each, asked as for the Capsule: not where no author is recorded
+        and none is `required`)."""
+        asked = authors.question(plan, "the Capsule", required)
+        if not isinstance(asked, authors.Author):
+            return asked
+        namespace = plan["metadata"]["namespace"]
+        for kind, name in sorted(used):
+            ns = namespace if kind == "PlanTemplate" else None
+            allowed, why = await self.kube.may_access(
+                templating.PLURALS[kind], "get", ns, name, asked.username, list(asked.groups)
+            )
+            if not allowed:
+                return templating.refusal(asked, (kind, name), namespace, why)
+        return None
 
     async def limited(self, namespace: str, wanted: set[str]) -> frozenset[str]:
         """Which of the Capsules `wanted` have a limit now (the cache, else the API server: a
@@ -267,7 +310,7 @@ class Reads:
         jobs, pods = await self.objects(ref, settled_ids)
         # objects whose labels name no attempt of ours are not attempts (observe says why)
         found = [job_attempt(j, pods.get(j["metadata"]["name"])) for j in jobs]
-        if any(s.capsule is not None for s in (*spec.steps, *spec.finally_)):
+        if any(s.capsule or s.template for s in (*spec.steps, *spec.finally_)):
             listed = await self.kube.list_plans(ref.namespace, ref.children_selector())
             found += [
                 child_attempt(c) for c in facts_.unsettled(owned(listed, ref.uid), settled_ids)
@@ -395,6 +438,30 @@ class ScheduleReads:
         return await self.kube.may_use_capsule(
             namespace, capsule, author.username, list(author.groups)
         )
+
+    async def templates(self, namespace: str, plan: Obj) -> dict[TemplateKey, Obj | None]:
+        return await templates(self.kube, namespace, plan)
+
+
+async def templates(
+    kube: KubeApi, namespace: str, plan: Obj, known: dict[TemplateKey, Obj | None] | None = None
+) -> dict[TemplateKey, Obj | None]:
+    """The templates a plan runs (its templateRef's, and those its template steps name, and
+    theirs, run.templating.wanted) as the API server has them now, but those `known` (a run's
+    snapshot); one read each, at most MAX_TEMPLATES. {} when it names none."""
+    found = dict(known or {})
+    todo = templating.wanted(plan.get("spec"))
+    for obj in found.values():
+        todo |= templating.wanted((obj or {}).get("spec"))
+    while todo and len(found) < templating.MAX_TEMPLATES:
+        kind, name = key = min(todo)
+        todo.discard(key)
+        if key in found:
+            continue
+        ns = namespace if kind == "PlanTemplate" else None
+        found[key] = obj = await kube.get_object(templating.PLURALS[kind], ns, name)
+        todo |= templating.wanted((obj or {}).get("spec")) - found.keys()
+    return found
 
 
 async def targets(

@@ -12,7 +12,8 @@ status from the outcomes; schedules.shell reads, asks these, and acts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import hashlib
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,6 +23,7 @@ from planops.api import API_VERSION, names
 from planops.api.documents import problems_of
 from planops.api.names import (
     ANNOTATION_AUTHOR,
+    ANNOTATION_RUN_NOW,
     ANNOTATION_SCHEDULED_TIME,
     LABEL_CLUSTER_SCHEDULED_BY,
     LABEL_SCHEDULED_BY,
@@ -168,6 +170,24 @@ def due(w: Where, before: Obj, runs: list[Obj]) -> rules.ScheduleDecision:
     )
 
 
+def run_now(w: Where, before: Obj) -> str | None:
+    """The run-now token of a ScheduledPlan not yet acted on (names.ANNOTATION_RUN_NOW), or
+    None. A ClusterScheduledPlan takes none (it would start a run in every namespace)."""
+    token = (w.owner["metadata"].get("annotations") or {}).get(ANNOTATION_RUN_NOW)
+    if w.cluster or not isinstance(token, str) or not token or token == before.get("runNow"):
+        return None
+    return token
+
+
+def now_run(w: Where, decision: rules.ScheduleDecision, token: str) -> rules.ScheduleDecision:
+    """The decision with a run started now for `token`, recorded as a scheduled run (its time
+    now, its name from the token: asking again with the same token starts nothing); whatever
+    the concurrency policy, as a person asked for it."""
+    digest = hashlib.sha256(token.encode()).hexdigest()[:8]
+    name = f"{w.name[:46].rstrip('.-')}-now-{digest}"
+    return replace(decision, run_at=w.now, run_name=name, replace=False, skipped_by_policy=False)
+
+
 def active_of(runs: list[Obj]) -> list[Obj]:
     return [r for r in runs if (r.get("status") or {}).get("phase") not in FINISHED]
 
@@ -222,6 +242,8 @@ class Namespace:
     refusal: authors.Refusal | None = None
     #: finished runs kept past the limits for the archive
     kept: int = 0
+    #: the run-now token acted on by this reconcile (run_now), if any
+    run_now: str | None = None
 
 
 def decide(
@@ -393,6 +415,7 @@ def namespace_status(before: Obj, out: Namespace, now: datetime) -> Obj:
         "lastSuccessfulTime": schedule_status.iso(out.last_successful),
         "active": sorted(r["metadata"]["name"] for r in out.active),
         "missedReported": out.missed_key,
+        "runNow": out.run_now or before.get("runNow"),
     }
 
 

@@ -50,7 +50,7 @@ def of(
         status["namespaces"] = per_ns
     else:
         (only,) = per_ns.values() if per_ns else ({},)
-        status.update({k: only.get(k) for k in ("missedReported",)})
+        status.update({k: only.get(k) for k in ("missedReported", "runNow")})
     if invalid:
         status["errors"] = invalid[:50]
     return {k: v for k, v in status.items() if v is not None}
