@@ -79,8 +79,8 @@ class Meter:
 
 
 class _Stop(BaseException):
-    """Raised through celpy (which turns each Exception into a CEL error value that `||`, `&&`
-    and `exists` may swallow): a BaseException is never caught by it."""
+    """Raised through celpy, which turns some exceptions into CEL error values that `||`, `&&`
+    and `exists` may drop: a BaseException is caught by none of its handlers."""
 
 
 def _size(value: Any) -> int:

@@ -71,6 +71,14 @@ def server(receiver: Receiver) -> web.Server:
     )
 
 
+async def start(receiver: Receiver, address: str, port: int) -> web.ServerRunner:
+    """The receiver listening on address:port (0: any free port; runner.addresses has it)."""
+    runner = web.ServerRunner(server(receiver))
+    await runner.setup()
+    await web.TCPSite(runner, address, port).start()
+    return runner
+
+
 def _parser() -> argparse.ArgumentParser:
     d = Limits()
     p = argparse.ArgumentParser(prog="planops-trigger-receiver", description=__doc__)
@@ -95,9 +103,7 @@ async def serve(args: argparse.Namespace) -> None:
         connection_seconds=args.connection_seconds,
     )
     kube = await Kube.connect(args.kubeconfig)
-    runner = web.ServerRunner(server(Receiver(kube, limits)))
-    await runner.setup()
-    await web.TCPSite(runner, args.address, args.port).start()
+    runner = await start(Receiver(kube, limits), args.address, args.port)
     logging.getLogger("planops.triggers").info("listening on %s:%d", args.address, args.port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
