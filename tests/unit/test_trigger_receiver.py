@@ -4,10 +4,8 @@ recorded author; each refusal creates nothing, says why (answer, status, Event, 
 echoes no secret. An attacker's deliveries, one test each."""
 
 import asyncio
-import json
-
-import pytest
 import contextlib
+import json
 
 import aiohttp
 
@@ -187,7 +185,7 @@ def test_an_unsigned_or_non_ascii_signature_is_refused_not_a_crash():
 
 def test_a_replay_is_refused_by_the_window_and_by_the_plans_name():
     kube = FakeKube()
-    (s1, a1), (s2, a2) = post(kube, raw(), signed(raw()), times=2)
+    (s1, _a1), (s2, a2) = post(kube, raw(), signed(raw()), times=2)
     assert (s1, s2, a2["reason"]) == (202, 409, "Replay")
     assert len(kube.plans) == 1
     # another replica (a new window): the Plan's name makes it AlreadyExists
@@ -249,7 +247,7 @@ def test_payload_text_reaches_the_input_as_data_never_rendered():
 def test_a_payload_cannot_add_input_keys_or_reach_the_plans_other_fields():
     evil = {**PUSH, "repository": {"clone_url": {"steps": [{"shell": "id"}]}}}
     kube = FakeKube()
-    status, answer = post(kube, raw(evil), signed(raw(evil)))
+    _status, answer = post(kube, raw(evil), signed(raw(evil)))
     spec = kube.plans[answer["plan"]]["spec"]
     assert set(spec) == {"templateRef", "input"} and set(spec["input"]) == {"repo", "revision"}
 
