@@ -187,6 +187,8 @@ def test_a_replay_is_refused_by_the_window_and_by_the_plans_name():
     kube = FakeKube()
     (s1, _a1), (s2, a2) = post(kube, raw(), signed(raw()), times=2)
     assert (s1, s2, a2["reason"]) == (202, 409, "Replay")
+    # the window refused it before any create: a secret read and a create, then a secret read
+    assert len(kube.as_users) == 3
     assert len(kube.plans) == 1
     # another replica (a new window): the Plan's name makes it AlreadyExists
     status, answer = post(kube, raw(), signed(raw()))
