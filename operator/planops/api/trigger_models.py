@@ -64,7 +64,7 @@ class WebhookSource(Model):
 
     type: Literal["github", "gitlab", "generic"] = Field(
         description="github (X-Hub-Signature-256, X-GitHub-Delivery, X-GitHub-Event), gitlab "
-        "(X-Gitlab-Token, X-Gitlab-Event-UUID, X-Gitlab-Event) or generic (generic)."
+        "(X-Gitlab-Token, X-Gitlab-Event-UUID, X-Gitlab-Event) or generic (an HMAC in a header: webhook.generic)."
     )
     secret_ref: SecretKeyRef = Field(
         description="The shared secret: an HMAC key (github, generic) or the token (gitlab). The "

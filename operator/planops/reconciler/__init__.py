@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from planops.reconciler.queue.standing import Standing as SlotStanding
     from planops.reconciler.queue.standing import to_wake as slot_waiters
     from planops.reconciler.reconcile import Reconciler, ScheduleReconciler
+    from planops.reconciler.run.authors import Author, UnreadableAuthorError, recorded_author
     from planops.reconciler.run.observe import (
         controller_uid,
         job_event_matters,
@@ -63,6 +64,10 @@ _PUBLIC = {
     "SlotCounting": ("queue.slots", "Counting"),
     "SlotStanding": ("queue.standing", "Standing"),
     "is_child_plan": ("queue.slots", "is_child"),
+    # the trigger receiver acts as a PlanTrigger's recorded author (planops.triggers)
+    "Author": ("run.authors", "Author"),
+    "UnreadableAuthorError": ("run.authors", "UnreadableAuthorError"),
+    "recorded_author": ("run.authors", "recorded_author"),
 }
 
 
@@ -80,12 +85,14 @@ __all__ = [
     "HISTORY_REPORT_BYTES",
     "STATUS_RECORDS",
     "STATUS_RECORDS_MAX",
+    "Author",
     "Reconciler",
     "ScheduleReconciler",
     "SlotCounting",
     "SlotStanding",
     "StatusApi",
     "StatusWriter",
+    "UnreadableAuthorError",
     "controller_uid",
     "earlier_run",
     "earlier_status",
@@ -94,6 +101,7 @@ __all__ = [
     "job_event_matters",
     "owned",
     "pod_event_matters",
+    "recorded_author",
     "records_json",
     "reports_selector",
     "run_ids",

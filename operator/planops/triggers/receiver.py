@@ -38,7 +38,7 @@ from planops.api.trigger_models import PlanTriggerSpec
 from planops.kube import events
 from planops.kube.client import UNREACHABLE
 from planops.kube.errors import ApiError
-from planops.reconciler.run.authors import Author, UnreadableAuthorError, recorded_author
+from planops.reconciler import Author, UnreadableAuthorError, recorded_author
 from planops.triggers import cel
 from planops.triggers.limits import Limits, RateLimiter, ReplayWindow
 from planops.triggers.verify import Delivery, Refused, verify
