@@ -33,6 +33,7 @@ SEED: dict[str, str] = {
     "historyLimit": "planops",
     "ttlSecondsAfterFinished": "planops",
     "podGC": "planops",
+    "templateRef": "2 (templates)",
     "workspace": "1 (workdir)",
     "inputSchema": "2",
     "input": "2",
@@ -73,6 +74,7 @@ EXAMPLE: dict[str, Any] = {
     "historyLimit": 10,
     "ttlSecondsAfterFinished": 86400,
     "podGC": "OnPlanSuccess",
+    "templateRef": {"kind": "ClusterPlanTemplate", "name": "build-and-test"},
     "workspace": {"size": "1Gi"},
     "inputSchema": {
         "type": "object",
@@ -206,6 +208,10 @@ def trigger_section() -> list[str]:
     ]
 
 
+#: a template's fields shown in its own table (the rest are a Plan's, in the Plan's)
+_TEMPLATE_OWN = ("inputSchema", "input", "output")
+
+
 def render() -> str:
     plan = crd.plan_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     cap = crd.capsule_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"][
@@ -217,6 +223,12 @@ def render() -> str:
     report = crd.plan_report_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     status = crd.plan_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
     history = status["status"]["properties"]["history"]["items"]
+    template = crd.template_crd(False)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    template = template["properties"]["spec"]
+    template = {
+        **template,
+        "properties": {k: v for k, v in template["properties"].items() if k in _TEMPLATE_OWN},
+    }
 
     def spec_of(s: Schema) -> Schema:
         sp = s["properties"]["spec"]
@@ -265,6 +277,14 @@ def render() -> str:
             or row.startswith("| Field")
             or row.startswith("|---")
         ],
+        "",
+        "## PlanTemplate (`plantemplates.planops.dev`, short name `pt`) and ClusterPlanTemplate "
+        "(`clusterplantemplates.planops.dev`, cluster-scoped, `cpt`): `spec`",
+        "",
+        "A Plan `spec` run by Plans (`spec.templateRef`) and `template` steps under the caller's "
+        "Capsule (docs/templates.md); it declares none of the caller's fields:",
+        "",
+        *table(template, seeds=False),
         "",
         *trigger_section(),
         "## PlanReport (`planreports.planops.dev`, short name `planrep`): written by the operator",

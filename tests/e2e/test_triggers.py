@@ -132,8 +132,12 @@ def hooked(kube: Kube, ns: str, policies: None) -> str:  # noqa: F811 (the fixtu
             "kind": "Role",
             "metadata": {"name": "trigger-author", "namespace": ns},
             "rules": [
-                {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["hook"],
-                 "verbs": ["get"]},
+                {
+                    "apiGroups": [""],
+                    "resources": ["secrets"],
+                    "resourceNames": ["hook"],
+                    "verbs": ["get"],
+                },
                 {"apiGroups": ["planops.dev"], "resources": ["plantemplates"], "verbs": ["get"]},
             ],
         }

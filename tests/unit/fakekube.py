@@ -78,6 +78,8 @@ class FakeKube:
     gate: asyncio.Event | None = None
     #: (namespace, capsule, username) the authorizer answers "no" for `use` (others: allowed)
     use_denied: set[tuple[str, str, str]] = field(default_factory=set)
+    #: (resource, verb, namespace, name, username) the authorizer refuses (may_access)
+    access_denied: set[tuple[str, str, str, str, str]] = field(default_factory=set)
     #: the access reviews asked: (namespace, capsule, username, groups)
     reviews: list[tuple[str, str, str, list[str]]] = field(default_factory=list)
     #: every status written (Plans' and ScheduledPlans'), in order
@@ -559,6 +561,21 @@ class FakeKube:
 
     # -- ScheduleApi: objects by plural ("" is the namespace of cluster-wide ones) ----------------
 
+    async def may_access(
+        self,
+        resource: str,
+        verb: str,
+        namespace: str | None,
+        name: str,
+        username: str,
+        groups: list[str],
+    ) -> tuple[bool, str]:
+        await self._call("may_access", namespace or "", name)
+        self.reviews.append((namespace or "", f"{resource}/{name}", username, groups))
+        if (resource, verb, namespace or "", name, username) in self.access_denied:
+            return False, f"{username} may not {verb} {resource} {name}"
+        return True, ""
+
     async def get_object(self, plural: str, namespace: str | None, name: str) -> Obj | None:
         await self._call("get_object", namespace or "", name)
         return self._read(_KINDS[plural], namespace or "", name)
@@ -597,7 +614,7 @@ REASONS = {
     504: "Timeout",
 }
 #: kinds that live in no namespace (stored under "")
-_CLUSTER_WIDE = {"namespace", "clusterscheduledplan", "crd"}
+_CLUSTER_WIDE = {"namespace", "clusterscheduledplan", "crd", "clusterplantemplate"}
 #: what `timestamps` puts before each line of a log here (the kubelet writes the line's time)
 STAMP = "2026-12-05T10:00:00.000000000Z "
 
@@ -620,6 +637,8 @@ _KINDS = {
     "scheduledplans": "scheduledplan",
     "clusterscheduledplans": "clusterscheduledplan",
     "capsules": "capsule",
+    "plantemplates": "plantemplate",
+    "clusterplantemplates": "clusterplantemplate",
 }
 
 

@@ -142,6 +142,7 @@ def test_watch_namespaces_gives_roles_there_and_nothing_namespaced_cluster_wide(
     cluster = {r for x in _rules(docs, "ClusterRole") for r in x["resources"]}
     # subjectaccessreviews: cluster-scoped, and they read nothing (may an author use a Capsule?)
     assert cluster == {
+        "clusterplantemplates",
         "clusterscheduledplans",
         "clusterscheduledplans/status",
         "namespaces",
@@ -162,6 +163,41 @@ def test_user_roles_aggregate_and_edit_cannot_touch_capsules(helm: str):
     assert admin["rules"][0]["resources"] == ["capsules"]
     docs = render(helm, "--set", "rbac.capsulesToAdmin=false")
     assert "po-planops-admin" not in {d["metadata"]["name"] for d in kinds(docs, "ClusterRole")}
+
+
+def test_cluster_plan_templates_are_readable_by_every_author_by_default(helm: str):
+    """A ClusterPlanTemplate grants nothing (it runs under the caller's Capsule): every
+    authenticated user may read, so run, one by default; a namespace's PlanTemplates come with
+    plan-author; a value binds other groups, or none."""
+    docs = render(helm)
+    (binding,) = [
+        d
+        for d in kinds(docs, "ClusterRoleBinding")
+        if d["metadata"]["name"] == "po-planops-template-reader"
+    ]
+    assert binding["subjects"] == [
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}
+    ]
+    roles = {d["metadata"]["name"]: d for d in kinds(docs, "ClusterRole")}
+    reader = roles["po-planops-template-reader"]["rules"]
+    assert reader == [
+        {
+            "apiGroups": ["planops.dev"],
+            "resources": ["clusterplantemplates"],
+            "verbs": ["get", "list", "watch"],
+        }
+    ]
+    author = {
+        (r, v)
+        for x in roles["po-planops-plan-author"]["rules"]
+        for r in x["resources"]
+        for v in x["verbs"]
+    }
+    assert ("plantemplates", "get") in author and ("plantemplates", "create") not in author
+    docs = render(helm, "--set", "rbac.clusterTemplateReaders=null")
+    assert "po-planops-template-reader" not in {
+        d["metadata"]["name"] for d in kinds(docs, "ClusterRoleBinding")
+    }
 
 
 def test_the_crds_are_templates_kept_on_uninstall_and_equal_to_the_generated_ones(helm: str):

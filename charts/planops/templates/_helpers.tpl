@@ -52,6 +52,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - apiGroups: ["planops.dev"]
   resources: ["capsules"]
   verbs: ["get", "list", "watch"]
+# PlanTemplates a Plan runs (spec.templateRef, template steps): read only, never written.
+- apiGroups: ["planops.dev"]
+  resources: ["plantemplates"]
+  verbs: ["get", "list", "watch"]
 # The operator creates child Plans and scheduled runs under their Capsules: the admission policy
 # (admission-policy.yaml) lets a Plan's creator name only Capsules it may `use`.
 - apiGroups: ["planops.dev"]

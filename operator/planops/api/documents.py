@@ -1,6 +1,7 @@
 """Turn parsed documents (dicts from YAML/JSON or from the API) into typed Plans and Capsules.
 
-Accepted: `Plan`, `Capsule`, `ScheduledPlan` and `ClusterScheduledPlan` manifests, a bare
+Accepted: `Plan`, `Capsule`, `ScheduledPlan`, `ClusterScheduledPlan`, `PlanTemplate` and
+`ClusterPlanTemplate` manifests, a bare
 seed-format plan object (`{"id": ..., "steps": [...]}`, snake_case or camelCase), and a seed-2
 plan file (`{"identifier": ..., "steps": [{"id", "tool_name", "input"}]}`, converted by
 `planops.api.seed2`). Structural problems come back as
@@ -22,6 +23,7 @@ from planops.api import names, schema_help, seed2, values
 from planops.api.capsule_models import CapsuleSpec
 from planops.api.models import STEP_KINDS, PlanSpec, SeedPlan
 from planops.api.schedule_models import ClusterScheduledPlanSpec, ScheduledPlanSpec
+from planops.api.template_models import PlanTemplateSpec
 
 API_GROUP = names.GROUP
 API_VERSION = names.API_VERSION
@@ -60,13 +62,25 @@ class CapsuleDocument:
     namespace: str | None = None
 
 
-Document = PlanDocument | CapsuleDocument
+@dataclass(frozen=True)
+class TemplateDocument:
+    """A PlanTemplate or ClusterPlanTemplate (api.template_models)."""
+
+    kind: str
+    name: str
+    spec: PlanTemplateSpec
+    namespace: str | None = None
+
+
+Document = PlanDocument | CapsuleDocument | TemplateDocument
 
 KINDS: dict[str, type[PlanSpec] | type[CapsuleSpec] | type[ScheduledPlanSpec]] = {
     "Plan": PlanSpec,
     "Capsule": CapsuleSpec,
     "ScheduledPlan": ScheduledPlanSpec,
     "ClusterScheduledPlan": ClusterScheduledPlanSpec,
+    "PlanTemplate": PlanTemplateSpec,
+    "ClusterPlanTemplate": PlanTemplateSpec,
 }
 
 
@@ -283,6 +297,8 @@ def parse_leniently(doc: Any) -> tuple[Document | None, list[Problem]]:
         return None, problems
     if isinstance(spec, ScheduledPlanSpec):
         return PlanDocument(name, spec.plan_template.spec, namespace, schedule=spec), problems
+    if isinstance(spec, PlanTemplateSpec):
+        return TemplateDocument(kind, name, spec, namespace), problems
     if isinstance(spec, PlanSpec):
         found = PlanDocument(name, spec, namespace, generate_name=meta.generate_name)
         return replace(found, labels=meta.labels, annotations=meta.annotations), problems

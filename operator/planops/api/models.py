@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from planops.api import base, durations
+from planops.api import template_ref as refs
 from planops.api.base import Model
 from planops.api.container_models import MAX_SCRIPT, StepEnvVar, VolumeMount, distinct
 from planops.api.crd_hints import crd
@@ -365,6 +366,8 @@ class PlanSpec(Model):
     """A set of steps and the order they may run in."""
 
     # The spec of a Plan resource, of a Capsule's plan template and of a ScheduledPlan's.
+    model_config = ConfigDict(json_schema_extra=refs.PLAN_SPEC_HINTS)
+
     capsule: str | None = Field(
         default=None,
         pattern=NAME_PATTERN,
@@ -420,6 +423,14 @@ class PlanSpec(Model):
         "recorded output stay (kubectl plan get / logs).",
     )
     workspace: Workspace | None = None
+    template_ref: refs.TemplateRef | None = Field(
+        default=None,
+        description="Run a PlanTemplate or ClusterPlanTemplate: its steps, finally, output and "
+        "inputSchema, under this plan's Capsule (a template grants nothing), with this plan's "
+        "input (checked against the template's inputSchema). The plan's author needs `get` on "
+        "the template. What ran (uid, generation) is recorded in status.template, and a "
+        "template edited during a run does not change it. Excludes steps.",
+    )
     input_schema: dict[str, Any] | None = Field(
         default=None,
         description="JSON Schema (Draft 2020-12) the input must satisfy before any step runs "
@@ -457,6 +468,18 @@ class PlanSpec(Model):
         if value is None:
             raise ValueError("steps must be a list (an empty list is a plan that does nothing)")
         return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_template(cls, data: Any) -> Any:
+        return refs.from_template(data)
+
+    def dump_own(self) -> dict[str, Any]:
+        """The spec as written: a plan from a template without the `steps: []` it reads as."""
+        out = self.dump()
+        if self.template_ref is not None:
+            out.pop("steps", None)
+        return out
 
 
 class SeedPlan(PlanSpec):

@@ -135,6 +135,8 @@ class _Maker:
         for key, value in node.items():
             if not (key in BOUNDS or key in ("default", "required") or key.startswith("x-k")):
                 raise SchemaError(f"{path}: {key!r} has no place in a structural schema")
+            if key == "required" and not value:  # a hint's `required=[]`: nothing required
+                continue
             out[key] = value
         if "x-kubernetes-validations" in out:  # pydantic sorts keys: a rule before its message
             out["x-kubernetes-validations"] = [

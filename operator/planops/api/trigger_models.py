@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from planops.api.base import NAME_PATTERN, Model
+from planops.api.template_ref import TemplateRef
 
 #: a header's name (RFC 9110 token)
 HEADER_PATTERN = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$"
@@ -64,7 +65,8 @@ class WebhookSource(Model):
 
     type: Literal["github", "gitlab", "generic"] = Field(
         description="github (X-Hub-Signature-256, X-GitHub-Delivery, X-GitHub-Event), gitlab "
-        "(X-Gitlab-Token, X-Gitlab-Event-UUID, X-Gitlab-Event) or generic (an HMAC in a header: webhook.generic)."
+        "(X-Gitlab-Token, X-Gitlab-Event-UUID, X-Gitlab-Event) or generic (an HMAC in a "
+        "header: webhook.generic)."
     )
     secret_ref: SecretKeyRef = Field(
         description="The shared secret: an HMAC key (github, generic) or the token (gitlab). The "
@@ -82,21 +84,14 @@ class WebhookSource(Model):
         return self
 
 
-class TemplateRef(Model):
-    """The template each delivery starts a Plan from."""
-
-    kind: Literal["PlanTemplate", "ClusterPlanTemplate"] = Field(
-        default="PlanTemplate",
-        description="PlanTemplate (in the trigger's namespace) or ClusterPlanTemplate.",
-    )
-    name: str = Field(pattern=NAME_PATTERN, description="The template's name.")
-
-
 class PlanTriggerSpec(Model):
     """A PlanTrigger: starts a Plan from a template for each accepted webhook delivery."""
 
     webhook: WebhookSource
-    template_ref: TemplateRef
+    template_ref: TemplateRef = Field(
+        description="The template each accepted delivery starts a Plan from (a PlanTemplate in "
+        "the trigger's namespace, or a ClusterPlanTemplate); the trigger's author needs get on it."
+    )
     capsule: str | None = Field(
         default=None,
         pattern=NAME_PATTERN,

@@ -63,6 +63,11 @@ CODES: dict[str, str] = {
     "tool-input": "a tool step's input outside its tool's inputSchema (every violation, with "
     "its path; an input with templates or references: what no rendered value can change), or a "
     "tool whose inputSchema is not a JSON Schema",
+    "no-template": "a templateRef or a template step naming a PlanTemplate or ClusterPlanTemplate "
+    "that does not exist, a template step whose templates call each other (a cycle) or nest "
+    "deeper than plans may",
+    "template-input": "input given to a template (a Plan's spec.input with templateRef, a "
+    "template step's input) naming a key its inputSchema does not declare",
     "template": "a {{...}} template that is malformed, names an unknown root, uses a step result "
     "the step does not depend on, or sits in a shell step's first word; a {{ in a script (never "
     "rendered: values reach a script through env)",

@@ -333,20 +333,27 @@ class Kube:
     ) -> tuple[bool, str]:
         """Whether `username` (in `groups`) may `use` the Capsule, as the API server's authorizer
         answers now (a SubjectAccessReview: nothing is created), and its reason."""
+        return await self.may_access("capsules", "use", namespace, capsule, username, groups)
+
+    async def may_access(
+        self,
+        resource: str,
+        verb: str,
+        namespace: str | None,
+        name: str,
+        username: str,
+        groups: list[str],
+    ) -> tuple[bool, str]:
+        """Whether `username` (in `groups`) may `verb` the planops object `resource`/`name` (in
+        `namespace`; None: cluster-scoped), as the authorizer answers now (a
+        SubjectAccessReview), and its reason."""
+        attributes = {"group": API_GROUP, "resource": resource, "verb": verb, "name": name}
+        if namespace is not None:
+            attributes["namespace"] = namespace
         review = {
             "apiVersion": "authorization.k8s.io/v1",
             "kind": "SubjectAccessReview",
-            "spec": {
-                "user": username,
-                "groups": groups,
-                "resourceAttributes": {
-                    "group": API_GROUP,
-                    "resource": "capsules",
-                    "verb": "use",
-                    "namespace": namespace,
-                    "name": capsule,
-                },
-            },
+            "spec": {"user": username, "groups": groups, "resourceAttributes": attributes},
         }
         path = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
         status = (await self._create(path, review)).get("status") or {}

@@ -53,7 +53,7 @@ from planops.reconciler.history import chunks, replacing, retention, run_history
 from planops.reconciler.history.report_book import ReportBook
 from planops.reconciler.history.retention import Archived
 from planops.reconciler.queue import admission, slots, standing
-from planops.reconciler.run import authors, core, identity, life, retrying
+from planops.reconciler.run import authors, core, identity, life, retrying, templating
 from planops.reconciler.run import status as status_
 from planops.reconciler.run.judging import Judge, Judgement, capsule_named
 from planops.reconciler.run.kept_runs import Basis, KeptRuns, written_as_run
@@ -62,6 +62,8 @@ from planops.reconciler.schedules.shell import Schedules
 __all__ = ["CONFLICT_ROUNDS", "Reconciler", "ScheduleReconciler"]
 log = logging.getLogger("planops.reconciler")
 Obj = dict[str, Any]
+#: the templates a plan runs, as read (effects.reads.templates); None: not read yet
+Used = dict[tuple[str, str], Obj | None] | None
 #: reads and decisions of one reconcile whose status write found the object changed
 CONFLICT_ROUNDS = 3
 #: the validator's own time budget, unless one is given (None: no budget)
@@ -155,7 +157,8 @@ class Reconciler:
         if v.finished:
             return await self._retain(v)
         told = v.told
-        judged = await self.judge(v.plan, reuse=True)
+        used = await self._reads.run_templates(v.plan, v.ref.run, fresh=v.fresh)
+        judged = await self.judge(v.plan, reuse=True, templates=used)
         tenant = actuator_.tenant(namespace, capsule_named(v.plan), judged[1])
         seed = await self._seed(v, judged, told)
         if isinstance(seed, retrying.Refused):  # a retry refused: the ended run stays
@@ -170,11 +173,14 @@ class Reconciler:
             await self._stop(v.plan, life.invalid(v, previous, errors, told), tenant)
             return None
         assert spec is not None and capsule is not None
-        if life.asks_author(v, previous):
+        previous, refusal = templating.recorded(previous, v.ref.run, used), None
+        if used and life.starts(v, previous):  # may its author read the template it runs?
+            refusal = await self._reads.template_refusal(v.plan, used, self.require_author)
+        if refusal is None and life.asks_author(v, previous):
             refusal = await self._author(v.plan, v.ref.namespace, capsule_name(spec))
-            if refusal is not None:
-                await self._stop(v.plan, life.author_refused(v, previous, refusal, told), tenant)
-                return None
+        if refusal is not None:
+            await self._stop(v.plan, life.author_refused(v, previous, refusal, told), tenant)
+            return None
         decided, plan = await self._admit(v, previous, judged, told)
         self._gauges.waiting.set(v.key, int(decided.admission == "waits"), tenant)
         if decided.admission in ("waits", "refused"):  # for a slot, or no longer allowed
@@ -269,13 +275,8 @@ class Reconciler:
         return history
 
     async def _author(self, obj: Obj, namespace: str, capsule: str) -> authors.Refusal | None:
-        """Whether the object's recorded author may still use the Capsule (run.authors; the API
-        server is asked: effects.reads)."""
-        asked = authors.question(obj, capsule, self.require_author)
-        if not isinstance(asked, authors.Author):
-            return asked
-        allowed, why = await self._reads.may_use(asked, namespace, capsule)
-        return authors.answered(obj, asked, namespace, capsule, allowed, why)
+        """Whether the object's recorded author may still use the Capsule (effects.reads)."""
+        return await self._reads.capsule_refusal(obj, namespace, capsule, self.require_author)
 
     async def _admit(
         self, v: life.PlanView, previous: Obj, judged: Judgement, told: Told
@@ -431,13 +432,15 @@ class Reconciler:
 
     # -- the webhook's judgement, and what the handlers tell ------------------------------------
 
-    async def judge(self, plan: Obj, *, reuse: bool = False) -> Judgement:
+    async def judge(self, plan: Obj, *, reuse: bool = False, templates: Used = None) -> Judgement:
         """The one judgement of a Plan object (run.judging), for the reconcile and the admission
-        webhook: its Capsule and targets read from the watch's cache when it has them."""
+        webhook: its Capsule and targets (the watch's cache first), its template (given or read)."""
         namespace = plan["metadata"]["namespace"]
         raw = await self._reads.capsule(namespace, capsule_named(plan))
         targets = await self._reads.targets(namespace, plan, raw)
-        return await self._judge.judge(plan, raw, targets, reuse=reuse)
+        if templates is None:
+            templates = await self._reads.templates(namespace, plan)
+        return await self._judge.judge(plan, raw, targets, reuse=reuse, templates=templates)
 
     def _close(self, ref: manifests.PlanRef) -> None:
         """The run ended: its Jobs and pods are not read again (RunObjects.close)."""

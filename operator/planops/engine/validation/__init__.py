@@ -13,8 +13,10 @@ holds one validation's state and its time budget.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from planops.api.models import PlanSpec
-from planops.engine import workspace
+from planops.engine import plan_templates, workspace
 from planops.engine.dag import Graph
 from planops.engine.errors import PlanError
 from planops.engine.policy import (
@@ -42,16 +44,22 @@ def validate(
     resolve_capsule: CapsuleResolver,
     policy: Policy | None = None,
     budget: Budget | None = None,
+    templates: plan_templates.TemplateResolver | None = None,
 ) -> list[PlanError]:
     """Every refusal of `spec`, in the order the checks find them (the Capsule and the plan's
     size, then each step in its position, then inputs, workspace, templates and cycles); [] when
-    the plan may run.
+    the plan may run. A plan from a template (templateRef) is judged as what it runs
+    (engine.plan_templates.expand): the template found through `templates`, under the plan's
+    Capsule.
 
     With a `budget`, a validation that runs past it stops and returns one error instead (code
     `limits`, path `steps`): the plan was not judged, so it may not run."""
     not_values = value_problems(spec)
     if not_values:
         return not_values
+    resolve_template = templates or plan_templates.none
+    if spec.template_ref is not None:
+        return _from_template(spec, resolve_capsule, policy, budget, resolve_template)
     name = capsule_name(spec)
     capsule, resolve = resolve_capsule(name), resolve_capsule
     checker = Checker(
@@ -79,6 +87,34 @@ def validate(
                 "(a capsule step runs another Capsule's plan) or make it smaller",
             )
         ]
+
+
+def _from_template(
+    spec: PlanSpec,
+    resolve_capsule: CapsuleResolver,
+    policy: Policy | None,
+    budget: Budget | None,
+    resolve: plan_templates.TemplateResolver,
+) -> list[PlanError]:
+    """A Plan from a template: the template found, the input's keys declared by its
+    inputSchema, and what it runs judged as a plan of the Plan's own (each refusal of the
+    template's steps says whose they are)."""
+    ref = spec.template_ref
+    assert ref is not None
+    template = resolve(ref.kind, ref.name)
+    if template is None:
+        return [PlanError("no-template", None, "templateRef.name", plan_templates.missing(ref))]
+    errors = [
+        PlanError("template-input", None, f"input.{key}", message)
+        for key, message in plan_templates.undeclared_keys(template, spec.input)
+    ]
+    expanded = plan_templates.expand(spec, template)
+    inner = validate(expanded, resolve_capsule, policy, budget, resolve)
+    label = ref.label()
+    for e in inner:
+        theirs = e.path.startswith(("steps", "finally", "output", "inputSchema"))
+        errors.append(replace(e, message=f"{label}: {e.message}") if theirs else e)
+    return errors
 
 
 def _validate(checker: Checker) -> list[PlanError]:

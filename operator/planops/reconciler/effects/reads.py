@@ -37,6 +37,7 @@ from planops.engine import (
     finally_steps,
     outputs,
 )
+from planops.engine.plan_templates import Key as TemplateKey
 from planops.engine.retry import unread_capsule
 from planops.kube import manifests
 from planops.kube.api import KubeApi, ScheduleApi
@@ -46,6 +47,7 @@ from planops.reconciler.effects.bounded import bounded
 from planops.reconciler.history import chunks, run_history
 from planops.reconciler.history.replacing import OtherRuns
 from planops.reconciler.queue import slots
+from planops.reconciler.run import authors, templating
 from planops.reconciler.run import facts as facts_
 from planops.reconciler.run import status as status_
 from planops.reconciler.run.authors import Author
@@ -126,6 +128,49 @@ class Reads:
         return await self.kube.may_use_capsule(
             namespace, capsule, author.username, list(author.groups)
         )
+
+    async def templates(self, namespace: str, plan: Obj) -> dict[TemplateKey, Obj | None]:
+        return await templates(self.kube, namespace, plan)
+
+    async def capsule_refusal(
+        self, obj: Obj, namespace: str, capsule: str, required: bool
+    ) -> authors.Refusal | None:
+        """Whether the object's recorded author may still use the Capsule (run.authors: the
+        question, then the API server's answer)."""
+        asked = authors.question(obj, capsule, required)
+        if not isinstance(asked, authors.Author):
+            return asked
+        allowed, why = await self.may_use(asked, namespace, capsule)
+        return authors.answered(obj, asked, namespace, capsule, allowed, why)
+
+    async def run_templates(
+        self, plan: Obj, run_id: str, *, fresh: bool
+    ) -> dict[TemplateKey, Obj | None]:
+        """The template a run runs: the snapshot its status recorded as it started, else (a new
+        run) the object as it is now (run.templating)."""
+        kept = None if fresh else templating.snapshot(plan, run_id)
+        if kept is not None:
+            return kept
+        return await self.templates(plan["metadata"]["namespace"], plan)
+
+    async def template_refusal(
+        self, plan: Obj, used: dict[TemplateKey, Obj | None], required: bool
+    ) -> authors.Refusal | None:
+        """Whether the Plan's recorded author may `get` each template it runs (run.templating;
+        a SubjectAccessReview each, asked as for the Capsule: not where no author is recorded
+        and none is `required`)."""
+        asked = authors.question(plan, "the Capsule", required)
+        if not isinstance(asked, authors.Author):
+            return asked
+        namespace = plan["metadata"]["namespace"]
+        for kind, name in sorted(used):
+            ns = namespace if kind == "PlanTemplate" else None
+            allowed, why = await self.kube.may_access(
+                templating.PLURALS[kind], "get", ns, name, asked.username, list(asked.groups)
+            )
+            if not allowed:
+                return templating.refusal(asked, (kind, name), namespace, why)
+        return None
 
     async def limited(self, namespace: str, wanted: set[str]) -> frozenset[str]:
         """Which of the Capsules `wanted` have a limit now (the cache, else the API server: a
@@ -371,6 +416,20 @@ class ScheduleReads:
         return await self.kube.may_use_capsule(
             namespace, capsule, author.username, list(author.groups)
         )
+
+    async def templates(self, namespace: str, plan: Obj) -> dict[TemplateKey, Obj | None]:
+        return await templates(self.kube, namespace, plan)
+
+
+async def templates(kube: KubeApi, namespace: str, plan: Obj) -> dict[TemplateKey, Obj | None]:
+    """The template a plan names (spec.templateRef), as the API server has it now: at most one
+    read. {} when it names none."""
+    ref = templating.ref_of(plan)
+    if ref is None:
+        return {}
+    ns = namespace if ref.kind == "PlanTemplate" else None
+    found = await kube.get_object(templating.PLURALS[ref.kind], ns, ref.name)
+    return {(ref.kind, ref.name): found}
 
 
 async def targets(

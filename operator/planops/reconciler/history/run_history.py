@@ -128,8 +128,12 @@ def _time(value: Any) -> str | None:
 
 def carried(new: dict[str, Any], previous: dict[str, Any]) -> dict[str, Any]:
     """The status `new` with the earlier runs of `previous`: every status write of a Plan carries
-    its history on (a new run's `previous` holds the history it starts with)."""
-    return {**new, "history": previous.get("history")}
+    its history on (a new run's `previous` holds the history it starts with), and the template
+    its run snapshot (run.templating), when it runs one."""
+    out = {**new, "history": previous.get("history")}
+    if previous.get("template") is not None:
+        out["template"] = previous["template"]
+    return out
 
 
 def entries(status: dict[str, Any]) -> list[dict[str, Any]]:

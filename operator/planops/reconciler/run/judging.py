@@ -32,8 +32,10 @@ from planops.engine import (
     capsule_name,
     validate,
 )
+from planops.engine.plan_templates import TemplateResolver, expand
 from planops.engine.validation import DEFAULT_CAPSULE
 from planops.reconciler.run import status as status_
+from planops.reconciler.run import templating
 
 #: verdicts kept (one per Plan generation; a few MB for this many plans)
 VERDICTS_KEPT = 20_000
@@ -74,6 +76,7 @@ def judge_spec(
     targets: dict[str, Obj | None],
     policy: Policy,
     budget: Budget | None,
+    templates: TemplateResolver | None = None,
 ) -> tuple[CapsuleSpec | None, list[PlanError]]:
     """The plan `spec` under its Capsule `cname` (the object `raw`; None: not found) and the
     Capsules its capsule steps name (`targets`): the Capsule, and the refusals. A Capsule that
@@ -93,7 +96,9 @@ def judge_spec(
         with contextlib.suppress(ValidationError):  # refused when its own plans run
             if t is not None:
                 children[n] = CapsuleSpec.model_validate(t.get("spec") or {})
-    errors = validate(spec, lambda n: capsule if n == cname else children.get(n), policy, budget)
+    errors = validate(
+        spec, lambda n: capsule if n == cname else children.get(n), policy, budget, templates
+    )
     return capsule, errors
 
 
@@ -115,12 +120,16 @@ class Judge:
         targets: dict[str, Obj | None],
         *,
         reuse: bool = False,
+        templates: dict[tuple[str, str], Obj | None] | None = None,
     ) -> Judgement:
         """The one judgement of a Plan object, its Capsule being `raw` (None: not found) and
-        its capsule steps' targets `targets`. Parsing and validation run in a worker thread (a
-        large plan never holds the event loop, which serves every other plan, the webhook and
-        the health probe) under the validator's time budget. With `reuse` (the reconciler), a
-        verdict is kept per Plan generation and Capsule version."""
+        its capsule steps' targets `targets`, the templates it names `templates` (the objects
+        read, or a run's snapshot: run.templating). A plan from a template is judged, and
+        returned, as what it runs (engine.plan_templates.expand). Parsing and validation run
+        in a worker thread (a large plan never holds the event loop, which serves every other
+        plan, the webhook and the health probe) under the validator's time budget. With
+        `reuse` (the reconciler), a verdict is kept per Plan generation, Capsule version and
+        template version."""
         meta = plan["metadata"]
         cname = capsule_named(plan)
         key = (
@@ -129,10 +138,11 @@ class Judge:
             cname,
             _version(raw),
             tuple((n, _version(t)) for n, t in targets.items()),
+            tuple((k, _version(t)) for k, t in sorted((templates or {}).items())),
         )
         if reuse and key in self._verdicts:
             return self._verdicts[key]
-        verdict = await asyncio.to_thread(self._judge, plan, cname, raw, targets)
+        verdict = await asyncio.to_thread(self._judge, plan, cname, raw, targets, templates or {})
         if reuse:
             self._verdicts[key] = verdict
             while len(self._verdicts) > VERDICTS_KEPT:
@@ -140,14 +150,23 @@ class Judge:
         return verdict
 
     async def judge_template(
-        self, spec: PlanSpec, raw: Obj | None, targets: dict[str, Obj | None]
+        self,
+        spec: PlanSpec,
+        raw: Obj | None,
+        targets: dict[str, Obj | None],
+        templates: dict[tuple[str, str], Obj | None] | None = None,
     ) -> list[PlanError]:
         """A ScheduledPlan's run template under its namespace's Capsule (`raw`): the refusals its
         runs would get (off the event loop, as a Plan's)."""
-        return await asyncio.to_thread(self._judge_template, spec, raw, targets)
+        return await asyncio.to_thread(self._judge_template, spec, raw, targets, templates or {})
 
     def _judge(
-        self, plan: Obj, cname: str, raw: Obj | None, targets: dict[str, Obj | None]
+        self,
+        plan: Obj,
+        cname: str,
+        raw: Obj | None,
+        targets: dict[str, Obj | None],
+        templates: dict[tuple[str, str], Obj | None],
     ) -> Judgement:
         doc, problems = parse_document(
             {k: plan[k] for k in ("apiVersion", "kind", "metadata", "spec")}
@@ -156,19 +175,41 @@ class Judge:
             return None, None, [PlanError(p.code, None, p.path, p.message) for p in problems]
         spec = doc.spec
         assert isinstance(spec, PlanSpec)
-        large = too_large(spec, status_.json_size(plan.get("spec")))
+        size = status_.json_size(plan.get("spec")) + _template_size(templates)
+        large = too_large(spec, size)
         if large is not None:
             return spec, None, [large]
-        capsule, errors = judge_spec(spec, cname, raw, targets, self.policy, self.budget)
+        resolve, unusable = templating.resolver(templates)
+        if unusable:
+            return spec, None, unusable
+        capsule, errors = judge_spec(spec, cname, raw, targets, self.policy, self.budget, resolve)
+        if spec.template_ref is not None and not errors:
+            found = resolve(spec.template_ref.kind, spec.template_ref.name)
+            assert found is not None  # else the validator refused it
+            spec = expand(spec, found)
         return spec, capsule, errors
 
     def _judge_template(
-        self, spec: PlanSpec, raw: Obj | None, targets: dict[str, Obj | None]
+        self,
+        spec: PlanSpec,
+        raw: Obj | None,
+        targets: dict[str, Obj | None],
+        templates: dict[tuple[str, str], Obj | None],
     ) -> list[PlanError]:
-        large = too_large(spec, status_.json_size(spec.dump()))
+        large = too_large(spec, status_.json_size(spec.dump()) + _template_size(templates))
         if large is not None:
             return [large]
-        return judge_spec(spec, capsule_name(spec), raw, targets, self.policy, self.budget)[1]
+        resolve, unusable = templating.resolver(templates)
+        if unusable:
+            return unusable
+        return judge_spec(
+            spec, capsule_name(spec), raw, targets, self.policy, self.budget, resolve
+        )[1]
+
+
+def _template_size(templates: dict[tuple[str, str], Obj | None]) -> int:
+    """The bytes of the templates' specs a run snapshots into its status (run.templating)."""
+    return sum(status_.json_size((t or {}).get("spec")) for t in templates.values())
 
 
 def _version(obj: Obj | None) -> Any:

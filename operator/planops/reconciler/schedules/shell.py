@@ -59,6 +59,7 @@ class Reading(Protocol):
     async def may_use(
         self, author: authors.Author, namespace: str, capsule: str
     ) -> tuple[bool, str]: ...
+    async def templates(self, namespace: str, plan: Obj) -> dict[tuple[str, str], Obj | None]: ...
 
 
 class Acting(Protocol):
@@ -208,10 +209,17 @@ class Schedules:
             return found
         template = spec.plan_template.spec
         raw, targets = None, {}
+        used: dict[tuple[str, str], Obj | None] = {}
         if namespace:
             raw = await self.reads.capsule(namespace, capsule_name(template))
             targets = await self.reads.targets(namespace, {"spec": template.dump()}, raw)
-        errors = await self.judge_.judge_template(template, raw, targets)
+        if template.template_ref is not None:
+            ref = template.template_ref
+            if namespace or ref.kind == "ClusterPlanTemplate":
+                used = await self.reads.templates(namespace or "", {"spec": template.dump_own()})
+            else:  # each namespace its runs go to has its own: judged with the runs
+                return []
+        errors = await self.judge_.judge_template(template, raw, targets, used)
         return decide.template_errors(errors, admit_missing or not namespace)
 
     async def _write(self, obj: Obj, plural: str, cluster: bool, status: Obj, told: Told) -> None:

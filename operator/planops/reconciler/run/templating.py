@@ -1,0 +1,115 @@
+"""Pure: a Plan from a template (spec.templateRef) in the cluster: which template object it
+reads, what its run records of it, and its author's right to read it.
+
+- A run snapshots what it runs: as it starts, `status.template` records the template's kind,
+  name, uid, generation and resourceVersion with its spec, for that run id; every later
+  reconcile of the run judges and runs that snapshot, so a template edited (or deleted) during a
+  run never changes it. A new run (a new generation, a re-run) reads the template again.
+- Using a template is the author's act: the Plan's recorded author (run.authors) must be
+  allowed `get` on it (a SubjectAccessReview, asked by effects.reads) before a run starts;
+  otherwise no run starts, and the status and an Event say which template and why.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from planops.api.documents import problems_of
+from planops.api.template_models import PlanTemplateSpec
+from planops.api.template_ref import TemplateRef
+from planops.engine import PlanError
+from planops.engine.plan_templates import Key, TemplateResolver, templates
+from planops.reconciler.run import authors
+
+Obj = dict[str, Any]
+#: the plural of each template kind (the API's path, RBAC's resource)
+PLURALS = {"PlanTemplate": "plantemplates", "ClusterPlanTemplate": "clusterplantemplates"}
+#: the Event and condition reason of a run refused because its author may not read a template
+REASON = "TemplateNotAllowed"
+
+
+def ref_of(plan: Obj) -> TemplateRef | None:
+    """The template a Plan object names (spec.templateRef), None when none or unreadable (the
+    judge refuses an unreadable one through the schema)."""
+    raw = (plan.get("spec") or {}).get("templateRef")
+    if not isinstance(raw, dict):
+        return None
+    try:
+        return TemplateRef.model_validate(raw)
+    except ValidationError:
+        return None
+
+
+def snapshot(plan: Obj, run_id: str) -> dict[Key, Obj | None] | None:
+    """The template the run `run_id` recorded as it started (status.template), as the object it
+    was read as; None when the status records none for that run."""
+    found = (plan.get("status") or {}).get("template")
+    if not isinstance(found, dict) or found.get("run") != run_id:
+        return None
+    kind, name = found.get("kind"), found.get("name")
+    if not isinstance(kind, str) or not isinstance(name, str):
+        return None
+    meta = {k: found.get(k) for k in ("uid", "generation", "resourceVersion")}
+    return {(kind, name): {"metadata": {"name": name, **meta}, "spec": found.get("spec")}}
+
+
+def record(run_id: str, objs: dict[Key, Obj | None]) -> Obj | None:
+    """status.template for the run `run_id` from the template it read (None: none read)."""
+    for (kind, name), obj in objs.items():
+        if obj is None:
+            continue
+        meta = obj.get("metadata") or {}
+        return {
+            "kind": kind,
+            "name": name,
+            "uid": meta.get("uid"),
+            "generation": meta.get("generation"),
+            "resourceVersion": meta.get("resourceVersion"),
+            "run": run_id,
+            "spec": obj.get("spec"),
+        }
+    return None
+
+
+def recorded(previous: Obj, run_id: str, objs: dict[Key, Obj | None]) -> Obj:
+    """The status a run's writes build on, with its template recorded (kept once recorded)."""
+    found = previous.get("template")
+    if isinstance(found, dict) and found.get("run") == run_id:
+        return previous
+    rec = record(run_id, objs)
+    return previous if rec is None else {**previous, "template": rec}
+
+
+def resolver(objs: dict[Key, Obj | None]) -> tuple[TemplateResolver, list[PlanError]]:
+    """The templates read, for the validator; one that cannot be read as a template refuses
+    the plan saying why (never taken for a missing one)."""
+    found: dict[Key, PlanTemplateSpec] = {}
+    errors: list[PlanError] = []
+    for (kind, name), obj in objs.items():
+        if obj is None:
+            continue
+        try:
+            found[(kind, name)] = PlanTemplateSpec.model_validate(obj.get("spec") or {})
+        except ValidationError as e:
+            why = "; ".join(f"{p.path}: {p.message}" for p in problems_of(e, "spec"))
+            errors.append(
+                PlanError(
+                    "no-template", None, "templateRef", f"{kind} {name!r} cannot be used: {why}"
+                )
+            )
+    return templates(found), errors
+
+
+def refusal(author: authors.Author, ref: Key, namespace: str, why: str) -> authors.Refusal:
+    """The run's refusal: its author may not `get` the template."""
+    kind, name = ref
+    where = f" in namespace {namespace}" if kind == "PlanTemplate" else ""
+    return authors.Refusal(
+        REASON,
+        f"{author.username}, who last changed what this Plan does, may not read {kind} {name}"
+        f'{where} (RBAC verb "get" on {PLURALS[kind]}.planops.dev'
+        + (f": {why}" if why else "")
+        + "): a template is run only for an author who may read it; grant it, or name another",
+    )
