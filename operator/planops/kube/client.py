@@ -18,7 +18,6 @@ Conflict = read again and decide again, anything passing = retry on the next rec
 from __future__ import annotations
 
 import asyncio
-import base64
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any, Self, cast
@@ -463,35 +462,6 @@ class Kube:
 
     async def create_event(self, namespace: str, body: Obj) -> None:
         await _json(await self.api.request("POST", _core("events", namespace), body=body))
-
-    # -- as another user (the trigger receiver acts as a PlanTrigger's recorded author) -----------
-
-    async def get_secret_value_as(
-        self, namespace: str, name: str, key: str, user: str, groups: list[str]
-    ) -> bytes | None:
-        """The bytes under `key` of a Secret, read as `user` (impersonated: the API server
-        authorizes that user, not ours); None when the Secret or the key is missing."""
-        path = _core("secrets", namespace, name)
-        try:
-            resp = await self.api.request("GET", path, extra_headers=_impersonate(user, groups))
-            secret = await _obj(resp)
-        except ApiError as e:
-            if e.not_found:
-                return None
-            raise
-        value = (secret.get("data") or {}).get(key)
-        return base64.b64decode(value) if isinstance(value, str) else None
-
-    async def create_plan_as(self, namespace: str, body: Obj, user: str, groups: list[str]) -> Obj:
-        """Create a Plan as `user` (impersonated): admission checks and records that user."""
-        path = _custom("plans", namespace)
-        headers = _impersonate(user, groups)
-        return await _obj(await self.api.request("POST", path, body=body, extra_headers=headers))
-
-
-def _impersonate(user: str, groups: list[str]) -> list[tuple[str, str]]:
-    """The headers of a request made as `user` in `groups` (one Impersonate-Group each)."""
-    return [("Impersonate-User", user), *(("Impersonate-Group", g) for g in groups)]
 
 
 def _status_patch(status: Obj, resource_version: str | None) -> list[Obj]:

@@ -22,7 +22,7 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
 from planops import metrics
-from planops.kube.client import Kube
+from planops.kube.acting import ActingKube
 from planops.triggers.limits import Limits
 from planops.triggers.receiver import Receiver
 
@@ -102,7 +102,7 @@ async def serve(args: argparse.Namespace) -> None:
         total_per_second=args.total_per_second,
         connection_seconds=args.connection_seconds,
     )
-    kube = await Kube.connect(args.kubeconfig)
+    kube = await ActingKube.connect(args.kubeconfig)
     runner = await start(Receiver(kube, limits), args.address, args.port)
     logging.getLogger("planops.triggers").info("listening on %s:%d", args.address, args.port)
     stop = asyncio.Event()
