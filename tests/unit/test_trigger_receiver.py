@@ -202,8 +202,34 @@ def test_an_oversized_body_is_refused_before_it_is_read_whole():
     status, answer = post(kube, big, signed(big), limits=Limits(body_bytes=1000))
     assert status == 413
     refused(kube, status, answer, "TooLarge")
-    # nothing asked of the API server for it... beyond the status of a known trigger
+    # no secret read, nothing verified: the trigger's status says why
     assert kube.as_users == []
+    assert kube.trigger["status"]["lastRefused"]["reason"] == "TooLarge"
+
+
+def test_a_chunked_body_is_cut_at_the_limit():
+    kube = FakeKube()
+    sent = []
+
+    async def chunks():
+        for _ in range(1000):  # 1 MB offered, in 1 KB chunks, no Content-Length
+            sent.append(1)
+            yield b"x" * 1024
+
+    async def go():
+        limits = Limits(body_bytes=4096)
+        async with serving(kube, limits) as (host, port), aiohttp.ClientSession() as client:
+            url = f"http://{host}:{port}/hooks/team-a/push"
+            try:
+                resp = await client.post(url, data=chunks(), headers=signed(b"x"))
+                return resp.status, await resp.json()
+            except aiohttp.ClientError:  # the server answered and closed while it sent
+                return 413, {"reason": "TooLarge", "result": "refused"}
+
+    status, answer = asyncio.run(go())
+    refused(kube, status, answer, "TooLarge")
+    # the receiver, not the client, said so
+    assert kube.trigger["status"]["lastRefused"]["reason"] == "TooLarge"
 
 
 def test_a_filter_miss_creates_nothing_and_says_so():

@@ -217,11 +217,12 @@ class Receiver:
         try:
             if not self.total.take(None) or not self.per_trigger.take((namespace, name)):
                 raise Refused("RateLimited", "too many deliveries: slow down", 429)
-            headers = header_map(request.headers)
-            body = await self._body(request, headers)
+            headers, body, unread = await self._read(request)
             trigger = await self.kube.get_object(PLURAL, namespace, name)
             if trigger is None:
                 raise Refused("NotFound", "no such trigger", 404)
+            if unread is not None:  # refused for its body or headers: said on the trigger too
+                raise unread
             outcome = await self._accept(trigger, headers, body)
         except Refused as r:
             outcome = Outcome("refused", r.reason, r.message, r.status, detail=r.detail)
@@ -232,6 +233,14 @@ class Receiver:
         if trigger is not None:
             await self._record(trigger, outcome)
         return outcome
+
+    async def _read(self, request: web.BaseRequest) -> tuple[dict[str, str], bytes, Refused | None]:
+        """The headers and body, or why they are refused (told once the trigger is known)."""
+        try:
+            headers = header_map(request.headers)
+            return headers, await self._body(request, headers), None
+        except Refused as r:
+            return {}, b"", r
 
     async def _body(self, request: web.BaseRequest, headers: dict[str, str]) -> bytes:
         """The body, at most limits.body_bytes of it, read within limits.body_seconds."""
