@@ -172,6 +172,15 @@ def deliver(
         return e.code, json.loads(e.read())
 
 
+def accepted(kube: Kube, url: str, ns: str, body: bytes, delivery: str) -> dict[str, Any]:
+    """The answer to a delivery that must start a Plan (else: why not, from the status)."""
+    status, answer = deliver(url, ns, body, delivery)
+    if status != 202:
+        why = (kube.get("plantrigger", "push", "-n", ns).get("status") or {}).get("lastRefused")
+        raise AssertionError(f"{status} {answer}: {why}")
+    return answer
+
+
 def plans(kube: Kube, ns: str) -> list[str]:
     return [p["metadata"]["name"] for p in kube.get("plans", "-n", ns)["items"]]
 
@@ -183,9 +192,7 @@ def last(kube: Kube, ns: str, which: str) -> dict[str, Any]:
 def test_a_signed_push_starts_a_plan_from_the_payload_that_runs_on_the_node(
     kube: Kube, hooked: str, receiver: str
 ):
-    status, answer = deliver(receiver, hooked, push(), f"d-{uuid.uuid4()}")
-    assert (status, answer["result"]) == (202, "accepted"), answer
-    name = answer["plan"]
+    name = accepted(kube, receiver, hooked, push(), f"d-{uuid.uuid4()}")["plan"]
     plan = kube.get("plan", name, "-n", hooked)
     assert plan["spec"]["input"] == {"repo": "team/app", "revision": "a1" * 20}
     assert json.loads(plan["metadata"]["annotations"]["planops.dev/author"])["username"] == AUTHOR
@@ -211,7 +218,7 @@ def test_a_bad_signature_a_replay_an_oversized_body_and_a_filter_miss_start_noth
     assert plans(kube, hooked) == []
     # a replay: the first starts a Plan, the second (same delivery id) nothing
     delivery = f"d-{uuid.uuid4()}"
-    assert deliver(receiver, hooked, push(), delivery)[0] == 202
+    accepted(kube, receiver, hooked, push(), delivery)
     status, answer = deliver(receiver, hooked, push(), delivery)
     assert (status, answer["reason"]) == (409, "Replay")
     assert len(plans(kube, hooked)) == 1
@@ -224,7 +231,7 @@ def test_a_replay_to_another_replica_is_refused_by_the_plans_name(
     kube: Kube, kubeconfig: str, hooked: str, receiver: str, tmp_path: Path
 ):
     delivery = f"d-{uuid.uuid4()}"
-    assert deliver(receiver, hooked, push(), delivery)[0] == 202
+    accepted(kube, receiver, hooked, push(), delivery)
     with running_receiver(kubeconfig, tmp_path / "second.log") as second:
         status, answer = deliver(second, hooked, push(), delivery)
     assert (status, answer["reason"]) == (409, "Replay")
@@ -244,7 +251,7 @@ def test_payload_text_that_the_template_refuses_runs_nothing(
 
 
 def test_revoked_use_stops_the_triggers_next_run(kube: Kube, hooked: str, receiver: str):
-    assert deliver(receiver, hooked, push(), f"d-{uuid.uuid4()}")[0] == 202
+    accepted(kube, receiver, hooked, push(), f"d-{uuid.uuid4()}")
     kube.run("delete", "rolebinding", "alice-use-capsules", "-n", hooked)
     deadline = time.monotonic() + 30
     while True:  # RBAC's cache catches up within a moment
