@@ -28,7 +28,7 @@ def test_the_receiver_runs_in_its_own_restricted_deployment_with_the_values(helm
     (dep,) = kinds(docs, "Deployment")
     pod = dep["spec"]["template"]["spec"]
     (container,) = pod["containers"]
-    assert container["command"] == ["planops-trigger-receiver"]
+    assert container["command"] == ["python3", "-m", "planops.triggers.main"]
     assert "--body-bytes=65536" in container["args"]
     assert dep["spec"]["replicas"] == 3
     assert pod["securityContext"]["runAsNonRoot"] is True
