@@ -26,6 +26,7 @@ GROUPS = {
     # every ClusterScheduledPlan) and the ClusterScheduledPlan tests (every operator on the
     # cluster reconciles each one)
     "tests/e2e/test_chart_install.py": "cluster-wide",
+    "tests/e2e/test_chart_triggers_install.py": "cluster-wide",
     "tests/e2e/test_scheduled.py": "cluster-wide",
     "tests/e2e/test_tenancy.py::test_revoking_use_stops_a_cluster_scheduled_plans_runs_in_that_namespace": (  # noqa: E501
         "cluster-wide"
