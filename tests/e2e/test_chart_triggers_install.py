@@ -10,7 +10,6 @@ receiver, not the CRDs (tests/e2e/test_chart_install.py installs them).
 
 from __future__ import annotations
 
-import subprocess
 import uuid
 from collections.abc import Iterator
 
@@ -23,6 +22,7 @@ from tests.e2e.test_chart_install import (  # noqa: F401 (operator_image: a fixt
     _can_i,
     _helm,
     operator_image,
+    uninstall,
 )
 
 pytestmark = [pytest.mark.cluster, pytest.mark.node, pytest.mark.triggers]
@@ -53,13 +53,7 @@ def release(
         )  # fmt: skip
         yield rel
     finally:
-        subprocess.run(
-            [helm, "--kubeconfig", kubeconfig, "uninstall", rel.name, "-n", rel.system, "--wait"],
-            capture_output=True,
-            timeout=300,
-        )
-        for ns in (rel.system, rel.work):
-            kube.run("delete", "namespace", ns, "--wait=false", check=False)
+        uninstall(kube, helm, rel)
 
 
 def test_the_trigger_receiver_runs_and_holds_only_its_rights(kube: Kube, release: Release):
