@@ -408,3 +408,42 @@ def test_a_slow_sender_is_cut_off_at_the_connection_deadline():
 
     assert asyncio.run(go()) == b""
     assert kube.plans == {}
+
+
+def test_a_deeply_nested_payload_is_refused_not_a_crash():
+    deep = b'{"a":' * 5000 + b"1" + b"}" * 5000
+    kube = FakeKube()
+    status, answer = post(kube, deep, signed(deep))
+    refused(kube, status, answer, "BadPayload")
+
+
+def test_plans_of_triggers_with_the_same_long_prefix_do_not_collide():
+    long = "t" * 60
+    assert plan_name(long + "a", "d-1") != plan_name(long + "b", "d-1")
+    assert len(plan_name(long, "d-1")) <= 63
+
+
+def test_a_payload_nested_as_deep_as_json_allows_is_refused_or_mapped_never_a_500():
+    deep = b'{"ref":"refs/heads/main","a":' + b'{"a":' * 1000 + b"1" + b"}" * 1001
+    kube = FakeKube(trigger(input={"x": "body.a.a.a"}))
+    status, answer = post(kube, deep, signed(deep))
+    refused(kube, status, answer, "BadPayload")
+    assert "nested deeper than 64" in answer["message"]
+
+
+def test_an_unreachable_api_server_or_a_bug_answers_without_details():
+    class Down(FakeKube):
+        async def get_object(self, plural, namespace, name):
+            raise OSError("connect to 10.0.0.1:6443 refused")
+
+    status, answer = post(Down(), raw(), signed(raw()))
+    assert (status, answer["reason"]) == (503, "ApiUnavailable")
+    assert "10.0.0.1" not in json.dumps(answer)
+
+    class Buggy(FakeKube):
+        async def create_plan_as(self, namespace, body, user, groups):
+            raise KeyError("internal-detail")
+
+    status, answer = post(Buggy(), raw(), signed(raw()))
+    assert (status, answer["reason"]) == (500, "InternalError")
+    assert "internal-detail" not in json.dumps(answer)

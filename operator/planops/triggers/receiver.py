@@ -110,7 +110,8 @@ class Outcome:
 def plan_name(trigger: str, delivery: str) -> str:
     """The Plan a delivery starts: the trigger's name and a digest of the delivery id (the same
     delivery, the same name on every replica: a replay is AlreadyExists)."""
-    digest = hashlib.sha256(delivery.encode()).hexdigest()[:12]
+    # the whole trigger name is hashed: two triggers cut to the same prefix stay apart
+    digest = hashlib.sha256(f"{trigger}\0{delivery}".encode()).hexdigest()[:12]
     return f"{trigger[:50].rstrip('-.')}-{digest}"
 
 
@@ -178,6 +179,21 @@ def _run(what: str, text: str, activation: Obj, meter: cel.Meter) -> Any:
 
 
 NAME = re.compile(NAME_PATTERN)
+#: the deepest payload the expressions see (CEL's conversion recurses; GitHub's nest about 6)
+PAYLOAD_DEPTH = 64
+
+
+def depth(value: Any) -> int:
+    """How deep a JSON value nests (without recursion: the value is the sender's)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, level = stack.pop()
+        deepest = max(deepest, level)
+        if isinstance(node, dict):
+            stack += [(v, level + 1) for v in node.values()]
+        elif isinstance(node, list):
+            stack += [(v, level + 1) for v in node]
+    return deepest
 
 
 @dataclass
@@ -226,10 +242,13 @@ class Receiver:
             outcome = await self._accept(trigger, headers, body)
         except Refused as r:
             outcome = Outcome("refused", r.reason, r.message, r.status, detail=r.detail)
-        except ApiError as e:
+        except (ApiError, *UNREACHABLE) as e:  # type: ignore[misc]
             log.warning("trigger %s/%s: the API server answered %s", namespace, name, e)
             msg = "the cluster could not be reached: retry later"
             outcome = Outcome("refused", "ApiUnavailable", msg, 503, detail=str(e)[:500])
+        except Exception:  # a bug of ours: logged whole, answered without a word of it
+            log.exception("trigger %s/%s: delivery failed", namespace, name)
+            outcome = Outcome("refused", "InternalError", "the receiver failed: retry later", 500)
         if trigger is not None:
             await self._record(trigger, outcome)
         return outcome
@@ -295,6 +314,8 @@ class Receiver:
             payload = orjson.loads(body)
         except orjson.JSONDecodeError:
             raise Refused("BadPayload", "the body is not JSON", 400) from None
+        if depth(payload) > PAYLOAD_DEPTH:
+            raise Refused("BadPayload", f"the body is nested deeper than {PAYLOAD_DEPTH}", 400)
         inputs = await asyncio.to_thread(map_delivery, spec, payload, headers)
         if inputs is None:
             self.replays.add(key)
