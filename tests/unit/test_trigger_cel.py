@@ -67,7 +67,7 @@ def test_a_cost_bomb_stops_at_the_limit_in_bounded_time(bomb):
     t = time.process_time()
     with pytest.raises(cel.CostExceeded, match="cost limit"):
         cel.evaluate(bomb, act())
-    # STEPS_MAX was chosen for about 0.7 s of CPU on the development machine; the bound here
+    # STEPS_MAX was chosen for about 0.4 s of CPU on the development machine; the bound here
     # leaves room for a slower CI
     assert time.process_time() - t < 5.0
 

@@ -41,7 +41,7 @@ from celpy.evaluation import CELEvalError, Evaluator, base_functions, function_m
 from planops.api.trigger_models import CEL_MAX_CHARS
 
 #: node evaluations (of celpy's parse tree: about 10 to 20 for a node of CEL's syntax) all the
-#: expressions of one delivery may make together: about 0.7 s of one core here (measured in
+#: expressions of one delivery may make together: about 0.4 s of one core here (measured in
 #: tests/unit/test_trigger_cel.py); `body.commits.all(c, c.message.size() < 100)` over 2,000
 #: commits fits
 STEPS_MAX = 50_000
