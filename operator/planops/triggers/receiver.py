@@ -36,6 +36,7 @@ from planops.api import names
 from planops.api.base import NAME_PATTERN
 from planops.api.trigger_models import PlanTriggerSpec
 from planops.kube import events
+from planops.kube.api import ScheduleApi
 from planops.kube.client import UNREACHABLE
 from planops.kube.errors import ApiError
 from planops.reconciler import Author, UnreadableAuthorError, recorded_author
@@ -66,25 +67,16 @@ SIGNED_HEADERS = frozenset(
 SEE_STATUS = "see the PlanTrigger's status (kubectl describe plantrigger)"
 
 
-class TriggerKube(Protocol):
-    """What the receiver asks of the API server (kube.client.Kube has it)."""
+class TriggerKube(ScheduleApi, Protocol):
+    """What the receiver asks of the API server: a trigger by plural, its status and Events
+    (ScheduleApi's), and the two requests made as its author (kube.acting.ActingKube)."""
 
-    async def get_object(self, plural: str, namespace: str | None, name: str) -> Obj | None: ...
     async def get_secret_value_as(
         self, namespace: str, name: str, key: str, user: str, groups: list[str]
     ) -> bytes | None: ...
     async def create_plan_as(
         self, namespace: str, body: Obj, user: str, groups: list[str]
     ) -> Obj: ...
-    async def patch_status(
-        self,
-        plural: str,
-        namespace: str | None,
-        name: str,
-        status: Obj,
-        resource_version: str | None = None,
-    ) -> Obj: ...
-    async def create_event(self, namespace: str, body: Obj) -> None: ...
 
 
 @dataclass(frozen=True)
