@@ -307,7 +307,10 @@ class FakeKube:
         return self.objects.pop(("plan", namespace, name), None) is not None
 
     async def create_plan(self, namespace: str, body: Obj) -> Obj:
-        await self._call("create_plan", namespace, body["metadata"]["name"])
+        meta = body["metadata"]
+        if "name" not in meta:  # generateName: the API server completes it
+            meta["name"] = f"{meta['generateName']}{next(self._uids):05d}"
+        await self._call("create_plan", namespace, meta["name"])
         return self._create("plan", namespace, body)
 
     async def delete_plan(self, namespace: str, name: str) -> None:

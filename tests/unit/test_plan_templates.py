@@ -6,6 +6,9 @@ happens to the template, and only for an author who may read the template."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -204,3 +207,193 @@ def test_a_plan_naming_a_missing_template_is_invalid():
     status = c.reconciled()
     assert status["phase"] == "Invalid"
     assert [e["code"] for e in status["errors"]] == ["no-template"]
+
+
+# -- a template step -------------------------------------------------------------------------------
+
+
+def _step_plan(c: Cluster, steps: list[dict[str, Any]]) -> None:
+    meta = {"name": "p", "namespace": "ns", "uid": "uid-p", "generation": 1}
+    meta["annotations"] = {ANNOTATION_AUTHOR: ALICE}
+    spec = {"capsule": "default", "steps": steps}
+    c.kube.put(
+        "plan",
+        {"apiVersion": "planops.dev/v1alpha1", "kind": "Plan", "metadata": meta, "spec": spec},
+    )
+
+
+USES = [
+    {"id": "b", "template": REF, "input": {"repo": "r"}},
+    {"id": "use", "shell": "echo {{b.json.image}}", "dependsOn": ["b"]},
+]
+
+
+def test_a_template_step_runs_as_a_child_plan_under_the_callers_capsule():
+    c = _cluster()
+    _step_plan(c, USES)
+    c.reconcile()
+    (child,) = [p for n, p in c.plans().items() if n != "p"]
+    assert child["spec"]["capsule"] == "default"  # the caller's: a template grants nothing
+    assert child["spec"]["input"] == {"repo": "r", "tag": "latest"}
+    assert [s["id"] for s in child["spec"]["steps"]] == ["build", "test"]
+    ran = json.loads(child["metadata"]["annotations"]["planops.dev/template"])
+    assert ran == {"kind": "ClusterPlanTemplate", "name": "build", "uid": "t-uid", "generation": 3}
+    assert child["metadata"]["labels"]["planops.dev/depth"] == "1"
+    # the child's output becomes the step's, read by a later step
+    child["metadata"]["creationTimestamp"] = "2027-01-15T08:00:00Z"
+    child["status"] = {"phase": "Succeeded", "report": {"steps": [], "output": {"image": "r:1"}}}
+    c.reconcile()
+    command = c.step_jobs()["use"]["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command == ["echo", "r:1"]
+
+
+def test_a_template_step_needs_its_authors_get_on_the_template():
+    c = _cluster()
+    _step_plan(c, USES)
+    c.kube.access_denied.add(("clusterplantemplates", "get", "", "build", "alice"))
+    status = c.reconciled()
+    assert status["phase"] == "Failed" and list(c.plans()) == ["p"]
+
+
+def test_a_template_step_input_outside_the_schema_is_invalid_before_anything_runs():
+    c = _cluster()
+    _step_plan(c, [{"id": "b", "template": REF, "input": {"rpo": "r"}}])
+    status = c.reconciled()
+    assert status["phase"] == "Invalid" and list(c.plans()) == ["p"]
+    codes = sorted((e["code"], e["path"]) for e in status["errors"])
+    assert codes == [("input-schema", "steps[0].input"), ("template-input", "steps[0].input.rpo")]
+
+
+# -- offline: kubectl-plan validate, graph, run --local with --template ---------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = str(ROOT / "examples" / "build-and-test.yaml")
+RUNS = str(ROOT / "examples" / "build-and-test-run.yaml")
+EXAMPLE_CAPSULE = str(ROOT / "examples" / "capsule.yaml")
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "planops.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_a_template_step_runs_locally_and_a_later_step_reads_its_output():
+    r = cli(
+        "run",
+        "--local",
+        RUNS,
+        "--plan",
+        "release-api",
+        "--capsule",
+        EXAMPLE_CAPSULE,
+        "--template",
+        EXAMPLE,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "released acme/api:1.4.2" in r.stdout
+    assert "delegates to template clusterplantemplate/build-and-test" in r.stderr
+
+
+def test_a_plan_from_a_template_runs_locally_with_input_from_the_command_line(tmp_path):
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(
+        "kind: Plan\napiVersion: planops.dev/v1alpha1\nmetadata: {name: p}\n"
+        "spec: {templateRef: {kind: ClusterPlanTemplate, name: build-and-test}}\n"
+    )
+    args = ("--capsule", EXAMPLE_CAPSULE, "--template", EXAMPLE, "-o", "json")
+    r = cli("run", "--local", str(plan), *args, "--input", "repo=acme/x")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert [s["output"] for s in report["steps"]] == ["acme/x:latest", "tested acme/x"]
+    refused = cli("validate", str(plan), *args, "--input", "rpo=acme/x")
+    assert refused.returncode == 1
+    errors = [(e["code"], e["step"], e["path"]) for e in json.loads(refused.stdout)["errors"]]
+    assert errors == [
+        ("template-input", None, "input.rpo"),
+        ("input-schema", None, "input"),  # additionalProperties: false
+        ("input-schema", None, "input"),  # required: repo
+    ]
+    graph = cli("graph", str(plan), *args[:4], "--input", "repo=r")
+    assert graph.returncode == 0 and "build" in graph.stdout and "test" in graph.stdout
+
+
+def test_without_the_template_file_the_plan_is_refused_naming_the_flag(tmp_path):
+    r = cli("validate", RUNS, EXAMPLE, "--capsule", EXAMPLE_CAPSULE, "--template", EXAMPLE)
+    assert r.returncode == 2 and "defined twice" in r.stderr  # one definition wins nowhere
+    r = cli("validate", RUNS, "--capsule", EXAMPLE_CAPSULE, "--template", RUNS)
+    assert r.returncode == 2 and "--template expects PlanTemplate" in r.stderr
+    plan = tmp_path / "p.yaml"
+    plan.write_text("id: p\nsteps: [{id: b, template: {kind: ClusterPlanTemplate, name: build}}]\n")
+    r = cli("validate", str(plan), "--capsule", EXAMPLE_CAPSULE, "-o", "json")
+    (error,) = json.loads(r.stdout)["errors"]
+    assert (error["code"], error["step"], error["path"]) == (
+        "no-template",
+        "b",
+        "steps[0].template",
+    )
+    assert "pass --template FILE" in error["message"]
+
+
+def test_submit_from_a_template_creates_a_plan_that_runs_it_with_the_given_input():
+    import argparse  # noqa: PLC0415
+    import asyncio  # noqa: PLC0415
+
+    from planops.cli.submit import cmd_submit  # noqa: PLC0415
+
+    from .fakekube import FakeKube  # noqa: PLC0415
+
+    kube = FakeKube()
+    base = {"files": [], "capsule_name": None, "input_file": None, "wait": False, "timeout": 0}
+    args = argparse.Namespace(
+        **base, from_template="clustertemplate/build-and-test", input=["repo=acme/x"]
+    )
+    assert asyncio.run(cmd_submit(kube, args, "ns")) == 0
+    (created,) = kube.of("plan", "ns")
+    assert created["metadata"]["name"].startswith("build-and-test-")
+    assert created["spec"] == {
+        "templateRef": {"kind": "ClusterPlanTemplate", "name": "build-and-test"},
+        "input": {"repo": "acme/x"},
+    }
+    for bad in ("cronjob/x", "plantemplate/", "plantemplate/Not_A_Name"):
+        args = argparse.Namespace(**base, from_template=bad, input=[])
+        assert asyncio.run(cmd_submit(kube, args, "ns")) == 2, bad
+
+
+def test_describe_shows_which_template_a_plan_ran():
+    from planops.cli.show import template_line  # noqa: PLC0415
+
+    c = _cluster()
+    c.reconcile()
+    line = template_line(c.plan)
+    assert line == (
+        f"ClusterPlanTemplate build (uid t-uid, generation 3; snapshot of run {c.run()})"
+    )
+    assert template_line({"spec": {"steps": []}}) is None
+
+
+def test_a_template_step_inside_a_body_is_refused():
+    body = {"template": REF, "input": {"repo": "r"}}
+    errors = _errors({"steps": [{"id": "m", "map": {"over": [1], "do": body}}]})
+    assert [e[:3] for e in errors] == [("control", "m.do.call", "steps[0].map.do.template")]
+
+
+def test_the_webhook_admits_a_plan_whose_template_comes_later_and_refuses_bad_input():
+    """GitOps applies in any order: a template not there yet is the reconcile's to judge (it
+    stays Invalid until it is); input the template refuses is refused at the door."""
+    import asyncio  # noqa: PLC0415
+    import copy  # noqa: PLC0415
+
+    from planops.handlers.webhook import Refused, judge_plan  # noqa: PLC0415
+
+    c = _cluster()
+    body = copy.deepcopy(c.plan)
+    assert asyncio.run(judge_plan(c.reconciler, body, "CREATE", None)) == []
+    body["spec"]["input"] = {"rpo": "r"}
+    with pytest.raises(Refused, match="did you mean `repo`"):
+        asyncio.run(judge_plan(c.reconciler, body, "CREATE", None))
+    body["spec"] = {"templateRef": {"name": "later"}}
+    assert asyncio.run(judge_plan(c.reconciler, body, "CREATE", None)) == []

@@ -11,7 +11,7 @@ from typing import Any
 
 from planops.api import CapsuleSpec, PlanSpec, names
 from planops.engine import AttemptFact, Facts, Policy, StepRecord
-from planops.engine import dispatch as rules
+from planops.engine.policy import MAX_DEPTH
 from planops.kube import manifests
 from planops.reconciler.effects import body_events
 from planops.reconciler.effects.intents import Create, CreateAnswer, Event, Intents, Metric, Told
@@ -117,7 +117,7 @@ def test_an_image_the_capsule_no_longer_allows_is_refused_at_dispatch_without_a_
 def test_a_capsule_step_past_the_nesting_depth_is_refused():
     spec = plan({"id": "c", "capsule": "other", "input": "go"})
     cap = capsule(image="busybox:1", spawn={"allow": ["other"]})
-    deep = replace(REF, depth=rules.MAX_DEPTH)
+    deep = replace(REF, depth=MAX_DEPTH)
     step = core.plan_step(situation(spec, cap, ref=deep))
     assert step.decide() == []
     assert step.answer([]) is True

@@ -47,6 +47,7 @@ STEP_KINDS = (
     "shell",
     "script",
     "capsule",
+    "template",
     "exit",
     "filter",
     "decide",
@@ -151,8 +152,8 @@ class Step(Model):
             rules=[
                 (
                     _ONE_KIND,
-                    "a step declares exactly one of tool, shell, script, capsule, exit, filter, "
-                    "decide, map, reduce, ask",
+                    "a step declares exactly one of tool, shell, script, capsule, template, "
+                    "exit, filter, decide, map, reduce, ask",
                 )
             ]
         )
@@ -186,6 +187,17 @@ class Step(Model):
         description="A Capsule in the plan's Capsule's spawn.allow; its plan runs as a child "
         "Plan given this step's task text as input.objective; the child's output (as JSON "
         "text), or else its last step's output, becomes this step's.",
+    )
+    template: Any = Field(
+        default=None,
+        description="A template, {name, kind?: PlanTemplate (of the plan's namespace, the "
+        "default) | ClusterPlanTemplate} (a plan file may give the name alone): it runs as a "
+        "child Plan under this plan's Capsule (a template grants nothing), given this step's "
+        "input (an object, checked against the template's inputSchema before anything runs); "
+        "the template's output (as JSON text) becomes this step's ({{<id>.json.field}}).",
+        # an object in the API server (its CEL rules count the kinds: a value of no type has
+        # no field to count); the validator judges its fields, with codes
+        json_schema_extra=crd(type="object"),
     )
     script: str | None = Field(
         default=None,
@@ -325,6 +337,11 @@ class Step(Model):
         description="Requests and limits of the step's container. Default: the Capsule's "
         "resources; bounded by its maxResources.",
     )
+
+    @field_validator("template", mode="before")
+    @classmethod
+    def _template_by_name(cls, value: Any) -> Any:
+        return refs.as_ref(value)  # a file's `template: NAME`, as the API server takes it
 
     @field_validator("script")
     @classmethod
@@ -474,9 +491,10 @@ class PlanSpec(Model):
     def _from_template(cls, data: Any) -> Any:
         return refs.from_template(data)
 
-    def dump_own(self) -> dict[str, Any]:
-        """The spec as written: a plan from a template without the `steps: []` it reads as."""
-        out = self.dump()
+    def dump(self) -> dict[str, Any]:
+        """The camelCase form as written (base.Model.dump): a plan from a template without the
+        `steps: []` it reads as (the API server refuses steps beside a templateRef)."""
+        out = super().dump()
         if self.template_ref is not None:
             out.pop("steps", None)
         return out

@@ -74,6 +74,8 @@ ANNOTATION_CANCEL_RUN_FINALLY = f"{GROUP}/cancel-run-finally"
 #: record-author admission policy; reconciler.run.authors reads it)
 ANNOTATION_AUTHOR = f"{GROUP}/author"
 ANNOTATION_SCHEDULED_TIME = f"{GROUP}/scheduled-time"
+#: a template step's child Plan: the template it runs (JSON: kind, name, uid, generation)
+ANNOTATION_TEMPLATE = f"{GROUP}/template"
 #: the answer to an ask step: answer.planops.dev/<step> (reconciler.run.asks has the format)
 ANNOTATION_ANSWER_PREFIX = f"answer.{GROUP}/"
 #: an annotation planops never reads: writing it changes an object, and so records its writer as
@@ -99,6 +101,7 @@ RESERVED_ANNOTATIONS = (
     ANNOTATION_OBJECTIVE,
     ANNOTATION_STEP_ID,
     ANNOTATION_SCHEDULED_TIME,
+    ANNOTATION_TEMPLATE,
     # the full values of labels that kube.manifests.label_value may shorten (full_value reads
     # them first)
     LABEL_PARENT,

@@ -90,7 +90,19 @@ def add_run(p: argparse.ArgumentParser) -> None:
 
 def add_parsers(sub: Any) -> None:
     s = sub.add_parser("submit", help="create Plans in the cluster")
-    s.add_argument("files", nargs="+", metavar="FILE")
+    s.add_argument("files", nargs="*", metavar="FILE")
+    s.add_argument(
+        "--from",
+        dest="from_template",
+        metavar="KIND/NAME",
+        help="create a Plan that runs a template: plantemplate/NAME (pt/NAME) or "
+        "clustertemplate/NAME (clusterplantemplate/NAME, cpt/NAME), with --input; it runs under "
+        "the Capsule --capsule-name names (default: default), named after the template plus a "
+        "suffix",
+    )
+    s.add_argument(
+        "--capsule-name", metavar="NAME", help="with --from: the Capsule the Plan runs under"
+    )
     s.add_argument(
         "--wait", action="store_true", help="wait for the plan to finish, showing progress"
     )

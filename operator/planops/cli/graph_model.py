@@ -21,7 +21,7 @@ from typing import Any
 
 from planops.api import names
 from planops.api.models import PlanSpec, Step
-from planops.engine import step_kind
+from planops.engine import plan_templates, step_kind
 from planops.engine.bodies import BODY_KINDS, BodyError
 from planops.engine.bodies import bodies as body_specs
 from planops.engine.bodies import parse as parse_body
@@ -104,6 +104,9 @@ def _what(step: Step, kind: str) -> str:
     value = getattr(step, kind)
     if kind in ("shell", "script", "tool", "capsule"):
         return clean(value, WHAT_WIDTH)
+    if kind == "template":
+        ref = plan_templates.template_of(step)
+        return clean(ref if isinstance(ref, str) else ref.label(), WHAT_WIDTH)
     if not isinstance(value, dict):
         return ""
     if kind in ("map", "reduce", "filter"):

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from planops.api import CapsuleDocument, CapsuleSpec, PlanDocument, values
-from planops.api.documents import parse_leniently
+from planops.api.documents import TemplateDocument, parse_leniently
+from planops.api.template_models import PlanTemplateSpec
 from planops.cli import yamljson
 from planops.cli.positions import Positions
 from planops.cli.yamljson import InputError
@@ -49,6 +50,11 @@ class Loaded:
     problems: list[FileProblem] = field(default_factory=list)
     #: where each plan came from (its file's positions, document, spec's path), as `plans`
     origins: list[tuple[Positions, int, str]] = field(default_factory=list)
+    #: PlanTemplates and ClusterPlanTemplates (`--template` files, or beside a plan), by
+    #: (kind, name)
+    templates: dict[tuple[str, str], PlanTemplateSpec] = field(default_factory=dict)
+    #: the template documents as given (file, document)
+    template_documents: list[tuple[str, TemplateDocument]] = field(default_factory=list)
 
 
 def _read(path: str) -> list[Any]:
@@ -172,17 +178,23 @@ def _unreadable(path: str, line: str) -> FileProblem:
 
 
 def load(
-    plan_files: Iterable[str], capsule_files: Iterable[str] = (), lenient: bool = False
+    plan_files: Iterable[str],
+    capsule_files: Iterable[str] = (),
+    lenient: bool = False,
+    template_files: Iterable[str] = (),
 ) -> Loaded:
     """Load every document of every file; raises InputError listing all problems at once. With
     `lenient`, the problems are in `Loaded.problems` instead, and a plan whose schema errors
     leave the rest readable is loaded too (its fields the schema refused dropped), so the
-    validator judges it: `validate` reports every error at once."""
+    validator judges it: `validate` reports every error at once. Templates come from
+    `template_files` (`--template`) and from the plan files themselves."""
     loaded = Loaded()
     problems: list[FileProblem] = []
     capsule_at: dict[str, str] = {}  # where each Capsule was read first
-    files = [(f, False) for f in plan_files] + [(f, True) for f in capsule_files]
-    for path, capsules_only in files:
+    files = [(f, "") for f in plan_files] + [(f, "Capsule") for f in capsule_files]
+    files += [(f, "template") for f in template_files]
+    for path, only in files:
+        capsules_only = only == "Capsule"
         try:
             text = _text(path)
             docs = yamljson.parse(path, text)
@@ -200,7 +212,12 @@ def load(
                 problems.append(
                     FileProblem(path, where, p.path, p.message, p.code, line, column, name)
                 )
-            if isinstance(doc, CapsuleDocument) and (lenient or not doc_problems):
+            if only == "template" and not isinstance(doc, TemplateDocument) and doc is not None:
+                wrong = "--template expects PlanTemplate or ClusterPlanTemplate documents"
+                problems.append(FileProblem(path, where, "kind", wrong))
+            elif isinstance(doc, TemplateDocument) and (lenient or not doc_problems):
+                _add_template(loaded, problems, path, where, doc)
+            elif isinstance(doc, CapsuleDocument) and (lenient or not doc_problems):
                 if doc.name in capsule_at:  # refused, whichever file: neither one wins
                     first = capsule_at[doc.name]
                     again = f"Capsule {doc.name!r} is defined twice (also in {first})"
@@ -235,6 +252,17 @@ def load(
         raise InputError([p.text() for p in problems])
     loaded.problems = problems
     return loaded
+
+
+def _add_template(
+    loaded: Loaded, problems: list[FileProblem], path: str, where: str, doc: TemplateDocument
+) -> None:
+    key = (doc.kind, doc.name)
+    if key in loaded.templates:  # refused, whichever file: neither one wins
+        again = f"{doc.kind} {doc.name!r} is defined twice"
+        problems.append(FileProblem(path, where, "metadata.name", again))
+    loaded.templates[key] = doc.spec
+    loaded.template_documents.append((path, doc))
 
 
 def _spec_prefix(raw: Any) -> str:

@@ -40,7 +40,7 @@ from planops.cli.inputs import (
     with_default_capsule,
     with_inputs,
 )
-from planops.engine import CapsuleResolver, Facts, PlanError, capsules, validate
+from planops.engine import CapsuleResolver, Facts, PlanError, capsules, plan_templates, validate
 
 # Imported where a verb needs them, so `validate` starts fast (docs/performance.md): the local
 # runner and asyncio (run), croniter (a ScheduledPlan's schedule), the graph drawing (graph),
@@ -48,6 +48,11 @@ from planops.engine import CapsuleResolver, Facts, PlanError, capsules, validate
 
 #: Refusals that mean "the input needed to judge the plan is missing", not "the plan is wrong".
 INPUT_CODES = {"no-capsule"}
+#: --template's help
+TEMPLATE = (
+    "a PlanTemplate or ClusterPlanTemplate file (repeatable): what a plan's templateRef and "
+    "template steps name"
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -58,6 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     v = sub.add_parser("validate", help="validate plan files offline")
     v.add_argument("files", nargs="+", metavar="FILE")
     v.add_argument("--capsule", action="append", default=[], metavar="FILE")
+    v.add_argument("--template", action="append", default=[], metavar="FILE", help=TEMPLATE)
     v.add_argument("-o", "--output", choices=["text", "json"], default="text")
     cluster_args.add_inputs(v)
 
@@ -69,6 +75,7 @@ def _parser() -> argparse.ArgumentParser:
         help="run on this machine with the embedded runner (in a cluster: submit --wait)",
     )
     r.add_argument("--capsule", action="append", default=[], metavar="FILE")
+    r.add_argument("--template", action="append", default=[], metavar="FILE", help=TEMPLATE)
     r.add_argument("--plan", metavar="NAME", help="the plan to run, of files holding several")
     r.add_argument(
         "--workdir",
@@ -111,6 +118,7 @@ def _parser() -> argparse.ArgumentParser:
         help="a file (it exists, is -, has a / or ends in .yaml/.yml/.json), else a Plan's name",
     )
     g.add_argument("--capsule", action="append", default=[], metavar="FILE")
+    g.add_argument("--template", action="append", default=[], metavar="FILE", help=TEMPLATE)
     g.add_argument("--plan", metavar="NAME", help="the plan to draw, of a file holding several")
     cluster_args.add_inputs(g)
     g.add_argument("-o", "--output", choices=["text", "dot", "mermaid"], default="text")
@@ -136,7 +144,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _load(args: argparse.Namespace, lenient: bool = False) -> Loaded | None:
     try:
-        loaded = load(args.files, args.capsule, lenient)
+        loaded = load(args.files, args.capsule, lenient, getattr(args, "template", []))
     except InputError as e:
         for line in e.lines:
             sys.stderr.write(f"error: {line}\n")
@@ -173,7 +181,7 @@ def _answers(given: list[str]) -> dict[str, dict[str, str]] | None:
 def _errors(loaded: Loaded) -> list[tuple[str, int, str, PlanError]]:
     """Every plan's refusals (file, the plan's index, its name, the error); a ScheduledPlan's
     schedule is judged too (code `schedule`)."""
-    resolver = capsules(loaded.capsules)
+    resolver, known = capsules(loaded.capsules), plan_templates.templates(loaded.templates)
     found = []
     for index, (f, p) in enumerate(loaded.plans):
         if p.schedule is not None:
@@ -191,7 +199,7 @@ def _errors(loaded: Loaded) -> list[tuple[str, int, str, PlanError]]:
                 (f, index, p.plan_id, PlanError("schedule", None, f"spec.{field}", m))
                 for field, m in schedule.check(spec)
             ]
-        found += [(f, index, p.plan_id, e) for e in validate(p.spec, resolver)]
+        found += [(f, index, p.plan_id, e) for e in validate(p.spec, resolver, templates=known)]
     return found
 
 
@@ -296,6 +304,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     runner = LocalRunner(
         loaded.capsules,
+        templates=loaded.templates,
         workdir=args.workdir,
         observer=(lambda _r: None) if quiet else render.Progress(sys.stderr),
         answers=answers,
@@ -401,9 +410,20 @@ def cmd_graph(args: argparse.Namespace) -> int:
     colour = args.output == "text" and colour_wanted()
     from planops.cli import graph  # noqa: PLC0415 - `graph` only
 
-    drawn = [graph.render(graph.from_spec(p.plan_id, p.spec), args.output, colour) for p in plans]
+    drawn = [
+        graph.render(graph.from_spec(p.plan_id, _ran(p.spec, loaded)), args.output, colour)
+        for p in plans
+    ]
     terminal.trusted(sys.stdout).write("\n".join(drawn))  # its colours; its text is cleaned
     return EXIT_OK
+
+
+def _ran(spec: PlanSpec, loaded: Loaded) -> PlanSpec:
+    """What a validated plan runs: a plan from a template, the template's plan."""
+    ref = spec.template_ref
+    if ref is None:
+        return spec
+    return plan_templates.expand(spec, loaded.templates[(ref.kind, ref.name)])
 
 
 def _workdir(path: Path) -> str | None:

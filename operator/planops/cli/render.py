@@ -96,7 +96,8 @@ class Progress:
         elif event == "call_denied":
             self.out.write(f"{indent}⛔ {rec['stepId']} call denied: {rec['reason']}\n")
         elif event == "delegation_start":
-            self.out.write(f"{indent}⇢ {rec['stepId']} delegates to capsule {rec['capsule']}\n")
+            to = f"template {rec['template']}" if "template" in rec else f"capsule {rec['capsule']}"
+            self.out.write(f"{indent}⇢ {rec['stepId']} delegates to {to}\n")
         elif event == "notice":
             self.out.write(f"note: {rec['message']}\n")
         self.out.flush()

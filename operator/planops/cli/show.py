@@ -32,6 +32,21 @@ def _records_dropped(plan: dict[str, Any], out: TextIO) -> None:
         out.write(f"Records:    none shown: {dropped}\n")
 
 
+def template_line(plan: dict[str, Any]) -> str | None:
+    """What a Plan from a template ran (status.template: the run's snapshot), or the template it
+    names before a run recorded one; None for a plan of its own steps."""
+    found = (plan.get("status") or {}).get("template")
+    if isinstance(found, dict):
+        return (
+            f"{found.get('kind')} {found.get('name')} (uid {found.get('uid')}, generation "
+            f"{found.get('generation')}; snapshot of run {found.get('run')})"
+        )
+    ref = (plan.get("spec") or {}).get("templateRef")
+    if isinstance(ref, dict):
+        return f"{ref.get('kind', 'PlanTemplate')} {ref.get('name')} (no run recorded it yet)"
+    return None
+
+
 async def cmd_describe(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
     plan = await kube.get_plan(ns, args.name)
     if plan is None:
@@ -57,6 +72,8 @@ async def cmd_describe(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
         f"Run:        {run.get('id', '-')} (generation {run.get('generation', '-')})  "
         f"started {st.get('startedAt', '-')}  duration {st.get('duration', '-')}"
     )
+    if (ran := template_line(plan)) is not None:
+        print(f"Template:   {ran}")
     if st.get("errors"):
         print(f"\nValidation errors ({st.get('errorCount', len(st['errors']))}):")
         for e in st["errors"]:

@@ -9,11 +9,15 @@ import sys
 import time
 from typing import Any
 
-from planops.api import API_VERSION, CapsuleDocument, CapsuleSpec, PlanDocument, names
+from pydantic import ValidationError
+
+from planops.api import API_VERSION, CapsuleDocument, CapsuleSpec, PlanDocument, PlanSpec, names
+from planops.api.documents import problems_of
 from planops.cli import render
 from planops.cli.exit_codes import EXIT_FAILED, EXIT_INPUT, EXIT_OK
 from planops.cli.inputs import (
     InputError,
+    Loaded,
     given_inputs,
     load,
     unknown_inputs,
@@ -32,7 +36,7 @@ async def cmd_submit(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
     """Capsules first (`_apply_capsules`), then the Plans; a plan naming no Capsule runs under
     the only Capsule given, as in `validate` and `run --local`."""
     try:
-        loaded = load(args.files)
+        loaded = _loaded(args)
         given = given_inputs(getattr(args, "input_file", None), getattr(args, "input", None) or [])
     except InputError as e:
         for line in e.lines:
@@ -69,6 +73,49 @@ async def cmd_submit(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
         return EXIT_OK
     results = [await wait(kube, pns, name, args.timeout) for pns, name in names]
     return max(results)
+
+
+#: `submit --from KIND/NAME`: the kinds a template is named by
+FROM_KINDS = {
+    "plantemplate": "PlanTemplate",
+    "plantemplates": "PlanTemplate",
+    "pt": "PlanTemplate",
+    "clustertemplate": "ClusterPlanTemplate",
+    "clusterplantemplate": "ClusterPlanTemplate",
+    "clusterplantemplates": "ClusterPlanTemplate",
+    "cpt": "ClusterPlanTemplate",
+}
+
+
+def _loaded(args: argparse.Namespace) -> Loaded:
+    """The files' Plans and Capsules, or (--from) one Plan that runs a template; raises
+    InputError."""
+    source = getattr(args, "from_template", None)
+    if source is None:
+        if not args.files:
+            raise InputError(["submit needs FILE... or --from KIND/NAME"])
+        return load(args.files)
+    if args.files:
+        raise InputError(["submit takes FILE... or --from KIND/NAME, not both"])
+    return Loaded(plans=[("--from", from_template(source, getattr(args, "capsule_name", None)))])
+
+
+def from_template(source: str, capsule: str | None) -> PlanDocument:
+    """`--from plantemplate/NAME` (or clustertemplate/NAME): a Plan that runs it, under a name
+    the cluster completes (generateName NAME-); its input is what --input gives."""
+    kind, sep, name = source.partition("/")
+    if not sep or kind.lower() not in FROM_KINDS or not name:
+        kinds = "plantemplate/NAME or clustertemplate/NAME"
+        raise InputError([f"--from {source!r}: expected {kinds}"])
+    body: dict[str, Any] = {"templateRef": {"kind": FROM_KINDS[kind.lower()], "name": name}}
+    if capsule:
+        body["capsule"] = capsule
+    try:
+        spec = PlanSpec.model_validate(body)
+    except ValidationError as e:
+        why = [f"--from {source!r}: {p.path}: {p.message}" for p in problems_of(e)]
+        raise InputError(why) from None
+    return PlanDocument(f"{name[:52]}-", spec, generate_name=True)
 
 
 def input_refusals(

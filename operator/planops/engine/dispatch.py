@@ -33,10 +33,8 @@ from planops.api.resources import resources as merged_resources
 from planops.engine import pod_grants, step_grants, tool_inputs
 from planops.engine.allowlists import image_refusal, shell_words, step_image
 from planops.engine.facts import Dispatch
-from planops.engine.policy import Policy
+from planops.engine.policy import MAX_DEPTH, Policy
 
-#: plans nest at most this deep (a top-level plan and seven levels of capsule steps)
-MAX_DEPTH = 8
 #: a step's timeout when neither the step nor its Capsule sets one
 DEFAULT_TIMEOUT_SECONDS = 3600
 #: every refusal of `admit` starts so (seed 1's record name: call_denied)
@@ -71,6 +69,8 @@ def admit(
         return None
     if d.kind == "capsule":
         return _spawn(d.step.capsule or "", capsule, lineage, depth)
+    if d.kind == "template":  # under this plan's Capsule: its child plan is judged itself
+        return _nested(depth)
     if d.kind == "tool":
         tool = capsule.tool(d.step.tool or "")
         if tool is None:
@@ -97,6 +97,11 @@ def _spawn(target: str, capsule: CapsuleSpec, lineage: tuple[str, ...], depth: i
             f"{DENIED}capsule {target!r} already runs above this step (cycle: "
             f"{' -> '.join([*lineage, target])})"
         )
+    return _nested(depth)
+
+
+def _nested(depth: int) -> str | None:
+    """Why a child plan of a plan `depth` deep may not start (the nesting bound), or None."""
     if depth + 1 >= MAX_DEPTH:
         return f"{DENIED}plans nest at most {MAX_DEPTH} deep"
     return None

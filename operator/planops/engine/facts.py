@@ -9,6 +9,7 @@ through the decider: no import cycle, even counting imports made only for type c
 from __future__ import annotations
 
 import json
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol
@@ -19,8 +20,24 @@ from planops.engine.dag import Graph
 from planops.engine.report import ExitReport, Halt, StepRecord
 
 Kind = Literal[
-    "tool", "shell", "script", "capsule", "ask", "exit", "filter", "decide", "map", "reduce"
+    "tool",
+    "shell",
+    "script",
+    "capsule",
+    "template",
+    "ask",
+    "exit",
+    "filter",
+    "decide",
+    "map",
+    "reduce",
 ]
+#: the kinds whose attempt is a child plan (a Plan object in the cluster, a sub-run locally)
+CHILD_PLAN_KINDS = ("capsule", "template")
+#: the kinds step_kind looks for after the common two (in this order)
+_OTHER_KINDS: tuple[Kind, ...] = tuple(
+    k for k in typing.get_args(Kind) if k not in ("shell", "tool")
+)
 
 
 def step_kind(step: Step) -> Kind:
@@ -28,7 +45,7 @@ def step_kind(step: Step) -> Kind:
         return "shell"
     if step.tool is not None:
         return "tool"
-    for kind in ("script", "capsule", "ask", "exit", "filter", "decide", "map", "reduce"):
+    for kind in _OTHER_KINDS:
         if getattr(step, kind) is not None:
             return kind
     return "shell"

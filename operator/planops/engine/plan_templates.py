@@ -17,10 +17,12 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
-from planops.api.models import PlanSpec
+from pydantic import ValidationError
+
+from planops.api.models import PlanSpec, Step
 from planops.api.schema_help import nearest
 from planops.api.template_models import PlanTemplateSpec
-from planops.api.template_ref import TemplateRef
+from planops.api.template_ref import TemplateRef, as_ref
 
 #: a template's key: (kind, name)
 Key = tuple[str, str]
@@ -44,6 +46,17 @@ def templates(mapping: Mapping[Key, PlanTemplateSpec]) -> TemplateResolver:
 def none(kind: str, name: str) -> PlanTemplateSpec | None:
     """The resolver of an executor given no templates."""
     return None
+
+
+def template_of(step: Step) -> TemplateRef | str:
+    """The template a template step names, or why it names none readable."""
+    try:
+        return TemplateRef.model_validate(as_ref(step.template))
+    except ValidationError as e:
+        why = "; ".join(
+            f"{'.'.join(map(str, x['loc'])) or 'template'}: {x['msg']}" for x in e.errors()
+        )
+        return f"template must be a PlanTemplate's name or {{kind, name}}: {why}"
 
 
 def missing(ref: TemplateRef) -> str:
@@ -84,7 +97,7 @@ def expand(spec: PlanSpec, template: PlanTemplateSpec) -> PlanSpec:
     """The plan a Plan from a template runs: the template's steps, finally, output and
     inputSchema (and its run settings where the Plan sets none) under the Plan's Capsule and
     lifecycle, with the Plan's input over the template's defaults."""
-    own = spec.dump_own()
+    own = spec.dump()
     own.pop("templateRef", None)
     body = template.dump()
     body.update({k: v for k, v in own.items() if k != "input"})

@@ -14,6 +14,8 @@ from planops.api.models import PlanSpec
 from planops.api.pod_models import BASELINE_CAPABILITIES
 
 DEFAULT_CAPSULE = "default"
+#: plans nest at most this deep (a top-level plan and seven levels of capsule or template steps)
+MAX_DEPTH = 8
 
 
 class CapsuleResolver(Protocol):

@@ -90,7 +90,8 @@ async def judge_plan(
     if operation == "UPDATE" and unchanged(old, body):
         return []
     spec, _, errors = await reconciler.judge(body)
-    errors = [e for e in errors if e.code != "no-capsule"]
+    # GitOps applies in any order: a Capsule or template made later is judged by the reconcile
+    errors = [e for e in errors if e.code not in ("no-capsule", "no-template")]
     if errors:
         raise refusal("plan", [str(e) for e in errors])
     if spec is None:

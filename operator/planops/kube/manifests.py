@@ -413,9 +413,31 @@ def workspace_claim(ref: PlanRef, size: str, storage_class: str | None) -> dict[
 
 def child_plan(ref: PlanRef, d: Dispatch, target: str, spec: dict[str, Any]) -> dict[str, Any]:
     """The child Plan of a capsule step: the target Capsule's plan, under the target Capsule."""
-    name = child_name(ref.name, ref.run, d.step.id, d.attempt)
     objective = delegation.objective(d.input)
     declared = spec.get("input") if isinstance(spec.get("input"), dict) else None
+    # the step's task text, as the child plan's input.objective (engine.delegation)
+    given = delegation.child_input(declared, objective)
+    return _child(ref, d, target, spec, given, {names.ANNOTATION_OBJECTIVE: objective[:4096]})
+
+
+def template_child(
+    ref: PlanRef, d: Dispatch, capsule: str, spec: dict[str, Any], template: dict[str, Any]
+) -> dict[str, Any]:
+    """The child Plan of a template step: the template's plan (engine.plan_templates.child_spec:
+    its input merged already) under this plan's Capsule; the template it ran, recorded."""
+    noted = json.dumps(template, sort_keys=True, separators=(",", ":"))
+    return _child(ref, d, capsule, spec, spec.get("input"), {names.ANNOTATION_TEMPLATE: noted})
+
+
+def _child(
+    ref: PlanRef,
+    d: Dispatch,
+    target: str,
+    spec: dict[str, Any],
+    given: Any,
+    notes: dict[str, str],
+) -> dict[str, Any]:
+    name = child_name(ref.name, ref.run, d.step.id, d.attempt)
     lineage = (*ref.lineage, target)
     return {
         "apiVersion": API_VERSION,
@@ -439,17 +461,12 @@ def child_plan(ref: PlanRef, d: Dispatch, target: str, spec: dict[str, Any]) -> 
                 names.ANNOTATION_DELEGATION: hashlib.sha256(
                     f"{ref.uid}/{name}".encode()
                 ).hexdigest()[:16],
-                names.ANNOTATION_OBJECTIVE: str(objective)[:4096],
+                **notes,
                 # a run of the child started later (it waited as Invalid) is started for the
                 # parent's author (reconciler.run.authors)
                 **({names.ANNOTATION_AUTHOR: ref.author} if ref.author else {}),
             },
             "ownerReferences": [ref.owner()],
         },
-        "spec": {
-            **spec,
-            "capsule": target,
-            # the step's task text, as the child plan's input.objective (engine.delegation)
-            "input": delegation.child_input(declared, objective),
-        },
+        "spec": {**spec, "capsule": target, "input": given},
     }

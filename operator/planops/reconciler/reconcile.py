@@ -173,7 +173,7 @@ class Reconciler:
             await self._stop(v.plan, life.invalid(v, previous, errors, told), tenant)
             return None
         assert spec is not None and capsule is not None
-        previous, refusal = templating.recorded(previous, v.ref.run, used), None
+        previous, refusal = templating.recorded(previous, v.plan, v.ref.run, used), None
         if used and life.starts(v, previous):  # may its author read the template it runs?
             refusal = await self._reads.template_refusal(v.plan, used, self.require_author)
         if refusal is None and life.asks_author(v, previous):

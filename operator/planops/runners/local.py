@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from planops.api import CapsuleSpec, PlanSpec, Tool
+from planops.api.template_models import PlanTemplateSpec
 from planops.engine import (
     Dispatch,
     Facts,
@@ -63,11 +64,14 @@ from planops.engine import (
     control,
     delegation,
     finally_steps,
+    plan_templates,
     shell_words,
     step_grants,
     validate,
 )
 from planops.engine import dispatch as dispatch_
+from planops.engine import policy as policy_
+from planops.engine.plan_templates import template_of
 from planops.engine.policy import capsules as capsule_resolver
 from planops.runners import podlike, processes
 from planops.runners.processes import Result
@@ -77,7 +81,7 @@ from planops.runners.processes import Result
 Record = dict[str, Any]
 Observer = Callable[[Record], None]
 
-MAX_DEPTH = dispatch_.MAX_DEPTH
+MAX_DEPTH = policy_.MAX_DEPTH
 #: asks a person: (step id, rendered ask) -> an answer conforming to its schema, or None (declined)
 Asker = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any] | None]]
 #: an attempt: (step id, attempt)
@@ -89,6 +93,8 @@ class LocalRunner:
     """Runs plans on this machine. `capsules` are all Capsules known (by name)."""
 
     capsules: Mapping[str, CapsuleSpec]
+    #: the templates known (the CLI's --template files), by (kind, name)
+    templates: Mapping[tuple[str, str], PlanTemplateSpec] = field(default_factory=dict)
     #: the top plan's workspace (it must declare `spec.workspace`); None: a fresh one
     workdir: Path | None = None
     observer: Observer = field(default=lambda _record: None)
@@ -114,6 +120,9 @@ class LocalRunner:
         `seed`: the records an earlier run keeps (engine.retry): a retry starts from them.
         """
         top = not lineage
+        if spec.template_ref is not None:  # a plan from a template runs the template's plan
+            ref = spec.template_ref
+            spec = plan_templates.expand(spec, self.templates[(ref.kind, ref.name)])
         lineage = (*lineage, capsule_name(spec))
         capsule = self.capsules[lineage[-1]]
         self._notice_images(spec, capsule)
@@ -265,6 +274,8 @@ class LocalRunner:
             return await self._ask(d)
         if d.kind == "capsule":
             return await self._capsule_step(d, lineage, emit)
+        if d.kind == "template":
+            return await self._template_step(d, lineage, emit)
         if d.kind == "tool":
             tool = capsule.tool(d.step.tool or "")
             assert tool is not None  # admitted
@@ -349,29 +360,62 @@ class LocalRunner:
         child_spec = child.plan.model_copy(
             update={"capsule": target, "input": delegation.child_input(child.plan.input, text)}
         )
-        errors = validate(child_spec, capsule_resolver(self.capsules), self.policy)
+        started = {"capsule": target, "objective": text}
+        slot = self._slot(target, child, lineage)
+        return await self._sub_plan(d, lineage, emit, child_spec, started, slot)
+
+    async def _template_step(
+        self,
+        d: Dispatch,
+        lineage: tuple[str, ...],
+        emit: Callable[[Record], None],
+    ) -> Result:
+        """A template step: the template's plan under this plan's Capsule (the last of
+        `lineage`), given the step's rendered input (engine.plan_templates); it rides this
+        plan's slot, if any."""
+        ref = template_of(d.step)
+        found = None if isinstance(ref, str) else self.templates.get((ref.kind, ref.name))
+        if found is None or isinstance(ref, str):
+            why = ref if isinstance(ref, str) else plan_templates.missing(ref)
+            return Result("failed", None, why)
+        given = d.input if d.input is not None else {}
+        child_spec = PlanSpec.model_validate(plan_templates.child_spec(found, lineage[-1], given))
+        started = {"template": ref.label(), "capsule": lineage[-1]}
+        return await self._sub_plan(d, lineage, emit, child_spec, started, None)
+
+    async def _sub_plan(
+        self,
+        d: Dispatch,
+        lineage: tuple[str, ...],
+        emit: Callable[[Record], None],
+        child_spec: PlanSpec,
+        started: dict[str, Any],
+        slot: asyncio.Semaphore | None,
+    ) -> Result:
+        """A child plan's step (capsule, template): validated, run to its end as a sub-plan,
+        its output the step's (engine.delegation)."""
+        errors = validate(
+            child_spec,
+            capsule_resolver(self.capsules),
+            self.policy,
+            templates=plan_templates.templates(self.templates),
+        )
+        target = str(started.get("template") or started["capsule"]).replace("/", "-")
         child_id = f"{d.step.id}-{target}"
-        delegated = {
-            "stepId": d.step.id,
-            "capsule": target,
-            "childPlanId": child_id,
-            "objective": text,
-        }
+        delegated = {"stepId": d.step.id, **started, "childPlanId": child_id}
         emit({"event": "delegation_start", **delegated})
         if errors:
             emit({"event": "delegation", **delegated, "completed": False})
+            what = started.get("template") or f"capsule {started['capsule']!r}'s plan"
             return Result(
-                "failed",
-                None,
-                f"capsule {target!r}'s plan is invalid: " + "; ".join(str(e) for e in errors),
+                "failed", None, f"{what} is invalid: " + "; ".join(str(e) for e in errors)
             )
-        slot = self._slot(target, child, lineage)
         if slot is not None and slot.locked():
             emit(
                 {
                     "event": "notice",
-                    "message": f"sub-plan {child_id} waits for a slot of Capsule {target} "
-                    "(maxRunningPlans, counted among this run's sub-plans)",
+                    "message": f"sub-plan {child_id} waits for a slot of Capsule "
+                    f"{started['capsule']} (maxRunningPlans, counted among this run's sub-plans)",
                 }
             )
         async with slot if slot is not None else contextlib.nullcontext():

@@ -33,6 +33,7 @@ from planops.engine.validation.finally_checks import check_finally
 from planops.engine.validation.input_checks import check_input
 from planops.engine.validation.step_checks import check_step
 from planops.engine.validation.template_checks import check_templates
+from planops.engine.validation.template_step_checks import check_template_steps
 from planops.engine.validation.value_checks import value_problems
 
 #: DEFAULT_CAPSULE is engine.policy's, kept importable from here for the executors
@@ -45,6 +46,8 @@ def validate(
     policy: Policy | None = None,
     budget: Budget | None = None,
     templates: plan_templates.TemplateResolver | None = None,
+    *,
+    chain: tuple[str, ...] = (),
 ) -> list[PlanError]:
     """Every refusal of `spec`, in the order the checks find them (the Capsule and the plan's
     size, then each step in its position, then inputs, workspace, templates and cycles); [] when
@@ -60,6 +63,10 @@ def validate(
     resolve_template = templates or plan_templates.none
     if spec.template_ref is not None:
         return _from_template(spec, resolve_capsule, policy, budget, resolve_template)
+
+    def judge(child: PlanSpec, below: tuple[str, ...]) -> list[PlanError]:
+        return validate(child, resolve_capsule, policy, budget, resolve_template, chain=below)
+
     name = capsule_name(spec)
     capsule, resolve = resolve_capsule(name), resolve_capsule
     checker = Checker(
@@ -70,11 +77,15 @@ def validate(
         budget=budget,
         resolve=resolve,
         later=frozenset(s.id for s in spec.finally_),
+        templates=resolve_template,
+        chain=chain,
     )
     if budget is not None:
         checker.deadline = budget.clock() + budget.seconds
     try:
-        return _validate(checker)
+        errors = _validate(checker)
+        check_template_steps(checker, judge)
+        return errors
     except OverBudgetError as e:
         assert budget is not None
         return [

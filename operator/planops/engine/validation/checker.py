@@ -14,6 +14,7 @@ from planops.engine import templates
 from planops.engine.allowlists import shell_words
 from planops.engine.dag import Graph
 from planops.engine.errors import PlanError
+from planops.engine.plan_templates import TemplateResolver
 from planops.engine.policy import BUDGET_EVERY, Budget, CapsuleResolver, Policy
 
 
@@ -66,6 +67,10 @@ class Checker:
     outer: dict[str, Step | None] = field(default_factory=dict)
     #: judging main steps: the finally steps' ids, which no main step may name
     later: frozenset[str] = frozenset()
+    #: finds templates (a template step's); None: none is known
+    templates: TemplateResolver | None = None
+    #: the templates this plan runs inside, outermost first (`kind/name`: cycles, nesting)
+    chain: tuple[str, ...] = ()
 
     def split(self, command: str) -> list[str] | None:
         """shell_words(command), cached; None when it cannot be split."""

@@ -106,6 +106,7 @@ def check_step_templates(c: Checker, step: Step, path: str, root_problem: RootCh
         step.shell is not None
         or step.tool is not None
         or step.capsule is not None
+        or step.template is not None
         or step.script is not None
     )
     for kind, fields in (

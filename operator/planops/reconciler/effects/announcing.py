@@ -77,7 +77,7 @@ def _settled(events: Told, run: Run, rec: StepRecord, body: BodyEvents) -> None:
     events.inc("steps", kind, rec.status)
     if rec.duration is not None:
         events.observe("step_duration", rec.duration, kind)
-    if kind == "capsule" and rec.attempts:
+    if kind in ("capsule", "template") and rec.attempts:
         events(
             "DelegationFinished", f"step {rec.step_id}: child plan {rec.status}", step=rec.step_id
         )

@@ -149,9 +149,7 @@ class Reads:
         """The template a run runs: the snapshot its status recorded as it started, else (a new
         run) the object as it is now (run.templating)."""
         kept = None if fresh else templating.snapshot(plan, run_id)
-        if kept is not None:
-            return kept
-        return await self.templates(plan["metadata"]["namespace"], plan)
+        return await templates(self.kube, plan["metadata"]["namespace"], plan, kept)
 
     async def template_refusal(
         self, plan: Obj, used: dict[TemplateKey, Obj | None], required: bool
@@ -300,7 +298,7 @@ class Reads:
         jobs, pods = await self.objects(ref, settled_ids)
         # objects whose labels name no attempt of ours are not attempts (observe says why)
         found = [job_attempt(j, pods.get(j["metadata"]["name"])) for j in jobs]
-        if any(s.capsule is not None for s in (*spec.steps, *spec.finally_)):
+        if any(s.capsule or s.template for s in (*spec.steps, *spec.finally_)):
             listed = await self.kube.list_plans(ref.namespace, ref.children_selector())
             found += [
                 child_attempt(c) for c in facts_.unsettled(owned(listed, ref.uid), settled_ids)
@@ -421,15 +419,25 @@ class ScheduleReads:
         return await templates(self.kube, namespace, plan)
 
 
-async def templates(kube: KubeApi, namespace: str, plan: Obj) -> dict[TemplateKey, Obj | None]:
-    """The template a plan names (spec.templateRef), as the API server has it now: at most one
-    read. {} when it names none."""
-    ref = templating.ref_of(plan)
-    if ref is None:
-        return {}
-    ns = namespace if ref.kind == "PlanTemplate" else None
-    found = await kube.get_object(templating.PLURALS[ref.kind], ns, ref.name)
-    return {(ref.kind, ref.name): found}
+async def templates(
+    kube: KubeApi, namespace: str, plan: Obj, known: dict[TemplateKey, Obj | None] | None = None
+) -> dict[TemplateKey, Obj | None]:
+    """The templates a plan runs (its templateRef's, and those its template steps name, and
+    theirs, run.templating.wanted) as the API server has them now, but those `known` (a run's
+    snapshot); one read each, at most MAX_TEMPLATES. {} when it names none."""
+    found = dict(known or {})
+    todo = templating.wanted(plan.get("spec"))
+    for obj in found.values():
+        todo |= templating.wanted((obj or {}).get("spec"))
+    while todo and len(found) < templating.MAX_TEMPLATES:
+        kind, name = key = min(todo)
+        todo.discard(key)
+        if key in found:
+            continue
+        ns = namespace if kind == "PlanTemplate" else None
+        found[key] = obj = await kube.get_object(templating.PLURALS[kind], ns, name)
+        todo |= templating.wanted((obj or {}).get("spec")) - found.keys()
+    return found
 
 
 async def targets(

@@ -14,9 +14,13 @@ from dataclasses import replace
 from functools import partial
 from typing import Any, Literal
 
+from pydantic import ValidationError
+
 from planops.api import CapsuleSpec, PlanSpec
-from planops.engine import Dispatch, Policy, capsule_name
+from planops.api.template_models import PlanTemplateSpec
+from planops.engine import Dispatch, Policy, capsule_name, plan_templates
 from planops.engine import dispatch as rules
+from planops.engine.facts import CHILD_PLAN_KINDS
 from planops.kube import manifests
 from planops.kube.errors import ErrorKind
 from planops.reconciler.run.observe import controller_uid
@@ -92,6 +96,34 @@ def child(
     return manifests.child_plan(parent, d, target, plan_spec)
 
 
+def template_child(
+    ref: manifests.PlanRef,
+    d: Dispatch,
+    spec: PlanSpec,
+    template: Obj | None,
+) -> Obj | str:
+    """The child Plan of an admitted template step, from the template's object as it is now
+    (None: not found), or why there is none: the template's plan under this plan's Capsule,
+    given the step's rendered input (engine.plan_templates). The child is judged as any Plan
+    is: the template grants nothing."""
+    ref_ = plan_templates.template_of(d.step)
+    if isinstance(ref_, str):
+        return ref_
+    if template is None:
+        return plan_templates.missing(ref_)
+    try:
+        found = PlanTemplateSpec.model_validate(template.get("spec") or {})
+    except ValidationError as e:
+        return f"{ref_.kind} {ref_.name!r} cannot be used: {e.error_count()} schema error(s)"
+    cname = capsule_name(spec)
+    body = plan_templates.child_spec(found, cname, d.input if d.input is not None else {})
+    meta = template.get("metadata") or {}
+    ran: Obj = {"kind": ref_.kind, "name": ref_.name}
+    ran |= {k: meta.get(k) for k in ("uid", "generation")}
+    parent = replace(ref, lineage=lineage(ref, spec))  # the child keeps its parent's author
+    return manifests.template_child(parent, d, cname, body, ran)
+
+
 #: what an error answer to a create means: adopt the object, retry the reconcile, or the
 #: attempt's failure (why)
 ErrorMeaning = Literal["adopt", "retry"] | str
@@ -108,7 +140,7 @@ def create_refused(kind: str, error: ErrorKind, message: str) -> ErrorMeaning:
     if error is ErrorKind.REFUSED_BY_ADMISSION:
         return f"refused by the cluster's admission policy: {message}"
     if error in (ErrorKind.FORBIDDEN, ErrorKind.INVALID, ErrorKind.BAD_REQUEST):
-        what = "child Plan" if kind == "capsule" else "Job"
+        what = "child Plan" if kind in CHILD_PLAN_KINDS else "Job"
         return f"the cluster refused the step's {what}: {message}"
     return "retry"
 
@@ -119,7 +151,7 @@ def squatter(ref: manifests.PlanRef, kind: str, name: str, existing: Obj | None)
     the name, and the attempt fails saying so (never adopted: anyone may copy our labels)."""
     if existing is None or controller_uid(existing) == ref.uid:
         return None
-    what = "Plan" if kind == "capsule" else "Job"
+    what = "Plan" if kind in CHILD_PLAN_KINDS else "Job"
     return (
         f"a {what} named {name} already exists and is not this Plan's (its controller is "
         "another object): planops does not adopt it; delete it and re-run the plan"

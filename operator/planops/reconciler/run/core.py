@@ -37,6 +37,7 @@ from planops.engine import (
     step_kind,
 )
 from planops.engine import dispatch as dispatch_
+from planops.engine.facts import CHILD_PLAN_KINDS
 from planops.engine.report import Halt
 from planops.kube import manifests
 from planops.reconciler.effects import announcing
@@ -147,7 +148,7 @@ class PlanStep:
         s = self.s
         if d.kind == "ask":
             return None
-        if d.kind == "capsule":
+        if d.kind in CHILD_PLAN_KINDS:
             refusal = attempt_objects.admit(s.ref, d, s.capsule, s.spec, s.policy)
             if refusal is None:
                 return Create(d, "plan")
@@ -171,11 +172,11 @@ class PlanStep:
             got = by_attempt.get((d.step.id, d.attempt))
             if got is None or got.refusal is None:
                 self.dispatched.append(d)
-                if d.kind == "capsule" and got is not None and got.created is not None:
+                if d.kind in CHILD_PLAN_KINDS and got is not None and got.created is not None:
+                    to = f"capsule {d.step.capsule}" if d.kind == "capsule" else "its template"
                     self.told(
                         "DelegationStarted",
-                        f"step {d.step.id} delegates to capsule {d.step.capsule} "
-                        f"as plan {got.created}",
+                        f"step {d.step.id} delegates to {to} as plan {got.created}",
                         step=d.step.id,
                         child=got.created,
                     )

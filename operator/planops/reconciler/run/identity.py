@@ -9,7 +9,7 @@ from typing import Any
 from planops.api import PlanSpec, names
 from planops.api.status_model import InFlight
 from planops.engine import Run
-from planops.engine import dispatch as dispatch_
+from planops.engine import policy as policy_
 from planops.kube import manifests
 from planops.reconciler.run import status as status_
 from planops.reconciler.run.status import rfc3339
@@ -51,7 +51,7 @@ def claim(ref: manifests.PlanRef, spec: PlanSpec) -> tuple[str | None, dict[str,
 
 
 #: kinds whose attempt is an object in the cluster (a Job, a child Plan)
-WITH_OBJECT = ("shell", "script", "tool", "capsule")
+WITH_OBJECT = ("shell", "script", "tool", "capsule", "template")
 
 
 def in_flight(run: Run, previous: dict[str, Any], now: float) -> list[InFlight] | None:
@@ -78,5 +78,5 @@ def depth(label: Any) -> int:
     return (
         int(label)
         if isinstance(label, str) and label.isascii() and label.isdigit()
-        else dispatch_.MAX_DEPTH
+        else policy_.MAX_DEPTH
     )

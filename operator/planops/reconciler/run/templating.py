@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from planops.api.documents import problems_of
 from planops.api.template_models import PlanTemplateSpec
-from planops.api.template_ref import TemplateRef
+from planops.api.template_ref import TemplateRef, as_ref
 from planops.engine import PlanError
 from planops.engine.plan_templates import Key, TemplateResolver, templates
 from planops.reconciler.run import authors
@@ -42,6 +42,33 @@ def ref_of(plan: Obj) -> TemplateRef | None:
         return None
 
 
+#: templates one judgement reads at most (a plan's, and those their template steps name)
+MAX_TEMPLATES = 32
+
+
+def wanted(spec: Any) -> set[Key]:
+    """The templates a spec (a Plan's, a template's) names: its templateRef, and the templates
+    of its template steps (main and finally), as (kind, name); what cannot be read is left to
+    the judge's refusal."""
+    if not isinstance(spec, dict):
+        return set()
+    found: set[Key] = set()
+    ref = ref_of({"spec": spec})
+    if ref is not None:
+        found.add((ref.kind, ref.name))
+    for key in ("steps", "finally"):
+        steps = spec.get(key)
+        for step in steps if isinstance(steps, list) else ():
+            if not isinstance(step, dict) or step.get("template") is None:
+                continue
+            try:
+                named = TemplateRef.model_validate(as_ref(step["template"]))
+            except ValidationError:
+                continue
+            found.add((named.kind, named.name))
+    return found
+
+
 def snapshot(plan: Obj, run_id: str) -> dict[Key, Obj | None] | None:
     """The template the run `run_id` recorded as it started (status.template), as the object it
     was read as; None when the status records none for that run."""
@@ -55,11 +82,11 @@ def snapshot(plan: Obj, run_id: str) -> dict[Key, Obj | None] | None:
     return {(kind, name): {"metadata": {"name": name, **meta}, "spec": found.get("spec")}}
 
 
-def record(run_id: str, objs: dict[Key, Obj | None]) -> Obj | None:
-    """status.template for the run `run_id` from the template it read (None: none read)."""
-    for (kind, name), obj in objs.items():
-        if obj is None:
-            continue
+def record(run_id: str, ref: TemplateRef, objs: dict[Key, Obj | None]) -> Obj | None:
+    """status.template for the run `run_id` of a Plan from the template `ref` (None: not read)."""
+    kind, name = ref.kind, ref.name
+    obj = objs.get((kind, name))
+    if obj is not None:
         meta = obj.get("metadata") or {}
         return {
             "kind": kind,
@@ -73,12 +100,13 @@ def record(run_id: str, objs: dict[Key, Obj | None]) -> Obj | None:
     return None
 
 
-def recorded(previous: Obj, run_id: str, objs: dict[Key, Obj | None]) -> Obj:
-    """The status a run's writes build on, with its template recorded (kept once recorded)."""
-    found = previous.get("template")
-    if isinstance(found, dict) and found.get("run") == run_id:
+def recorded(previous: Obj, plan: Obj, run_id: str, objs: dict[Key, Obj | None]) -> Obj:
+    """The status a run's writes build on, with the template of a Plan from a template recorded
+    (kept once recorded)."""
+    found, ref = previous.get("template"), ref_of(plan)
+    if ref is None or (isinstance(found, dict) and found.get("run") == run_id):
         return previous
-    rec = record(run_id, objs)
+    rec = record(run_id, ref, objs)
     return previous if rec is None else {**previous, "template": rec}
 
 

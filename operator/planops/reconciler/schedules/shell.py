@@ -216,7 +216,7 @@ class Schedules:
         if template.template_ref is not None:
             ref = template.template_ref
             if namespace or ref.kind == "ClusterPlanTemplate":
-                used = await self.reads.templates(namespace or "", {"spec": template.dump_own()})
+                used = await self.reads.templates(namespace or "", {"spec": template.dump()})
             else:  # each namespace its runs go to has its own: judged with the runs
                 return []
         errors = await self.judge_.judge_template(template, raw, targets, used)
