@@ -28,6 +28,7 @@ GROUPS = {
     "tests/e2e/test_chart_install.py": "cluster-wide",
     # the operator image built once, by the worker that builds it for the chart install
     "tests/e2e/test_uiserver_chart.py": "cluster-wide",
+    "tests/e2e/test_chart_triggers_install.py": "cluster-wide",
     "tests/e2e/test_scheduled.py": "cluster-wide",
     "tests/e2e/test_tenancy.py::test_revoking_use_stops_a_cluster_scheduled_plans_runs_in_that_namespace": (  # noqa: E501
         "cluster-wide"

@@ -208,6 +208,16 @@ jobs_collected = Counter(
     registry=REGISTRY,
 )
 
+#: the trigger receiver's (planops.triggers): `trigger` is "" for a delivery to a trigger that
+#: does not exist (its name is the sender's, any text: no series per guessed name); `reason` is
+#: one of a fixed set (docs/triggers.md)
+trigger_deliveries = Counter(
+    "planops_trigger_deliveries_total",
+    "Webhook deliveries to PlanTriggers, by result (accepted, filtered, refused) and reason.",
+    ["namespace", "trigger", "result", "reason"],
+    registry=REGISTRY,
+)
+
 
 def serve(port: int, address: str = "0.0.0.0") -> None:
     start_http_server(port, addr=address, registry=REGISTRY)

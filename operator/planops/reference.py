@@ -195,6 +195,25 @@ def table(schema: Schema, seeds: bool) -> list[str]:
     return head + rows
 
 
+def trigger_section() -> list[str]:
+    """PlanTrigger: its spec, and the status the trigger receiver writes (docs/triggers.md)."""
+    schema = crd.trigger_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return [
+        "## PlanTrigger (`plantriggers.planops.dev`, short name `ptr`): `spec`",
+        "",
+        "Starts a Plan from a template for each accepted webhook delivery, as the trigger's "
+        "author (docs/triggers.md).",
+        "",
+        *table(schema["properties"]["spec"], seeds=False),
+        "",
+        "Its `status` (written by the trigger receiver): `accepted`, `filtered`, `refused` "
+        "(counts) and `lastAccepted`,",
+        "`lastFiltered`, `lastRefused` (`time`, `reason`, `message`, `delivery`, and `plan` for "
+        "an accepted one).",
+        "",
+    ]
+
+
 #: a template's fields shown in its own table (the rest are a Plan's, in the Plan's)
 _TEMPLATE_OWN = ("inputSchema", "input", "output")
 
@@ -273,6 +292,7 @@ def render() -> str:
         "",
         *table(template, seeds=False),
         "",
+        *trigger_section(),
         "## PlanReport (`planreports.planops.dev`, short name `planrep`): written by the operator",
         "",
         "One chunk of a run's report: the Plan's `status.report` is a summary (its last records,",

@@ -89,13 +89,18 @@ def release(
             time.sleep(0.5)
         yield rel
     finally:
-        subprocess.run(
-            [helm, "--kubeconfig", kubeconfig, "uninstall", rel.name, "-n", rel.system, "--wait"],
-            capture_output=True,
-            timeout=300,
-        )
-        for ns in (rel.system, rel.work):
-            kube.run("delete", "namespace", ns, "--wait=false", check=False)
+        uninstall(kube, helm, rel)
+
+
+def uninstall(kube: Kube, helm: str, rel: Release) -> None:
+    """The release uninstalled and its namespaces deleted (best effort: a fixture's teardown)."""
+    subprocess.run(
+        [helm, "--kubeconfig", kube.kubeconfig, "uninstall", rel.name, "-n", rel.system, "--wait"],
+        capture_output=True,
+        timeout=300,
+    )
+    for ns in (rel.system, rel.work):
+        kube.run("delete", "namespace", ns, "--wait=false", check=False)
 
 
 REPLICAS = 2  # the chart's default

@@ -157,7 +157,11 @@ def test_user_roles_aggregate_and_edit_cannot_touch_capsules(helm: str):
     by_name = {d["metadata"]["name"]: d for d in kinds(docs, "ClusterRole")}
     edit = by_name["po-planops-edit"]
     assert edit["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-edit"] == "true"
-    assert {r for x in edit["rules"] for r in x["resources"]} == {"plans", "scheduledplans"}
+    assert {r for x in edit["rules"] for r in x["resources"]} == {
+        "plans",
+        "scheduledplans",
+        "plantriggers",
+    }
     admin = by_name["po-planops-admin"]
     assert "rbac.authorization.k8s.io/aggregate-to-edit" not in admin["metadata"]["labels"]
     assert admin["rules"][0]["resources"] == ["capsules"]
@@ -322,6 +326,7 @@ def test_the_admission_policies_reserve_exactly_the_keys_the_operator_writes(hel
     assert use["spec"]["matchConstraints"]["resourceRules"][0]["resources"] == [
         "plans",
         "scheduledplans",
+        "plantriggers",
     ]
     assert "check('use')" in use["spec"]["validations"][0]["expression"]
     assert "!variables.act" in use["spec"]["validations"][0]["expression"]

@@ -41,4 +41,6 @@ def test_every_plan_field_has_a_row_with_seed_and_example():
     status = crd.plan_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
     history = status["status"]["properties"]["history"]["items"]
     known |= {p for p, _ in reference.fields(history)}
+    trigger = crd.trigger_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    known |= {p for p, _ in reference.fields(trigger["properties"]["spec"])}
     assert rows <= known, rows - known  # no row for a field that does not exist

@@ -28,6 +28,7 @@ from planops.api.models import PlanSpec
 from planops.api.schedule_models import ClusterScheduledPlanSpec, ScheduledPlanSpec
 from planops.api.structural import Schema
 from planops.api.template_models import CALLERS_ONLY, PlanTemplateSpec
+from planops.api.trigger_models import PlanTriggerSpec
 
 Column = dict[str, Any]
 
@@ -151,6 +152,35 @@ def scheduled_crd(cluster: bool) -> dict[str, Any]:
             AGE,
         ],
         cluster=cluster,
+    )
+
+
+def trigger_crd() -> dict[str, Any]:
+    """A PlanTrigger's CRD: its status is written by the trigger receiver (planops.triggers)."""
+    return _crd(
+        "PlanTrigger",
+        ["ptr"],
+        _object(
+            "A PlanTrigger: starts a Plan from a template for each accepted webhook delivery.",
+            structural.schema(PlanTriggerSpec),
+            status_schema("Deliveries accepted and refused, written by the trigger receiver."),
+        ),
+        [
+            _column("Source", "string", ".spec.webhook.type"),
+            _column("Template", "string", ".spec.templateRef.name"),
+            _column("Suspend", "boolean", ".spec.suspend"),
+            _column("Accepted", "integer", ".status.accepted"),
+            _column("Refused", "integer", ".status.refused"),
+            _column("Last Plan", "string", ".status.lastAccepted.plan"),
+            AGE,
+            _column(
+                "Last Refusal",
+                "string",
+                ".status.lastRefused.reason",
+                "Why the last refused delivery was refused",
+                priority=1,
+            ),
+        ],
     )
 
 
@@ -365,6 +395,7 @@ def render() -> dict[str, str]:
         scheduled_crd(True),
         template_crd(False),
         template_crd(True),
+        trigger_crd(),
     )
     return {
         f"{crd['metadata']['name']}.yaml": head

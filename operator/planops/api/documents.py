@@ -1,7 +1,7 @@
 """Turn parsed documents (dicts from YAML/JSON or from the API) into typed Plans and Capsules.
 
 Accepted: `Plan`, `Capsule`, `ScheduledPlan`, `ClusterScheduledPlan`, `PlanTemplate` and
-`ClusterPlanTemplate` manifests, a bare
+`ClusterPlanTemplate` manifests (and `PlanTrigger`s, read only against their schema), a bare
 seed-format plan object (`{"id": ..., "steps": [...]}`, snake_case or camelCase), and a seed-2
 plan file (`{"identifier": ..., "steps": [{"id", "tool_name", "input"}]}`, converted by
 `planops.api.seed2`). Structural problems come back as
@@ -24,6 +24,7 @@ from planops.api.capsule_models import CapsuleSpec
 from planops.api.models import STEP_KINDS, PlanSpec, SeedPlan
 from planops.api.schedule_models import ClusterScheduledPlanSpec, ScheduledPlanSpec
 from planops.api.template_models import PlanTemplateSpec
+from planops.api.trigger_models import PlanTriggerSpec
 
 API_GROUP = names.GROUP
 API_VERSION = names.API_VERSION
@@ -72,15 +73,28 @@ class TemplateDocument:
     namespace: str | None = None
 
 
-Document = PlanDocument | CapsuleDocument | TemplateDocument
+@dataclass(frozen=True)
+class TriggerDocument:
+    """A PlanTrigger (api.trigger_models): read and judged against its schema; the receiver
+    runs it (planops.triggers), the CLI's verbs for plans do not."""
 
-KINDS: dict[str, type[PlanSpec] | type[CapsuleSpec] | type[ScheduledPlanSpec]] = {
+    name: str
+    spec: PlanTriggerSpec
+    namespace: str | None = None
+
+
+Document = PlanDocument | CapsuleDocument | TemplateDocument | TriggerDocument
+
+KINDS: dict[
+    str, type[PlanSpec] | type[CapsuleSpec] | type[ScheduledPlanSpec] | type[PlanTriggerSpec]
+] = {
     "Plan": PlanSpec,
     "Capsule": CapsuleSpec,
     "ScheduledPlan": ScheduledPlanSpec,
     "ClusterScheduledPlan": ClusterScheduledPlanSpec,
     "PlanTemplate": PlanTemplateSpec,
     "ClusterPlanTemplate": PlanTemplateSpec,
+    "PlanTrigger": PlanTriggerSpec,
 }
 
 
@@ -299,6 +313,8 @@ def parse_leniently(doc: Any) -> tuple[Document | None, list[Problem]]:
         return PlanDocument(name, spec.plan_template.spec, namespace, schedule=spec), problems
     if isinstance(spec, PlanTemplateSpec):
         return TemplateDocument(kind, name, spec, namespace), problems
+    if isinstance(spec, PlanTriggerSpec):
+        return TriggerDocument(name, spec, namespace), problems
     if isinstance(spec, PlanSpec):
         found = PlanDocument(name, spec, namespace, generate_name=meta.generate_name)
         return replace(found, labels=meta.labels, annotations=meta.annotations), problems

@@ -114,3 +114,9 @@ RESERVED_ANNOTATIONS = (
 
 #: the Events' reportingComponent (kube.events)
 REPORTING_COMPONENT = f"{GROUP}/operator"
+
+#: the PlanTrigger that started a Plan, and the delivery it started it for (written by the
+#: trigger receiver as the trigger's author: informative, not reserved, as an author could
+#: write them too; the Plan's name, derived from both, is what makes a replay fail)
+LABEL_TRIGGER = f"{GROUP}/trigger"
+ANNOTATION_DELIVERY = f"{GROUP}/delivery"

@@ -59,9 +59,12 @@ class Transport:
         body: Any = None,
         content_type: str = "application/json",
         timeout: aiohttp.ClientTimeout | None = None,
+        extra_headers: list[tuple[str, str]] | None = None,
     ) -> aiohttp.ClientResponse:
         c = self.credentials
-        headers = await self._headers()
+        headers = CIMultiDict(await self._headers())
+        for key, value in extra_headers or ():  # a key may repeat (Impersonate-Group)
+            headers.add(key, value)
         data = None
         if body is not None:
             headers["Content-Type"] = content_type

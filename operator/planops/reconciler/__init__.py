@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from planops.reconciler.queue.standing import Standing as SlotStanding
     from planops.reconciler.queue.standing import to_wake as slot_waiters
     from planops.reconciler.reconcile import Reconciler, ScheduleReconciler
+    from planops.reconciler.run.authors import Author, UnreadableAuthorError, recorded_author
     from planops.reconciler.run.observe import (
         controller_uid,
         job_event_matters,
@@ -65,6 +66,10 @@ _PUBLIC = {
     "SlotCounting": ("queue.slots", "Counting"),
     "SlotStanding": ("queue.standing", "Standing"),
     "is_child_plan": ("queue.slots", "is_child"),
+    # the trigger receiver acts as a PlanTrigger's recorded author (planops.triggers)
+    "Author": ("run.authors", "Author"),
+    "UnreadableAuthorError": ("run.authors", "UnreadableAuthorError"),
+    "recorded_author": ("run.authors", "recorded_author"),
 }
 
 
@@ -82,6 +87,7 @@ __all__ = [
     "HISTORY_REPORT_BYTES",
     "STATUS_RECORDS",
     "STATUS_RECORDS_MAX",
+    "Author",
     "Reconciler",
     "ScheduleReconciler",
     "SlotCounting",
@@ -89,6 +95,7 @@ __all__ = [
     "StatusApi",
     "StatusWriter",
     "StoredLogs",
+    "UnreadableAuthorError",
     "controller_uid",
     "earlier_run",
     "earlier_status",
@@ -97,6 +104,7 @@ __all__ = [
     "job_event_matters",
     "owned",
     "pod_event_matters",
+    "recorded_author",
     "records_json",
     "reports_selector",
     "run_ids",
