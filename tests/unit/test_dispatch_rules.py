@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from planops.api import CapsuleSpec, PlanSpec
-from planops.api.models import ResourceList, Resources
+from planops.api.attempt_models import ResourceList, Resources
 from planops.api.names import ANNOTATION_LINEAGE, LABEL_DEPTH, LABEL_RUN
 from planops.api.quantity import parse
 from planops.engine import Policy, Run

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from planops.api.models import RetryBackoff
+from planops.api.attempt_models import RetryBackoff
 from planops.engine import Facts, Run, decide
 from planops.engine.facts import AttemptFact, exit_report
 from planops.engine.report import ExitReport, StepRecord

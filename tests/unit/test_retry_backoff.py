@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from planops.api.models import RetryBackoff
+from planops.api.attempt_models import RetryBackoff
 from planops.engine import AttemptFact, Facts, Run
 from planops.runners.local import LocalRunner
 

@@ -1,5 +1,6 @@
 """The plan language as data: typed models and document parsing (no Kubernetes, no I/O)."""
 
+from planops.api.attempt_models import ResourceList, Resources
 from planops.api.capsule_models import CapsuleSpec, Tool
 from planops.api.documents import (
     API_GROUP,
@@ -10,7 +11,7 @@ from planops.api.documents import (
     Problem,
     parse_document,
 )
-from planops.api.models import PlanSpec, ResourceList, Resources, Step
+from planops.api.models import PlanSpec, Step
 
 __all__ = [
     "API_GROUP",

@@ -2,10 +2,10 @@
 and their credentials, limits, pod placement, the plan it runs when spawned).
 
 Apart from the plan models (planops.api.models), which they build on (a Capsule's defaults are a
-step's resources and retry pause, its `plan` a PlanSpec): the engine asks them what a plan may do,
-the executors how a step's pod is made. Their fields' text is what `kubectl explain capsule.spec`
-prints (the CRD is made from them, api.structural); `crd(...)` states what only the API server
-adds (api.crd_hints).
+step's resources and retry pause, api.attempt_models; its `plan` a PlanSpec): the engine asks
+them what a plan may do, the executors how a step's pod is made. Their fields' text is what
+`kubectl explain capsule.spec` prints (the CRD is made from them, api.structural); `crd(...)`
+states what only the API server adds (api.crd_hints).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from planops.api.affinity_models import Affinity
 from planops.api.artifact_models import ArtifactRepository
+from planops.api.attempt_models import ResourceList, Resources, RetryBackoff
 from planops.api.base import NAME_PATTERN, Model
 from planops.api.container_models import EnvVar, distinct
 from planops.api.crd_hints import crd
@@ -31,12 +32,7 @@ from planops.api.labels import LabelValue as _LabelValue
 from planops.api.labels import label_key as _label_key
 from planops.api.labels import label_value as _label_value
 from planops.api.labels import schema_bounds as _schema
-from planops.api.models import (
-    PlanSpec,
-    ResourceList,
-    Resources,
-    RetryBackoff,
-)
+from planops.api.models import PlanSpec
 from planops.api.pod_models import (
     LocalObjectReference,
     PodMetadata,

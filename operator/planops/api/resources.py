@@ -6,7 +6,7 @@ ceiling check (a step may not exceed the Capsule's maxResources or the operator'
 
 from __future__ import annotations
 
-from planops.api.models import ResourceList, Resources
+from planops.api.attempt_models import ResourceList, Resources
 from planops.api.quantity import parse
 
 #: every step container gets requests and limits (the cgroup limits), these unless set

@@ -17,11 +17,11 @@ from typing import Literal
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from planops.api import quantity
+from planops.api.attempt_models import Resources
 from planops.api.base import Model
 from planops.api.container_models import ENV_NAME_PATTERN, distinct
 from planops.api.crd_hints import crd
 from planops.api.labels import DNS_LABEL_PATTERN
-from planops.api.models import Resources
 
 #: the container of the step's own command (kube.manifests.CONTAINER): no service is named so
 STEP_CONTAINER = "step"

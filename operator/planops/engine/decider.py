@@ -34,7 +34,8 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from planops.api.models import PlanSpec, RetryBackoff
+from planops.api.attempt_models import RetryBackoff
+from planops.api.models import PlanSpec
 from planops.engine import bodies, conditions, control, finally_steps, references, templates
 from planops.engine.allowlists import shell_words
 from planops.engine.bodyrun import Bodies
