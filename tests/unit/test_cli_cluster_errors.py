@@ -13,7 +13,7 @@ import pytest
 
 from planops.cli import cluster
 from planops.cli.exit_codes import EXIT_CLUSTER
-from planops.cli.main import _parser as build_parser
+from planops.cli.parser import build as build_parser
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:

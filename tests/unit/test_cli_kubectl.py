@@ -20,7 +20,7 @@ from argcomplete import finders
 from argcomplete import io as argcomplete_io
 
 from planops import __version__
-from planops.cli import cluster, completion, examples, main
+from planops.cli import cluster, completion, examples, main, parser
 from planops.cli.cluster_args import kube_bools
 from planops.cli.exit_codes import EXIT_CLUSTER, EXIT_FAILED, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK
 from planops.kube.api import LogWindow
@@ -62,7 +62,7 @@ def run(
 ) -> tuple[int, str, str]:
     """A cluster verb as the command line parses it, on `kube`: (exit code, stdout, stderr);
     the checks made before connecting first, as cluster.run makes them."""
-    args = main._parser().parse_args(kube_bools(list(argv)))
+    args = parser.build().parse_args(kube_bools(list(argv)))
     check = cluster.CHECKS.get(args.command)
     if check is not None and (problem := check(args)) is not None:
         sys.stderr.write(f"error: {problem}\n")
@@ -202,7 +202,7 @@ def test_get_watch_prints_the_list_then_each_change_until_interrupted(
         [("ADDED", running), ("BOOKMARK", {"metadata": {"resourceVersion": "900"}})],
         [("MODIFIED", done), ("DELETED", plan("a")), KeyboardInterrupt()],
     ]
-    args = main._parser().parse_args(["get", "-w"])
+    args = parser.build().parse_args(["get", "-w"])
     with pytest.raises(KeyboardInterrupt):  # Ctrl-C: cluster.run makes it exit 130
         asyncio.run(cluster.VERBS["get"](kube, args, "ns"))
     lines = capsys.readouterr().out.splitlines()
@@ -225,7 +225,7 @@ def test_get_watch_only_and_a_watch_too_old_to_resume_lists_again(
 ):
     kube = cluster_of(plan("a"))
     kube.watches = [[ApiError(410, "Expired", "too old resource version")], [KeyboardInterrupt()]]
-    args = main._parser().parse_args(["get", "--watch-only", "-o", "name"])
+    args = parser.build().parse_args(["get", "--watch-only", "-o", "name"])
     with pytest.raises(KeyboardInterrupt):
         asyncio.run(cluster.VERBS["get"](kube, args, "ns"))
     assert capsys.readouterr().out == "plan.planops.dev/a\n"  # once: from the new list only
@@ -240,7 +240,7 @@ def test_get_watch_only_and_a_watch_too_old_to_resume_lists_again(
 def test_get_name_watch_follows_that_plan_only(capsys: pytest.CaptureFixture[str]):
     kube = cluster_of(plan("a", phase="Running"))
     kube.watches = [[("MODIFIED", plan("a")), KeyboardInterrupt()]]
-    args = main._parser().parse_args(["get", "a", "-w", "-o", "jsonpath={.status.phase}{'\\n'}"])
+    args = parser.build().parse_args(["get", "a", "-w", "-o", "jsonpath={.status.phase}{'\\n'}"])
     with pytest.raises(KeyboardInterrupt):
         asyncio.run(cluster.VERBS["get"](kube, args, "ns"))
     assert "watch_plan" in kube.methods()
@@ -252,7 +252,7 @@ def test_ctrl_c_ends_a_cluster_verb_with_130_and_no_traceback(
     async def interrupted(*_: Any) -> int:
         raise KeyboardInterrupt
 
-    args = main._parser().parse_args(["get", "-w", "--kubeconfig", str(KUBECONFIG)])
+    args = parser.build().parse_args(["get", "-w", "--kubeconfig", str(KUBECONFIG)])
     assert cluster.run(args, interrupted) == EXIT_INTERRUPTED
     assert capsys.readouterr().err == ""
 
@@ -328,7 +328,7 @@ def test_delete_waits_until_the_plan_is_gone_unless_told_not_to(
 def test_kubectls_boolean_flags_take_their_value_after_an_equals_sign():
     assert kube_bools(["delete", "--wait=false", "a"]) == ["delete", "--no-wait", "a"]
     assert kube_bools(["logs", "--timestamps=true"]) == ["logs", "--timestamps"]
-    args = main._parser().parse_args(kube_bools(["delete", "--wait", "a", "b"]))
+    args = parser.build().parse_args(kube_bools(["delete", "--wait", "a", "b"]))
     assert args.wait and args.names == ["a", "b"]  # --wait takes no name as its value
 
 
@@ -520,7 +520,7 @@ def completed(
     """What kubectl-plan answers a shell's TAB at the end of `line` (as the scripts ask it)."""
     completing(monkeypatch, line, kube)
     out = io.StringIO()
-    completion.complete(main._parser(), output_stream=out, exit_method=lambda _code: None)
+    completion.complete(parser.build(), output_stream=out, exit_method=lambda _code: None)
     return sorted(c.strip() for c in out.getvalue().split("\n"))
 
 
@@ -601,8 +601,8 @@ def test_the_fish_script_completes_in_fish(tmp_path: Path):
 
 
 def test_every_verbs_help_has_examples_and_every_example_parses(capsys: pytest.CaptureFixture[str]):
-    parser = main._parser()
-    verbs = next(a for a in parser._actions if a.dest == "command").choices
+    verbs_parser = parser.build()
+    verbs = next(a for a in verbs_parser._actions if a.dest == "command").choices
     assert set(examples.EXAMPLES) == set(verbs)
     for verb, sub in verbs.items():
         assert "Examples:\n  # " in sub.format_help(), verb
@@ -610,4 +610,4 @@ def test_every_verbs_help_has_examples_and_every_example_parses(capsys: pytest.C
             words = shlex.split(command.replace("source <(", "").rstrip(")"))
             words = words[2:] if words[:2] == ["kubectl", "plan"] else words[1:]
             words = words[: words.index(">")] if ">" in words else words
-            assert parser.parse_args(kube_bools(words)).command == verb, command
+            assert verbs_parser.parse_args(kube_bools(words)).command == verb, command

@@ -19,7 +19,7 @@ from aiohttp import web
 
 from planops.cli import cluster, submit
 from planops.cli.exit_codes import EXIT_OK
-from planops.cli.main import _parser as build_parser
+from planops.cli.parser import build as build_parser
 from planops.engine import Report, StepRecord
 from planops.kube.client import Kube
 from planops.kube.manifests import PlanRef

@@ -19,7 +19,7 @@ import yaml
 
 from planops.api.documents import parse_leniently
 from planops.cli.cluster_args import kube_bools
-from planops.cli.main import _parser
+from planops.cli.parser import build as _parser
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

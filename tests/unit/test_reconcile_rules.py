@@ -270,7 +270,7 @@ def test_kubectl_plan_cancel_run_finally_writes_the_request_the_operator_runs_fi
     capsys: pytest.CaptureFixture[str],
 ):
     from planops.cli import steer  # noqa: PLC0415
-    from planops.cli.main import _parser  # noqa: PLC0415
+    from planops.cli.parser import build as _parser  # noqa: PLC0415
 
     w = world([{"id": "a", "shell": "sleep 100"}], **SLEEPY_FINALLY)
     w.reconciled()

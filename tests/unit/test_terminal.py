@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from planops.cli import follow, get, main, show, terminal
+from planops.cli import follow, get, main, parser, show, terminal
 from planops.kube.manifests import PlanRef
 
 from .fakekube import FakeKube
@@ -150,5 +150,5 @@ def test_every_verb_takes_raw_and_the_command_line_escapes_on_a_terminal(
         assert main.main(argv) == 0
         assert want in out.getvalue() and unwanted not in out.getvalue(), out.getvalue()
         assert "\x1b" not in err.getvalue() or raw
-    verbs = main._parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    verbs = parser.build()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
     assert all(any("--raw" in a.option_strings for a in p._actions) for p in verbs.values())

@@ -113,7 +113,7 @@ NO_FILES = 4
 def kubectl_complete(argv: list[str] | None = None) -> int:
     """`kubectl_complete-plan [__complete] WORD... PARTIAL`: what kubectl's completion asks a
     plugin (cobra's protocol): the candidates for PARTIAL, one a line, then `:4`."""
-    from planops.cli import main  # noqa: PLC0415 - the parser (main imports this module)
+    from planops.cli import parser  # noqa: PLC0415 - every verb's module, for the parser only
 
     words = list(sys.argv[1:] if argv is None else argv)
     if words[:1] == ["__complete"]:
@@ -124,7 +124,7 @@ def kubectl_complete(argv: list[str] | None = None) -> int:
         _ARGCOMPLETE="1", _ARGCOMPLETE_IFS="\n", COMP_LINE=line, COMP_POINT=str(len(line))
     )
     out = io.StringIO()
-    complete(main._parser(), output_stream=out, exit_method=lambda _code: None)
+    complete(parser.build(), output_stream=out, exit_method=lambda _code: None)
     for candidate in out.getvalue().split("\n"):
         if candidate.strip():
             print(candidate.strip())
