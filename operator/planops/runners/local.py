@@ -11,7 +11,8 @@ it asks what to start, starts it, and reports results back. No scheduling rule l
   local only: in a pod the input is in PLANOPS_INPUT alone).
 - capsule: the target Capsule's `plan` run in-process as a sub-plan (nesting capped at 8,
   cycles refused), the step's task text given to the child as `input.objective` and the child's
-  output taken back as the step's (engine.delegation: the same contract as in the cluster).
+  output taken back as the step's (engine.delegation: the same contract as in the cluster);
+  a template step's plan likewise, under this plan's Capsule (both: runners.sub_plans).
 - A Capsule's `concurrency.maxRunningPlans` counts this run's sub-plans only (the count in the
   cluster is of Plan objects; one local run is one plan on one machine): at most that many of
   its sub-plans run on the Capsule at once, the others wait for a slot. As in the cluster, a
@@ -64,20 +65,17 @@ from planops.engine import (
     Run,
     capsule_name,
     control,
-    delegation,
     finally_steps,
     plan_templates,
     shell_words,
     step_files,
     step_grants,
-    validate,
 )
 from planops.engine import dispatch as dispatch_
 from planops.engine import policy as policy_
-from planops.engine.plan_templates import template_of
-from planops.engine.policy import capsules as capsule_resolver
 from planops.runners import files, podlike, processes
 from planops.runners.processes import Result
+from planops.runners.sub_plans import SubPlans
 
 #: Trace records, by the seed's names: plan_start, plan_step_start, plan_step, plan_end,
 #: delegation_start, delegation, call_denied, notice.
@@ -112,8 +110,11 @@ class LocalRunner:
     artifacts: Path | None = None
     _repository: files.LocalRepository | None = field(default=None, init=False)
     _noticed_images: bool = field(default=False, init=False)
-    #: the slots of the Capsules with maxRunningPlans that this run's sub-plans take
-    _slots: dict[str, asyncio.Semaphore] = field(default_factory=dict, init=False)
+    #: its capsule and template steps' child plans (runners.sub_plans)
+    _sub_plans: SubPlans = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._sub_plans = SubPlans(self.capsules, self.templates, self.policy, self.run)
 
     async def run(
         self,
@@ -293,9 +294,9 @@ class LocalRunner:
         if d.kind == "ask":
             return await self._ask(d)
         if d.kind == "capsule":
-            return await self._capsule_step(d, lineage, emit)
+            return await self._sub_plans.capsule_step(d, lineage, emit)
         if d.kind == "template":
-            return await self._template_step(d, lineage, emit)
+            return await self._sub_plans.template_step(d, lineage, emit)
         if d.kind == "tool":
             tool = capsule.tool(d.step.tool or "")
             assert tool is not None  # admitted
@@ -372,101 +373,6 @@ class LocalRunner:
         if result is None:
             return Result("failed", None, error)
         return Result("success", json.dumps(result), None)
-
-    async def _capsule_step(
-        self,
-        d: Dispatch,
-        lineage: tuple[str, ...],
-        emit: Callable[[Record], None],
-    ) -> Result:
-        target = d.step.capsule or ""
-        child = self.capsules.get(target)
-        if child is None or child.plan is None:
-            return Result("failed", None, dispatch_.no_plan(target))
-        text = delegation.objective(d.input)
-        child_spec = child.plan.model_copy(
-            update={"capsule": target, "input": delegation.child_input(child.plan.input, text)}
-        )
-        started = {"capsule": target, "objective": text}
-        slot = self._slot(target, child, lineage)
-        return await self._sub_plan(d, lineage, emit, child_spec, started, slot)
-
-    async def _template_step(
-        self,
-        d: Dispatch,
-        lineage: tuple[str, ...],
-        emit: Callable[[Record], None],
-    ) -> Result:
-        """A template step: the template's plan under this plan's Capsule (the last of
-        `lineage`), given the step's rendered input (engine.plan_templates); it rides this
-        plan's slot, if any."""
-        ref = template_of(d.step)
-        found = None if isinstance(ref, str) else self.templates.get((ref.kind, ref.name))
-        if found is None or isinstance(ref, str):
-            why = ref if isinstance(ref, str) else plan_templates.missing(ref)
-            return Result("failed", None, why)
-        given = d.input if d.input is not None else {}
-        child_spec = PlanSpec.model_validate(plan_templates.child_spec(found, lineage[-1], given))
-        started = {"template": ref.label(), "capsule": lineage[-1]}
-        return await self._sub_plan(d, lineage, emit, child_spec, started, None)
-
-    async def _sub_plan(
-        self,
-        d: Dispatch,
-        lineage: tuple[str, ...],
-        emit: Callable[[Record], None],
-        child_spec: PlanSpec,
-        started: dict[str, Any],
-        slot: asyncio.Semaphore | None,
-    ) -> Result:
-        """A child plan's step (capsule, template): validated, run to its end as a sub-plan,
-        its output the step's (engine.delegation)."""
-        errors = validate(
-            child_spec,
-            capsule_resolver(self.capsules),
-            self.policy,
-            templates=plan_templates.templates(self.templates),
-        )
-        target = str(started.get("template") or started["capsule"]).replace("/", "-")
-        child_id = f"{d.step.id}-{target}"
-        delegated = {"stepId": d.step.id, **started, "childPlanId": child_id}
-        emit({"event": "delegation_start", **delegated})
-        if errors:
-            emit({"event": "delegation", **delegated, "completed": False})
-            what = started.get("template") or f"capsule {started['capsule']!r}'s plan"
-            return Result(
-                "failed", None, f"{what} is invalid: " + "; ".join(str(e) for e in errors)
-            )
-        if slot is not None and slot.locked():
-            emit(
-                {
-                    "event": "notice",
-                    "message": f"sub-plan {child_id} waits for a slot of Capsule "
-                    f"{started['capsule']} (maxRunningPlans, counted among this run's sub-plans)",
-                }
-            )
-        async with slot if slot is not None else contextlib.nullcontext():
-            report = await self.run(child_id, child_spec, lineage)
-        emit({"event": "delegation", **delegated, "completed": report.completed})
-        output = delegation.delegated_output(report.to_json())
-        if report.completed:
-            return Result("success", output, None)
-        failed = next((r for r in report.steps if r.step_id == report.failed_step), None)
-        why = f": step {failed.step_id} failed: {failed.error}" if failed else ""
-        return Result("failed", output, f"sub-plan {child_id} did not complete{why}")
-
-    def _slot(
-        self, target: str, capsule: CapsuleSpec, lineage: tuple[str, ...]
-    ) -> asyncio.Semaphore | None:
-        """The slots of Capsule `target` a sub-plan under `lineage` (the capsules above it)
-        takes: none when `target` has no limit, or when a capsule above it has one (it rides
-        that slot)."""
-        if capsule.concurrency is None or any(
-            (above := self.capsules.get(c)) is not None and above.concurrency for c in lineage
-        ):
-            return None
-        limit = capsule.concurrency.max_running_plans
-        return self._slots.setdefault(target, asyncio.Semaphore(limit))
 
     async def _process(
         self,
