@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from planops.cli import follow
 from planops.kube import loglines
-from planops.kube.client import Kube
+from planops.kube.cli_client import CliKube
 from planops.kube.manifests import PlanRef
 from planops.kube.transport import Transport
 
@@ -114,7 +114,7 @@ class _Transport:
 
 async def _follow(parts: list[bytes]) -> tuple[list[str], _Transport]:
     transport = _Transport(parts)
-    kube = Kube(cast(Transport, transport))
+    kube = CliKube(cast(Transport, transport))
     async with contextlib.aclosing(kube.follow_log("team", "pod-1", "step")) as lines:
         return [line async for line in lines], transport
 

@@ -79,14 +79,6 @@ class KubeApi(Protocol):
     ) -> list[Obj]: ...
     async def get_pod(self, namespace: str, name: str) -> Obj | None: ...
     async def get_secret(self, namespace: str, name: str) -> Obj | None: ...
-    async def read_log(
-        self,
-        namespace: str,
-        pod: str,
-        container: str,
-        limit_bytes: int,
-        window: LogWindow | None = None,
-    ) -> str: ...
     async def stream_log(
         self,
         namespace: str,
@@ -121,10 +113,10 @@ class ScheduleApi(KubeApi, Protocol):
 
 class CliApi(KubeApi, Protocol):
     """What kubectl-plan's cluster verbs ask besides (planops.cli): a Plan's annotations patched
-    (re-run, cancel, answer), Capsules created, a Plan's watch and Events, a log followed, and
-    the connection closed at the end; Plans listed and watched in one namespace or all (None)
-    with the list's resourceVersion, deleted by name (`delete`: whether it was there), the
-    server's version and a CRD (`version`)."""
+    (re-run, cancel, answer), Capsules created, a Plan's watch and Events, a log read or
+    followed, and the connection closed at the end; Plans listed and watched in one namespace
+    or all (None) with the list's resourceVersion, deleted by name (`delete`: whether it was
+    there), the server's version and a CRD (`version`)."""
 
     async def list_plans_at(
         self, namespace: str | None, selector: str
@@ -147,6 +139,14 @@ class CliApi(KubeApi, Protocol):
     def watch_plan(
         self, namespace: str, name: str, resource_version: str | None, timeout_seconds: int = 240
     ) -> AsyncGenerator[tuple[str, Obj], None]: ...
+    async def read_log(
+        self,
+        namespace: str,
+        pod: str,
+        container: str,
+        limit_bytes: int,
+        window: LogWindow | None = None,
+    ) -> str: ...
     def follow_log(
         self, namespace: str, pod: str, container: str, window: LogWindow | None = None
     ) -> AsyncGenerator[str, None]: ...

@@ -26,7 +26,7 @@ import aiohttp
 
 from planops.api.documents import API_GROUP
 from planops.kube import credentials as credentials_
-from planops.kube import jsontext, loglines
+from planops.kube import jsontext
 from planops.kube import kubeconfig as kubeconfig_
 from planops.kube.api import LogWindow
 from planops.kube.errors import ApiError, ErrorKind, ListExpired, causes_of
@@ -408,13 +408,6 @@ class Kube:
         only the ones the chart names, in its own namespace)."""
         return await self._get(_core("secrets", namespace, name))
 
-    async def read_log(
-        self, namespace: str, pod: str, container: str, limit_bytes: int, window: Window = None
-    ) -> str:
-        chunks: list[bytes] = []
-        await self.stream_log(namespace, pod, container, chunks.append, None, limit_bytes, window)
-        return b"".join(chunks).decode(errors="replace")
-
     async def stream_log(
         self,
         namespace: str,
@@ -440,31 +433,6 @@ class Kube:
         finally:
             resp.release()
 
-    async def follow_log(
-        self, namespace: str, pod: str, container: str, window: Window = None
-    ) -> AsyncGenerator[str, None]:
-        """A pod's log line by line as the container writes it (`follow=true`), from its start;
-        it ends when the container ends. Read in chunks, so a line of any length is shown (one
-        over 1 MiB cut, with a mark: kube/loglines.py). Close it (`aclosing`) when leaving
-        early."""
-        resp = await self.api.request(
-            "GET",
-            _core("pods", namespace, pod, "log"),
-            query={"container": container, "follow": True, **(window or LogWindow()).query()},
-            timeout=aiohttp.ClientTimeout(total=None),  # as long as the step runs
-        )
-        if resp.status >= 300:
-            await _json(resp)  # raises ApiError
-        lines = loglines.LineCutter()
-        try:
-            async for chunk in resp.content.iter_any():
-                for line in lines.feed(chunk):
-                    yield line
-            for line in lines.end():
-                yield line
-        finally:
-            resp.release()
-
     # -- workspace claims ------------------------------------------------------------------------
 
     async def create_pvc(self, namespace: str, body: Obj) -> Obj:
@@ -477,12 +445,6 @@ class Kube:
         await self._delete(_core("persistentvolumeclaims", namespace, name))
 
     # -- events ----------------------------------------------------------------------------------
-
-    async def list_events(self, namespace: str, name: str) -> list[Obj]:
-        return await self._list(
-            _core("events", namespace),
-            fieldSelector=f"involvedObject.name={name},involvedObject.kind=Plan",
-        )
 
     async def create_event(self, namespace: str, body: Obj) -> None:
         """Post an Event; the answer (the Event as stored) is not read: nothing uses it, and
