@@ -1,6 +1,6 @@
 """The plan language as data: typed models and document parsing (no Kubernetes, no I/O)."""
 
-from planops.api.attempt_models import ResourceList, Resources
+from planops.api.attempt_models import ResourceList, Resources, RetryBackoff
 from planops.api.capsule_models import CapsuleSpec, Tool
 from planops.api.documents import (
     API_GROUP,
@@ -24,6 +24,7 @@ __all__ = [
     "Problem",
     "ResourceList",
     "Resources",
+    "RetryBackoff",
     "Step",
     "Tool",
     "parse_document",

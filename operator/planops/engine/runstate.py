@@ -15,8 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from planops.api.attempt_models import RetryBackoff
-from planops.api.models import PlanSpec
+from planops.api import PlanSpec, RetryBackoff
 from planops.engine import conditions, finally_steps, step_files, templates
 from planops.engine.bodyrun import Bodies
 from planops.engine.budget import TextBudget
