@@ -11,7 +11,7 @@ import base64
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from planops.store import Repository, RunKeys, Store
 from tests.cluster.s3 import S3, server
 from tests.conftest import Kube
 from tests.e2e.conftest import Operator, capsule, plan, start_operator, wait_plan
+from tests.e2e.test_retention import _until  # the wait that prints the operator's log
 
 pytestmark = [pytest.mark.cluster, pytest.mark.node, pytest.mark.artifacts]
 
@@ -28,15 +29,6 @@ PREFIX = "e2e"
 #: ~390 KB: past the output's cap (64 KiB by default), so the stored log is more than the record
 LINES = 6000
 LONG_STEP = {"id": "a", "shell": f"sh -c 'seq -w 1 {LINES} | sed s/$/-{'x' * 50}/'"}
-
-
-def _until(what: str, check: Callable[[], Any], timeout: float, op: Operator) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if got := check():
-            return got
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}\n{op.logs()[-4000:]}")
 
 
 def _secret(name: str, ns: str, access: str, secret: str) -> dict[str, Any]:

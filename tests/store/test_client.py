@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from planops.store import Repository, RunKeys, Store, StoreError
+from planops.store.urls import expires_at
 from tests.cluster.s3 import S3
 
 pytestmark = [pytest.mark.cluster, pytest.mark.artifacts]
@@ -92,6 +93,9 @@ def test_presigned_get_and_put(store: Store, keys: RunKeys) -> None:
     urllib.request.urlopen(put, timeout=10).close()
     with urllib.request.urlopen(store.presign_get(key, timedelta(minutes=5)), timeout=10) as r:
         assert r.read() == b"hi"
+    # the URL says when it expires (store.urls): what re-signing reads
+    at = expires_at(store.presign_get(key, timedelta(minutes=5)))
+    assert at is not None and abs(at - (time.time() + 300)) < 30
     # the URL names one key: another key with the same signature is refused
     other = store.presign_get(key, timedelta(minutes=5)).replace("/up?", "/other?")
     with pytest.raises(urllib.error.HTTPError) as got:

@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from planops.api.artifact_models import ArtifactRepository
+from planops.api.artifact_models import ArtifactGC, ArtifactRepository
 from planops.api.capsule_models import CapsuleSpec
 from planops.kube.manifests import PlanRef
 from planops.reconciler.effects.stored_logs import StoredLogs
@@ -135,3 +135,45 @@ def test_a_store_that_is_down_never_holds_the_reconcile(
     assert handed_over < 2.0  # the reconcile's share: the log's copy, not the upload
     assert stored.uploads.failed == 1
     assert f"127.0.0.1:{port}" in caplog.text
+
+
+def test_runs_dropped_from_the_history_take_their_objects_but_never_an_unarchived_one(
+    s3_store: S3,
+) -> None:
+    kube, ref = _setup(s3_store, s3_store.secret_key)
+    stored = StoredLogs(kube, _repo(s3_store.endpoint, s3_store.bucket), OPERATOR_NS)
+    reader = _reader(s3_store)
+    runs = {r: RunKeys("logs-test", "team-a", ref.uid, r) for r in ("r1", "r2", "r3", "r4")}
+    for k in runs.values():
+        reader.put_bytes(k.log("s", 1), b"log")
+    plan = {"metadata": {"namespace": "team-a", "name": "p", "uid": ref.uid}, "spec": {}}
+    dropped = [
+        {"id": "r1", "phase": "Succeeded", "archived": True},
+        {"id": "r2", "phase": "Succeeded"},  # not archived yet
+        {"id": "r3", "phase": "Failed", "archived": True},  # the new run's own id
+    ]
+
+    async def go(archive: bool) -> None:
+        await stored.forget_runs(plan, dropped, "r3", archive)
+        await stored.uploads.drain(timeout=60)
+
+    asyncio.run(go(archive=True))
+    left = {k.key.split("/")[3] for k in reader.list(runs["r1"].plan_prefix)}
+    assert left == {"r2", "r3", "r4"}  # r1 deleted; r2 waits for the archive; r3 is the new run
+    asyncio.run(go(archive=False))
+    left = {k.key.split("/")[3] for k in reader.list(runs["r1"].plan_prefix)}
+    assert left == {"r3", "r4"}
+    # Never keeps them
+    keep = _repo(s3_store.endpoint, s3_store.bucket).model_copy(
+        update={"artifact_gc": ArtifactGC(strategy="Never")}
+    )
+    kept = StoredLogs(kube, keep, OPERATOR_NS)
+    asyncio.run(kept.forget_plan(plan))
+    assert {k.key.split("/")[3] for k in reader.list(runs["r1"].plan_prefix)} == {"r3", "r4"}
+
+    async def all_runs() -> None:
+        await stored.forget_plan(plan)
+        await stored.uploads.drain(timeout=60)
+
+    asyncio.run(all_runs())
+    assert reader.list(runs["r1"].plan_prefix) == []

@@ -53,9 +53,10 @@ class ArtifactGC(Model):
 
     strategy: Literal["OnRunDeletion", "Never"] = Field(
         default="OnRunDeletion",
-        description="OnRunDeletion (default): a Plan's stored objects go when the operator "
-        "deletes the Plan (its ttlSecondsAfterFinished), never before the archive holds its "
-        "run when the archive is on. Never: kept (the bucket's own lifecycle rules decide).",
+        description="OnRunDeletion (default): a run's stored objects go when the operator "
+        "deletes its Plan (ttlSecondsAfterFinished) or drops the run from the Plan's history "
+        "(historyLimit), never before the archive holds the run when the archive is on. "
+        "Never: kept (the bucket's own lifecycle rules decide).",
     )
 
 

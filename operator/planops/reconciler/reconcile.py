@@ -269,6 +269,7 @@ class Reconciler:
             archived=self.archived,
         )
         await self._act.delete(v.ref.namespace, deletes)
+        await self._reads.forget_runs(v.plan, rep.dropped, rep.new_run, self.archive)
         return history
 
     async def _author(self, obj: Obj, namespace: str, capsule: str) -> authors.Refusal | None:

@@ -344,6 +344,11 @@ class Reads:
         if self.stored is not None:
             await self.stored.forget_plan(plan)
 
+    async def forget_runs(self, plan: Obj, dropped: list[Obj], new_run: str, archive: bool) -> None:
+        """Runs the history dropped: their stored objects go too (StoredLogs.forget_runs)."""
+        if self.stored is not None:
+            await self.stored.forget_runs(plan, dropped, new_run, archive)
+
     async def _fetch_log(
         self, namespace: str, pod: str, feed: Callable[[bytes], None], stream: str | None
     ) -> None:

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import logging
 import os
 import tempfile
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +31,7 @@ from planops.api.capsule_models import CapsuleSpec
 from planops.kube import manifests
 from planops.kube.api import KubeApi
 from planops.kube.errors import ApiError
+from planops.reconciler.history import run_history
 from planops.reconciler.run.observe import Observed
 from planops.reconciler.run.step_logs import READ_LIMIT
 from planops.store import keys as keys_
@@ -38,6 +41,8 @@ from planops.store.client import Repository, Store
 
 log = logging.getLogger("planops.reconciler")
 Obj = dict[str, Any]
+#: a credentials Secret is read again after this long (a rotated key is used within it)
+SECRET_SECONDS = 30.0
 
 
 @dataclass
@@ -50,6 +55,8 @@ class StoredLogs:
     uploads: Uploads = field(default_factory=Uploads)
     #: a client per (repository, Secret resourceVersion)
     _stores: dict[tuple[str, str], Store] = field(default_factory=dict)
+    #: Secrets as last read, and when (monotonic)
+    _secrets: dict[str, tuple[float, Obj | None]] = field(default_factory=dict)
 
     def wanted(self, capsule: CapsuleSpec) -> bool:
         return capsule.artifact_repository is not None or self.default is not None
@@ -62,13 +69,7 @@ class StoredLogs:
         if chosen is None:
             raise repositories.RepositoryError("no artifact repository")
         spec = chosen.spec
-        try:
-            secret = await self.kube.get_secret(
-                self.secrets_namespace, spec.credentials_secret.name
-            )
-        except ApiError as e:  # Forbidden: not one the chart names
-            log.info("credentials Secret unreadable: %s", e)
-            secret = None
+        secret = await self._secret(spec.credentials_secret.name)
         access, secret_key = repositories.credentials(
             chosen, secret, self.secrets_namespace, namespace
         )
@@ -92,15 +93,27 @@ class StoredLogs:
             self._stores[cache_key] = found
         return found
 
+    async def _secret(self, name: str) -> Obj | None:
+        """A Secret of the operator's namespace, read at most every SECRET_SECONDS (a settle
+        of many steps asks once); None when missing or not readable (Forbidden: not one the
+        chart names)."""
+        now = time.monotonic()
+        held = self._secrets.get(name)
+        if held is not None and now - held[0] < SECRET_SECONDS:
+            return held[1]
+        try:
+            found = await self.kube.get_secret(self.secrets_namespace, name)
+        except ApiError as e:
+            log.info("Secret %s/%s unreadable: %s", self.secrets_namespace, name, e)
+            found = None
+        self._secrets[name] = (now, found)
+        return found
+
     async def _ca_file(self, spec: ArtifactRepository) -> str:
         """The repository's CA bundle (its caSecret's ca.crt) in a file of the operator's own;
         raises RepositoryError naming the Secret when it cannot be read."""
         name = spec.ca_secret or ""
-        try:
-            secret = await self.kube.get_secret(self.secrets_namespace, name)
-        except ApiError as e:
-            log.info("CA Secret unreadable: %s", e)
-            secret = None
+        secret = await self._secret(name)
         encoded = ((secret or {}).get("data") or {}).get("ca.crt")
         if not encoded:
             raise repositories.RepositoryError(
@@ -163,6 +176,24 @@ class StoredLogs:
         history.retention waits): every run's objects go too, in the background, unless its
         repository keeps them (`artifactGC.strategy: Never`). A failure is logged, naming the
         repository; the objects are then the bucket's lifecycle rules' to remove."""
+        await self._gc(plan, None)
+
+    async def forget_runs(self, plan: Obj, dropped: list[Obj], new_run: str, archive: bool) -> None:
+        """Runs a new run dropped from the Plan's history (historyLimit): their objects go
+        too, but the new run's own id's (an earlier run of that id: the new run writes there)
+        and, with the archive on, a run it does not hold yet."""
+        runs = [
+            e["id"]
+            for e in dropped
+            if isinstance(e.get("id"), str)
+            and e["id"] != new_run
+            and not (archive and run_history.waits_for_archive(e))
+        ]
+        if runs:
+            await self._gc(plan, runs)
+
+    async def _gc(self, plan: Obj, runs: list[str] | None) -> None:
+        """Deletes, in the background, the objects of `runs` of the Plan (None: all its runs)."""
         meta = plan.get("metadata") or {}
         namespace, uid = meta.get("namespace", ""), meta.get("uid", "")
         capsule_name = ((plan.get("spec") or {}).get("capsule")) or "default"
@@ -176,11 +207,17 @@ class StoredLogs:
             return
         try:
             store = await self.store_for(namespace, capsule_name, capsule)
-            prefix = keys_.plan_prefix(store.repo.key_prefix, namespace, uid)
+            at = store.repo.key_prefix
+            prefixes = (
+                [keys_.plan_prefix(at, namespace, uid)]
+                if runs is None
+                else [keys_.RunKeys(at, namespace, uid, r).run_prefix for r in runs]
+            )
         except (repositories.RepositoryError, keys_.BadKeyError, ValueError) as e:
             log.warning("objects of %s/%s are not deleted: %s", namespace, meta.get("name"), e)
             return
-        self.uploads.submit(f"delete {prefix}", lambda: store.delete_prefix(prefix), _nothing)
+        for p in prefixes:
+            self.uploads.submit(f"delete {p}", functools.partial(store.delete_prefix, p), _nothing)
 
     async def _capsule(self, namespace: str, name: str) -> CapsuleSpec | None:
         try:
