@@ -27,13 +27,14 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from planops import metrics
 from planops.api import CapsuleSpec, PlanSpec, names
-from planops.engine import Report, budget
+from planops.engine import Report, budget, capsule_name
 from planops.kube import manifests
 from planops.kube.api import KubeApi, ScheduleApi
 from planops.kube.cache import RunObjects, WatchCache
 from planops.kube.errors import ApiError, ErrorKind
 from planops.kube.events import Poster, Recorder
 from planops.reconciler.effects.bounded import bounded
+from planops.reconciler.effects.files import FileMover
 from planops.reconciler.effects.intents import (
     Create,
     CreateAnswer,
@@ -230,6 +231,8 @@ class Actuator:
     poster: Poster | None = None
     #: a decision's creates in flight at once
     create_concurrency: int = CREATE_CONCURRENCY
+    #: makes the pods of steps that move files (None: such a step fails, saying why)
+    files: FileMover | None = None
 
     # -- a run's attempts ----------------------------------------------------------------------
 
@@ -250,6 +253,11 @@ class Actuator:
             if isinstance(built, str):
                 return CreateAnswer(d, refusal=built)
             body = built
+        elif c.files is not None:  # a step with results or artifacts: the collector's pod
+            made = await self._files_pod(ref, c, spec, body)
+            if isinstance(made, str):
+                return CreateAnswer(d, refusal=made)
+            body = made
         name = body["metadata"]["name"]
         try:
             if c.kind == "plan":
@@ -268,6 +276,13 @@ class Actuator:
             refusal = attempt_objects.squatter(ref, d.kind, name, await get(ref.namespace, name))
             return CreateAnswer(d, refusal=refusal)  # ours (made before a restart), or squatted
         return CreateAnswer(d, created=name)
+
+    async def _files_pod(
+        self, ref: manifests.PlanRef, c: Create, spec: PlanSpec, body: Obj
+    ) -> Obj | str:
+        if self.files is None or c.files is None:
+            return "this operator does not move results or artifacts (no collector image)"
+        return await self.files.pod(ref, c.dispatch, c.files, capsule_name(spec), body)
 
     async def claim(self, namespace: str, body: Obj) -> None:
         """The workspace claim of a run: created once (AlreadyExists: it is there)."""
