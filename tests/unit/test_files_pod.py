@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+from datetime import timedelta
 from functools import partial
 from typing import Any
 
@@ -164,3 +165,64 @@ def test_a_step_with_artifacts_and_no_repository_fails_saying_so_and_creates_not
     assert not [k for (k, _, _) in kube.objects if k == "job"]
     _, answer = creates({"results": [{"name": "v"}]}, None)
     assert answer.refusal is not None and "does not move results" in answer.refusal
+
+
+class _Store:
+    """A repository client that signs nothing it should not (effects.files asks it)."""
+
+    class repo:  # noqa: N801 - the attribute Store has
+        key_prefix = "pre"
+
+    def __init__(self) -> None:
+        self.signed: list[tuple[str, str, timedelta]] = []
+
+    def presign_get(self, key: str, expires: timedelta) -> str:
+        self.signed.append(("GET", key, expires))
+        return f"https://s3/{key}"
+
+    def presign_put(self, key: str, expires: timedelta) -> str:
+        self.signed.append(("PUT", key, expires))
+        return f"https://s3/{key}"
+
+
+class _Stored:
+    def __init__(self, store: _Store) -> None:
+        self.store = store
+
+    async def store_for(self, namespace: str, capsule_name: str, capsule: CapsuleSpec) -> _Store:
+        return self.store
+
+
+def mint(record: ArtifactRecord) -> tuple[_Store, Any]:
+    store = _Store()
+    mover = FileMover(IMAGE, _Stored(store))  # type: ignore[arg-type]
+    step = {
+        "inputs": {"artifacts": [{"from": "{{a.artifacts.dist}}", "path": "in"}]},
+        "outputs": {"artifacts": [{"name": "out", "path": "o"}]},
+    }
+    d = dispatch(step, fetch=((record, "in"),))
+    made = asyncio.run(mover.pod(REF, d, capsule(), "default", job(d)))
+    return store, made
+
+
+def test_an_input_key_outside_the_plans_own_is_never_signed():
+    store, made = mint(RECORD._replace(key="team-a/0a7/r0/a/artifacts/dist"))
+    assert isinstance(made, dict)
+    assert [(m, k) for m, k, _ in store.signed] == [
+        ("PUT", "pre/team-a/0a7/r1/build/artifacts/out"),
+        ("GET", "pre/team-a/0a7/r0/a/artifacts/dist"),  # an earlier run of the same Plan
+    ]
+    for key in (
+        "team-b/0a7/r1/a/artifacts/dist",
+        "team-a/0b8/r1/a/artifacts/dist",
+        "team-a/0a7/../../team-b/x",
+    ):
+        store, made = mint(RECORD._replace(key=key))
+        assert isinstance(made, str) and "is not this Plan's" in made, key
+        assert not [k for m, k, _ in store.signed if m == "GET"]
+
+
+def test_urls_live_as_long_as_the_jobs_deadline():
+    store, made = mint(RECORD._replace(key="team-a/0a7/r1/a/artifacts/dist"))
+    deadline = made["spec"]["activeDeadlineSeconds"]
+    assert {e for _, _, e in store.signed} == {timedelta(seconds=deadline, minutes=10)}
