@@ -87,9 +87,10 @@ def _conditions(status: Obj, kinds: tuple[str, ...]) -> list[Any]:
 
 
 def _first_container_state(status: Obj) -> list[Any]:
-    """A pod's first container's state (observe reads only the first: a step has one), and an
-    empty entry for each other container (observe counts them: a pod of more than one is not
-    settled by its first container alone)."""
+    """A pod's first container's state and name (observe reads only the first: a step has one,
+    or a step that moves files the collector `collect`), and an empty entry for each other
+    container (observe counts them: a pod of more than one is not settled by its first
+    container alone)."""
     found = status.get("containerStatuses")
     if not isinstance(found, list) or not found:
         return []

@@ -10,7 +10,11 @@ A pod that cannot start (image pull, bad config) would otherwise sit until the d
 "stuck Running" complaint): it fails the attempt at once, with the kubelet's reason; so does one
 whose step container waits for a service (a sidecar, kube.step_pod) that cannot start or keeps
 crashing before it is ready. Sidecars are init containers: `containerStatuses` hold the step's
-container alone, so "its one container exited 0" settles a pod with services too.
+container alone, so "its one container exited 0" settles a pod with services too. A step that
+moves files (kube.files_pod) is the init container `step` (its exit code, reason and error read
+from it), and its pod settles when the collector `collect`, its one container, exited 0; a
+failed `fetch` or `collect` fails the attempt with the collector's message, and `collect`'s
+message (`Observed.collected`) carries the results and artifacts (reconciler.run.moved).
 
 Never raises on what it reads: labels, annotations (and a child Plan's status) can be written by
 anyone allowed to edit the objects. An object whose labels do not name an attempt of ours (no
