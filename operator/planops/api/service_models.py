@@ -25,6 +25,8 @@ from planops.api.models import Resources
 
 #: the container of the step's own command (kube.manifests.CONTAINER): no service is named so
 STEP_CONTAINER = "step"
+#: the containers of a step pod that moves files (kube.files_pod): no service is named so either
+MOVER_CONTAINERS = ("fetch", "collect")
 
 
 class ServicePort(Model):
@@ -174,6 +176,10 @@ class Service(Model):
     def _not_the_step(cls, value: str) -> str:
         if value == STEP_CONTAINER:
             raise ValueError(f"a service is not named {STEP_CONTAINER!r} (the step's container)")
+        if value in MOVER_CONTAINERS:
+            raise ValueError(
+                f"a service is not named {value!r} (a container of the step pods that move files)"
+            )
         return value
 
     @field_validator("resources")

@@ -147,6 +147,8 @@ def _terminated(status: Obj) -> Obj:
 def _mover_error(pod: Obj | None) -> str | None:
     """Why the pod's `fetch` or `collect` failed (the collector's message says: a store down,
     an artifact past its bound, a wrong checksum), when one did."""
+    if not _moving(pod):  # not a pod that moves files (a service is never named so)
+        return None
     for name, status in ((FETCH, _init(pod, FETCH)), (COLLECT, _moving(pod))):
         term = _terminated(status)
         if term and (term.get("exitCode") != 0 or term.get("signal")):
