@@ -126,7 +126,7 @@ class Service(Model):
         pattern=DNS_LABEL_PATTERN,
         max_length=63,
         description="The name steps list it by (services); its container's name, and a host "
-        "name of the step's pod (127.0.0.1). Not `step`.",
+        "name of the step's pod (127.0.0.1). Not `step`, `fetch` or `collect`.",
     )
     image: str = Field(
         max_length=512,
