@@ -119,10 +119,35 @@ def place(stored: IO[bytes], target: Path, directory: bool) -> None:
 
         target.mkdir(parents=True, exist_ok=True)
         with tarfile.open(fileobj=stored) as tar:
-            tar.extractall(target, filter="data")
+            if hasattr(tarfile, "data_filter"):
+                tar.extractall(target, filter="data")
+            else:  # a Python before PEP 706 (Debian bookworm's 3.11.2: the operator's image)
+                _extract_checked(tar, target)
     else:
         with target.open("wb") as out:
             shutil.copyfileobj(stored, out, _CHUNK)
+
+
+def _extract_checked(tar: Any, target: Path) -> None:
+    """What tarfile's `data` filter does, for a Python without it: every member inside
+    `target`, only files, directories and links that stay inside it, no special bits."""
+    root = target.resolve()
+    for member in tar.getmembers():
+        where = (root / member.name).resolve()
+        if not where.is_relative_to(root):
+            raise MoveError(f"{member.name}: leads out of the artifact's directory: not placed")
+        if not (member.isfile() or member.isdir() or member.issym() or member.islnk()):
+            raise MoveError(f"{member.name}: not a file, a directory or a link: not placed")
+        if member.issym() or member.islnk():
+            base = where.parent if member.issym() else root
+            if os.path.isabs(member.linkname) or not (
+                (base / member.linkname).resolve().is_relative_to(root)
+            ):
+                raise MoveError(f"{member.name}: a link out of the artifact: not placed")
+        member.mode = (member.mode & 0o755) | (0o700 if member.isdir() else 0o600)
+        member.uid = member.gid = 0
+        member.uname = member.gname = ""
+        tar.extract(member, root, set_attrs=not member.issym(), numeric_owner=True)
 
 
 def results(config: dict[str, Any]) -> dict[str, Any]:

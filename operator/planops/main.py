@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from planops import __version__
 from planops.api import quantity
 from planops.api.limits import MAX_STEPS
 from planops.api.pod_models import BASELINE_CAPABILITIES
@@ -172,6 +173,13 @@ def _parser() -> argparse.ArgumentParser:
         "--artifact-secrets-namespace",
         metavar="NS",
         help="the namespace of the repositories' credentials Secrets (default: the pod's own)",
+    )
+    store.add_argument(
+        "--collector-image",
+        metavar="IMAGE",
+        default=f"ghcr.io/planops/operator:{__version__}",
+        help="the image of the step pods' collector, which moves results and artifacts: the "
+        "operator's own (the chart passes its image; default: %(default)s)",
     )
     p.add_argument(
         "--ttl-seconds-after-finished",
@@ -404,7 +412,6 @@ def main(argv: list[str] | None = None, *, run: Callable[..., Any] | None = None
         max_memory=args.max_memory,
         needs_image=True,
         profiles=profile_caps(args),
-        moves_files=False,  # the step pods' collector is not wired yet (docs/artifacts.md)
         # the chart's default repository grants one to every Capsule (engine.step_files)
         artifact_repository=args.artifact_repository is not None,
     )
@@ -425,6 +432,7 @@ def main(argv: list[str] | None = None, *, run: Callable[..., Any] | None = None
     CONFIG.archive_queue = args.archive_queue
     CONFIG.ttl_seconds_after_finished = args.ttl_seconds_after_finished
     CONFIG.artifact_repository = _artifact_repository(parser, args.artifact_repository)
+    CONFIG.collector_image = args.collector_image
     if args.artifact_repository or args.artifact_secrets_namespace:
         CONFIG.artifact_secrets_namespace = args.artifact_secrets_namespace or _own_namespace()
     CONFIG.namespaces = list(args.namespace)

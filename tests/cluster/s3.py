@@ -80,8 +80,8 @@ class S3:
 class Store:
     """One `weed server` (master, volume, filer, S3 gateway) in `root`."""
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
+    def __init__(self, root: Path, ip: str = "127.0.0.1") -> None:
+        self.root, self.ip = root, ip  # ip: the node's, for a store the step pods reach
         self.state = root / "store.json"
 
     def start(self) -> S3:
@@ -92,7 +92,7 @@ class Store:
                 return s3
         master, master_g, volume, volume_g, filer, filer_g, s3_port, s3_g = _free_ports(8)
         s3 = S3(
-            endpoint=f"http://127.0.0.1:{s3_port}",
+            endpoint=f"http://{self.ip}:{s3_port}",
             bucket=BUCKET,
             access_key="planops" + secrets.token_hex(4),
             secret_key=secrets.token_hex(20),
@@ -106,8 +106,8 @@ class Store:
             str(weed_binary()),
             "server",
             f"-dir={self.root / 'data'}",
-            "-ip=127.0.0.1",
-            "-ip.bind=127.0.0.1",
+            f"-ip={self.ip}",
+            f"-ip.bind={self.ip}",
             f"-master.port={master}",
             f"-master.port.grpc={master_g}",
             "-master.telemetry=false",
@@ -240,10 +240,10 @@ def make_bucket(s3: S3) -> None:
 
 
 @contextlib.contextmanager
-def server() -> Iterator[S3]:
-    """A started store in a fresh directory; stopped and removed afterwards."""
+def server(ip: str = "127.0.0.1") -> Iterator[S3]:
+    """A started store in a fresh directory (listening on `ip`); stopped and removed afterwards."""
     root = Path(tempfile.mkdtemp(prefix="planops-s3-"))
-    store = Store(root)
+    store = Store(root, ip)
     try:
         yield store.start()
     finally:

@@ -134,6 +134,22 @@ def start_operator(kubeconfig: str, namespaces: list[str], log: Path, *extra: st
     raise AssertionError(f"the operator did not become healthy:\n{op.logs()[-3000:]}")
 
 
+def operator_image_on_node(kubeconfig: str, name: str | None = None) -> str:
+    """image/build, imported into the node's containerd (cached base: seconds; cold: minutes),
+    as `name` (default: the release tag); its name."""
+    sock = Path(kubeconfig).parent / "run" / "containerd.sock"
+    env = {**os.environ, "PLANOPS_IMAGE_NAME": name} if name else None
+    done = subprocess.run(
+        [str(ROOT / "image" / "build"), "--import", str(sock)],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return name or done.stdout.strip()
+
+
 @pytest.fixture(scope="session")
 def crds(kube: Kube) -> None:
     with cluster_lock(kube.kubeconfig, "crds"):  # every xdist worker applies them at its start

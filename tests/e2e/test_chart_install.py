@@ -10,13 +10,12 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import ROOT, Kube
-from tests.e2e.conftest import capsule, plan, steps, wait_plan
+from tests.e2e.conftest import capsule, operator_image_on_node, plan, steps, wait_plan
 
 # pytest -n: one worker runs it, with the other cluster-wide tests (tests/xdist_groups.py)
 pytestmark = [pytest.mark.cluster, pytest.mark.node]
@@ -34,15 +33,7 @@ def _helm(helm: str, kubeconfig: str, *args: str, timeout: float = 300) -> str:
 @pytest.fixture(scope="module")
 def operator_image(kubeconfig: str, node: dict[str, Any]) -> str:
     """image/build, imported into the node's containerd (cached base: seconds; cold: minutes)."""
-    sock = Path(kubeconfig).parent / "run" / "containerd.sock"
-    done = subprocess.run(
-        [str(ROOT / "image" / "build"), "--import", str(sock)],
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    return done.stdout.strip()
+    return operator_image_on_node(kubeconfig)
 
 
 class Release:

@@ -88,6 +88,7 @@ def test_the_operator_pod_is_restricted_and_its_flags_come_from_the_values(helm:
     assert "--max-cpu=2" in args and "--max-memory=4Gi" in args and "--workers=5" in args
     assert "--allowed-images=registry.example/*,ghcr.io/planops/*" in args
     assert "--all-namespaces" in args
+    assert f"--collector-image={c['image']}" in args  # the step pods' collector: this image
     parsed = _parser().parse_args(args)  # the operator accepts every flag the chart passes
     assert parsed.max_cpu == "2" and parsed.workers == 5 and parsed.all_namespaces
     assert parsed.history_report_bytes == 1048576 and parsed.create_concurrency == 32

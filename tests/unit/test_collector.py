@@ -7,17 +7,21 @@ from __future__ import annotations
 
 import hashlib
 import http.server
+import io
 import json
 import os
 import socket
 import subprocess
 import sys
+import tarfile
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from planops import collector as mover
 
 
 class _Store(http.server.BaseHTTPRequestHandler):
@@ -199,3 +203,34 @@ def test_results_past_the_bound_name_the_one_that_crossed_it(tmp_path):
     done, message, _ = collector("collect", config, tmp_path / "msg")
     assert done.returncode == 0
     assert message == {"results": {"a": "small"}, "over": "b", "artifacts": []}
+
+
+@pytest.fixture
+def no_data_filter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Python before PEP 706 (the operator image's Debian 3.11.2 has no `filter`)."""
+    monkeypatch.delattr(tarfile, "data_filter", raising=False)
+
+
+def test_a_directory_is_unpacked_without_the_data_filter(tmp_path: Path, no_data_filter: None):
+    source = tmp_path / "d"
+    (source / "sub").mkdir(parents=True)
+    (source / "sub" / "y").write_text("deep\n")
+    (source / "link").symlink_to("sub/y")
+    raw = io.BytesIO()
+    out = mover.Bounded(raw, "artifact 'd'", 1 << 20)
+    mover.pack(source, out, True)
+    raw.seek(0)
+    mover.place(raw, tmp_path / "got", True)
+    assert (tmp_path / "got" / "sub" / "y").read_text() == "deep\n"
+    assert os.readlink(tmp_path / "got" / "link") == "sub/y"
+    # a member out of the directory, or a link out of it: refused, nothing placed out
+    for name, kind, link in (("../evil", tarfile.REGTYPE, ""), ("l", tarfile.SYMTYPE, "/etc")):
+        bad = io.BytesIO()
+        with tarfile.open(fileobj=bad, mode="w") as tar:
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = kind, link
+            tar.addfile(info, io.BytesIO(b""))
+        bad.seek(0)
+        with pytest.raises(mover.MoveError, match="not placed"):
+            mover.place(bad, tmp_path / "other", True)
+    assert not (tmp_path / "evil").exists()

@@ -283,3 +283,59 @@ def test_a_container_that_exited_0_settles_its_attempt_before_the_kubelet_writes
     assert job_attempt(running, p).status is None
     p["status"]["phase"] = "Running"
     assert job_attempt(running, p).status == "success"
+
+
+# -- a pod that moves files (kube.files_pod): the step is the init container `step` -----------
+
+
+def files_pod(step: dict[str, Any], collect: dict[str, Any] | None, phase: str) -> dict[str, Any]:
+    p = pod("j-1", "job-uid", "2026-01-01T00:00:00Z")
+    p["status"] = {
+        "phase": phase,
+        "initContainerStatuses": [{"name": "step", "state": step}],
+        "containerStatuses": [{"name": "collect", "state": collect or {"waiting": {}}}],
+    }
+    return p
+
+
+def test_a_files_pod_settles_on_its_collector_and_reads_the_step_from_its_init_container():
+    running = job("j", "job-uid")
+    running["status"] = {"active": 1}
+    step = {"terminated": {"exitCode": 0, "finishedAt": "2026-01-01T00:00:03Z", "message": "o"}}
+    said = '{"results":{"v":"1"},"artifacts":[]}'
+    # the step exited 0 but the collector has not ended: not settled
+    assert job_attempt(running, files_pod(step, {"running": {}}, "Running")).status is None
+    collect = {"terminated": {"exitCode": 0, "message": said}}
+    observed = job_attempt(running, files_pod(step, collect, "Running"))
+    assert observed.status == "success" and observed.collected == said
+    assert observed.termination_message == "o" and observed.finished_at == 1767225603.0
+
+
+def test_a_files_pod_fails_with_the_steps_exit_code_or_the_collectors_message():
+    step = {"terminated": {"exitCode": 3}}
+    assert job_attempt(failed_job(), files_pod(step, None, "Failed")).error == "exit code 3"
+    ok = {"terminated": {"exitCode": 0}}
+    said = '{"results":{},"error":"artifact \'dist\': the artifact repository cannot be reached"}'
+    collect = {"terminated": {"exitCode": 1, "message": said}}
+    observed = job_attempt(failed_job(), files_pod(ok, collect, "Failed"))
+    assert observed.status == "failed"
+    assert observed.error == (
+        "collect failed: artifact 'dist': the artifact repository cannot be reached"
+    )
+
+
+def test_a_files_pod_whose_fetch_failed_names_it():
+    p = files_pod({"waiting": {"reason": "PodInitializing"}}, None, "Failed")
+    fetch = {"terminated": {"exitCode": 1, "message": '{"error":"input artifact \'x\': bad"}'}}
+    p["status"]["initContainerStatuses"].insert(0, {"name": "fetch", "state": fetch})
+    assert job_attempt(failed_job(), p).error == "fetch failed: input artifact 'x': bad"
+
+
+def test_a_collector_that_cannot_start_fails_the_attempt_at_once():
+    running = job("j", "job-uid")
+    running["status"] = {"active": 1}
+    done = {"terminated": {"exitCode": 0}}
+    pull = {"waiting": {"reason": "ErrImageNeverPull", "message": "no image"}}
+    observed = job_attempt(running, files_pod(done, pull, "Running"))
+    assert observed.status == "failed" and observed.stuck
+    assert observed.error == "cannot start: ErrImageNeverPull: no image"

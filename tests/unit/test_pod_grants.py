@@ -289,6 +289,8 @@ def test_a_step_that_asks_for_nothing_costs_nothing_here(monkeypatch: pytest.Mon
         ({"securityProfiles": [PROFILES[0], PROFILES[0]]}, "securityProfiles name declared twice"),
         ({"services": [PG, PG]}, "services name declared twice: pg"),
         ({"services": [{**PG, "name": "step"}]}, "a service is not named 'step'"),
+        ({"services": [{**PG, "name": "collect"}]}, "a service is not named 'collect'"),
+        ({"services": [{**PG, "name": "fetch"}]}, "a service is not named 'fetch'"),
         (
             {"services": [{**PG, "securityProfile": "ghost"}]},
             "service 'pg': securityProfile 'ghost' is not one of the Capsule's securityProfiles",

@@ -567,3 +567,22 @@ def test_what_settled_before_a_refusal_is_told_with_what_settled_after_it():
     intents = advance(step, no)
     assert [r.step_id for r in step.settled] == ["z", "a"]
     assert events(intents) == ["CallDenied", "StepSucceeded", "StepFailed", "PlanSucceeded"]
+
+
+def test_only_a_step_that_moves_files_asks_for_the_collectors_pod():
+    """A step without results or artifacts: its Job as manifests.job makes it (today's one
+    container, byte for byte); one with results: marked for the actuator (effects.files)."""
+    spec = plan(
+        {"id": "a", "shell": "true"}, {"id": "b", "shell": "true", "results": [{"name": "v"}]}
+    )
+    cap = capsule(image="busybox:1")
+    step = core.plan_step(situation(spec, cap))
+    plain, files = step.decide()
+    assert plain.files is None and files.files == cap
+    s = situation(spec, cap)
+    d = plain.dispatch
+    timeout = rules.attempt_timeout(d, cap, s.policy, NOW)
+    today = manifests.job(REF, d, cap, "busybox:1", timeout_seconds=timeout)
+    assert json.dumps(plain.body, sort_keys=True) == json.dumps(today, sort_keys=True)
+    assert [c["name"] for c in plain.body["spec"]["template"]["spec"]["containers"]] == ["step"]
+    assert "initContainers" not in plain.body["spec"]["template"]["spec"]

@@ -404,4 +404,5 @@ def test_the_operators_default_repository_is_the_grant_its_validation_reads(monk
         monkeypatch.setattr(CONFIG, "policy", None)
         main_.main([*argv, "--artifact-secrets-namespace", "ops"], run=lambda *a, **k: None)
         assert CONFIG.policy.artifact_repository is granted
-        assert CONFIG.policy.moves_files is False  # until its step pods move files
+        assert CONFIG.policy.moves_files is True  # the step pods' collector moves them
+        assert CONFIG.collector_image == "ghcr.io/planops/operator:0.1.0"

@@ -25,6 +25,8 @@ from planops.api.labels import DNS_LABEL_PATTERN
 
 #: the container of the step's own command (kube.manifests.CONTAINER): no service is named so
 STEP_CONTAINER = "step"
+#: the containers of a step pod that moves files (kube.files_pod): no service is named so either
+MOVER_CONTAINERS = ("fetch", "collect")
 
 
 class ServicePort(Model):
@@ -124,7 +126,7 @@ class Service(Model):
         pattern=DNS_LABEL_PATTERN,
         max_length=63,
         description="The name steps list it by (services); its container's name, and a host "
-        "name of the step's pod (127.0.0.1). Not `step`.",
+        "name of the step's pod (127.0.0.1). Not `step`, `fetch` or `collect`.",
     )
     image: str = Field(
         max_length=512,
@@ -174,6 +176,10 @@ class Service(Model):
     def _not_the_step(cls, value: str) -> str:
         if value == STEP_CONTAINER:
             raise ValueError(f"a service is not named {STEP_CONTAINER!r} (the step's container)")
+        if value in MOVER_CONTAINERS:
+            raise ValueError(
+                f"a service is not named {value!r} (a container of the step pods that move files)"
+            )
         return value
 
     @field_validator("resources")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from planops import __version__
 from planops.api.artifact_models import ArtifactRepository
 from planops.engine import Policy
 from planops.reconciler import (
@@ -45,6 +46,8 @@ class Config:
     # namespace of the credentials Secrets (None: no repository at all)
     artifact_repository: ArtifactRepository | None = None
     artifact_secrets_namespace: str | None = None
+    #: the step pods' collector (planops.collector): the operator's own image
+    collector_image: str = f"ghcr.io/planops/operator:{__version__}"
     # a finished Plan's TTL when its spec sets none (reconciler.history.retention; None: kept)
     ttl_seconds_after_finished: int | None = None
 

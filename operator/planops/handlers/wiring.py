@@ -39,6 +39,7 @@ from planops.kube.leader import GuardedKube, LeaderElector, Timing
 from planops.kube.manifests import full_value
 from planops.kube.queue import Coalescer
 from planops.reconciler import (
+    FileMover,
     Reconciler,
     ScheduleReconciler,
     SlotCounting,
@@ -158,7 +159,8 @@ class Operator:
             archive=self.archiver is not None,
             default_ttl=config.ttl_seconds_after_finished,
             archived=archived if self.archiver is not None else None,  # a TTL waits for it
-            store=self._stored_logs(),
+            store=(stored := self._stored_logs()),
+            files=FileMover(config.collector_image, stored),
         )
 
     def _stored_logs(self) -> StoredLogs | None:

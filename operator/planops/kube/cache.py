@@ -87,18 +87,23 @@ def _conditions(status: Obj, kinds: tuple[str, ...]) -> list[Any]:
 
 
 def _first_container_state(status: Obj) -> list[Any]:
-    """A pod's first container's state (observe reads only the first: a step has one), and an
-    empty entry for each other container (observe counts them: a pod of more than one is not
-    settled by its first container alone)."""
+    """A pod's first container's state and name (observe reads only the first: a step has one,
+    or a step that moves files the collector `collect`), and an empty entry for each other
+    container (observe counts them: a pod of more than one is not settled by its first
+    container alone)."""
     found = status.get("containerStatuses")
     if not isinstance(found, list) or not found:
         return []
-    return [_container_state(found[0]), *({} for _ in found[1:])]
+    first = _container_state(found[0])
+    if isinstance(first, dict) and isinstance(found[0], dict) and "name" in found[0]:
+        first = {"name": _shared(found[0]["name"]), **first}  # `collect`: a pod moving files
+    return [first, *({} for _ in found[1:])]
 
 
-def _waiting_states(found: Any) -> Any:
-    """A pod's init containers (a step's services) as observe reads them: each one's name and
-    why it waits (a list that is not one, or an entry that is not an object, as it was)."""
+def _init_states(found: Any) -> Any:
+    """A pod's init containers (a step's services; the step and its `fetch` in a pod that
+    moves files, kube.files_pod) as observe reads them: each one's name, why it waits or how
+    it ended (a list that is not one, or an entry that is not an object, as it was)."""
     if not isinstance(found, list):
         return found
     out: list[Any] = []
@@ -106,17 +111,7 @@ def _waiting_states(found: Any) -> Any:
         if not isinstance(c, dict):
             out.append(c)
             continue
-        kept = _pick(c, ("name",), ("name",))
-        state = c.get("state")
-        if not isinstance(state, dict):
-            if "state" in c:
-                kept["state"] = state
-        elif "waiting" in state:
-            w = state["waiting"]
-            kept["state"] = {"waiting": _same_or_dropped(w, _pick(w, _WAITING_FIELDS))}
-        else:
-            kept["state"] = {}
-        out.append(kept)
+        out.append({**_pick(c, ("name",), ("name",)), **_container_state(c)})
     return out
 
 
@@ -204,8 +199,8 @@ def slim_run_object(kind: str, obj: Obj) -> Obj:
             kept = _pick(status, ("phase", "reason"), ("phase", "reason"))
             kept["conditions"] = _conditions(status, _POD_CONDITIONS)
             kept["containerStatuses"] = _first_container_state(status)
-            if "initContainerStatuses" in status:  # a step's services (observe: stuck?)
-                kept["initContainerStatuses"] = _waiting_states(status["initContainerStatuses"])
+            if "initContainerStatuses" in status:  # services; a step moving files (observe)
+                kept["initContainerStatuses"] = _init_states(status["initContainerStatuses"])
         out["status"] = kept
     elif "status" in obj:
         out["status"] = status

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from planops.reconciler.effects.actuator import CREATE_CONCURRENCY, StatusApi, StatusWriter
+    from planops.reconciler.effects.files import FileMover
     from planops.reconciler.effects.reads import earlier_run
     from planops.reconciler.effects.stored_logs import StoredLogs
     from planops.reconciler.history.chunks import CHUNK_RECORDS, records_json
@@ -45,6 +46,7 @@ _PUBLIC = {
     "StatusWriter": ("effects.actuator", "StatusWriter"),
     "StatusApi": ("effects.actuator", "StatusApi"),
     "StoredLogs": ("effects.stored_logs", "StoredLogs"),
+    "FileMover": ("effects.files", "FileMover"),
     "job_event_matters": ("run.observe", "job_event_matters"),
     "pod_event_matters": ("run.observe", "pod_event_matters"),
     "controller_uid": ("run.observe", "controller_uid"),
@@ -88,6 +90,7 @@ __all__ = [
     "STATUS_RECORDS",
     "STATUS_RECORDS_MAX",
     "Author",
+    "FileMover",
     "Reconciler",
     "ScheduleReconciler",
     "SlotCounting",

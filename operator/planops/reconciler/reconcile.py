@@ -41,12 +41,8 @@ from planops.kube.client import ApiError
 from planops.kube.errors import ErrorKind
 from planops.kube.events import Poster
 from planops.reconciler.effects import actuator as actuator_
-from planops.reconciler.effects.actuator import (
-    Actuator,
-    ScheduleActuator,
-    StatusWriter,
-    conflict,
-)
+from planops.reconciler.effects.actuator import Actuator, ScheduleActuator, StatusWriter, conflict
+from planops.reconciler.effects.files import FileMover
 from planops.reconciler.effects.intents import Told
 from planops.reconciler.effects.reads import Reads, RunRead, ScheduleReads, earlier_run
 from planops.reconciler.effects.stored_logs import StoredLogs
@@ -105,6 +101,7 @@ class Reconciler:
     default_ttl: int | None = None
     archived: Archived = None
     store: StoredLogs | None = None  # the artifact repository's writes (effects.stored_logs)
+    files: FileMover | None = None  # the pods of steps that move files (effects.files)
     _reads: Reads = field(init=False)
     _status: StatusWriter = field(init=False)
     _act: Actuator = field(init=False)
@@ -123,7 +120,7 @@ class Reconciler:
         self._reads = Reads(self.kube, self.clock, self.plans, self.capsules, self.runs, self.store)
         self._status = StatusWriter(self.kube, self.plans)
         self._act = Actuator(
-            self.kube, self._status, self.runs, self.poster, self.create_concurrency
+            self.kube, self._status, self.runs, self.poster, self.create_concurrency, self.files
         )
         self._judge = Judge(self.policy, self.budget)
         self._book = ReportBook(self.chunk_records, self.status_records)

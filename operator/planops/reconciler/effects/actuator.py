@@ -27,13 +27,14 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from planops import metrics
 from planops.api import CapsuleSpec, PlanSpec, names
-from planops.engine import Dispatch, Report, budget, plan_templates
+from planops.engine import Dispatch, Report, budget, capsule_name, plan_templates
 from planops.kube import manifests
 from planops.kube.api import KubeApi, ScheduleApi
 from planops.kube.cache import RunObjects, WatchCache
 from planops.kube.errors import ApiError, ErrorKind
 from planops.kube.events import Poster, Recorder
 from planops.reconciler.effects.bounded import bounded
+from planops.reconciler.effects.files import FileMover
 from planops.reconciler.effects.intents import (
     Create,
     CreateAnswer,
@@ -231,6 +232,8 @@ class Actuator:
     poster: Poster | None = None
     #: a decision's creates in flight at once
     create_concurrency: int = CREATE_CONCURRENCY
+    #: makes the pods of steps that move files (None: such a step fails, saying why)
+    files: FileMover | None = None
 
     # -- a run's attempts ----------------------------------------------------------------------
 
@@ -255,6 +258,11 @@ class Actuator:
             if isinstance(built, str):
                 return CreateAnswer(d, refusal=built)
             body = built
+        elif c.files is not None:  # a step with results or artifacts: the collector's pod
+            made = await self._files_pod(ref, c, spec, body)
+            if isinstance(made, str):
+                return CreateAnswer(d, refusal=made)
+            body = made
         name = body["metadata"]["name"]
         if c.kind != "plan" and self._ours_cached(ref, name):
             return CreateAnswer(d)  # adopted: made by a reconcile whose status write failed
@@ -290,6 +298,13 @@ class Actuator:
             return None
         ns = namespace if ref.kind == "PlanTemplate" else None
         return await self.kube.get_object(templating.PLURALS[ref.kind], ns, ref.name)
+
+    async def _files_pod(
+        self, ref: manifests.PlanRef, c: Create, spec: PlanSpec, body: Obj
+    ) -> Obj | str:
+        if self.files is None or c.files is None:
+            return "this operator does not move results or artifacts (no collector image)"
+        return await self.files.pod(ref, c.dispatch, c.files, capsule_name(spec), body)
 
     async def claim(self, namespace: str, body: Obj) -> None:
         """The workspace claim of a run: created once (AlreadyExists: it is there)."""

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Protocol
 
+from planops.api import CapsuleSpec
 from planops.engine import Dispatch
 
 Obj = dict[str, Any]
@@ -88,6 +89,8 @@ class Create:
     dispatch: Dispatch
     kind: Literal["job", "plan"]
     build: Callable[[], Obj] | None = None
+    #: a step that moves files: its Capsule (the actuator makes its pod, effects.files)
+    files: CapsuleSpec | None = None
 
     @property
     def body(self) -> Obj | None:

@@ -54,6 +54,7 @@ from planops.reconciler.history.replacing import OtherRuns
 from planops.reconciler.queue import slots
 from planops.reconciler.run import authors, templating
 from planops.reconciler.run import facts as facts_
+from planops.reconciler.run import moved
 from planops.reconciler.run import status as status_
 from planops.reconciler.run.authors import Author
 from planops.reconciler.run.observe import (
@@ -329,6 +330,12 @@ class Reads:
         if self.stored is not None and reading:
             await self.stored.keep(ref, spec.capsule or "default", capsule, reading)
         assembled = facts_.attempts(pending, read, capsule, n, now)
+        if moving := moved.steps_moving_files(spec):  # what their collectors said
+            keys = moved.relative_keys(ref)
+            assembled.attempts = [
+                moved.apply(f, moving[f.step_id], o.collected, keys) if f.step_id in moving else f
+                for f, o in zip(assembled.attempts, pending, strict=True)
+            ]
         attempts = assembled.attempts + facts_.remembered(previous, settled_ids)
         attempts += facts_.vanished(previous, settled_ids, observed, attempts, self.clock())
         facts = Facts(tuple(written.records), tuple(attempts))

@@ -34,6 +34,7 @@ from planops.engine import (
     StepRecord,
     finally_steps,
     keeping,
+    step_files,
     step_kind,
 )
 from planops.engine import dispatch as dispatch_
@@ -158,7 +159,7 @@ class PlanStep:
         if isinstance(build, str):
             self._answered.append(CreateAnswer(d, refusal=build))
             return None
-        return Create(d, "job", build)
+        return Create(d, "job", build, s.capsule if step_files.uses_files(d.step) else None)
 
     def answer(self, answers: list[CreateAnswer]) -> bool:
         """Read the answers to the last decision's creates (and the refusals of the dispatch

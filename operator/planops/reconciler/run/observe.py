@@ -10,7 +10,11 @@ A pod that cannot start (image pull, bad config) would otherwise sit until the d
 "stuck Running" complaint): it fails the attempt at once, with the kubelet's reason; so does one
 whose step container waits for a service (a sidecar, kube.step_pod) that cannot start or keeps
 crashing before it is ready. Sidecars are init containers: `containerStatuses` hold the step's
-container alone, so "its one container exited 0" settles a pod with services too.
+container alone, so "its one container exited 0" settles a pod with services too. A step that
+moves files (kube.files_pod) is the init container `step` (its exit code, reason and error read
+from it), and its pod settles when the collector `collect`, its one container, exited 0; a
+failed `fetch` or `collect` fails the attempt with the collector's message, and `collect`'s
+message (`Observed.collected`) carries the results and artifacts (reconciler.run.moved).
 
 Never raises on what it reads: labels, annotations (and a child Plan's status) can be written by
 anyone allowed to edit the objects. An object whose labels do not name an attempt of ours (no
@@ -22,6 +26,7 @@ what the API server would write read as absent.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -63,6 +68,8 @@ class Observed:
     stuck: bool = False  # failed because its pod cannot start: the Job must be deleted
     #: the container never started (the node failed to start it): AttemptFact.never_ran
     never_ran: bool = False
+    #: the collector's termination message of a pod that moves files (kube.files_pod)
+    collected: str | None = None
 
 
 def _obj(value: Any) -> Obj:
@@ -111,8 +118,60 @@ def attempt_step(obj: Obj) -> str | None:
 
 
 def _container(pod: Obj | None) -> Obj:
+    """The step's container status: the init container `step` of a pod that moves files
+    (kube.files_pod), else the pod's one container."""
+    return _init(pod, STEP) or _final(pod)
+
+
+def _final(pod: Obj | None) -> Obj:
+    """The pod's (first) container: the step's, or the collector of a pod that moves files."""
     statuses = _list(_obj(_obj(pod).get("status")).get("containerStatuses"))
     return _obj(statuses[0]) if statuses else {}
+
+
+def _init(pod: Obj | None, name: str) -> Obj:
+    for c in _list(_obj(_obj(pod).get("status")).get("initContainerStatuses")):
+        if _obj(c).get("name") == name:
+            return _obj(c)
+    return {}
+
+
+#: the step's container (kube.manifests.CONTAINER) and the file movers' (kube.files_pod)
+STEP, FETCH, COLLECT = "step", "fetch", "collect"
+
+
+def _terminated(status: Obj) -> Obj:
+    return _obj(_obj(status.get("state")).get("terminated"))
+
+
+def _mover_error(pod: Obj | None) -> str | None:
+    """Why the pod's `fetch` or `collect` failed (the collector's message says: a store down,
+    an artifact past its bound, a wrong checksum), when one did."""
+    if not _moving(pod):  # not a pod that moves files (a service is never named so)
+        return None
+    for name, status in ((FETCH, _init(pod, FETCH)), (COLLECT, _moving(pod))):
+        term = _terminated(status)
+        if term and (term.get("exitCode") != 0 or term.get("signal")):
+            said = collector_error(_text(term.get("message")))
+            code = f"exit code {term.get('exitCode')}"
+            return f"{name} failed: {said or _text(term.get('reason')) or code}"
+    return None
+
+
+def _moving(pod: Obj | None) -> Obj:
+    """The `collect` container's status, when the pod moves files."""
+    final = _final(pod)
+    return final if final.get("name") == COLLECT and _init(pod, STEP) else {}
+
+
+def collector_error(message: str | None) -> str | None:
+    """The `error` of a collector's termination message (planops.collector), if it says one."""
+    try:
+        said = json.loads(message or "")
+    except ValueError:
+        return None
+    error = said.get("error") if isinstance(said, dict) else None
+    return error if isinstance(error, str) else None
 
 
 def _pod_error(pod: Obj | None, limits: Obj | None) -> str | None:
@@ -164,7 +223,7 @@ def _pod_succeeded(pod: Obj | None) -> bool:
     Not a pod that is being deleted (a step stopped by SIGTERM may exit 0: the Job decides) nor
     one whose phase says otherwise."""
     status = _obj(_obj(pod).get("status"))
-    term = _obj(_obj(_container(pod).get("state")).get("terminated"))
+    term = _terminated(_final(pod))  # a pod that moves files: its collector ends it
     if term.get("exitCode") != 0 or term.get("signal"):
         return False
     if status.get("phase") == "Succeeded":
@@ -275,12 +334,15 @@ def job_attempt(job: Obj, pod: Obj | None) -> Observed | None:
             status="success",
             finished_at=_time(finished),
             termination_message=_text(_obj(state.get("terminated")).get("message")),
+            collected=_text(_terminated(_moving(pod)).get("message")),
         )
     if (failed := _condition(job, "Failed")) is not None:
         return _failed(seen, job, pod, failed, state)
     if _disrupted(pod):  # evicted (its node lost, preempted...): it will not finish
         return replace(seen, status="failed", error=_gone(pod, ""), stuck=True)
     waiting = _obj(state.get("waiting"))
+    if waiting.get("reason") not in CANNOT_START:  # the step's movers cannot start either
+        waiting = _obj(_obj(_moving(pod).get("state")).get("waiting")) or waiting
     if waiting.get("reason") in CANNOT_START:
         error = f"cannot start: {waiting['reason']}: {waiting.get('message', '')}".rstrip(": ")
         return replace(seen, status="failed", error=error, stuck=True)
@@ -294,6 +356,8 @@ def _failed(seen: Observed, job: Obj, pod: Obj | None, failed: Obj, state: Obj) 
     spec = _obj(job.get("spec"))
     containers = _list(_obj(_obj(spec.get("template")).get("spec")).get("containers"))
     limits = _obj(_obj(_obj(containers[0] if containers else {}).get("resources")).get("limits"))
+    if _init(pod, STEP):  # the first container is the collector: the step's limit is not known
+        limits = {}
     pod_deadline = _obj(_obj(pod).get("spec")).get("activeDeadlineSeconds")
     if _obj(_obj(pod).get("status")).get("reason") == "DeadlineExceeded":
         error = f"deadline exceeded: the attempt ran longer than {pod_deadline}s"
@@ -305,7 +369,7 @@ def _failed(seen: Observed, job: Obj, pod: Obj | None, failed: Obj, state: Obj) 
         )
     else:
         job_says = f"{failed.get('reason')}: {failed.get('message')}"
-        error = _gone(pod, job_says) or _pod_error(pod, limits) or job_says
+        error = _gone(pod, job_says) or _mover_error(pod) or _pod_error(pod, limits) or job_says
     start_error = _start_error(pod)
     return replace(
         seen,
