@@ -11,6 +11,7 @@ from typing import Any
 
 from planops.api import CapsuleSpec, PlanSpec, names
 from planops.engine import AttemptFact, Facts, Policy, StepRecord
+from planops.engine import dispatch as rules
 from planops.engine.policy import MAX_DEPTH
 from planops.kube import manifests
 from planops.reconciler.effects import body_events

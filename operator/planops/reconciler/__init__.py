@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from planops.reconciler.effects.actuator import CREATE_CONCURRENCY, StatusApi, StatusWriter
     from planops.reconciler.effects.files import FileMover
-    from planops.reconciler.effects.reads import earlier_run
     from planops.reconciler.effects.stored_logs import StoredLogs
     from planops.reconciler.history.chunks import CHUNK_RECORDS, records_json
     from planops.reconciler.history.chunks import selector as reports_selector
+    from planops.reconciler.history.earlier import earlier_run
     from planops.reconciler.history.run_history import (
         HISTORY_REPORT_BYTES,
         earlier_status,
@@ -53,7 +53,7 @@ _PUBLIC = {
     "owned": ("run.observe", "owned"),
     "CHUNK_RECORDS": ("history.chunks", "CHUNK_RECORDS"),
     "CREATE_CONCURRENCY": ("effects.actuator", "CREATE_CONCURRENCY"),
-    "earlier_run": ("effects.reads", "earlier_run"),
+    "earlier_run": ("history.earlier", "earlier_run"),
     "history_entries": ("history.run_history", "entries"),
     "run_ids": ("history.run_history", "run_ids"),
     "HISTORY_REPORT_BYTES": ("history.run_history", "HISTORY_REPORT_BYTES"),

@@ -44,9 +44,9 @@ from planops.reconciler.effects import actuator as actuator_
 from planops.reconciler.effects.actuator import Actuator, ScheduleActuator, StatusWriter, conflict
 from planops.reconciler.effects.files import FileMover
 from planops.reconciler.effects.intents import Told
-from planops.reconciler.effects.reads import Reads, RunRead, ScheduleReads, earlier_run
+from planops.reconciler.effects.reads import Reads, RunRead, ScheduleReads
 from planops.reconciler.effects.stored_logs import StoredLogs
-from planops.reconciler.history import chunks, replacing, retention, run_history
+from planops.reconciler.history import chunks, earlier, replacing, retention, run_history
 from planops.reconciler.history.report_book import ReportBook
 from planops.reconciler.history.retention import Archived
 from planops.reconciler.queue import admission, slots, standing
@@ -239,19 +239,19 @@ class Reconciler:
         """What the run starts from (run.retrying.seed), the run it retries read first."""
         of = retrying.retried(v.choice, v.status)
         spec, _, errors = judged
-        earlier = None
+        retried = None
         if of is not None and spec is not None and not errors:
             ns = v.ref.namespace
             if v.choice.reseed:  # from the history: the retried run has been replaced since
-                found = await earlier_run(self.kube, v.plan, of)
+                found = await earlier.earlier_run(self.kube, v.plan, of)
                 if found is not None:
                     resolver = await self._reads.capsule_plans(ns, spec)
-                    earlier = retrying.Earlier.of_status(found, resolver)
+                    retried = retrying.Earlier.of_status(found, resolver)
             else:
                 records, completed, exited = await self._reads.earlier_records(v.ref, v.status)
                 resolver = await self._reads.capsule_plans(ns, spec)
-                earlier = retrying.Earlier(records, completed, exited, resolver)
-        return retrying.seed(v.choice, v.status, judged, earlier, told)
+                retried = retrying.Earlier(records, completed, exited, resolver)
+        return retrying.seed(v.choice, v.status, judged, retried, told)
 
     async def _replace(self, v: life.PlanView) -> list[Obj] | None:
         """A new run replaces the one the status holds (history.replacing): the replaced run's

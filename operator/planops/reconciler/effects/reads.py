@@ -26,9 +26,9 @@ garbage collector deletes terminated pods past 12,500 in the cluster).
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Container
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -49,12 +49,11 @@ from planops.kube.cache import RunObjects, WatchCache, slim_run_object
 from planops.kube.errors import ApiError
 from planops.reconciler.effects.bounded import bounded
 from planops.reconciler.effects.stored_logs import StoredLogs
-from planops.reconciler.history import chunks, run_history
+from planops.reconciler.history import chunks
 from planops.reconciler.history.replacing import OtherRuns
 from planops.reconciler.queue import slots
-from planops.reconciler.run import authors, templating
+from planops.reconciler.run import authors, lookups, moved, templating
 from planops.reconciler.run import facts as facts_
-from planops.reconciler.run import moved
 from planops.reconciler.run import status as status_
 from planops.reconciler.run.authors import Author
 from planops.reconciler.run.observe import (
@@ -130,7 +129,7 @@ class Reads:
         return found if found is not None else await self.kube.get_capsule(namespace, name)
 
     async def targets(self, namespace: str, plan: Obj, raw: Obj | None) -> dict[str, Obj | None]:
-        return await targets(self.capsule, namespace, plan, raw)
+        return await lookups.targets(self.capsule, namespace, plan, raw)
 
     async def may_use(self, author: Author, namespace: str, capsule: str) -> tuple[bool, str]:
         """The API server's answer (a SubjectAccessReview) to whether `author` may still use
@@ -436,7 +435,7 @@ class ScheduleReads:
         return await self.kube.get_capsule(namespace, name)
 
     async def targets(self, namespace: str, plan: Obj, raw: Obj | None) -> dict[str, Obj | None]:
-        return await targets(self.capsule, namespace, plan, raw)
+        return await lookups.targets(self.capsule, namespace, plan, raw)
 
     async def plan(self, namespace: str, name: str) -> Obj | None:
         return await self.kube.get_plan(namespace, name)
@@ -469,48 +468,6 @@ async def templates(
         found[key] = obj = await kube.get_object(templating.PLURALS[kind], ns, name)
         todo |= templating.wanted((obj or {}).get("spec")) - found.keys()
     return found
-
-
-async def targets(
-    capsule: Callable[[str, str], Awaitable[Obj | None]],
-    namespace: str,
-    plan: Obj,
-    raw: Obj | None,
-) -> dict[str, Obj | None]:
-    """The Capsules a plan's capsule steps name that its Capsule (`raw`) lets it spawn (any other
-    is refused at dispatch): the judge holds their plans' inputSchemas to the steps' task text.
-    At most one read (`capsule`) per name in spawn.allow."""
-    allow = ((raw or {}).get("spec") or {}).get("spawn", {}).get("allow")
-    spec = plan.get("spec") or {}
-    steps = [s for k in ("steps", "finally") if isinstance(spec.get(k), list) for s in spec[k]]
-    if not isinstance(allow, list):
-        return {}
-    named = {s.get("capsule") for s in steps if isinstance(s, dict)}
-    wanted = sorted(n for n in named if isinstance(n, str) and n in allow)
-    return {name: await capsule(namespace, name) for name in wanted}
-
-
-async def earlier_run(kube: ReadsReports, plan: Obj, run_id: str) -> Obj | None:
-    """The earlier run `run_id` of `plan` as a status (run_history.earlier_status): its history
-    entry with every record of its PlanReports in report.steps; None when the Plan's history has
-    no such run. What `kubectl plan get NAME --run ID` shows, and what a retry reads of the run
-    it retries."""
-    meta = plan.get("metadata") or {}
-    found = run_history.find(plan.get("status") or {}, run_id)
-    if found is None:
-        return None
-    ref = manifests.PlanRef(str(meta["namespace"]), str(meta["name"]), str(meta["uid"]), run_id)
-    records: list[Obj] = []
-    if run_history.records_kept(found):  # else its PlanReports were deleted (the byte budget)
-        listed = await kube.list_plan_reports(ref.namespace, chunks.selector(ref))
-        records = chunks.records_json(listed, ref.uid, run_id)
-    return run_history.earlier_status(ref.name, found, records)
-
-
-class ReadsReports(Protocol):
-    """What reading an earlier run asks of the API (the operator's and the CLI's clients)."""
-
-    async def list_plan_reports(self, namespace: str, selector: str) -> list[Obj]: ...
 
 
 def _slim_job(obj: Obj) -> Obj:
