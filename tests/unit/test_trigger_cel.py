@@ -86,3 +86,26 @@ def test_or_true_does_not_hide_the_cost_limit():
     # CEL's || drops an error on one side when the other is true: the limit is no CEL error
     with pytest.raises(cel.CostExceeded):
         cel.evaluate("body.commits.exists(c, body.commits.exists(d, d.id == 'x')) || true", act())
+
+
+@pytest.mark.parametrize(
+    "bomb",
+    [
+        # deep equality of a payload referenced through a 2-entry map: its nodes were charged 2
+        "body.commits.all(c, body == body)",
+        "body.commits.all(c, body != {})",
+        "body.commits.all(c, [body.wide] == [body.wide])",
+        "body.commits.all(c, body.wide in [body.wide])",
+        "body.commits.all(c, {'w': body.wide}.contains('x'))",
+        "body.commits.all(c, string({'w': body.wide}) != '')",
+    ],
+)
+def test_deep_comparisons_are_charged_the_whole_of_their_operands(bomb):
+    # an author's own trigger and a signed delivery of theirs: before, `body == body` over a
+    # 30,000-entry list nested one level down cost 2 bytes and 16 steps an iteration, and ran
+    # 2,000 iterations of a deep comparison (minutes of the receiver's CPU for one delivery)
+    body = {"wide": [0] * 30_000, "commits": [{"id": str(i)} for i in range(2000)]}
+    t = time.process_time()
+    with pytest.raises(cel.CostExceeded, match="bytes"):
+        cel.evaluate(bomb, act(body))
+    assert time.process_time() - t < 5.0
