@@ -5,6 +5,7 @@ echoes no secret. An attacker's deliveries, one test each."""
 
 import asyncio
 import contextlib
+import hashlib
 import json
 
 import aiohttp
@@ -139,7 +140,9 @@ def test_a_signed_push_starts_a_plan_as_the_author_with_the_payloads_input():
         "templateRef": {"kind": "ClusterPlanTemplate", "name": "build-and-test"},
         "input": {"repo": "https://example.test/o/r.git", "revision": "a" * 40},
     }
-    assert plan["metadata"]["name"] == plan_name("push", "d-1")
+    # named by what the signature covers (the body), the delivery id kept beside it
+    assert plan["metadata"]["name"] == plan_name("push", hashlib.sha256(raw()).hexdigest())
+    assert plan["metadata"]["annotations"] == {names.ANNOTATION_DELIVERY: "d-1"}
     assert plan["metadata"]["labels"] == {names.LABEL_TRIGGER: "push"}
     # made as the recorded author, never as the receiver
     assert kube.as_users == [("alice", AUTHOR["groups"])] * 2
@@ -447,3 +450,36 @@ def test_an_unreachable_api_server_or_a_bug_answers_without_details():
     status, answer = post(Buggy(), raw(), signed(raw()))
     assert (status, answer["reason"]) == (500, "InternalError")
     assert "internal-detail" not in json.dumps(answer)
+
+
+def test_a_captured_delivery_replayed_under_a_new_delivery_id_is_refused():
+    # GitHub's HMAC covers the body, not X-GitHub-Delivery: whoever captured one signed delivery
+    # (a proxy's log, a shared screen of the webhook's "Recent Deliveries") could start a Plan
+    # per fresh id they made up; the signed body is what names a delivery
+    kube = FakeKube()
+    body = raw()
+    assert post(kube, body, signed(body, delivery="d-1"))[0] == 202
+    status, answer = post(kube, body, signed(body, delivery="made-up-2"))
+    assert (status, answer["reason"]) == (409, "Replay")
+    assert len(kube.plans) == 1
+    # the same replica's window refuses it before any create too
+    kube2 = FakeKube()
+    ids = iter(["d-1", "made-up-3"])
+
+    async def go():
+        async with serving(kube2) as (host, port), aiohttp.ClientSession() as client:
+            out = []
+            for _ in range(2):
+                resp = await client.post(
+                    f"http://{host}:{port}/hooks/team-a/push",
+                    data=body,
+                    headers=signed(body, delivery=next(ids)),
+                )
+                out.append((resp.status, (await resp.json())["reason"]))
+            return out
+
+    assert asyncio.run(go()) == [(202, "Started"), (409, "Replay")]
+    assert len(kube2.as_users) == 3  # the second: a secret read, no create
+    # a new body (a new push) is a new delivery
+    other = raw({**PUSH, "after": "b" * 40})
+    assert post(kube, other, signed(other, delivery="d-4"))[0] == 202
