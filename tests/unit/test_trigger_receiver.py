@@ -9,9 +9,12 @@ import hashlib
 import json
 
 import aiohttp
+import pytest
+from pydantic import ValidationError
 
 from planops import metrics
 from planops.api import names
+from planops.api.trigger_models import PlanTriggerSpec
 from planops.kube.errors import ApiError
 from planops.triggers import main as receiver_main
 from planops.triggers.limits import Limits, RateLimiter
@@ -483,3 +486,35 @@ def test_a_captured_delivery_replayed_under_a_new_delivery_id_is_refused():
     # a new body (a new push) is a new delivery
     other = raw({**PUSH, "after": "b" * 40})
     assert post(kube, other, signed(other, delivery="d-4"))[0] == 202
+
+
+def test_a_trigger_names_no_other_namespace_and_no_field_of_the_plan_beyond_its_own():
+    # an author reaching another tenant's Secret or template, or choosing the Plan's other
+    # fields, through the trigger's spec: the model refuses each, naming the field
+    base = trigger()["spec"]
+    attempts = {
+        "webhook.secretRef.namespace": {
+            "webhook": {**base["webhook"], "secretRef": {"name": "hook", "namespace": "team-b"}}
+        },
+        "templateRef.namespace": {"templateRef": {**base["templateRef"], "namespace": "team-b"}},
+        "templateRef.name": {"templateRef": {"kind": "PlanTemplate", "name": "team-b/build"}},
+        "serviceAccount": {"serviceAccount": "admin"},
+    }
+    for field, change in attempts.items():
+        with pytest.raises(ValidationError) as e:
+            PlanTriggerSpec.model_validate({**base, **change})
+        assert field in str(e.value)
+    # and a valid trigger's Secret is read, and its Plan made, in the trigger's namespace
+    calls: list[str] = []
+
+    class Recording(FakeKube):
+        async def get_secret_value_as(self, namespace, name, key, user, groups):
+            calls.append(f"secret {namespace}/{name}")
+            return await super().get_secret_value_as(namespace, name, key, user, groups)
+
+        async def create_plan_as(self, namespace, body, user, groups):
+            calls.append(f"plan {namespace}/{body['metadata']['namespace']}")
+            return await super().create_plan_as(namespace, body, user, groups)
+
+    assert post(Recording(), raw(), signed(raw()))[0] == 202
+    assert calls == ["secret team-a/hook", "plan team-a/team-a"]
