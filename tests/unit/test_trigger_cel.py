@@ -109,3 +109,13 @@ def test_deep_comparisons_are_charged_the_whole_of_their_operands(bomb):
     with pytest.raises(cel.CostExceeded, match="bytes"):
         cel.evaluate(bomb, act(body))
     assert time.process_time() - t < 5.0
+
+
+@pytest.mark.parametrize(
+    "expr", ["double('1e400')", "1e308 * 10.0", "double('nan')", "-1e308 * 10.0"]
+)
+def test_a_number_json_cannot_hold_is_a_cel_error_not_infinity_in_the_plan(expr):
+    # before, inf reached the Plan's input (as the text 'inf', or as Infinity, which the API
+    # server cannot parse: a PlanInvalid with its parser's words)
+    with pytest.raises(cel.CelError, match="not a JSON number"):
+        cel.evaluate(expr, act())

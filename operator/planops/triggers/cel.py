@@ -30,6 +30,7 @@ limit allows.
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -217,7 +218,9 @@ def _plain(value: Any) -> Any:
         return bool(value)
     if isinstance(value, (celtypes.IntType, celtypes.UintType)):
         return int(value)
-    if isinstance(value, celtypes.DoubleType):
+    if isinstance(value, float):  # celtypes.DoubleType, and what its arithmetic returns
+        if not math.isfinite(value):
+            raise CelError(f"{value} is not a JSON number")
         return float(value)
     if isinstance(value, (celtypes.StringType, str)):
         return str(value)
