@@ -56,7 +56,7 @@ class GenericSource(Model):
         default=None,
         pattern=HEADER_PATTERN,
         description="The header naming each delivery for people (the status, the Plan's "
-        "planops.dev/delivery annotation); it is not signed, so replays are refused by the "
+        "delivery annotation); it is not signed, so replays are refused by the "
         "body's SHA-256 (the same body is started once: put a nonce in the body to start the "
         "same thing twice).",
     )
