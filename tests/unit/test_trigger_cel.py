@@ -86,3 +86,36 @@ def test_or_true_does_not_hide_the_cost_limit():
     # CEL's || drops an error on one side when the other is true: the limit is no CEL error
     with pytest.raises(cel.CostExceeded):
         cel.evaluate("body.commits.exists(c, body.commits.exists(d, d.id == 'x')) || true", act())
+
+
+@pytest.mark.parametrize(
+    "bomb",
+    [
+        # deep equality of a payload referenced through a 2-entry map: its nodes were charged 2
+        "body.commits.all(c, body == body)",
+        "body.commits.all(c, body != {})",
+        "body.commits.all(c, [body.wide] == [body.wide])",
+        "body.commits.all(c, body.wide in [body.wide])",
+        "body.commits.all(c, {'w': body.wide}.contains('x'))",
+        "body.commits.all(c, string({'w': body.wide}) != '')",
+    ],
+)
+def test_deep_comparisons_are_charged_the_whole_of_their_operands(bomb):
+    # an author's own trigger and a signed delivery of theirs: before, `body == body` over a
+    # 30,000-entry list nested one level down cost 2 bytes and 16 steps an iteration, and ran
+    # 2,000 iterations of a deep comparison (minutes of the receiver's CPU for one delivery)
+    body = {"wide": [0] * 30_000, "commits": [{"id": str(i)} for i in range(2000)]}
+    t = time.process_time()
+    with pytest.raises(cel.CostExceeded, match="bytes"):
+        cel.evaluate(bomb, act(body))
+    assert time.process_time() - t < 5.0
+
+
+@pytest.mark.parametrize(
+    "expr", ["double('1e400')", "1e308 * 10.0", "double('nan')", "-1e308 * 10.0"]
+)
+def test_a_number_json_cannot_hold_is_a_cel_error_not_infinity_in_the_plan(expr):
+    # before, inf reached the Plan's input (as the text 'inf', or as Infinity, which the API
+    # server cannot parse: a PlanInvalid with its parser's words)
+    with pytest.raises(cel.CelError, match="not a JSON number"):
+        cel.evaluate(expr, act())

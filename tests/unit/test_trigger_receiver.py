@@ -5,12 +5,16 @@ echoes no secret. An attacker's deliveries, one test each."""
 
 import asyncio
 import contextlib
+import hashlib
 import json
 
 import aiohttp
+import pytest
+from pydantic import ValidationError
 
 from planops import metrics
 from planops.api import names
+from planops.api.trigger_models import PlanTriggerSpec
 from planops.kube.errors import ApiError
 from planops.triggers import main as receiver_main
 from planops.triggers.limits import Limits, RateLimiter
@@ -139,7 +143,9 @@ def test_a_signed_push_starts_a_plan_as_the_author_with_the_payloads_input():
         "templateRef": {"kind": "ClusterPlanTemplate", "name": "build-and-test"},
         "input": {"repo": "https://example.test/o/r.git", "revision": "a" * 40},
     }
-    assert plan["metadata"]["name"] == plan_name("push", "d-1")
+    # named by what the signature covers (the body), the delivery id kept beside it
+    assert plan["metadata"]["name"] == plan_name("push", hashlib.sha256(raw()).hexdigest())
+    assert plan["metadata"]["annotations"] == {names.ANNOTATION_DELIVERY: "d-1"}
     assert plan["metadata"]["labels"] == {names.LABEL_TRIGGER: "push"}
     # made as the recorded author, never as the receiver
     assert kube.as_users == [("alice", AUTHOR["groups"])] * 2
@@ -447,3 +453,68 @@ def test_an_unreachable_api_server_or_a_bug_answers_without_details():
     status, answer = post(Buggy(), raw(), signed(raw()))
     assert (status, answer["reason"]) == (500, "InternalError")
     assert "internal-detail" not in json.dumps(answer)
+
+
+def test_a_captured_delivery_replayed_under_a_new_delivery_id_is_refused():
+    # GitHub's HMAC covers the body, not X-GitHub-Delivery: whoever captured one signed delivery
+    # (a proxy's log, a shared screen of the webhook's "Recent Deliveries") could start a Plan
+    # per fresh id they made up; the signed body is what names a delivery
+    kube = FakeKube()
+    body = raw()
+    assert post(kube, body, signed(body, delivery="d-1"))[0] == 202
+    status, answer = post(kube, body, signed(body, delivery="made-up-2"))
+    assert (status, answer["reason"]) == (409, "Replay")
+    assert len(kube.plans) == 1
+    # the same replica's window refuses it before any create too
+    kube2 = FakeKube()
+    ids = iter(["d-1", "made-up-3"])
+
+    async def go():
+        async with serving(kube2) as (host, port), aiohttp.ClientSession() as client:
+            out = []
+            for _ in range(2):
+                resp = await client.post(
+                    f"http://{host}:{port}/hooks/team-a/push",
+                    data=body,
+                    headers=signed(body, delivery=next(ids)),
+                )
+                out.append((resp.status, (await resp.json())["reason"]))
+            return out
+
+    assert asyncio.run(go()) == [(202, "Started"), (409, "Replay")]
+    assert len(kube2.as_users) == 3  # the second: a secret read, no create
+    # a new body (a new push) is a new delivery
+    other = raw({**PUSH, "after": "b" * 40})
+    assert post(kube, other, signed(other, delivery="d-4"))[0] == 202
+
+
+def test_a_trigger_names_no_other_namespace_and_no_field_of_the_plan_beyond_its_own():
+    # an author reaching another tenant's Secret or template, or choosing the Plan's other
+    # fields, through the trigger's spec: the model refuses each, naming the field
+    base = trigger()["spec"]
+    attempts = {
+        "webhook.secretRef.namespace": {
+            "webhook": {**base["webhook"], "secretRef": {"name": "hook", "namespace": "team-b"}}
+        },
+        "templateRef.namespace": {"templateRef": {**base["templateRef"], "namespace": "team-b"}},
+        "templateRef.name": {"templateRef": {"kind": "PlanTemplate", "name": "team-b/build"}},
+        "serviceAccount": {"serviceAccount": "admin"},
+    }
+    for field, change in attempts.items():
+        with pytest.raises(ValidationError) as e:
+            PlanTriggerSpec.model_validate({**base, **change})
+        assert field in str(e.value)
+    # and a valid trigger's Secret is read, and its Plan made, in the trigger's namespace
+    calls: list[str] = []
+
+    class Recording(FakeKube):
+        async def get_secret_value_as(self, namespace, name, key, user, groups):
+            calls.append(f"secret {namespace}/{name}")
+            return await super().get_secret_value_as(namespace, name, key, user, groups)
+
+        async def create_plan_as(self, namespace, body, user, groups):
+            calls.append(f"plan {namespace}/{body['metadata']['namespace']}")
+            return await super().create_plan_as(namespace, body, user, groups)
+
+    assert post(Recording(), raw(), signed(raw()))[0] == 202
+    assert calls == ["secret team-a/hook", "plan team-a/team-a"]

@@ -55,8 +55,10 @@ class GenericSource(Model):
     delivery_header: str | None = Field(
         default=None,
         pattern=HEADER_PATTERN,
-        description="The header naming each delivery (its replays are refused); without it a "
-        "delivery is named by the SHA-256 of its body, so the same body is started once.",
+        description="The header naming each delivery for people (the status, the Plan's "
+        "delivery annotation); it is not signed, so replays are refused by the "
+        "body's SHA-256 (the same body is started once: put a nonce in the body to start the "
+        "same thing twice).",
     )
 
 

@@ -15,6 +15,10 @@ shares with the comprehensions (`map`, `filter`, `all`, `exists`, `exists_one`) 
   memory and the work inside one step: an operator's result is at most the sum of its operands'
   sizes, which were charged, so no single step allocates more than twice what was charged.
   A regex match is charged its text and pattern before it runs (RE2, linear in the text).
+  The functions whose work is deep in their operands (equality and ordering, `in`, `contains`,
+  `string()`: DEEP) are charged their operands' whole size before they run, every element and
+  character: a node's value is charged shallowly (a map of two entries is 2, however large its
+  entries), so `body == body` would otherwise compare the whole payload for 2 bytes.
 
 The expression itself is bounded before it is parsed (CEL_MAX_CHARS characters, NEST_MAX open
 brackets deep: the parser and the evaluator recurse), and the payload by the receiver's body
@@ -26,6 +30,7 @@ limit allows.
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -87,6 +92,25 @@ def _size(value: Any) -> int:
     if isinstance(value, (str, bytes, list, dict, tuple)):
         return len(value)
     return 0
+
+
+#: CEL's functions whose work grows with the whole of their operands, not their top level
+DEEP = ("_==_", "_!=_", "_<_", "_<=_", "_>_", "_>=_", "_in_", "contains", "string")
+
+
+def deep_size(value: Any, cap: int) -> int:
+    """The size of `value` with everything inside it (each node 1, a string or bytes its
+    length), counted up to a little past `cap` (without recursion: the value is the sender's)."""
+    total, stack = 0, [value]
+    while stack and total <= cap:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack += node.keys()
+            stack += node.values()
+        elif isinstance(node, (list, tuple)):
+            stack += node
+        total += max(1, len(node)) if isinstance(node, (str, bytes)) else 1
+    return total
 
 
 class _Metered(Evaluator):
@@ -159,7 +183,20 @@ def evaluate(text: str, activation: Mapping[str, Any], meter: Meter | None = Non
         meter.charge(1, _size(subject) + _size(pattern))
         return function_matches(subject, pattern)
 
-    functions = {**base_functions, "matches": matches}
+    def charged(name: str) -> Any:
+        function = base_functions[name]
+
+        def deep(*args: Any) -> Any:
+            meter.charge(0, sum(deep_size(a, BYTES_MAX - meter.size) for a in args))
+            return function(*args)
+
+        return deep
+
+    functions = {
+        **base_functions,
+        **{name: charged(name) for name in DEEP},
+        "matches": matches,
+    }
     evaluator = _Metered(ast, activation=celpy.evaluation.Activation(functions=functions))
     evaluator.meter = meter
     try:
@@ -181,7 +218,9 @@ def _plain(value: Any) -> Any:
         return bool(value)
     if isinstance(value, (celtypes.IntType, celtypes.UintType)):
         return int(value)
-    if isinstance(value, celtypes.DoubleType):
+    if isinstance(value, float):  # celtypes.DoubleType, and what its arithmetic returns
+        if not math.isfinite(value):
+            raise CelError(f"{value} is not a JSON number")
         return float(value)
     if isinstance(value, (celtypes.StringType, str)):
         return str(value)

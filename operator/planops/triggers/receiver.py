@@ -7,8 +7,9 @@ exists, is not suspended, has an author record), its secret (read as the trigger
 signature (constant time), the replay window, the JSON, the filter, the mapping, and the Plan's
 create, made as the trigger's recorded author (impersonated): the API server's admission checks
 that author's `use` on the Capsule at that moment, so a revoked grant stops the next run, and
-records them as the Plan's author. The Plan's name is derived from the trigger and the delivery
-id: a replay on any replica is AlreadyExists.
+records them as the Plan's author. The Plan's name is derived from the trigger and what the
+delivery's signature covers (its body; GitLab's id): a replay on any replica, under the same
+id or a made-up one, is AlreadyExists.
 
 Each answer is JSON `{result, reason, message}` with messages written here: never a secret, a
 signature, an expression's error or the API server's text (those go to the trigger's status and
@@ -100,8 +101,9 @@ class Outcome:
 
 
 def plan_name(trigger: str, delivery: str) -> str:
-    """The Plan a delivery starts: the trigger's name and a digest of the delivery id (the same
-    delivery, the same name on every replica: a replay is AlreadyExists)."""
+    """The Plan a delivery starts: the trigger's name and a digest of the delivery's key
+    (verify.Delivery.key: what its signature covers; the same delivery, the same name on every
+    replica: a replay is AlreadyExists)."""
     # the whole trigger name is hashed: two triggers cut to the same prefix stay apart
     digest = hashlib.sha256(f"{trigger}\0{delivery}".encode()).hexdigest()[:12]
     return f"{trigger[:50].rstrip('-.')}-{digest}"
@@ -120,7 +122,7 @@ def plan_body(trigger: Obj, spec: PlanTriggerSpec, delivery: Delivery, inputs: O
         "apiVersion": names.API_VERSION,
         "kind": "Plan",
         "metadata": {
-            "name": plan_name(meta["name"], delivery.id),
+            "name": plan_name(meta["name"], delivery.key),
             "namespace": meta["namespace"],
             "labels": {names.LABEL_TRIGGER: meta["name"]},
             "annotations": {names.ANNOTATION_DELIVERY: delivery.id},
@@ -299,7 +301,7 @@ class Receiver:
         ref = spec.webhook.secret_ref
         secret = await self._secret(namespace, ref.name, ref.key, author)
         delivery = verify(spec.webhook, secret, headers, body)
-        key = (namespace, name, delivery.id)
+        key = (namespace, name, delivery.key)
         if self.replays.seen(key):
             raise Refused("Replay", "this delivery was received before", 409)
         try:

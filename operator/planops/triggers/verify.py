@@ -32,10 +32,19 @@ class Refused(Exception):  # noqa: N818 (a delivery is refused, not an error of 
 
 @dataclass(frozen=True)
 class Delivery:
-    """An authenticated delivery: its id and event type (as the source names them)."""
+    """An authenticated delivery: its id and event type (as the source names them), and the
+    key its replays are refused by: what the signature covers. An HMAC covers the body, not the
+    id header beside it, so a captured delivery sent again under a made-up id is the same
+    delivery: its key is the body's SHA-256 (GitLab signs nothing: its token names no body, and
+    its key is the id)."""
 
     id: str
     event: str
+    key: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.key:
+            object.__setattr__(self, "key", self.id)
 
 
 def _hmac_ok(secret: bytes, body: bytes, given: str, prefix: str, algorithm: str) -> bool:
@@ -68,7 +77,8 @@ def verify(
         if not _hmac_ok(secret, body, given, "sha256=", "sha256"):
             raise Refused("BadSignature", "the signature (X-Hub-Signature-256) does not match")
         delivery = _one(headers, "x-github-delivery", "GitHub's delivery id")
-        return Delivery(_delivery_id(delivery), headers.get("x-github-event", ""))
+        event = headers.get("x-github-event", "")
+        return Delivery(_delivery_id(delivery), event, hashlib.sha256(body).hexdigest())
     if source.type == "gitlab":
         token = _one(headers, "x-gitlab-token", "GitLab's secret token")
         if not hmac.compare_digest(secret, token.encode("utf-8", "surrogateescape")):
@@ -83,7 +93,7 @@ def verify(
         raise Refused("BadSignature", f"the signature ({generic.signature_header}) does not match")
     if generic.delivery_header:
         delivery = _one(headers, generic.delivery_header.lower(), "the delivery id")
-        return Delivery(_delivery_id(delivery), "")
+        return Delivery(_delivery_id(delivery), "", hashlib.sha256(body).hexdigest())
     return Delivery(hashlib.sha256(body).hexdigest(), "")
 
 
