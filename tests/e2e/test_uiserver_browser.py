@@ -237,8 +237,9 @@ def test_a_plan_author_sees_and_answers_their_namespaces_plans_and_no_others(
     browser.find_element("css selector", ".ask input[data-field='ok']").send_keys("true")
     shot(browser, "uiserver-ask.png", capsys)
     click(browser, ".ask button.answer")
-    result = until(browser, "document.querySelector('#action-result.done')?.textContent")
-    assert result == "plan gated: step confirm answered"
+    ended = "document.querySelector('#action-result.done, #action-result.error')"
+    result = until(browser, f"{ended} && [{ended}.className, {ended}.textContent]")
+    assert result == ["done", "plan gated: step confirm answered"]
     until(browser, "document.body.dataset.phase === 'Succeeded'")
     # a step's own address opens the Plan with that step shown
     browser.get(f"{server.base}/namespaces/{team}/plans/gated/steps/after")

@@ -96,9 +96,17 @@
       out);
   }
 
+  // What the user typed into an answer form, by plan, step and field: the live updates redraw
+  // the asks, and a redraw must not drop a half-typed answer (nor send an empty one).
+  const typed = new Map();
+
   function answerForm(name, ask, out) {
+    const key = (f) => `${name}\u0000${ask.stepId}\u0000${f}`;
     const inputs = (ask.fields.length ? ask.fields : []).map((f) =>
-      h("label", {}, `${f} `, h("input", { type: "text", name: f, "data-field": f })));
+      h("label", {}, `${f} `, h("input", {
+        type: "text", name: f, "data-field": f, value: typed.get(key(f)),
+        oninput: (ev) => typed.set(key(f), ev.target.value),
+      })));
     const values = () => Object.fromEntries(inputs.map((l) => {
       const i = l.querySelector("input");
       return [i.dataset.field, i.value];
