@@ -97,18 +97,6 @@ def test_each_further_step_of_a_chain_costs_a_create_a_status_write_two_events_a
     }, total
 
 
-def test_a_resync_of_a_run_the_watches_keep_lists_nothing():
-    # the resync (every 60 s in the chart) looked at every running Plan by listing its Jobs
-    # and pods: two requests a Plan that confirmed what the watches had shown
-    w = Watched()
-    w.new_plan(steps=chain(2))
-    w.requests()
-    for _ in range(3):
-        w.now += 60
-        w.reconciler.check(w.obj()["metadata"]["namespace"], "p")
-        assert w.requests() == {}, "a resync's look at a run listed it"
-
-
 def test_a_run_whose_start_was_not_written_is_retried_without_creating_its_jobs_again():
     # the start's status write of a 20,000-step run timed out at a busy API server (504); the
     # retry created every Job again and read each one back (AlreadyExists): 40,000 requests
