@@ -147,6 +147,28 @@ def _start(args: list[str], log: Path, port: int) -> subprocess.Popen[bytes]:
     raise AssertionError(f"the UI server never answered: {log.read_text()[-3000:]}")
 
 
+def _capsule_use(namespace: str, user: str) -> str:
+    """A Role and RoleBinding: `use` on every Capsule of the namespace, for one ServiceAccount."""
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": f"{user}-capsule-use", "namespace": namespace},
+        "rules": [{"apiGroups": ["planops.dev"], "resources": ["capsules"], "verbs": ["use"]}],
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": f"{user}-capsule-use", "namespace": namespace},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": f"{user}-capsule-use",
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": user, "namespace": namespace}],
+    }
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": [role, binding]})
+
+
 @pytest.fixture(scope="module")
 def server(
     kube: Kube,
@@ -174,6 +196,10 @@ def server(
             "-n",
             team,
         )
+        # and `use` on the namespace's Capsules, as every real author has: where the chart's
+        # admission policies are installed (CI installs them beside this test), an answer is an
+        # author's act and is refused without it
+        kube.run("apply", "-n", team, "-f", "-", input=_capsule_use(team, "alice"))
         ui_sa = f"{RELEASE}-planops-ui"
         token = {
             sa: kube.run("create", "token", sa, "-n", team, "--duration=1h").stdout.strip()
