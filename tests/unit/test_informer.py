@@ -7,18 +7,22 @@ directly; with namespace patterns, one informer per matching namespace)."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 from planops.api.names import LABEL_PLAN, LABEL_RUN
 from planops.handlers.config import Config
 from planops.handlers.wiring import Operator
 from planops.kube import informer as informer_
 from planops.kube import jsontext
-from planops.kube.client import ApiError
+from planops.kube.client import ApiError, Kube
+from planops.kube.credentials import Credentials
 from planops.kube.informer import JOBS, NAMESPACES, Informer
+from planops.kube.transport import Transport
 
 from .fakekube import FakeKube
 
@@ -62,7 +66,13 @@ class Api:
         return str(version)
 
     async def watch(
-        self, path: str, version: str | None, query: Any, timeout: int = 0, loads: Any = None
+        self,
+        path: str,
+        version: str | None,
+        query: Any,
+        timeout: int = 0,
+        loads: Any = None,
+        idle: float | None = None,
     ) -> AsyncGenerator[tuple[str, Obj], None]:
         self.requests.append(("watch", path, version, query))
         self.readers.add(loads)
@@ -276,3 +286,55 @@ def test_with_patterns_each_matching_namespace_gets_informers_while_it_exists():
 def test_namespaces_are_listed_cluster_wide():
     assert NAMESPACES.path("ns") == "/api/v1/namespaces"
     assert JOBS.path(None) == "/apis/batch/v1/jobs"
+
+
+def test_a_watch_gone_silent_without_a_reset_is_resumed_after_the_idle_bound(monkeypatch):
+    # A partition that leaves the connection open but passes no bytes: the API server's watch
+    # would send a BOOKMARK every minute, so silence past WATCH_IDLE_SECONDS means the
+    # connection is dead, and the watch resumes from the last version seen. Before the bound
+    # the silence lasted the server's timeout and 30 s more, over the real HTTP client.
+    monkeypatch.setattr(informer_, "WATCH_IDLE_SECONDS", 0.3)
+    requests: list[dict[str, str]] = []
+    resumed = asyncio.Event()
+
+    async def jobs(request: web.Request) -> web.StreamResponse:
+        query = dict(request.query)
+        requests.append(query)
+        if query.get("watch") != "true":
+            return web.json_response({"metadata": {"resourceVersion": "7"}, "items": []})
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        if len(requests) == 2:  # the first watch: headers, then nothing, ever
+            await asyncio.sleep(60)
+        else:
+            line = {"type": "ADDED", "object": obj("a", "9")}
+            await resp.write(json.dumps(line).encode() + b"\n")
+            resumed.set()
+            await asyncio.sleep(60)
+        return resp
+
+    async def scenario() -> list[tuple[str | None, str]]:
+        app = web.Application()
+        app.router.add_get("/apis/batch/v1/namespaces/ns/jobs", jobs)
+        runner = web.AppRunner(app, shutdown_timeout=0.1)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        kube = Kube(Transport(Credentials(server=f"http://127.0.0.1:{port}")))
+        seen: list[tuple[str | None, str]] = []
+        inf = Informer(kube, JOBS, "ns", lambda k, o: seen.append((k, o["metadata"]["name"])))
+        inf.start()
+        try:
+            await asyncio.wait_for(resumed.wait(), 5)
+            await asyncio.sleep(0.05)
+        finally:
+            await inf.stop()
+            await kube.close()
+            await runner.cleanup()
+        return seen
+
+    seen = asyncio.run(scenario())
+    assert seen == [("ADDED", "a")]
+    assert [r.get("resourceVersion") for r in requests[1:]] == ["7", "7"]  # resumed, not relisted
+    assert requests[1]["allowWatchBookmarks"] == "true"  # what makes silence mean dead

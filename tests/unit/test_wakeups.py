@@ -12,6 +12,7 @@ from typing import Any
 
 from planops.handlers.wiring import Operator
 from planops.kube.cache import RunObjects, WatchCache, slim_run_object
+from planops.reconciler.effects.reads import RELIST_AFTER, RELIST_FLOOR
 from planops.reconciler.reconcile import Reconciler
 from planops.reconciler.run.observe import (
     attempt_step,
@@ -162,7 +163,8 @@ def test_a_new_plans_first_reconcile_reads_nothing_and_the_next_starts_from_what
     plans.seen("ADDED", NEW)
     capsules.seen("ADDED", CAPSULE)
     runs = RunObjects("planops.dev/plan", "planops.dev/run")
-    r = Reconciler(kube, plans=plans, capsules=capsules, runs=runs)
+    now = [1_000.0]
+    r = Reconciler(kube, plans=plans, capsules=capsules, runs=runs, clock=lambda: now[0])
     asyncio.run(r.reconcile("ns", "p"))
     # no GET of the Plan or Capsule, no lists of earlier runs' objects or of this run's (it has
     # none yet): create the Job, write the status, tell the trace
@@ -176,7 +178,12 @@ def test_a_new_plans_first_reconcile_reads_nothing_and_the_next_starts_from_what
     assert [c for c in kube.methods() if c != "create_event"] == []
     (created,) = kube.of("job")
     kube.objects.pop(("job", "ns", created["metadata"]["name"]))  # deleted; no watch told
-    r.check("ns", "p")  # the resync asks for a real look
+    r.check("ns", "p")  # a resync soon after the run started: the watches are trusted
+    asyncio.run(r.reconcile("ns", "p"))
+    assert "list_jobs" not in kube.methods()
+    now[0] += RELIST_FLOOR
+    r.check("ns", "p")  # a later resync asks for a real look
+    kube.calls.clear()
     asyncio.run(r.reconcile("ns", "p"))
     assert kube.methods()[:1] == ["list_jobs"]  # and the list (empty: the Job is gone) is the truth
     assert runs.of("job", ("ns", "p", written["status"]["run"]["id"])) == []
@@ -492,7 +499,8 @@ def test_a_settled_steps_pod_gone_does_not_make_later_reconciles_list_the_run():
 def test_a_resync_lists_a_run_again_only_when_its_last_list_is_old_for_what_it_cost():
     # A big run's list (20,000 Jobs, every resync) was a third of the operator's CPU for it,
     # to confirm what the watches had shown: the resync lists a run again once RELIST_AFTER
-    # times its last list's duration has passed, which for a small run is every resync.
+    # times its last list's duration has passed, and RELIST_FLOOR since its last list or its
+    # start here (a small run's list at every resync was two requests a running Plan).
     now = [1_000.0]
     list_seconds = [5.0]
 
@@ -516,12 +524,16 @@ def test_a_resync_lists_a_run_again_only_when_its_last_list_is_old_for_what_it_c
         asyncio.run(r.reconcile("ns", "p"))
         return "list_jobs" in kube.methods()
 
-    assert lists_at_resync(60)  # never listed: the first resync lists it (it took 5 s)
-    assert not lists_at_resync(60)  # 60 s since a list of 5 s: not yet (100 s)
-    list_seconds[0] = 0.01  # (the run is small now: its list takes 10 ms)
-    assert lists_at_resync(40)  # 100 s since
-    assert lists_at_resync(60)  # a list of 10 ms: every resync
-    assert lists_at_resync(60)
+    assert not lists_at_resync(60)  # started here 60 s ago: its creations are in the cache
+    assert lists_at_resync(RELIST_FLOOR)  # long since: listed (it took 5 s)
+    list_seconds[0] = 200.0  # (the run is huge now: its list takes 200 s)
+    assert lists_at_resync(RELIST_FLOOR)  # the floor since a list of 5 s
+    assert not lists_at_resync(RELIST_FLOOR + 60)  # not before 20 times 200 s
+    assert lists_at_resync(RELIST_AFTER * 200 - RELIST_FLOOR - 60)
+    list_seconds[0] = 0.01  # (the run is small again: its list takes 10 ms)
+    assert lists_at_resync(RELIST_AFTER * 200)
+    assert not lists_at_resync(60)  # a list of 10 ms: not at every resync
+    assert lists_at_resync(RELIST_FLOOR)
     kube.calls.clear()
     r.forget("ns", "p")  # other checks than the resync's are not put off
     asyncio.run(r.reconcile("ns", "p"))

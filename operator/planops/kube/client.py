@@ -268,12 +268,19 @@ class Kube:
         query: Query,
         timeout_seconds: int = 240,
         loads: Loads = jsontext.loads,
+        idle_seconds: float | None = None,
     ) -> AsyncGenerator[tuple[str, Obj], None]:
         """The watch events of the collection at `path` after `resource_version`, as (type,
         object): ADDED, MODIFIED, DELETED, BOOKMARK, each read by `loads`. It ends when the
         server closes the watch (after `timeout_seconds`): watch again from the last
         resourceVersion seen. An ERROR event (410 Gone: that version is too old) is raised as
-        ApiError. Close it (`aclosing`) when leaving it early: that releases the connection."""
+        ApiError. Close it (`aclosing`) when leaving it early: that releases the connection.
+
+        `idle_seconds`: the longest silence taken for a live connection (the default: the
+        server's timeout and 30 s more). A watch served from the API server's watch cache gets a
+        BOOKMARK every minute when it asks for them, so a caller that relies on that may bound
+        the silence at little more than a minute: a connection that went dead without a reset
+        (a partition) then ends within that bound instead of the server's timeout."""
         watching = {
             **query,
             "watch": True,
@@ -282,7 +289,8 @@ class Kube:
             "timeoutSeconds": timeout_seconds,
         }
         # no total: the server ends the watch; silence longer than that is a dead connection
-        timeout = aiohttp.ClientTimeout(total=None, sock_read=timeout_seconds + 30)
+        idle = timeout_seconds + 30 if idle_seconds is None else idle_seconds
+        timeout = aiohttp.ClientTimeout(total=None, sock_read=idle)
         resp = await self.api.request("GET", path, query=watching, timeout=timeout)
         if resp.status >= 300:
             await _json(resp)  # raises ApiError

@@ -41,6 +41,13 @@ Names = set[tuple[str, str]]
 
 #: seconds the API server keeps one watch open (kopf's setting for planops' kinds, too)
 WATCH_SECONDS = 300
+#: the longest silence on a watch taken for a live connection: the API server sends a watch that
+#: asks for them (allowWatchBookmarks) a BOOKMARK every minute (measured on Kubernetes 1.36: 60 s
+#: apart, and one 2 s before the server's timeout), so a watch silent for longer went dead without
+#: a reset (a partition, a relay that stopped passing bytes); it is resumed from the last version
+#: seen, as a watch the server ended. Without this bound a dead watch waited for the read timeout
+#: of WATCH_SECONDS and 30 s more, and the run's Jobs and pods only by the resync's list.
+WATCH_IDLE_SECONDS = 90.0
 #: a failed list or watch is tried again after 0.5 s, doubling up to this
 MAX_BACKOFF = 30.0
 
@@ -165,7 +172,9 @@ class Informer:
         path = self.resource.path(self.namespace)
         seen = self.seen
         loads = self.resource.loads
-        events = self.kube.watch(path, self.version, self._query(), WATCH_SECONDS, loads)
+        events = self.kube.watch(
+            path, self.version, self._query(), WATCH_SECONDS, loads, WATCH_IDLE_SECONDS
+        )
         async with aclosing(events):
             async for kind, obj in events:
                 version = (obj.get("metadata") or {}).get("resourceVersion")

@@ -11,10 +11,14 @@ A run's objects are read from the cache when it can be trusted: this replica lis
 since it started leading (or created the run itself), no resync asked for a check since, and
 every Job that ended has its pod at hand (a success is never settled without its pod's log
 because a pod event is late). A resync lists a run again once RELIST_AFTER times its last
-list's duration has passed: a small run lists in milliseconds, so at every resync; a run of
-20,000 steps takes seconds of the operator's CPU to list and decode its Jobs (its settled
-steps' too: a selector cannot leave them out), which at every resync was a third of what the
-operator spent on such a plan to confirm what the watches had shown. A settled step's objects
+list's duration has passed, and at least RELIST_FLOOR since it was last listed or started here:
+the watches miss nothing by construction (kube.informer: a watch resumes from the last version
+seen, an expired one lists again and hands on what was deleted meanwhile), so the resync's list
+only repairs what a bug lost. A run of 20,000 steps takes seconds of the operator's CPU to list
+and decode its Jobs (its settled steps' too: a selector cannot leave them out), which at every
+resync was a third of what the operator spent on such a plan; a small run lists in
+milliseconds, but every running Plan listed at each resync was two requests a Plan, a burst of
+them at once (tests/unit/test_request_budget.py). A settled step's objects
 are not read again: a big run keeps thousands of them, and the pods of many are gone (the pod
 garbage collector deletes terminated pods past 12,500 in the cluster).
 """
@@ -68,8 +72,10 @@ Obj = dict[str, Any]
 Key = tuple[str, str]
 #: logs read at once by one reconcile (as Jobs are created: actuator.CREATE_CONCURRENCY)
 READ_CONCURRENCY = 16
-#: a resync lists a run again once this many times its last list's duration has passed
+#: a resync lists a run again once this many times its last list's duration has passed,
 RELIST_AFTER = 20.0
+#: and at least these seconds since it was last listed or started by this replica
+RELIST_FLOOR = 600.0
 
 
 @dataclass(frozen=True)
@@ -262,8 +268,9 @@ class Reads:
 
     def trust(self, key: Key) -> None:
         """A run this reconciler starts: nothing exists yet, and its creations are written to
-        the cache as they are made."""
+        the cache as they are made (as good as a list, for the resync)."""
         self._trusted.add(key)
+        self._listed[key] = (self.clock(), 0.0)
 
     def check(self, key: Key) -> None:
         """List this Plan's run once before trusting the cache again."""
@@ -274,9 +281,11 @@ class Reads:
 
     def resync(self, key: Key) -> None:
         """The resync's look at a run: list it again once RELIST_AFTER times its last list's
-        duration has passed since that list (the module's docstring)."""
+        duration, and RELIST_FLOOR, have passed since that list (the module's docstring)."""
         listed = self._listed.get(key)
-        if listed is None or self.clock() - listed[0] >= RELIST_AFTER * listed[1]:
+        if listed is None or self.clock() - listed[0] >= max(
+            RELIST_FLOOR, RELIST_AFTER * listed[1]
+        ):
             self.check(key)
 
     def close(self, ref: manifests.PlanRef) -> None:
