@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from planops.api import parse_document
 from planops.api.capsule_models import CapsuleSpec
 from planops.api.models import PlanSpec
-from planops.api.names import ANNOTATION_AUTHOR
+from planops.api.names import ANNOTATION_AUTHOR, LABEL_RUN
 from planops.api.template_models import PlanTemplateSpec
 from planops.engine import capsules, validate
 from planops.engine.plan_templates import templates
@@ -245,6 +245,87 @@ def test_a_template_step_runs_as_a_child_plan_under_the_callers_capsule():
     c.reconcile()
     command = c.step_jobs()["use"]["spec"]["template"]["spec"]["containers"][0]["command"]
     assert command == ["echo", "r:1"]
+
+
+LATER = [
+    {"id": "first", "shell": "echo first"},
+    {"id": "b", "template": REF, "input": {"repo": "r"}, "dependsOn": ["first"]},
+]
+
+
+def _edit_template(c: Cluster) -> None:
+    template = c.kube.get("clusterplantemplate", "", "build")
+    assert template is not None
+    template["spec"]["steps"] = [{"id": "other", "shell": "echo changed"}]
+    template["spec"]["output"] = {"image": "{{other.output}}"}
+    template["metadata"]["generation"] = 4
+    template["metadata"]["resourceVersion"] = "v4"
+
+
+def _child_steps(c: Cluster) -> list[str]:
+    """The steps of the child Plan of the Plan's current run."""
+    (child,) = [
+        p
+        for n, p in c.plans().items()
+        if n != "p" and p["metadata"]["labels"][LABEL_RUN] == c.run()
+    ]
+    return [s["id"] for s in child["spec"]["steps"]]
+
+
+def test_a_template_step_runs_the_template_as_the_run_started_not_as_edited_since():
+    c = _cluster()
+    _step_plan(c, LATER)
+    status = c.reconciled()  # the run starts: its step templates are snapshotted
+    (rec,) = status["templates"]
+    assert {k: rec[k] for k in ("kind", "name", "uid", "generation", "run")} == {
+        "kind": "ClusterPlanTemplate",
+        "name": "build",
+        "uid": "t-uid",
+        "generation": 3,
+        "run": c.run(),
+    }
+    assert rec["spec"] == BUILD and "template" not in status  # no templateRef: none of its own
+    _edit_template(c)  # between the run's start and the step's dispatch
+    gets = len([x for x in c.kube.calls if x[0] == "get_object"])
+    c.finish("first", ok=True)
+    status = c.reconciled()
+    assert _child_steps(c) == ["build", "test"]  # the snapshot's, not `other`
+    (child,) = [p for n, p in c.plans().items() if n != "p"]  # the first run's only
+    ran = json.loads(child["metadata"]["annotations"]["planops.dev/template"])
+    assert ran["generation"] == 3
+    assert status["templates"][0]["generation"] == 3  # carried by every status write
+    assert len([x for x in c.kube.calls if x[0] == "get_object"]) == gets  # nothing read again
+    # a new run (the Plan's spec changed) reads the template again
+    c.plan["metadata"]["generation"] = 2
+    status = c.reconciled()
+    assert status["templates"][0]["generation"] == 4 and status["templates"][0]["run"] == c.run()
+    c.finish("first", ok=True)
+    c.reconcile()
+    assert _child_steps(c) == ["other"]
+
+
+def test_describe_shows_the_templates_a_run_snapshotted_for_its_template_steps():
+    from planops.cli.show import step_template_lines  # noqa: PLC0415
+
+    c = _cluster()
+    _step_plan(c, LATER)
+    c.reconcile()
+    assert step_template_lines(c.plan) == [
+        f"ClusterPlanTemplate build (uid t-uid, generation 3; snapshot of run {c.run()})"
+    ]
+
+
+def test_a_run_whose_templates_would_not_fit_its_status_is_refused_saying_so():
+    c = _cluster()
+    template = c.kube.get("clusterplantemplate", "", "build")
+    assert template is not None
+    template["spec"]["steps"][1]["shell"] = "echo " + "x" * 800_000
+    _step_plan(c, LATER)
+    status = c.reconciled()
+    assert status["phase"] == "Invalid" and list(c.plans()) == ["p"]
+    (error,) = status["errors"]
+    assert error["code"] == "limits"
+    assert "with the templates it runs" in error["message"], error["message"]
 
 
 def test_a_template_step_needs_its_authors_get_on_the_template():
