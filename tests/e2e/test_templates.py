@@ -158,6 +158,23 @@ def test_editing_a_template_before_its_step_is_dispatched_does_not_change_the_st
     assert recorded["generation"] == 1 and recorded["name"] == "piece"
 
 
+def test_a_template_step_in_a_map_body_runs_a_child_plan_per_item(
+    kube: Kube, ns: str, cluster_template: str
+):
+    ref = {"kind": "ClusterPlanTemplate", "name": cluster_template}
+    body = {"template": ref, "input": {"repo": "{{item}}"}}
+    kube.apply(
+        plan("fan", {"id": "m", "map": {"over": ["a", "b"], "concurrency": 2, "do": body}}),
+        "-n",
+        ns,
+    )
+    obj = wait_plan(kube, ns, "fan")
+    assert obj["status"]["phase"] == "Succeeded", obj["status"]
+    results = json.loads(steps(obj)["m"]["output"])["results"]
+    assert results == [{"image": "a:latest"}, {"image": "b:latest"}]
+    assert [t["name"] for t in obj["status"]["templates"]] == [cluster_template]
+
+
 def test_an_author_without_get_on_the_template_gets_no_run(
     kube: Kube,
     ns: str,

@@ -456,10 +456,84 @@ def test_describe_shows_which_template_a_plan_ran():
     assert template_line({"spec": {"steps": []}}) is None
 
 
-def test_a_template_step_inside_a_body_is_refused():
-    body = {"template": REF, "input": {"repo": "r"}}
-    errors = _errors({"steps": [{"id": "m", "map": {"over": [1], "do": body}}]})
-    assert [e[:3] for e in errors] == [("control", "m.do.call", "steps[0].map.do.template")]
+def test_a_template_step_inside_a_body_is_judged_against_its_template():
+    body = {"template": REF, "input": {"rpo": "{{item}}"}}
+    errors = _errors({"steps": [{"id": "m", "map": {"over": ["a"], "do": body}}]})
+    assert [e[:3] for e in errors] == [
+        ("template-input", "m.do.call", "steps[0].map.do.input.rpo")
+    ], errors
+    assert "did you mean `repo`?" in errors[0][3]
+    good = {"template": REF, "input": {"repo": "{{item}}"}}
+    routed = {"id": "t", "template": REF, "input": {"repo": "r"}}
+    route = {"if": {"value": "{{input.x}}", "op": "eq", "to": 1}, "then": [routed]}
+    assert _errors({"steps": [{"id": "m", "map": {"over": ["a"], "do": good}}]}) == []
+    assert _errors({"input": {"x": 1}, "steps": [{"id": "r", "decide": route}]}) == []
+
+
+def _settle_children(c: Cluster, output: Any) -> None:
+    for name, child in c.plans().items():
+        if name != "p":
+            child["metadata"]["creationTimestamp"] = "2027-01-15T08:00:00Z"
+            got = output(child) if callable(output) else output
+            child["status"] = {"phase": "Succeeded", "report": {"steps": [], "output": got}}
+
+
+def test_a_capsule_step_inside_a_map_is_observed_as_its_child_plan_settles():
+    """A body's child Plans are read as the run's attempts (only the top-level steps' were:
+    each item of a map of capsule steps failed as "deleted")."""
+    c = _cluster()
+    c.capsule("default", {**CAPSULE, "spawn": {"allow": ["other"]}})
+    c.capsule("other", {**CAPSULE, "plan": {"steps": [{"id": "x", "shell": "echo hi"}]}})
+    body = {"capsule": "other", "input": "do {{item}}"}
+    _step_plan(c, [{"id": "m", "map": {"over": ["a", "b"], "concurrency": 2, "do": body}}])
+    c.reconcile()
+    assert len(c.plans()) == 3
+    _settle_children(c, {"n": 1})
+    status = c.reconciled()
+    assert status["phase"] == "Succeeded", status["report"]["steps"]
+
+
+def test_a_template_step_inside_a_map_runs_locally(tmp_path):
+    plan = tmp_path / "fan.yaml"
+    body = {"template": "build-and-test", "input": {"repo": "{{item}}", "tag": "1"}}
+    fan = {
+        "apiVersion": "planops.dev/v1alpha1",
+        "kind": "Plan",
+        "metadata": {"name": "fan"},
+        "spec": {
+            "capsule": "default",
+            "steps": [
+                {"id": "m", "map": {"over": ["a", "b"], "do": {**body, "template": REF_CLI}}},
+                {"id": "show", "shell": "echo got {{m.json.results}}", "dependsOn": ["m"]},
+            ],
+        },
+    }
+    plan.write_text(json.dumps(fan))
+    r = cli("run", "--local", str(plan), "--capsule", EXAMPLE_CAPSULE, "--template", EXAMPLE)
+    assert r.returncode == 0, r.stderr
+    assert 'got [{"image": "a:1"}, {"image": "b:1"}]' in r.stdout, r.stdout
+
+
+REF_CLI = {"kind": "ClusterPlanTemplate", "name": "build-and-test"}
+
+
+def test_a_template_step_inside_a_map_runs_as_a_child_plan_per_item_from_the_snapshot():
+    c = _cluster()
+    body = {"template": REF, "input": {"repo": "{{item}}"}}
+    _step_plan(c, [{"id": "m", "map": {"over": ["a", "b"], "concurrency": 2, "do": body}}])
+    status = c.reconciled()
+    assert [t["name"] for t in status["templates"]] == ["build"]  # snapshotted at the start
+    _edit_template(c)
+    children = {n: p for n, p in c.plans().items() if n != "p"}
+    assert sorted(p["spec"]["input"]["repo"] for p in children.values()) == ["a", "b"]
+    assert all(
+        [s["id"] for s in p["spec"]["steps"]] == ["build", "test"] for p in children.values()
+    )
+    _settle_children(c, lambda child: {"image": child["spec"]["input"]["repo"]})
+    status = c.reconciled()
+    assert status["phase"] == "Succeeded", status
+    (m,) = [s for s in status["report"]["steps"] if s["stepId"] == "m"]
+    assert json.loads(m["output"])["results"] == [{"image": "a"}, {"image": "b"}]
 
 
 def test_the_webhook_admits_a_plan_whose_template_comes_later_and_refuses_bad_input():

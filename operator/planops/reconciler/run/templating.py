@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from planops.api.documents import problems_of
 from planops.api.template_models import PlanTemplateSpec
 from planops.api.template_ref import TemplateRef, as_ref
-from planops.engine import PlanError
+from planops.engine import PlanError, bodies
 from planops.engine.plan_templates import Key, TemplateResolver, templates
 from planops.reconciler.run import authors
 
@@ -50,7 +50,8 @@ MAX_TEMPLATES = 32
 
 def wanted(spec: Any) -> set[Key]:
     """The templates a spec (a Plan's, a template's) names: its templateRef, and the templates
-    of its template steps (main and finally), as (kind, name); what cannot be read is left to
+    of its template steps (main and finally, and in their decide/map/reduce bodies), as (kind,
+    name); what cannot be read is left to
     the judge's refusal."""
     if not isinstance(spec, dict):
         return set()
@@ -61,13 +62,25 @@ def wanted(spec: Any) -> set[Key]:
     for key in ("steps", "finally"):
         steps = spec.get(key)
         for step in steps if isinstance(steps, list) else ():
-            if not isinstance(step, dict) or step.get("template") is None:
-                continue
-            try:
-                named = TemplateRef.model_validate(as_ref(step["template"]))
-            except ValidationError:
-                continue
-            found.add((named.kind, named.name))
+            for each in (step, *_body_steps(step)):
+                if not isinstance(each, dict) or each.get("template") is None:
+                    continue
+                try:
+                    named = TemplateRef.model_validate(as_ref(each["template"]))
+                except ValidationError:
+                    continue
+                found.add((named.kind, named.name))
+    return found
+
+
+def _body_steps(step: Any) -> list[Any]:
+    """The raw steps of a step's decide/map/reduce bodies (a single call or a list)."""
+    if not isinstance(step, dict):
+        return []
+    found: list[Any] = []
+    for kind in bodies.BODY_KINDS:
+        for body in bodies.bodies(kind, step.get(kind)).values():
+            found += body if isinstance(body, list) else [body]
     return found
 
 
