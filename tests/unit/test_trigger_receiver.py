@@ -147,6 +147,8 @@ def test_a_signed_push_starts_a_plan_as_the_author_with_the_payloads_input():
     assert plan["metadata"]["name"] == plan_name("push", hashlib.sha256(raw()).hexdigest())
     assert plan["metadata"]["annotations"] == {names.ANNOTATION_DELIVERY: "d-1"}
     assert plan["metadata"]["labels"] == {names.LABEL_TRIGGER: "push"}
+    # no owner: deleting the trigger leaves the Plans it started (docs/triggers.md)
+    assert "ownerReferences" not in plan["metadata"]
     # made as the recorded author, never as the receiver
     assert kube.as_users == [("alice", AUTHOR["groups"])] * 2
     assert kube.trigger["status"]["accepted"] == 1
