@@ -98,6 +98,29 @@ class Operator:
                 self.proc.wait()
 
 
+def start_healthy(
+    args: list[str], log: Path, health: str, what: str, timeout: float = 60
+) -> subprocess.Popen[bytes]:
+    """`args` started in a session of its own (its output appended to `log`), returned once
+    `health` (a URL: its /healthz) answers; AssertionError with the log's tail when it exits or
+    does not answer within `timeout` (then it is killed)."""
+    proc = subprocess.Popen(
+        args, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT
+    )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"{what} exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(health, timeout=2):
+                return proc
+        except OSError:
+            time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    raise AssertionError(f"{what} did not become healthy:\n{log.read_text()[-3000:]}")
+
+
 def start_operator(kubeconfig: str, namespaces: list[str], log: Path, *extra: str) -> Operator:
     metrics_port, health_port = free_port(), free_port()
     while health_port == metrics_port:
@@ -116,22 +139,9 @@ def start_operator(kubeconfig: str, namespaces: list[str], log: Path, *extra: st
     ]
     for ns in namespaces:
         args += ["--namespace", ns]
-    out = log.open("ab")
-    proc = subprocess.Popen(
-        args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT
-    )
-    op = Operator(proc, log, metrics_port, health_port)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"the operator exited ({proc.returncode}):\n{op.logs()[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{health_port}/healthz", timeout=2):
-                return op
-        except OSError:
-            time.sleep(0.2)
-    op.stop()
-    raise AssertionError(f"the operator did not become healthy:\n{op.logs()[-3000:]}")
+    health = f"http://127.0.0.1:{health_port}/healthz"
+    proc = start_healthy(args, log, health, "the operator")
+    return Operator(proc, log, metrics_port, health_port)
 
 
 def operator_image_on_node(kubeconfig: str, name: str | None = None) -> str:

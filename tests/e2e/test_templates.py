@@ -126,6 +126,55 @@ def test_editing_a_template_mid_run_does_not_change_the_running_plan(kube: Kube,
     assert obj["status"]["template"]["generation"] == 1
 
 
+def test_editing_a_template_before_its_step_is_dispatched_does_not_change_the_step(
+    kube: Kube, ns: str
+):
+    """A template step dispatched after its template was edited runs the template as the run
+    started (status.templates), not as it is at dispatch."""
+    kube.apply(template("piece", BUILD, kind="PlanTemplate"), "-n", ns)
+    kube.apply(
+        plan(
+            "caller",
+            {"id": "wait", "shell": "sleep 6"},
+            {
+                "id": "b",
+                "template": {"name": "piece"},
+                "input": {"repo": "r"},
+                "dependsOn": ["wait"],
+            },
+        ),
+        "-n",
+        ns,
+    )
+    wait_plan(kube, ns, "caller", ("Running",), until=lambda o: "templates" in o["status"])
+    edited = {**BUILD, "steps": [{"id": "other", "shell": "echo v2"}], "output": {}}
+    kube.apply(template("piece", edited, kind="PlanTemplate"), "-n", ns)
+    obj = wait_plan(kube, ns, "caller")
+    assert obj["status"]["phase"] == "Succeeded", obj["status"]
+    assert json.loads(steps(obj)["b"]["output"]) == {"image": "r:latest"}  # the snapshot's
+    (child,) = kube.get("plans", "-n", ns, "-l", "planops.dev/parent=caller")["items"]
+    assert [s["id"] for s in child["spec"]["steps"]] == ["build", "test"]
+    (recorded,) = obj["status"]["templates"]
+    assert recorded["generation"] == 1 and recorded["name"] == "piece"
+
+
+def test_a_template_step_in_a_map_body_runs_a_child_plan_per_item(
+    kube: Kube, ns: str, cluster_template: str
+):
+    ref = {"kind": "ClusterPlanTemplate", "name": cluster_template}
+    body = {"template": ref, "input": {"repo": "{{item}}"}}
+    kube.apply(
+        plan("fan", {"id": "m", "map": {"over": ["a", "b"], "concurrency": 2, "do": body}}),
+        "-n",
+        ns,
+    )
+    obj = wait_plan(kube, ns, "fan")
+    assert obj["status"]["phase"] == "Succeeded", obj["status"]
+    results = json.loads(steps(obj)["m"]["output"])["results"]
+    assert results == [{"image": "a:latest"}, {"image": "b:latest"}]
+    assert [t["name"] for t in obj["status"]["templates"]] == [cluster_template]
+
+
 def test_an_author_without_get_on_the_template_gets_no_run(
     kube: Kube,
     ns: str,

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 from planops.triggers.verify import sign
-from tests.conftest import ROOT, Kube
-from tests.e2e.conftest import free_port, steps, wait_plan
+from tests.conftest import Kube
+from tests.e2e.conftest import free_port, start_healthy, steps, wait_plan
 from tests.e2e.test_tenancy import (  # noqa: F401 (policies: a fixture)
     AUTHOR,
     as_author,
@@ -45,24 +45,9 @@ def running_receiver(kubeconfig: str, log: Path, *extra: str) -> Iterator[str]:
     port, metrics_port = free_port(), free_port()
     args = [sys.executable, "-m", "planops.triggers.main", "--kubeconfig", kubeconfig]
     args += ["--port", str(port), "--address", "127.0.0.1", "--metrics-port", str(metrics_port)]
-    proc = subprocess.Popen(
-        [*args, *extra],
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        cwd=ROOT,
-    )
     url = f"http://127.0.0.1:{port}"
+    proc = start_healthy([*args, *extra], log, url + "/healthz", "the receiver")
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, log.read_text()[-3000:]
-            try:
-                with urllib.request.urlopen(url + "/healthz", timeout=2):
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, log.read_text()[-3000:]
-                time.sleep(0.2)
         yield url
     finally:
         proc.terminate()
@@ -262,3 +247,13 @@ def test_revoked_use_stops_the_triggers_next_run(kube: Kube, hooked: str, receiv
     assert (status, answer["reason"]) == (403, "Forbidden"), answer
     assert "may not use Capsule" in last(kube, hooked, "lastRefused")["message"]
     assert len(plans(kube, hooked)) <= 2
+
+
+def test_forged_deliveries_do_not_starve_a_signed_one(kube: Kube, hooked: str, receiver: str):
+    """More forged deliveries than the trigger's burst (20): its rate is charged only once a
+    signature is checked, so the signed delivery after them still starts a Plan."""
+    for i in range(25):
+        status, answer = deliver(receiver, hooked, push(), f"forged-{i}", secret=f"guess-{i}")
+        assert (status, answer["reason"]) == (401, "BadSignature")
+    accepted(kube, receiver, hooked, push(), f"d-{uuid.uuid4()}")
+    assert len(plans(kube, hooked)) == 1

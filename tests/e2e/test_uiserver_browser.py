@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -28,7 +27,7 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT, Kube
-from tests.e2e.conftest import free_port, namespace_policy, plan, wait_plan
+from tests.e2e.conftest import free_port, namespace_policy, plan, start_healthy, wait_plan
 from tests.e2e.own_operator import namespace_with_operator
 from tests.e2e.test_ui_browser import WAIT, browser, click, shot, stop, until
 
@@ -130,23 +129,6 @@ def _apply_all(kube: Kube, docs: list[dict[str, Any]]) -> str:
     return text
 
 
-def _start(args: list[str], log: Path, port: int) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen(
-        args, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"the UI server exited: {log.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2):
-                return proc
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    raise AssertionError(f"the UI server never answered: {log.read_text()[-3000:]}")
-
-
 def _capsule_use(namespace: str, user: str) -> str:
     """A Role and RoleBinding: `use` on every Capsule of the namespace, for one ServiceAccount."""
     role = {
@@ -210,7 +192,7 @@ def server(
         args += ["--port", str(port), "--default-namespace", team]
         args += ["--kubeconfig", _kubeconfig(kubeconfig, token.pop(ui_sa), tmp / "ui.kubeconfig")]
         log = tmp / "uiserver.log"
-        proc = _start(args, log, port)
+        proc = start_healthy(args, log, f"http://127.0.0.1:{port}/healthz", "the UI server")
         try:
             ui_user = f"system:serviceaccount:{team}:{ui_sa}"
             yield Server(f"http://127.0.0.1:{port}", team, other, token, ui_user)

@@ -30,6 +30,9 @@ def test_the_receiver_runs_in_its_own_restricted_deployment_with_the_values(helm
     (container,) = pod["containers"]
     assert container["command"] == ["python3", "-m", "planops.triggers.main"]
     assert "--body-bytes=65536" in container["args"]
+    # the bounds of senders without the secret, and the cache, reach the receiver
+    for flag in ("--requests-per-second=200", "--unverified-per-minute=30", "--cache-seconds=10"):
+        assert flag in container["args"], container["args"]
     assert dep["spec"]["replicas"] == 3
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert container["securityContext"]["readOnlyRootFilesystem"] is True

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from planops.api import parse_document
 from planops.api.capsule_models import CapsuleSpec
 from planops.api.models import PlanSpec
-from planops.api.names import ANNOTATION_AUTHOR
+from planops.api.names import ANNOTATION_AUTHOR, LABEL_RUN
 from planops.api.template_models import PlanTemplateSpec
 from planops.engine import capsules, validate
 from planops.engine.plan_templates import templates
@@ -247,6 +247,87 @@ def test_a_template_step_runs_as_a_child_plan_under_the_callers_capsule():
     assert command == ["echo", "r:1"]
 
 
+LATER = [
+    {"id": "first", "shell": "echo first"},
+    {"id": "b", "template": REF, "input": {"repo": "r"}, "dependsOn": ["first"]},
+]
+
+
+def _edit_template(c: Cluster) -> None:
+    template = c.kube.get("clusterplantemplate", "", "build")
+    assert template is not None
+    template["spec"]["steps"] = [{"id": "other", "shell": "echo changed"}]
+    template["spec"]["output"] = {"image": "{{other.output}}"}
+    template["metadata"]["generation"] = 4
+    template["metadata"]["resourceVersion"] = "v4"
+
+
+def _child_steps(c: Cluster) -> list[str]:
+    """The steps of the child Plan of the Plan's current run."""
+    (child,) = [
+        p
+        for n, p in c.plans().items()
+        if n != "p" and p["metadata"]["labels"][LABEL_RUN] == c.run()
+    ]
+    return [s["id"] for s in child["spec"]["steps"]]
+
+
+def test_a_template_step_runs_the_template_as_the_run_started_not_as_edited_since():
+    c = _cluster()
+    _step_plan(c, LATER)
+    status = c.reconciled()  # the run starts: its step templates are snapshotted
+    (rec,) = status["templates"]
+    assert {k: rec[k] for k in ("kind", "name", "uid", "generation", "run")} == {
+        "kind": "ClusterPlanTemplate",
+        "name": "build",
+        "uid": "t-uid",
+        "generation": 3,
+        "run": c.run(),
+    }
+    assert rec["spec"] == BUILD and "template" not in status  # no templateRef: none of its own
+    _edit_template(c)  # between the run's start and the step's dispatch
+    gets = len([x for x in c.kube.calls if x[0] == "get_object"])
+    c.finish("first", ok=True)
+    status = c.reconciled()
+    assert _child_steps(c) == ["build", "test"]  # the snapshot's, not `other`
+    (child,) = [p for n, p in c.plans().items() if n != "p"]  # the first run's only
+    ran = json.loads(child["metadata"]["annotations"]["planops.dev/template"])
+    assert ran["generation"] == 3
+    assert status["templates"][0]["generation"] == 3  # carried by every status write
+    assert len([x for x in c.kube.calls if x[0] == "get_object"]) == gets  # nothing read again
+    # a new run (the Plan's spec changed) reads the template again
+    c.plan["metadata"]["generation"] = 2
+    status = c.reconciled()
+    assert status["templates"][0]["generation"] == 4 and status["templates"][0]["run"] == c.run()
+    c.finish("first", ok=True)
+    c.reconcile()
+    assert _child_steps(c) == ["other"]
+
+
+def test_describe_shows_the_templates_a_run_snapshotted_for_its_template_steps():
+    from planops.cli.show import step_template_lines  # noqa: PLC0415
+
+    c = _cluster()
+    _step_plan(c, LATER)
+    c.reconcile()
+    assert step_template_lines(c.plan) == [
+        f"ClusterPlanTemplate build (uid t-uid, generation 3; snapshot of run {c.run()})"
+    ]
+
+
+def test_a_run_whose_templates_would_not_fit_its_status_is_refused_saying_so():
+    c = _cluster()
+    template = c.kube.get("clusterplantemplate", "", "build")
+    assert template is not None
+    template["spec"]["steps"][1]["shell"] = "echo " + "x" * 800_000
+    _step_plan(c, LATER)
+    status = c.reconciled()
+    assert status["phase"] == "Invalid" and list(c.plans()) == ["p"]
+    (error,) = status["errors"]
+    assert error["code"] == "limits"
+    assert "with the templates it runs" in error["message"], error["message"]
+
+
 def test_a_template_step_needs_its_authors_get_on_the_template():
     c = _cluster()
     _step_plan(c, USES)
@@ -375,10 +456,84 @@ def test_describe_shows_which_template_a_plan_ran():
     assert template_line({"spec": {"steps": []}}) is None
 
 
-def test_a_template_step_inside_a_body_is_refused():
-    body = {"template": REF, "input": {"repo": "r"}}
-    errors = _errors({"steps": [{"id": "m", "map": {"over": [1], "do": body}}]})
-    assert [e[:3] for e in errors] == [("control", "m.do.call", "steps[0].map.do.template")]
+def test_a_template_step_inside_a_body_is_judged_against_its_template():
+    body = {"template": REF, "input": {"rpo": "{{item}}"}}
+    errors = _errors({"steps": [{"id": "m", "map": {"over": ["a"], "do": body}}]})
+    assert [e[:3] for e in errors] == [
+        ("template-input", "m.do.call", "steps[0].map.do.input.rpo")
+    ], errors
+    assert "did you mean `repo`?" in errors[0][3]
+    good = {"template": REF, "input": {"repo": "{{item}}"}}
+    routed = {"id": "t", "template": REF, "input": {"repo": "r"}}
+    route = {"if": {"value": "{{input.x}}", "op": "eq", "to": 1}, "then": [routed]}
+    assert _errors({"steps": [{"id": "m", "map": {"over": ["a"], "do": good}}]}) == []
+    assert _errors({"input": {"x": 1}, "steps": [{"id": "r", "decide": route}]}) == []
+
+
+def _settle_children(c: Cluster, output: Any) -> None:
+    for name, child in c.plans().items():
+        if name != "p":
+            child["metadata"]["creationTimestamp"] = "2027-01-15T08:00:00Z"
+            got = output(child) if callable(output) else output
+            child["status"] = {"phase": "Succeeded", "report": {"steps": [], "output": got}}
+
+
+def test_a_capsule_step_inside_a_map_is_observed_as_its_child_plan_settles():
+    """A body's child Plans are read as the run's attempts (only the top-level steps' were:
+    each item of a map of capsule steps failed as "deleted")."""
+    c = _cluster()
+    c.capsule("default", {**CAPSULE, "spawn": {"allow": ["other"]}})
+    c.capsule("other", {**CAPSULE, "plan": {"steps": [{"id": "x", "shell": "echo hi"}]}})
+    body = {"capsule": "other", "input": "do {{item}}"}
+    _step_plan(c, [{"id": "m", "map": {"over": ["a", "b"], "concurrency": 2, "do": body}}])
+    c.reconcile()
+    assert len(c.plans()) == 3
+    _settle_children(c, {"n": 1})
+    status = c.reconciled()
+    assert status["phase"] == "Succeeded", status["report"]["steps"]
+
+
+def test_a_template_step_inside_a_map_runs_locally(tmp_path):
+    plan = tmp_path / "fan.yaml"
+    body = {"template": "build-and-test", "input": {"repo": "{{item}}", "tag": "1"}}
+    fan = {
+        "apiVersion": "planops.dev/v1alpha1",
+        "kind": "Plan",
+        "metadata": {"name": "fan"},
+        "spec": {
+            "capsule": "default",
+            "steps": [
+                {"id": "m", "map": {"over": ["a", "b"], "do": {**body, "template": REF_CLI}}},
+                {"id": "show", "shell": "echo got {{m.json.results}}", "dependsOn": ["m"]},
+            ],
+        },
+    }
+    plan.write_text(json.dumps(fan))
+    r = cli("run", "--local", str(plan), "--capsule", EXAMPLE_CAPSULE, "--template", EXAMPLE)
+    assert r.returncode == 0, r.stderr
+    assert 'got [{"image": "a:1"}, {"image": "b:1"}]' in r.stdout, r.stdout
+
+
+REF_CLI = {"kind": "ClusterPlanTemplate", "name": "build-and-test"}
+
+
+def test_a_template_step_inside_a_map_runs_as_a_child_plan_per_item_from_the_snapshot():
+    c = _cluster()
+    body = {"template": REF, "input": {"repo": "{{item}}"}}
+    _step_plan(c, [{"id": "m", "map": {"over": ["a", "b"], "concurrency": 2, "do": body}}])
+    status = c.reconciled()
+    assert [t["name"] for t in status["templates"]] == ["build"]  # snapshotted at the start
+    _edit_template(c)
+    children = {n: p for n, p in c.plans().items() if n != "p"}
+    assert sorted(p["spec"]["input"]["repo"] for p in children.values()) == ["a", "b"]
+    assert all(
+        [s["id"] for s in p["spec"]["steps"]] == ["build", "test"] for p in children.values()
+    )
+    _settle_children(c, lambda child: {"image": child["spec"]["input"]["repo"]})
+    status = c.reconciled()
+    assert status["phase"] == "Succeeded", status
+    (m,) = [s for s in status["report"]["steps"] if s["stepId"] == "m"]
+    assert json.loads(m["output"])["results"] == [{"image": "a"}, {"image": "b"}]
 
 
 def test_the_webhook_admits_a_plan_whose_template_comes_later_and_refuses_bad_input():

@@ -17,7 +17,7 @@ from planops.api import names
 from planops.api.trigger_models import PlanTriggerSpec
 from planops.kube.errors import ApiError
 from planops.triggers import main as receiver_main
-from planops.triggers.limits import Limits, RateLimiter
+from planops.triggers.limits import Limits, RateLimiter, TtlCache
 from planops.triggers.receiver import Receiver, plan_name
 from planops.triggers.verify import sign
 
@@ -147,6 +147,8 @@ def test_a_signed_push_starts_a_plan_as_the_author_with_the_payloads_input():
     assert plan["metadata"]["name"] == plan_name("push", hashlib.sha256(raw()).hexdigest())
     assert plan["metadata"]["annotations"] == {names.ANNOTATION_DELIVERY: "d-1"}
     assert plan["metadata"]["labels"] == {names.LABEL_TRIGGER: "push"}
+    # no owner: deleting the trigger leaves the Plans it started (docs/triggers.md)
+    assert "ownerReferences" not in plan["metadata"]
     # made as the recorded author, never as the receiver
     assert kube.as_users == [("alice", AUTHOR["groups"])] * 2
     assert kube.trigger["status"]["accepted"] == 1
@@ -193,8 +195,8 @@ def test_a_replay_is_refused_by_the_window_and_by_the_plans_name():
     kube = FakeKube()
     (s1, _a1), (s2, a2) = post(kube, raw(), signed(raw()), times=2)
     assert (s1, s2, a2["reason"]) == (202, 409, "Replay")
-    # the window refused it before any create: a secret read and a create, then a secret read
-    assert len(kube.as_users) == 3
+    # the window refused it before any create: a secret read (kept) and one create
+    assert len(kube.as_users) == 2
     assert len(kube.plans) == 1
     # another replica (a new window): the Plan's name makes it AlreadyExists
     status, answer = post(kube, raw(), signed(raw()))
@@ -251,7 +253,73 @@ def test_a_rate_past_the_burst_is_refused_before_any_api_request():
     kube = FakeKube()
     results = post(kube, raw(), signed(raw()), limits=Limits(per_minute=1, burst=2), times=4)
     assert [s for s, _ in results] == [202, 409, 429, 429]
-    assert kube.gets == 2  # only the two deliveries within the rate read the trigger
+    assert kube.gets == 1  # the trigger read once (kept limits.cache_seconds)
+    assert len(kube.plans) == 1 and "RateLimited" not in json.dumps(kube.trigger["status"])
+
+
+def post_all(kube, deliveries, limits=None):
+    """Each (body, headers) POSTed in turn to one receiver: the answers' statuses."""
+
+    async def go():
+        async with serving(kube, limits) as (host, port), aiohttp.ClientSession() as client:
+            out = []
+            for body, headers in deliveries:
+                url = f"http://{host}:{port}/hooks/team-a/push"
+                resp = await client.post(url, data=body, headers=headers)
+                out.append(resp.status)
+            return out
+
+    return asyncio.run(go())
+
+
+def test_forged_deliveries_do_not_spend_the_triggers_rate():
+    """A sender without the secret cannot starve the trigger: the signature is checked before
+    its rate is charged, so after many forged deliveries a signed one still starts a Plan."""
+    kube = FakeKube()
+    forged = [(raw(), signed(raw(), secret=b"guess-%d" % i)) for i in range(40)]
+    limits = Limits(per_minute=1, burst=2, total_per_second=1)
+    statuses = post_all(kube, [*forged, (raw(), signed(raw()))], limits)
+    assert statuses == [401] * 40 + [202]
+    assert len(kube.plans) == 1
+    # the trigger and its secret read once for all 41: a forged delivery costs no request
+    assert kube.gets == 1 and len([u for u in kube.as_users if u[0] == "alice"]) == 2
+
+
+def test_refusals_before_the_signature_are_written_to_the_trigger_at_a_bounded_rate():
+    kube = FakeKube()
+    forged = [(raw(), signed(raw(), secret=b"guess")) for _ in range(10)]
+    statuses = post_all(kube, forged, Limits(unverified_per_minute=3))
+    assert statuses == [401] * 10  # every one refused, and counted in the metric
+    assert kube.trigger["status"]["refused"] == 3 and len(kube.events) == 3
+
+
+def test_all_requests_are_bounded_before_anything_is_read():
+    kube = FakeKube()
+    forged = [(raw(), signed(raw(), secret=b"guess")) for _ in range(5)]
+    statuses = post_all(kube, forged, Limits(requests_per_second=2))
+    assert statuses == [401, 401, 429, 429, 429]
+
+
+def test_a_trigger_and_its_secret_are_kept_for_the_cache_seconds_then_read_again():
+    now = [0.0]
+    cache: TtlCache[int] = TtlCache(ttl=10.0, size=2, clock=lambda: now[0])
+    loads = []
+
+    async def load(value):
+        loads.append(value)
+        return value
+
+    async def go():
+        assert await cache.get("a", lambda: load(1)) == 1
+        assert await cache.get("a", lambda: load(2)) == 1  # kept
+        now[0] = 10.0
+        assert await cache.get("a", lambda: load(3)) == 3  # expired: read again
+        await cache.get("b", lambda: load(4))
+        await cache.get("c", lambda: load(5))  # past `size`: the least recently used goes
+        assert await cache.get("a", lambda: load(6)) == 6
+
+    asyncio.run(go())
+    assert loads == [1, 3, 4, 5, 6]
 
 
 def test_the_rate_limiter_refills_at_its_rate():
@@ -482,7 +550,7 @@ def test_a_captured_delivery_replayed_under_a_new_delivery_id_is_refused():
             return out
 
     assert asyncio.run(go()) == [(202, "Started"), (409, "Replay")]
-    assert len(kube2.as_users) == 3  # the second: a secret read, no create
+    assert len(kube2.as_users) == 2  # the second: no create (and the secret kept)
     # a new body (a new push) is a new delivery
     other = raw({**PUSH, "after": "b" * 40})
     assert post(kube, other, signed(other, delivery="d-4"))[0] == 202

@@ -37,14 +37,26 @@ def template_line(plan: dict[str, Any]) -> str | None:
     names before a run recorded one; None for a plan of its own steps."""
     found = (plan.get("status") or {}).get("template")
     if isinstance(found, dict):
-        return (
-            f"{found.get('kind')} {found.get('name')} (uid {found.get('uid')}, generation "
-            f"{found.get('generation')}; snapshot of run {found.get('run')})"
-        )
+        return _snapshot_line(found)
     ref = (plan.get("spec") or {}).get("templateRef")
     if isinstance(ref, dict):
         return f"{ref.get('kind', 'PlanTemplate')} {ref.get('name')} (no run recorded it yet)"
     return None
+
+
+def _snapshot_line(found: dict[str, Any]) -> str:
+    return (
+        f"{found.get('kind')} {found.get('name')} (uid {found.get('uid')}, generation "
+        f"{found.get('generation')}; snapshot of run {found.get('run')})"
+    )
+
+
+def step_template_lines(plan: dict[str, Any]) -> list[str]:
+    """The templates the run's template steps run (status.templates: the run's snapshot)."""
+    found = (plan.get("status") or {}).get("templates")
+    return (
+        [_snapshot_line(t) for t in found if isinstance(t, dict)] if isinstance(found, list) else []
+    )
 
 
 async def cmd_describe(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
@@ -74,6 +86,8 @@ async def cmd_describe(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
     )
     if (ran := template_line(plan)) is not None:
         print(f"Template:   {ran}")
+    for line in step_template_lines(plan):
+        print(f"Step template: {line}")
     if st.get("errors"):
         print(f"\nValidation errors ({st.get('errorCount', len(st['errors']))}):")
         for e in st["errors"]:

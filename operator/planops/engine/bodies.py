@@ -83,6 +83,22 @@ def plan(steps: list[Step], outer: PlanSpec) -> PlanSpec:
     return PlanSpec(steps=chained, input=outer.input)
 
 
+def makes_child_plans(spec: PlanSpec) -> bool:
+    """Whether a run of `spec` may make child Plans: a capsule or template step, at the top or
+    in a decide/map/reduce body (a body that cannot be read makes none)."""
+    for step in (*spec.steps, *spec.finally_):
+        if step.capsule or step.template:
+            return True
+        for kind in BODY_KINDS:
+            for body in bodies(kind, getattr(step, kind)).values():
+                try:
+                    if any(b.capsule or b.template for b in parse(body)):
+                        return True
+                except BodyError:
+                    continue
+    return False
+
+
 def qualified(control: str, key: str, step: str) -> str:
     return f"{control}.{key}.{step}"
 

@@ -3,6 +3,8 @@ deliveries (planops.triggers.receiver), run by the chart in its own Deployment.
 
 planops-trigger-receiver [--port 8080] [--metrics-port 9090] [--kubeconfig FILE]
                          [--body-bytes N] [--per-minute N] [--burst N] [--total-per-second N]
+                         [--requests-per-second N] [--unverified-per-minute N]
+                         [--cache-seconds S]
 
 Plain HTTP: TLS ends at the Ingress (or Service mesh) in front of it, which the user provides.
 Every connection is closed after --connection-seconds whatever it sends (aiohttp has no timeout
@@ -90,6 +92,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--per-minute", type=float, default=d.per_minute, help="per trigger")
     p.add_argument("--burst", type=int, default=d.burst, help="per trigger")
     p.add_argument("--total-per-second", type=float, default=d.total_per_second)
+    p.add_argument("--requests-per-second", type=float, default=d.requests_per_second)
+    p.add_argument("--unverified-per-minute", type=float, default=d.unverified_per_minute)
+    p.add_argument("--cache-seconds", type=float, default=d.cache_seconds)
     p.add_argument("--connection-seconds", type=float, default=d.connection_seconds)
     return p
 
@@ -100,6 +105,9 @@ async def serve(args: argparse.Namespace) -> None:
         per_minute=args.per_minute,
         burst=args.burst,
         total_per_second=args.total_per_second,
+        requests_per_second=args.requests_per_second,
+        unverified_per_minute=args.unverified_per_minute,
+        cache_seconds=args.cache_seconds,
         connection_seconds=args.connection_seconds,
     )
     kube = await ActingKube.connect(args.kubeconfig)

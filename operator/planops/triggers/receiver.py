@@ -2,19 +2,25 @@
 template when the delivery is authentic, new, within the limits and passes the filter.
 
 Each delivery goes through the same gates, cheapest first, and the first that refuses answers:
-the rates (before any request to the API server), the body's size and encoding, the trigger (it
-exists, is not suspended, has an author record), its secret (read as the trigger's author), the
-signature (constant time), the replay window, the JSON, the filter, the mapping, and the Plan's
-create, made as the trigger's recorded author (impersonated): the API server's admission checks
-that author's `use` on the Capsule at that moment, so a revoked grant stops the next run, and
-records them as the Plan's author. The Plan's name is derived from the trigger and what the
+the rate of all requests, the body's size and encoding, the trigger (it exists, is not
+suspended, has an author record), its secret (read as the trigger's author), the signature
+(constant time), then the trigger's rate and the total of authenticated deliveries (charged only
+once the signature is checked: a sender without the secret spends none of them), the replay
+window, the JSON, the filter, the mapping, and the Plan's create, made as the trigger's
+recorded author (impersonated): the API server's admission checks that author's `use` on the
+Capsule at that moment, so a revoked grant stops the next run, and records them as the Plan's
+author. The Plan's name is derived from the trigger and what the
 delivery's signature covers (its body; GitLab's id): a replay on any replica, under the same
 id or a made-up one, is AlreadyExists.
 
 Each answer is JSON `{result, reason, message}` with messages written here: never a secret, a
 signature, an expression's error or the API server's text (those go to the trigger's status and
 Events, which the namespace's users read). The outcome is counted in
-planops_trigger_deliveries_total, and, once the trigger is known, in its status and an Event.
+planops_trigger_deliveries_total, and, once the trigger is known, in its status and an Event
+(those of deliveries refused before their signature is checked at most
+limits.unverified_per_minute per trigger: a sender without the secret cannot write to the
+cluster as fast as it sends). The trigger and its secret are kept limits.cache_seconds once
+read (limits.TtlCache): a forged delivery costs no request to the API server.
 """
 
 from __future__ import annotations
@@ -23,7 +29,6 @@ import asyncio
 import hashlib
 import logging
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -41,28 +46,13 @@ from planops.kube.api import ScheduleApi
 from planops.kube.client import UNREACHABLE
 from planops.kube.errors import ApiError
 from planops.reconciler import Author, UnreadableAuthorError, recorded_author
-from planops.triggers import cel
-from planops.triggers.limits import Limits, RateLimiter, ReplayWindow
+from planops.triggers.limits import Limits, RateLimiter, ReplayWindow, TtlCache
+from planops.triggers.payload import PAYLOAD_DEPTH, depth, header_map, map_delivery
 from planops.triggers.verify import Delivery, Refused, verify
 
 log = logging.getLogger("planops.triggers")
 Obj = dict[str, Any]
 PLURAL = "plantriggers"
-#: the headers a source's authentication reads: a second copy of one is refused (a proxy and
-#: this receiver could each read a different one)
-SIGNED_HEADERS = frozenset(
-    {
-        "x-hub-signature-256",
-        "x-github-delivery",
-        "x-github-event",
-        "x-gitlab-token",
-        "x-gitlab-event-uuid",
-        "x-gitlab-event",
-        "content-length",
-        "content-type",
-        "content-encoding",
-    }
-)
 #: what a trigger's answer may say of the mapping's or the API server's failure (the details
 #: are in its status)
 SEE_STATUS = "see the PlanTrigger's status (kubectl describe plantrigger)"
@@ -131,63 +121,7 @@ def plan_body(trigger: Obj, spec: PlanTriggerSpec, delivery: Delivery, inputs: O
     }
 
 
-def header_map(headers: Mapping[str, str]) -> dict[str, str]:
-    """The delivery's headers as the expressions see them: lower-case names, a repeated header's
-    values joined by ", " (RFC 9110); Refused when a header the authentication reads repeats."""
-    out: dict[str, str] = {}
-    for key, value in headers.items():
-        name = key.lower()
-        if name in out:
-            if name in SIGNED_HEADERS:
-                raise Refused("DuplicateHeader", f"the header {name} is given more than once", 400)
-            out[name] += ", " + value
-        else:
-            out[name] = value
-    return out
-
-
-def map_delivery(spec: PlanTriggerSpec, body: Any, headers: dict[str, str]) -> Obj | None:
-    """The template's input for a delivery, or None when the filter says no; Refused when an
-    expression fails or runs past the cost limit (one meter for all of them)."""
-    activation = {"body": cel.to_cel(body), "headers": cel.to_cel(headers)}
-    meter = cel.Meter()
-    if spec.filter:
-        passed = _run("filter", spec.filter, activation, meter)
-        if not isinstance(passed, bool):
-            raise Refused(
-                "FilterFailed", f"the filter gave {type(passed).__name__}, not a bool", 422
-            )
-        if not passed:
-            return None
-    return {key: _run(f"input {key}", text, activation, meter) for key, text in spec.input.items()}
-
-
-def _run(what: str, text: str, activation: Obj, meter: cel.Meter) -> Any:
-    try:
-        return cel.evaluate(text, activation, meter)
-    except cel.CostExceeded as e:
-        raise Refused("CostExceeded", f"{what}: {e}", 422) from None
-    except cel.CelError as e:
-        reason = "FilterFailed" if what == "filter" else "MappingFailed"
-        raise Refused(reason, f"{what}: {e}", 422) from None
-
-
 NAME = re.compile(NAME_PATTERN)
-#: the deepest payload the expressions see (CEL's conversion recurses; GitHub's nest about 6)
-PAYLOAD_DEPTH = 64
-
-
-def depth(value: Any) -> int:
-    """How deep a JSON value nests (without recursion: the value is the sender's)."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        node, level = stack.pop()
-        deepest = max(deepest, level)
-        if isinstance(node, dict):
-            stack += [(v, level + 1) for v in node.values()]
-        elif isinstance(node, list):
-            stack += [(v, level + 1) for v in node]
-    return deepest
 
 
 @dataclass
@@ -201,7 +135,12 @@ class Receiver:
         lim = self.limits
         self.per_trigger = RateLimiter(lim.per_minute / 60.0, lim.burst)
         self.total = RateLimiter(lim.total_per_second, max(lim.total_per_second, 1.0))
+        self.requests = RateLimiter(lim.requests_per_second, max(lim.requests_per_second, 1.0))
+        per_second = lim.unverified_per_minute / 60.0
+        self.unverified = RateLimiter(per_second, max(lim.unverified_per_minute, 1.0))
         self.replays = ReplayWindow(lim.replay_window)
+        self.triggers: TtlCache[Obj | None] = TtlCache(lim.cache_seconds, lim.cache_entries)
+        self.secrets: TtlCache[bytes | Refused] = TtlCache(lim.cache_seconds, lim.cache_entries)
 
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
         """The server's one handler: the hook, and /healthz."""
@@ -224,16 +163,23 @@ class Receiver:
     async def deliver(self, namespace: str, name: str, request: web.BaseRequest) -> Outcome:
         """A delivery's outcome, recorded on the trigger once it is known."""
         trigger: Obj | None = None
+        verified = False
         try:
-            if not self.total.take(None) or not self.per_trigger.take((namespace, name)):
-                raise Refused("RateLimited", "too many deliveries: slow down", 429)
+            if not self.requests.take(None):
+                raise Refused("RateLimited", "too many requests: slow down", 429)
             headers, body, unread = await self._read(request)
-            trigger = await self.kube.get_object(PLURAL, namespace, name)
+            trigger = await self.triggers.get(
+                (namespace, name), lambda: self.kube.get_object(PLURAL, namespace, name)
+            )
             if trigger is None:
                 raise Refused("NotFound", "no such trigger", 404)
             if unread is not None:  # refused for its body or headers: said on the trigger too
                 raise unread
-            outcome = await self._accept(trigger, headers, body)
+            spec, author, delivery = await self._authenticate(trigger, headers, body)
+            verified = True  # the rates of deliveries are charged only now
+            if not self.total.take(None) or not self.per_trigger.take((namespace, name)):
+                raise Refused("RateLimited", "too many deliveries: slow down", 429)
+            outcome = await self._accept(trigger, spec, author, delivery, headers, body)
         except Refused as r:
             outcome = Outcome("refused", r.reason, r.message, r.status, detail=r.detail)
         except (ApiError, *UNREACHABLE) as e:  # type: ignore[misc]
@@ -243,9 +189,16 @@ class Receiver:
         except Exception:  # a bug of ours: logged whole, answered without a word of it
             log.exception("trigger %s/%s: delivery failed", namespace, name)
             outcome = Outcome("refused", "InternalError", "the receiver failed: retry later", 500)
-        if trigger is not None:
+        if trigger is not None and self._told(namespace, name, outcome, verified):
             await self._record(trigger, outcome)
         return outcome
+
+    def _told(self, namespace: str, name: str, outcome: Outcome, verified: bool) -> bool:
+        """Whether an outcome goes to the trigger's status and Events: not a rate's refusal,
+        and one before the signature was checked only within limits.unverified_per_minute."""
+        if outcome.reason == "RateLimited":
+            return False
+        return verified or self.unverified.take((namespace, name))
 
     async def _read(self, request: web.BaseRequest) -> tuple[dict[str, str], bytes, Refused | None]:
         """The headers and body, or why they are refused (told once the trigger is known)."""
@@ -282,9 +235,12 @@ class Receiver:
             raise Refused("TooLarge", f"the body is larger than {limit} bytes", 413)
         return data
 
-    async def _accept(self, trigger: Obj, headers: dict[str, str], body: bytes) -> Outcome:
-        meta = trigger["metadata"]
-        namespace, name = meta["namespace"], meta["name"]
+    async def _authenticate(
+        self, trigger: Obj, headers: dict[str, str], body: bytes
+    ) -> tuple[PlanTriggerSpec, Author, Delivery]:
+        """The trigger's spec and author, and the delivery its signature proves; Refused when
+        the trigger cannot be used or the signature is not its secret's."""
+        namespace = trigger["metadata"]["namespace"]
         try:
             spec = PlanTriggerSpec.model_validate(trigger.get("spec") or {})
         except ValidationError as e:
@@ -297,10 +253,29 @@ class Receiver:
         if spec.suspend:
             raise Refused("Suspended", "the trigger is suspended", 503)
         author = _author(trigger)
-        groups = list(author.groups)
         ref = spec.webhook.secret_ref
-        secret = await self._secret(namespace, ref.name, ref.key, author)
-        delivery = verify(spec.webhook, secret, headers, body)
+        secret = await self.secrets.get(
+            (namespace, ref.name, ref.key, author.username, tuple(author.groups)),
+            lambda: self._secret(namespace, ref.name, ref.key, author),
+        )
+        # a refusal kept is raised as a fresh copy (one raised again would grow its traceback)
+        if isinstance(secret, Refused):
+            raise Refused(secret.reason, secret.message, secret.status, secret.detail)
+        return spec, author, verify(spec.webhook, secret, headers, body)
+
+    async def _accept(
+        self,
+        trigger: Obj,
+        spec: PlanTriggerSpec,
+        author: Author,
+        delivery: Delivery,
+        headers: dict[str, str],
+        body: bytes,
+    ) -> Outcome:
+        """An authenticated delivery: new, parsed, filtered, mapped, and its Plan created."""
+        meta = trigger["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        groups = list(author.groups)
         key = (namespace, name, delivery.key)
         if self.replays.seen(key):
             raise Refused("Replay", "this delivery was received before", 409)
@@ -334,23 +309,25 @@ class Receiver:
             detail=f"started Plan {created} for delivery {delivery.id}",
         )
 
-    async def _secret(self, namespace: str, name: str, key: str, author: Author) -> bytes:
+    async def _secret(self, namespace: str, name: str, key: str, author: Author) -> bytes | Refused:
+        """The trigger's secret read as its author, or why it cannot be (kept as the secret is:
+        a refusal is asked again after limits.cache_seconds)."""
         try:
             value = await self.kube.get_secret_value_as(
                 namespace, name, key, author.username, list(author.groups)
             )
         except ApiError as e:
             if e.status == 403:
-                raise Refused(
+                return Refused(
                     "SecretForbidden",
                     "the trigger cannot be checked: " + SEE_STATUS,
                     503,
                     f"the trigger's author {author.username} may not read Secret {name} (RBAC "
                     "get on it): the receiver reads the trigger's secret as its author",
-                ) from None
+                )
             raise
         if value is None:
-            raise Refused(
+            return Refused(
                 "SecretMissing",
                 "the trigger cannot be checked: " + SEE_STATUS,
                 503,
@@ -404,9 +381,11 @@ class Receiver:
         for _ in range(3):
             status = next_status(trigger.get("status") or {}, outcome, _now())
             try:
-                await self.kube.patch_status(
+                written = await self.kube.patch_status(
                     PLURAL, meta["namespace"], meta["name"], status, meta.get("resourceVersion")
                 )
+                if written.get("metadata"):  # the next write's base
+                    self.triggers.put((meta["namespace"], meta["name"]), written)
                 return
             except ApiError as e:
                 if e.status != 409:

@@ -52,14 +52,6 @@ def check_bodies(c: Checker, graph: Graph, i: int, step: Step, path: str, seen: 
                         f"a body may not contain {nested[0]} (seed 2 body rules): run nested "
                         "control flow as a capsule step's plan",
                     )
-                if b.template is not None:
-                    c.add(
-                        "control",
-                        name,
-                        f"{bpath}.template",
-                        "a body may not contain a template step (not judged there yet): make "
-                        "it a step of the plan, or put the decide/map/reduce in the template",
-                    )
                 if b.exit is not None and kind != "decide":
                     c.add(
                         "control",

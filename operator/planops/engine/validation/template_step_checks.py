@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from planops.api.models import PlanSpec, Step
-from planops.engine import plan_templates, references, templates
+from planops.engine import bodies, plan_templates, references, templates
 from planops.engine.errors import PlanError
 from planops.engine.policy import MAX_DEPTH
 from planops.engine.validation.checker import Checker
@@ -25,6 +25,27 @@ def check_template_steps(c: Checker, judge: Judge) -> None:
         for i, step in enumerate(steps):
             if step.template is not None:
                 check_template_step(c, step, f"{where}[{i}]", judge)
+            for b, bpath in body_steps(step, f"{where}[{i}]"):
+                if b.template is not None:
+                    check_template_step(c, b, bpath, judge)
+
+
+def body_steps(step: Step, path: str) -> list[tuple[Step, str]]:
+    """The steps of a control step's bodies (decide, map, reduce), with their paths, named as
+    outside the body (`route.then.call`); a body that cannot be read is body_checks' refusal."""
+    found = []
+    for kind in bodies.BODY_KINDS:
+        for key, body in bodies.bodies(kind, getattr(step, kind)).items():
+            try:
+                steps = bodies.parse(body)
+            except bodies.BodyError:
+                continue
+            single = isinstance(body, dict)
+            for j, b in enumerate(steps):
+                where = f"{path}.{kind}.{key}" + ("" if single else f"[{j}]")
+                named = b.model_copy(update={"id": bodies.qualified(step.id, key, b.id)})
+                found.append((named, where))
+    return found
 
 
 def check_template_step(c: Checker, step: Step, path: str, judge: Judge) -> None:

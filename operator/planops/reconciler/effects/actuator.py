@@ -27,7 +27,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from planops import metrics
 from planops.api import CapsuleSpec, PlanSpec, names
-from planops.engine import Dispatch, Report, budget, capsule_name, plan_templates
+from planops.engine import Report, budget, capsule_name
 from planops.kube import manifests
 from planops.kube.api import KubeApi, ScheduleApi
 from planops.kube.cache import RunObjects, WatchCache
@@ -44,7 +44,7 @@ from planops.reconciler.effects.intents import (
 )
 from planops.reconciler.history import chunks
 from planops.reconciler.history.report_book import ReportBook
-from planops.reconciler.run import attempt_objects, templating
+from planops.reconciler.run import attempt_objects
 from planops.reconciler.run import status as status_
 from planops.reconciler.run.observe import controller_uid
 
@@ -248,13 +248,10 @@ class Actuator:
     async def _create(self, ref: manifests.PlanRef, c: Create, spec: PlanSpec) -> CreateAnswer:
         d = c.dispatch
         body = c.body
-        if body is None and d.kind == "template":  # a child Plan: the template as it is now
-            got = await self.template(ref.namespace, d)
-            built = attempt_objects.template_child(ref, d, spec, got)
-        elif body is None:  # a child Plan: from its target Capsule's `plan`, read now
+        if body is None:  # a capsule step's child Plan: its target Capsule's `plan`, read now
+            # (a template step's is built by the decision, from the run's snapshot: run.core)
             target = await self.kube.get_capsule(ref.namespace, d.step.capsule or "")
             built = attempt_objects.child(ref, d, spec, target)
-        if body is None:
             if isinstance(built, str):
                 return CreateAnswer(d, refusal=built)
             body = built
@@ -290,14 +287,6 @@ class Actuator:
         write of a 20,000-step run timed out) otherwise sent both for every Job again."""
         held = self.runs.named("job", ref.namespace, name) if self.runs is not None else None
         return held is not None and controller_uid(held) == ref.uid
-
-    async def template(self, namespace: str, d: Dispatch) -> Obj | None:
-        """The template a template step names, as the API server has it now (None: none)."""
-        ref = plan_templates.template_of(d.step)
-        if isinstance(ref, str):
-            return None
-        ns = namespace if ref.kind == "PlanTemplate" else None
-        return await self.kube.get_object(templating.PLURALS[ref.kind], ns, ref.name)
 
     async def _files_pod(
         self, ref: manifests.PlanRef, c: Create, spec: PlanSpec, body: Obj

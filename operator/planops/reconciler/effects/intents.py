@@ -82,9 +82,10 @@ class Told:
 @dataclass(frozen=True)
 class Create:
     """Create the object of a dispatched attempt: its Job (`body`, built when read: the
-    actuator reads it as it sends it), or, for a capsule step, the child Plan the actuator
-    builds from its target Capsule (`body` None: the Capsule's `plan` is read at the create,
-    reconciler.run.attempt_objects.child)."""
+    actuator reads it as it sends it), a template step's child Plan (built from the run's
+    snapshot of its template, reconciler.run.attempt_objects.recorded_child), or, for a capsule
+    step, the child Plan the actuator builds from its target Capsule (`body` None: the Capsule's
+    `plan` is read at the create, reconciler.run.attempt_objects.child)."""
 
     dispatch: Dispatch
     kind: Literal["job", "plan"]

@@ -37,6 +37,7 @@ from planops.engine import (
     CapsuleResolver,
     Facts,
     StepRecord,
+    bodies,
     capsules,
     finally_steps,
     outputs,
@@ -310,7 +311,7 @@ class Reads:
         jobs, pods = await self.objects(ref, settled_ids)
         # objects whose labels name no attempt of ours are not attempts (observe says why)
         found = [job_attempt(j, pods.get(j["metadata"]["name"])) for j in jobs]
-        if any(s.capsule or s.template for s in (*spec.steps, *spec.finally_)):
+        if bodies.makes_child_plans(spec):  # capsule and template steps, in bodies too
             listed = await self.kube.list_plans(ref.namespace, ref.children_selector())
             found += [
                 child_attempt(c) for c in facts_.unsettled(owned(listed, ref.uid), settled_ids)

@@ -128,11 +128,12 @@ def _time(value: Any) -> str | None:
 
 def carried(new: dict[str, Any], previous: dict[str, Any]) -> dict[str, Any]:
     """The status `new` with the earlier runs of `previous`: every status write of a Plan carries
-    its history on (a new run's `previous` holds the history it starts with), and the template
-    its run snapshot (run.templating), when it runs one."""
+    its history on (a new run's `previous` holds the history it starts with), and the templates
+    its run snapshot (run.templating), when it runs some."""
     out = {**new, "history": previous.get("history")}
-    if previous.get("template") is not None:
-        out["template"] = previous["template"]
+    for key in ("template", "templates"):
+        if previous.get(key) is not None:
+            out[key] = previous[key]
     return out
 
 

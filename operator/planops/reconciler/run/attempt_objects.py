@@ -23,6 +23,7 @@ from planops.engine import dispatch as rules
 from planops.engine.facts import CHILD_PLAN_KINDS
 from planops.kube import manifests
 from planops.kube.errors import ErrorKind
+from planops.reconciler.run import templating
 from planops.reconciler.run.observe import controller_uid
 
 Obj = dict[str, Any]
@@ -96,14 +97,25 @@ def child(
     return manifests.child_plan(parent, d, target, plan_spec)
 
 
+def recorded_child(ref: manifests.PlanRef, d: Dispatch, spec: PlanSpec, status: Obj) -> Obj | str:
+    """The child Plan of an admitted template step, from the template as the run recorded it
+    when it started (`status`: run.templating), or why there is none: an edit of the template
+    since never changes what the run runs."""
+    named = plan_templates.template_of(d.step)
+    if isinstance(named, str):
+        return named
+    found = templating.template_object(status, ref.run, (named.kind, named.name))
+    return template_child(ref, d, spec, found)
+
+
 def template_child(
     ref: manifests.PlanRef,
     d: Dispatch,
     spec: PlanSpec,
     template: Obj | None,
 ) -> Obj | str:
-    """The child Plan of an admitted template step, from the template's object as it is now
-    (None: not found), or why there is none: the template's plan under this plan's Capsule,
+    """The child Plan of an admitted template step, from the template's object (None: not
+    found), or why there is none: the template's plan under this plan's Capsule,
     given the step's rendered input (engine.plan_templates). The child is judged as any Plan
     is: the template grants nothing."""
     ref_ = plan_templates.template_of(d.step)

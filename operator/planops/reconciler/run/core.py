@@ -151,6 +151,11 @@ class PlanStep:
             return None
         if d.kind in CHILD_PLAN_KINDS:
             refusal = attempt_objects.admit(s.ref, d, s.capsule, s.spec, s.policy)
+            if refusal is None and d.kind == "template":  # from the run's snapshot
+                made = attempt_objects.recorded_child(s.ref, d, s.spec, s.previous)
+                if not isinstance(made, str):
+                    return Create(d, "plan", lambda: made)
+                refusal = made
             if refusal is None:
                 return Create(d, "plan")
             self._answered.append(CreateAnswer(d, refusal=refusal))

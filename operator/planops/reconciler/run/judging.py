@@ -49,10 +49,17 @@ def capsule_named(plan: Obj) -> str:
     return str((plan.get("spec") or {}).get("capsule") or DEFAULT_CAPSULE)
 
 
-def too_large(spec: PlanSpec, size: int) -> PlanError | None:
-    """A spec of `size` bytes that would leave its status no room in one etcd object."""
-    if size <= status_.SPEC_BUDGET:
+def too_large(spec: PlanSpec, size: int, templates: int = 0) -> PlanError | None:
+    """A spec of `size` bytes, with `templates` bytes of the templates its run snapshots into its
+    status (run.templating), that would leave its status no room in one etcd object."""
+    if size + templates <= status_.SPEC_BUDGET:
         return None
+    what = f"the spec is {size} bytes" + (
+        f", {size + templates} with the templates it runs (a run records their specs in its "
+        "status, so that an edit never changes it)"
+        if templates
+        else ""
+    )
     what_next = (
         "pass the items by reference to something smaller (an index per item), or split them "
         "across capsule steps, each a plan of its own"
@@ -64,7 +71,7 @@ def too_large(spec: PlanSpec, size: int) -> PlanError | None:
         "limits",
         None,
         "spec",
-        f"the spec is {size} bytes; a Plan's spec may be at most {status_.SPEC_BUDGET} bytes "
+        f"{what}; a Plan's spec may be at most {status_.SPEC_BUDGET} bytes "
         f"(its status shares the object, and etcd stores at most 1.5 MiB): {what_next}",
     )
 
@@ -175,8 +182,8 @@ class Judge:
             return None, None, [PlanError(p.code, None, p.path, p.message) for p in problems]
         spec = doc.spec
         assert isinstance(spec, PlanSpec)
-        size = status_.json_size(plan.get("spec")) + _template_size(templates)
-        large = too_large(spec, size)
+        size = status_.json_size(plan.get("spec"))
+        large = too_large(spec, size, _template_size(templates))
         if large is not None:
             return spec, None, [large]
         resolve, unusable = templating.resolver(templates)
@@ -196,7 +203,7 @@ class Judge:
         targets: dict[str, Obj | None],
         templates: dict[tuple[str, str], Obj | None],
     ) -> list[PlanError]:
-        large = too_large(spec, status_.json_size(spec.dump()) + _template_size(templates))
+        large = too_large(spec, status_.json_size(spec.dump()), _template_size(templates))
         if large is not None:
             return [large]
         resolve, unusable = templating.resolver(templates)

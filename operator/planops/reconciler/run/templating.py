@@ -1,10 +1,12 @@
 """Pure: a Plan from a template (spec.templateRef) in the cluster: which template object it
 reads, what its run records of it, and its author's right to read it.
 
-- A run snapshots what it runs: as it starts, `status.template` records the template's kind,
-  name, uid, generation and resourceVersion with its spec, for that run id; every later
-  reconcile of the run judges and runs that snapshot, so a template edited (or deleted) during a
-  run never changes it. A new run (a new generation, a re-run) reads the template again.
+- A run snapshots what it runs: as it starts, `status.template` records the template of a Plan
+  from a template (its kind, name, uid, generation and resourceVersion with its spec, for that
+  run id), and `status.templates` every other template it runs (those its template steps name,
+  transitively); every later reconcile of the run judges and runs that snapshot, and a template
+  step's child Plan is made from it, so a template edited (or deleted) during a run never
+  changes it. A new run (a new generation, a re-run) reads the templates again.
 - Using a template is the author's act: the Plan's recorded author (run.authors) must be
   allowed `get` on it (a SubjectAccessReview, asked by effects.reads) before a run starts;
   otherwise no run starts, and the status and an Event say which template and why.
@@ -19,7 +21,7 @@ from pydantic import ValidationError
 from planops.api.documents import problems_of
 from planops.api.template_models import PlanTemplateSpec
 from planops.api.template_ref import TemplateRef, as_ref
-from planops.engine import PlanError
+from planops.engine import PlanError, bodies
 from planops.engine.plan_templates import Key, TemplateResolver, templates
 from planops.reconciler.run import authors
 
@@ -48,7 +50,8 @@ MAX_TEMPLATES = 32
 
 def wanted(spec: Any) -> set[Key]:
     """The templates a spec (a Plan's, a template's) names: its templateRef, and the templates
-    of its template steps (main and finally), as (kind, name); what cannot be read is left to
+    of its template steps (main and finally, and in their decide/map/reduce bodies), as (kind,
+    name); what cannot be read is left to
     the judge's refusal."""
     if not isinstance(spec, dict):
         return set()
@@ -59,33 +62,55 @@ def wanted(spec: Any) -> set[Key]:
     for key in ("steps", "finally"):
         steps = spec.get(key)
         for step in steps if isinstance(steps, list) else ():
-            if not isinstance(step, dict) or step.get("template") is None:
-                continue
-            try:
-                named = TemplateRef.model_validate(as_ref(step["template"]))
-            except ValidationError:
-                continue
-            found.add((named.kind, named.name))
+            for each in (step, *_body_steps(step)):
+                if not isinstance(each, dict) or each.get("template") is None:
+                    continue
+                try:
+                    named = TemplateRef.model_validate(as_ref(each["template"]))
+                except ValidationError:
+                    continue
+                found.add((named.kind, named.name))
     return found
 
 
+def _body_steps(step: Any) -> list[Any]:
+    """The raw steps of a step's decide/map/reduce bodies (a single call or a list)."""
+    if not isinstance(step, dict):
+        return []
+    found: list[Any] = []
+    for kind in bodies.BODY_KINDS:
+        for body in bodies.bodies(kind, step.get(kind)).values():
+            found += body if isinstance(body, list) else [body]
+    return found
+
+
+def _records(status: Obj, run_id: str) -> list[Obj]:
+    """The template records of the run `run_id` in a status: status.template (a Plan from a
+    template's) and status.templates (the others it runs)."""
+    found = status.get("template")
+    listed = status.get("templates")
+    records = [found] + (listed if isinstance(listed, list) else [])
+    return [r for r in records if isinstance(r, dict) and r.get("run") == run_id]
+
+
 def snapshot(plan: Obj, run_id: str) -> dict[Key, Obj | None] | None:
-    """The template the run `run_id` recorded as it started (status.template), as the object it
-    was read as; None when the status records none for that run."""
-    found = (plan.get("status") or {}).get("template")
-    if not isinstance(found, dict) or found.get("run") != run_id:
-        return None
-    kind, name = found.get("kind"), found.get("name")
-    if not isinstance(kind, str) or not isinstance(name, str):
-        return None
-    meta = {k: found.get(k) for k in ("uid", "generation", "resourceVersion")}
-    return {(kind, name): {"metadata": {"name": name, **meta}, "spec": found.get("spec")}}
+    """The templates the run `run_id` recorded as it started (status.template and
+    status.templates), as the objects they were read as; None when the status records none for
+    that run."""
+    found: dict[Key, Obj | None] = {}
+    for rec in _records(plan.get("status") or {}, run_id):
+        kind, name = rec.get("kind"), rec.get("name")
+        if not isinstance(kind, str) or not isinstance(name, str):
+            continue
+        meta = {k: rec.get(k) for k in ("uid", "generation", "resourceVersion")}
+        found[(kind, name)] = {"metadata": {"name": name, **meta}, "spec": rec.get("spec")}
+    return found or None
 
 
-def record(run_id: str, ref: TemplateRef, objs: dict[Key, Obj | None]) -> Obj | None:
-    """status.template for the run `run_id` of a Plan from the template `ref` (None: not read)."""
-    kind, name = ref.kind, ref.name
-    obj = objs.get((kind, name))
+def record(run_id: str, key: Key, objs: dict[Key, Obj | None]) -> Obj | None:
+    """The record of the template `key` for the run `run_id` (None: not read)."""
+    kind, name = key
+    obj = objs.get(key)
     if obj is not None:
         meta = obj.get("metadata") or {}
         return {
@@ -101,13 +126,29 @@ def record(run_id: str, ref: TemplateRef, objs: dict[Key, Obj | None]) -> Obj | 
 
 
 def recorded(previous: Obj, plan: Obj, run_id: str, objs: dict[Key, Obj | None]) -> Obj:
-    """The status a run's writes build on, with the template of a Plan from a template recorded
-    (kept once recorded)."""
-    found, ref = previous.get("template"), ref_of(plan)
-    if ref is None or (isinstance(found, dict) and found.get("run") == run_id):
-        return previous
-    rec = record(run_id, ref, objs)
-    return previous if rec is None else {**previous, "template": rec}
+    """The status a run's writes build on, with every template the run runs recorded (kept once
+    recorded): a Plan from a template's in status.template, the others (those its template
+    steps name, transitively) in status.templates. Their size is judged with the spec's
+    (run.judging: a run whose templates would not fit is refused before it starts)."""
+    ref, out = ref_of(plan), previous
+    main = (ref.kind, ref.name) if ref is not None else None
+    found = previous.get("template")
+    if main is not None and not (isinstance(found, dict) and found.get("run") == run_id):
+        rec = record(run_id, main, objs)
+        out = out if rec is None else {**out, "template": rec}
+    listed = previous.get("templates")
+    if isinstance(listed, list) and any(
+        isinstance(r, dict) and r.get("run") == run_id for r in listed
+    ):
+        return out
+    others = [record(run_id, key, objs) for key in sorted(objs) if key != main]
+    kept = [r for r in others if r is not None]
+    return {**out, "templates": kept} if kept else out
+
+
+def template_object(status: Obj, run_id: str, key: Key) -> Obj | None:
+    """The template `key` as the run `run_id` recorded it (what its template step runs)."""
+    return (snapshot({"status": status}, run_id) or {}).get(key)
 
 
 def resolver(objs: dict[Key, Obj | None]) -> tuple[TemplateResolver, list[PlanError]]:
