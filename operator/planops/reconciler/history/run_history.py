@@ -129,10 +129,13 @@ def _time(value: Any) -> str | None:
 def carried(new: dict[str, Any], previous: dict[str, Any]) -> dict[str, Any]:
     """The status `new` with the earlier runs of `previous`: every status write of a Plan carries
     its history on (a new run's `previous` holds the history it starts with), and the template
-    its run snapshot (run.templating), when it runs one."""
+    its run snapshot (run.templating), when it runs one, and the reading URLs of its runs'
+    stored logs and artifacts (store.signed)."""
     out = {**new, "history": previous.get("history")}
     if previous.get("template") is not None:
         out["template"] = previous["template"]
+    if previous.get("stored"):  # the runs' reading URLs (store.signed): the signer's to change
+        out["stored"] = previous["stored"]
     return out
 
 
