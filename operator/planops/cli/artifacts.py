@@ -29,12 +29,17 @@ def refused(args: argparse.Namespace) -> str | None:
     words = args.words
     if _getting(words):
         if len(words) != 4:
-            return "artifacts get NAME STEP ARTIFACT -o PATH (kubectl plan artifacts NAME lists them)"
+            return (
+                "artifacts get NAME STEP ARTIFACT -o PATH (kubectl plan artifacts NAME lists them)"
+            )
         if args.output in (None, *FORMATS):
             return "artifacts get: -o PATH, the file to write the artifact to"
         return None
     if len(words) != 1:
-        return "artifacts NAME [--run ID] lists a run's artifacts; artifacts get NAME STEP ARTIFACT -o PATH downloads one"
+        return (
+            "artifacts NAME [--run ID] lists a run's artifacts; "
+            "artifacts get NAME STEP ARTIFACT -o PATH downloads one"
+        )
     if args.output not in (None, *FORMATS):
         return f"artifacts NAME: -o {args.output}: one of {', '.join(FORMATS)}"
     return None

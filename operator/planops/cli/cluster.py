@@ -1,7 +1,7 @@
 """The cluster verbs of `kubectl-plan`: how each one is run (a connected client, the namespace,
 the cluster's refusals said plainly) and which module holds it: submit (submit.py), get (get.py),
-delete (delete.py), artifacts (artifacts.py), describe, logs, trace (show.py; logs -f: follow.py), rerun, retry, cancel,
-answer (steer.py), graph NAME (live_graph.py), version (version.py).
+delete (delete.py), describe, logs, trace (show.py; logs -f: follow.py), rerun, retry, cancel,
+answer (steer.py), graph NAME (live_graph.py), version (version.py), artifacts (artifacts.py).
 
 kubectl habits: -n/--namespace (default: the kubeconfig context's namespace, else `default`),
 --context, --kubeconfig, -o table|json|yaml. Everything goes through planops.kube (the only code

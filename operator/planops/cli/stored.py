@@ -90,13 +90,17 @@ def read(
         if e.code == 403 and "expired" in body.lower():
             raise ReadError(_expired_message(what, url)) from None
         if e.code == 404:
-            raise ReadError(f"{what}: the store does not hold it (never stored, or deleted)") from None
+            raise ReadError(
+                f"{what}: the store does not hold it (never stored, or deleted)"
+            ) from None
         code = _s3_code(body)
         raise ReadError(f"{what}: the store answered {e.code}{code}") from None
     except (urllib.error.URLError, OSError) as e:
         reason = getattr(e, "reason", e)
         host = url.split("/")[2]
-        raise ReadError(f"{what}: the artifact repository {host} cannot be reached: {reason}") from e
+        raise ReadError(
+            f"{what}: the artifact repository {host} cannot be reached: {reason}"
+        ) from e
     return got
 
 
@@ -171,7 +175,8 @@ async def read_log(
     url, n = found
     parts: list[bytes] = []
     try:
-        got = await asyncio.to_thread(read, url, f"the stored log of {step} attempt {n}", parts.append, limit)
+        what = f"the stored log of {step} attempt {n}"
+        got = await asyncio.to_thread(read, url, what, parts.append, limit)
     except ReadError as e:
         return str(e)
     return b"".join(parts).decode(errors="replace"), n, got >= limit
