@@ -367,3 +367,20 @@ def test_the_signer_writes_each_runs_urls_and_signs_again_only_when_due() -> Non
     assert url is not None and url.startswith(base)
     assert "SECRET" not in repr(written["status"])  # a signature, never the credential
     assert asyncio.run(signer.sign(written)) is None  # nothing due: nothing written
+
+
+def test_the_ui_reads_the_stored_log_through_the_users_plan(store_server: str) -> None:
+    import asyncio  # noqa: PLC0415
+
+    from planops.cli.ui import handlers  # noqa: PLC0415
+
+    kube = FakeKube()
+    kube.put("plan", _plan(store_server, [RECORD], ["build/logs/2.log"], _now()))
+    _serve({"build/logs/2.log": b"all of it\n"})
+    got = asyncio.run(handlers.stored_log(kube, NS, "p", "build", None))
+    assert got is not None and got["source"] == "store" and got["text"] == "all of it\n"
+    assert "attempt 2" in got["note"]
+    assert asyncio.run(handlers.stored_log(kube, NS, "other", "build", None)) is None
+    _serve({})
+    missing = asyncio.run(handlers.stored_log(kube, NS, "p", "build", None))
+    assert missing is not None and missing["text"] == "" and "does not hold it" in missing["note"]
