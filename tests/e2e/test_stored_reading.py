@@ -35,7 +35,11 @@ def _signed(kube: Kube, ns: str, name: str, step: str) -> bool:
 
 
 def test_logs_reads_the_stored_log_after_pod_gc(
-    kube: Kube, kubeconfig: str, tenant: tuple[str, str], s3_store: S3, tmp_path: Path  # noqa: F811
+    kube: Kube,
+    kubeconfig: str,
+    tenant: tuple[str, str],  # noqa: F811 - the fixture imported above
+    s3_store: S3,
+    tmp_path: Path,
 ) -> None:
     ns, system = tenant
     op = _operator(kubeconfig, ns, system, _repo_flag(s3_store), tmp_path / "op.log")
@@ -68,7 +72,10 @@ def test_logs_reads_the_stored_log_after_pod_gc(
 
 
 def test_artifacts_lists_and_gets_a_file_with_its_checksum(
-    kube: Kube, kubeconfig: str, files_operator: tuple[str, Operator], tmp_path: Path  # noqa: F811
+    kube: Kube,
+    kubeconfig: str,
+    files_operator: tuple[str, Operator],  # noqa: F811 - the fixture imported above
+    tmp_path: Path,
 ) -> None:
     ns, op = files_operator
     a = {

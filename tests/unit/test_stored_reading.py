@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -31,9 +31,9 @@ BLOB = b"the artifact\n" * 100
 
 
 class _Objects(http.server.BaseHTTPRequestHandler):
-    objects: dict[str, bytes] = {}
+    objects: ClassVar[dict[str, bytes]] = {}
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
         if "/expired/" in path:
             body = b"<Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>"
@@ -101,7 +101,12 @@ RECORD = {
     "attempts": 2,
     "finishedAt": "2027-01-15T08:00:00Z",
     "artifacts": [
-        {"name": "bundle", "key": ART_KEY, "sha256": hashlib.sha256(BLOB).hexdigest(), "size": len(BLOB)}
+        {
+            "name": "bundle",
+            "key": ART_KEY,
+            "sha256": hashlib.sha256(BLOB).hexdigest(),
+            "size": len(BLOB),
+        }
     ],
 }
 
@@ -135,8 +140,12 @@ def test_an_entry_is_compact_and_gives_back_each_url_exactly() -> None:
         assert signed.url(e, r) == store.presign_get(keys.run_prefix + r, timedelta(days=7), at)
     assert len(repr(e)) < 1200  # three ~500-byte URLs would be 1500+
     odd = signed.compact(
-        RUN, {"a/logs/1.log": "https://elsewhere/x?sig=1"}, repository="r", key_prefix="",
-        records=None, expires_at=NOW,
+        RUN,
+        {"a/logs/1.log": "https://elsewhere/x?sig=1"},
+        repository="r",
+        key_prefix="",
+        records=None,
+        expires_at=NOW,
     )
     assert signed.url(odd, "a/logs/1.log") == "https://elsewhere/x?sig=1"  # kept whole
 
@@ -217,7 +226,9 @@ def test_logs_reads_the_stored_log_once_the_pod_is_gone(
     store_server: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     kube = FakeKube()
-    kube.put("plan", _plan(store_server, [RECORD], ["build/logs/1.log", "build/logs/2.log"], _now()))
+    kube.put(
+        "plan", _plan(store_server, [RECORD], ["build/logs/1.log", "build/logs/2.log"], _now())
+    )
     _serve({"build/logs/2.log": b"line 1\nline 2\nline 3\n", "build/logs/1.log": b"first\n"})
     code, out, err = run(kube, capsys, "logs", "p", "build")
     assert code == EXIT_OK and out == "line 1\nline 2\nline 3\n", err
@@ -361,7 +372,11 @@ def test_the_signer_writes_each_runs_urls_and_signs_again_only_when_due() -> Non
     assert written is not None
     (e,) = written["status"]["stored"]
     assert e["run"] == RUN and e["records"] == 1 and e["keyPrefix"] == "pre"
-    assert set(e["signatures"]) == {"build/logs/1.log", "build/logs/2.log", "build/artifacts/bundle"}
+    assert set(e["signatures"]) == {
+        "build/logs/1.log",
+        "build/logs/2.log",
+        "build/artifacts/bundle",
+    }
     url = signed.url(e, "build/logs/2.log")
     base = f"http://store.example:8333/bkt/pre/{NS}/{UID}/{RUN}/"
     assert url is not None and url.startswith(base)

@@ -78,7 +78,13 @@ def _list(rows: list[dict[str, Any]], fmt: str) -> int:
         return EXIT_OK
     table = [["STEP", "NAME", "SIZE", "SHA256", "DIRECTORY"]]
     table += [
-        [str(r["step"]), r["name"], str(r["size"]), str(r["sha256"]), "yes" if r["directory"] else "no"]
+        [
+            str(r["step"]),
+            r["name"],
+            str(r["size"]),
+            str(r["sha256"]),
+            "yes" if r["directory"] else "no",
+        ]
         for r in rows
     ]
     if len(table) == 1:

@@ -244,10 +244,11 @@ async def _stored_log(
         f"note: the step's pod is gone; showing attempt {n}'s log from the artifact repository "
         "(stdout and stderr as one)" + (f" ({said})" if said else "") + "\n"
     )
-    record = next(
-        (r for r in plan["status"]["report"].get("steps", []) if r.get("stepId") == step), {}
+    steps: list[dict[str, Any]] = plan["status"]["report"].get("steps", [])
+    record = next((r for r in steps if r.get("stepId") == step), {})
+    shown = logwindow.recorded(
+        text.removesuffix("\n"), window, record.get("finishedAt"), time.time()
     )
-    shown = logwindow.recorded(text.removesuffix("\n"), window, record.get("finishedAt"), time.time())
     _recorded(shown, sys.stdout)
     if cut:
         sys.stderr.write(f"note: the first {LOG_LIMIT >> 20} MiB of it\n")

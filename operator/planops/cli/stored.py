@@ -78,7 +78,7 @@ def read(
         raise ReadError(_expired_message(what, url))
     got = 0
     try:
-        with urllib.request.urlopen(url, timeout=TIMEOUT) as resp:  # noqa: S310 - http(s) only
+        with urllib.request.urlopen(url, timeout=TIMEOUT) as resp:
             while chunk := resp.read(CHUNK):
                 if limit is not None and got + len(chunk) > limit:
                     sink(chunk[: limit - got])

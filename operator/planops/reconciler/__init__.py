@@ -86,7 +86,6 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "Signer",
     "CHUNK_RECORDS",
     "CREATE_CONCURRENCY",
     "HISTORY_REPORT_BYTES",
@@ -96,6 +95,7 @@ __all__ = [
     "FileMover",
     "Reconciler",
     "ScheduleReconciler",
+    "Signer",
     "SlotCounting",
     "SlotStanding",
     "StatusApi",

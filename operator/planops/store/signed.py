@@ -60,7 +60,8 @@ def entry(status: Mapping[str, Any], run: str) -> dict[str, Any] | None:
 def kept_runs(status: Mapping[str, Any]) -> list[str]:
     """The runs the Plan keeps, current first: what `status.stored` may hold entries of."""
     current = (status.get("run") or {}).get("id")
-    history = status.get("history") if isinstance(status.get("history"), list) else []
+    found = status.get("history")
+    history: list[Any] = found if isinstance(found, list) else []
     ids = [current] + [e.get("id") for e in history if isinstance(e, dict)]
     return list(dict.fromkeys(i for i in ids if isinstance(i, str) and i))
 
@@ -196,7 +197,8 @@ def written(status: Mapping[str, Any], new: list[dict[str, Any]]) -> dict[str, A
     nothing changes."""
     runs = kept_runs(status)
     by_run = {e["run"]: e for e in entries(status)} | {e["run"]: e for e in new}
-    kept, size = [], 0
+    kept: list[dict[str, Any]] = []
+    size = 0
     for run in runs:
         e = by_run.get(run)
         if e is None:

@@ -15,9 +15,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from collections.abc import Callable
 from typing import Any
 
 from planops.api.capsule_models import CapsuleSpec
