@@ -49,7 +49,14 @@ class Signer:
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
     def offer(self, plan: Obj) -> None:
-        """Sign the Plan's due runs in the background (nothing when none is due)."""
+        """Sign the Plan's due runs in the background (nothing when none is due); never
+        raises (a watch event's handler and the resync's pass call it)."""
+        try:
+            self._offer(plan)
+        except Exception:
+            log.exception("reading URLs: plan %s not looked at", (plan.get("metadata") or {}))
+
+    def _offer(self, plan: Obj) -> None:
         meta = plan.get("metadata") or {}
         key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         status = plan.get("status") or {}
@@ -80,6 +87,7 @@ class Signer:
         runs = signed.due(status, self.clock())
         capsule_name = (plan.get("spec") or {}).get("capsule") or "default"
         capsule = await self._capsule(ns, capsule_name)
+        log.debug("plan %s/%s: runs %s due for signing", ns, name, runs)
         if not runs or capsule is None or not self.stored.wanted(capsule):
             if capsule is not None and runs:
                 self._none[(ns, name)] = signed.kept_runs(status)[0]
@@ -105,7 +113,10 @@ class Signer:
                     expires_at=at.timestamp() + lifetime.total_seconds(),
                 )
             )
-        return await self.writer.change(ns, name, lambda p: _with(p, new))
+        written = await self.writer.change(ns, name, lambda p: _with(p, new))
+        counts = ", ".join(f"run {e['run']}: {len(signed.signed_keys(e))}" for e in new)
+        log.info("plan %s/%s: reading URLs signed (%s)", ns, name, counts)
+        return written
 
     async def _keys(self, plan: Obj, run: str, current: str) -> tuple[str, ...]:
         """The keys to sign of `run`: from its records (the current run's, as they settle),
