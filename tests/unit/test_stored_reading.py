@@ -35,7 +35,7 @@ class _Objects(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
-        if "/expired/" in path:
+        if path.endswith("/refused"):
             body = b"<Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>"
             self.send_response(403)
         elif path in self.objects:
@@ -258,6 +258,21 @@ def test_an_expired_url_says_how_a_fresh_one_comes(
     code, _, err = run(kube, capsys, "artifacts", "get", "p", "build", "bundle", "-o", "/tmp/x")
     assert code == EXIT_CLUSTER
     assert "expired at" in err and "resync" in err and "run this again" in err
+
+
+def test_a_url_the_store_refuses_says_its_code_or_that_it_expired(store_server: str) -> None:
+    from planops.cli import stored  # noqa: PLC0415
+
+    e = _entry(_store(store_server), ["a/logs/refused"], _now())
+    url = signed.url(e, "a/logs/refused")
+    assert url is not None
+    with pytest.raises(stored.ReadError, match="answered 403 AccessDenied"):
+        stored.read(url, "the log", lambda _: None)
+    skewed = _entry(_store(store_server), ["a/logs/refused"], _now() - timedelta(days=7))
+    late = signed.url(skewed, "a/logs/refused")
+    assert late is not None
+    with pytest.raises(stored.ReadError, match="expired at"):  # the store's clock is ahead
+        stored.read(late, "the log", lambda _: None, now=time.time() - 200)
 
 
 def test_artifacts_lists_a_runs_artifacts(
