@@ -201,3 +201,35 @@ def test_a_nul_character_in_a_steps_output_cannot_stop_the_archive(dsn: str):
     assert got is not None
     assert got["report"]["steps"][0]["output"] == "before\ufffdafter \\u0000 kept"
     assert got["inputs"] == {"k\ufffd": "v\ufffd"}
+
+
+def test_migration_002_adds_stored_logs_to_an_existing_table(dsn: str):
+    """A database at version 1 with a row (an operator before the column): migrating adds the
+    column in place, the old row keeps NULL, a new row points at its steps' stored logs."""
+    first = next(m for m in migrations() if m.version == 1)
+
+    async def go() -> tuple[list[int], list[Any]]:
+        s = await Store.connect(dsn)
+        await s.conn.execute(
+            "CREATE TABLE planops_schema_migrations (version integer PRIMARY KEY, name text "
+            "NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        await s.conn.execute(first.sql.encode())
+        await s.conn.execute(
+            "INSERT INTO planops_schema_migrations (version, name) VALUES (1, %s)", (first.name,)
+        )
+        await s.conn.execute(
+            "INSERT INTO planops_runs (plan_uid, run_id, namespace, name, phase, report)"
+            " VALUES ('old-uid', 'r0', 'ns', 'old', 'Succeeded', '{}'::jsonb)"
+        )
+        applied = await s.migrate()
+        logs = {"repository": "r", "keys": {"a": ["pre/ns/u/r1/a/logs/1.log"]}}
+        await s.write(replace(row(plan()), stored_logs=logs))
+        cur = await s.conn.execute("SELECT stored_logs FROM planops_runs ORDER BY name DESC")
+        got = [r[0] for r in await cur.fetchall()]
+        await s.close()
+        return applied, got
+
+    applied, got = _run(go())
+    assert applied == [m.version for m in migrations() if m.version > 1]
+    assert None in got and {"repository": "r", "keys": {"a": ["pre/ns/u/r1/a/logs/1.log"]}} in got

@@ -25,6 +25,8 @@ from planops.api.names import LABEL_CLUSTER_SCHEDULED_BY, LABEL_PARENT, LABEL_SC
 from planops.engine.policy import DEFAULT_CAPSULE
 from planops.engine.report import parse_rfc3339
 from planops.kube.manifests import full_value
+from planops.store import signed
+from planops.store.keys import BadKeyError
 
 #: the status field naming the run last archived
 ARCHIVED = "archived"
@@ -53,6 +55,8 @@ class Row:
     started_at: float | None
     finished_at: float | None
     duration_seconds: float | None
+    #: where each step's full log went: {"repository", "keys": {step: [key per attempt]}}
+    stored_logs: dict[str, Any] | None = None
 
 
 def run_of(plan: dict[str, Any]) -> str | None:
@@ -207,4 +211,28 @@ def row(plan: dict[str, Any], records: list[dict[str, Any]] | None = None) -> Ro
         duration_seconds=finished - started
         if started is not None and finished is not None
         else None,
+        stored_logs=stored_logs(plan, run_id, report.get("steps") or []),
     )
+
+
+def stored_logs(
+    plan: dict[str, Any], run: str, records: list[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """Where the run's steps' full logs went (store.signed's entry of the run names the
+    repository and its key prefix, written as the run starts), each attempt's key; None when
+    the run has no repository."""
+    meta, status = plan.get("metadata") or {}, plan.get("status") or {}
+    e = signed.entry(status, run)
+    if e is None:
+        return None
+    ns, uid = str(meta.get("namespace") or ""), str(meta.get("uid") or "")
+    try:
+        rel = signed.relative_run_keys(ns, uid, run)
+        keys: dict[str, list[str]] = {}
+        for k in signed.keys_of_records(records, rel):
+            step, kind, _ = k.split("/", 2)
+            if kind == "logs":
+                keys.setdefault(step, []).append(signed.object_key(e, ns, uid, k))
+    except BadKeyError:
+        return None
+    return {"repository": e.get("repository"), "keys": keys}

@@ -143,8 +143,8 @@ class Store:
         cur = await self.conn.execute(
             "INSERT INTO planops_runs (plan_uid, run_id, namespace, name, generation, phase,"
             " capsule, created_by, labels, spec_digest, spec, inputs, report, failed_step,"
-            " started_at, finished_at, duration_seconds)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+            " started_at, finished_at, duration_seconds, stored_logs)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
             " ON CONFLICT (plan_uid, run_id) DO NOTHING",
             (
                 r.plan_uid,
@@ -164,6 +164,7 @@ class Store:
                 _time(r.started_at),
                 _time(r.finished_at),
                 r.duration_seconds,
+                Jsonb(r.stored_logs, dumps) if r.stored_logs is not None else None,
             ),
         )
         return cur.rowcount == 1

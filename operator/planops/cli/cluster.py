@@ -1,7 +1,7 @@
 """The cluster verbs of `kubectl-plan`: how each one is run (a connected client, the namespace,
 the cluster's refusals said plainly) and which module holds it: submit (submit.py), get (get.py),
 delete (delete.py), describe, logs, trace (show.py; logs -f: follow.py), rerun, retry, cancel,
-answer (steer.py), graph NAME (live_graph.py), version (version.py).
+answer (steer.py), graph NAME (live_graph.py), version (version.py), artifacts (artifacts.py).
 
 kubectl habits: -n/--namespace (default: the kubeconfig context's namespace, else `default`),
 --context, --kubeconfig, -o table|json|yaml. Everything goes through planops.kube (the only code
@@ -18,7 +18,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from planops.cli import delete, get, live_graph, show, steer, submit, version
+from planops.cli import artifacts, delete, get, live_graph, show, steer, submit, version
 from planops.cli.exit_codes import EXIT_CLUSTER, EXIT_INPUT, EXIT_INTERRUPTED
 from planops.kube import kubeconfig
 from planops.kube.api import CliApi
@@ -96,6 +96,7 @@ VERBS: dict[str, Verb] = {
     "version": version.cmd_version,
     "describe": show.cmd_describe,
     "logs": show.cmd_logs,
+    "artifacts": artifacts.cmd_artifacts,
     "trace": show.cmd_trace,
     "rerun": steer.cmd_rerun,
     "retry": steer.cmd_retry,
@@ -110,4 +111,5 @@ CHECKS: dict[str, Callable[[argparse.Namespace], str | None]] = {
     "get": get.refused,
     "delete": delete.refused,
     "logs": show.refused_window,
+    "artifacts": artifacts.refused,
 }

@@ -121,6 +121,7 @@ def add_parsers(sub: Any) -> None:
     add_run(d)
     add_common(d, output=False)
     _add_logs(sub)
+    _add_artifacts(sub)
     t = sub.add_parser("trace", help="a Plan's events (its trace) as rows")
     t.add_argument("name")
     add_common(t)
@@ -258,6 +259,29 @@ def _add_logs(sub: Any) -> None:
     )
     add_bool(lg, "--timestamps", default=False, help="open each line with the time it was written")
     add_common(lg, output=False)
+
+
+def _add_artifacts(sub: Any) -> None:
+    ar = sub.add_parser(
+        "artifacts",
+        help="a run's artifacts (artifacts NAME), or one downloaded (artifacts get NAME STEP "
+        "ARTIFACT -o PATH), through the URLs the operator signs into the Plan's status",
+    )
+    ar.add_argument(
+        "words",
+        nargs="+",
+        metavar="NAME | get NAME STEP ARTIFACT",
+        help="a Plan's name: its run's artifacts; get NAME STEP ARTIFACT: download one",
+    )
+    add_run(ar)
+    add_common(ar, output=False)
+    ar.add_argument(
+        "-o",
+        "--output",
+        metavar="FORMAT|PATH",
+        help="the list: table (default), json or yaml; get: the file to write (its sha256 "
+        "checked, then renamed into place)",
+    )
 
 
 def _add_info(sub: Any) -> None:

@@ -79,6 +79,14 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("What it wrote in the last hour", "kubectl plan logs deploy build --since 1h"),
         ("Every step's log, live, until the plan ends", "kubectl plan logs -f deploy"),
     ],
+    "artifacts": [
+        ("The artifacts of a Plan's run", "kubectl plan artifacts deploy"),
+        ("Of an earlier run, as JSON", "kubectl plan artifacts deploy --run 3f2a -o json"),
+        (
+            "Download one (its sha256 checked)",
+            "kubectl plan artifacts get deploy build bundle -o bundle.tgz",
+        ),
+    ],
     "trace": [("A Plan's events, in order", "kubectl plan trace deploy -o yaml")],
     "rerun": [("A fresh run of a Plan, same spec", "kubectl plan rerun deploy")],
     "retry": [

@@ -10,7 +10,7 @@ import time
 from typing import Any, TextIO
 
 from planops.api import PlanDocument, PlanSpec, parse_document
-from planops.cli import follow, logwindow, render, steppods, timeline
+from planops.cli import follow, logwindow, render, steppods, stored, timeline
 from planops.cli.exit_codes import EXIT_INPUT, EXIT_OK
 from planops.cli.get import emit
 from planops.cli.plan_report import full_report, run_report
@@ -240,6 +240,35 @@ async def _pod_log(kube: CliApi, ns: str, pod: str, window: LogWindow) -> None:
         sys.stderr.write(stderr.decode(errors="replace"))
 
 
+async def _stored_log(
+    plan: dict[str, Any], step: str, attempt: int | None, window: LogWindow
+) -> bool:
+    """The step's full log from the artifact repository, through the reading URL the operator
+    signed into the Plan's status (cli/stored.py); False when there is none, or it cannot be
+    read (said on stderr: the recorded output follows)."""
+    got = await stored.read_log(plan, step, attempt, LOG_LIMIT)
+    if got is None:
+        return False
+    if isinstance(got, str):
+        sys.stderr.write(f"warning: {got}\n")
+        return False
+    text, n, cut = got
+    said = logwindow.note(window)
+    sys.stderr.write(
+        f"note: the step's pod is gone; showing attempt {n}'s log from the artifact repository "
+        "(stdout and stderr as one)" + (f" ({said})" if said else "") + "\n"
+    )
+    steps: list[dict[str, Any]] = plan["status"]["report"].get("steps", [])
+    record = next((r for r in steps if r.get("stepId") == step), {})
+    shown = logwindow.recorded(
+        text.removesuffix("\n"), window, record.get("finishedAt"), time.time()
+    )
+    _recorded(shown, sys.stdout)
+    if cut:
+        sys.stderr.write(f"note: the first {LOG_LIMIT >> 20} MiB of it\n")
+    return True
+
+
 def _recorded(text: str | None, out: TextIO) -> None:
     """A recorded text as its step printed it (its last line end was dropped from the value)."""
     if text:
@@ -269,8 +298,10 @@ async def cmd_logs(kube: CliApi, args: argparse.Namespace, ns: str) -> int:
     if pods:  # the step's own (by UID, never by labels alone), newest last
         await _pod_log(kube, ns, pods[-1]["metadata"]["name"], window)
         return EXIT_OK
-    plan = await kube.get_plan(ns, args.name)  # the pod is gone: the recorded output remains
+    plan = await kube.get_plan(ns, args.name)  # the pod is gone: the stored log, if any
     plan = await full_report(kube, plan) if plan is not None else None
+    if plan is not None and await _stored_log(plan, args.step, args.attempt or None, window):
+        return EXIT_OK
     for s in ((plan or {}).get("status") or {}).get("report", {}).get("steps", []):
         if s["stepId"] == args.step:
             said = logwindow.note(window)

@@ -42,8 +42,10 @@ from planops.reconciler import (
     FileMover,
     Reconciler,
     ScheduleReconciler,
+    Signer,
     SlotCounting,
     SlotStanding,
+    StatusWriter,
     StoredLogs,
     job_event_matters,
     pod_event_matters,
@@ -131,6 +133,7 @@ class Operator:
         self.poster = Poster(kube)
         self.archiver = self._archiver()
         self.reconciler = self._reconciler()
+        self.signer = self._signer()
         self.queue = Coalescer(self.reconciler.reconcile, workers=config.workers, gate=self.gate)
         self.schedule_judge = ScheduleReconciler(
             kube,
@@ -161,6 +164,18 @@ class Operator:
             archived=archived if self.archiver is not None else None,  # a TTL waits for it
             store=(stored := self._stored_logs()),
             files=FileMover(config.collector_image, stored),
+        )
+
+    def _signer(self) -> Signer | None:
+        """Reading URLs of stored logs and artifacts in Plans' status (store.signed)."""
+        stored = self.reconciler.store
+        if stored is None:
+            return None
+        gate = self.gate
+        return Signer(
+            stored,
+            StatusWriter(self.kube, self.plans),
+            ready=lambda: gate is None or gate.is_set(),
         )
 
     def _stored_logs(self) -> StoredLogs | None:
@@ -286,6 +301,9 @@ class Operator:
                 self.queue.put(key)
             if self.archiver is not None:  # runs the full queue did not take are found again
                 self.archiver.sweep()
+            if self.signer is not None:  # URLs that near their expiry are signed again
+                for plan in self.plans.values():
+                    self.signer.offer(plan)
 
     def queue_depth(self) -> int:
         return self.queue.queue.qsize()
@@ -306,6 +324,8 @@ class Operator:
         if self.counting.moved_out(event_type, obj):
             for key in slot_waiters(obj, self.plans, self.capsules):
                 self.queue.put(key)
+        if self.signer is not None and event_type != "DELETED":
+            self.signer.offer(obj)  # never waits: its own task, when URLs are due
         if finished and self.archiver is not None and event_type != "DELETED":
             self.archiver.offer(obj)  # never waits: the archive's own writers
         if event_type == "DELETED":

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from planops.reconciler.effects.actuator import CREATE_CONCURRENCY, StatusApi, StatusWriter
     from planops.reconciler.effects.files import FileMover
+    from planops.reconciler.effects.signing import Signer
     from planops.reconciler.effects.stored_logs import StoredLogs
     from planops.reconciler.history.chunks import CHUNK_RECORDS, records_json
     from planops.reconciler.history.chunks import selector as reports_selector
@@ -46,6 +47,7 @@ _PUBLIC = {
     "StatusWriter": ("effects.actuator", "StatusWriter"),
     "StatusApi": ("effects.actuator", "StatusApi"),
     "StoredLogs": ("effects.stored_logs", "StoredLogs"),
+    "Signer": ("effects.signing", "Signer"),
     "FileMover": ("effects.files", "FileMover"),
     "job_event_matters": ("run.observe", "job_event_matters"),
     "pod_event_matters": ("run.observe", "pod_event_matters"),
@@ -93,6 +95,7 @@ __all__ = [
     "FileMover",
     "Reconciler",
     "ScheduleReconciler",
+    "Signer",
     "SlotCounting",
     "SlotStanding",
     "StatusApi",

@@ -338,20 +338,25 @@ class Store:
 
     # -- presigned URLs (no credentials leave the operator: docs/security.md)
 
-    def presign_get(self, key: str, expires: timedelta) -> str:
-        """A URL anyone holding it may GET `key` with until `expires` from now."""
-        return self._presign("GET", key, expires)
+    def presign_get(self, key: str, expires: timedelta, at: datetime | None = None) -> str:
+        """A URL anyone holding it may GET `key` with until `expires` from now (from `at`, when
+        given: URLs signed together share their date, store.signed keeps them compact)."""
+        return self._presign("GET", key, expires, at)
 
     def presign_put(self, key: str, expires: timedelta) -> str:
         """A URL anyone holding it may PUT `key` with (once or more) until `expires`."""
         return self._presign("PUT", key, expires)
 
-    def _presign(self, method: str, key: str, expires: timedelta) -> str:
+    def _presign(
+        self, method: str, key: str, expires: timedelta, at: datetime | None = None
+    ) -> str:
         if not timedelta(seconds=1) <= expires <= MAX_EXPIRY:
             raise ValueError(f"a presigned URL lives 1s to 7 days, not {expires}")
         try:
             return str(
-                self._client.get_presigned_url(method, self.repo.bucket, key, expires=expires)
+                self._client.get_presigned_url(
+                    method, self.repo.bucket, key, expires=expires, request_date=at
+                )
             )
         except Exception as e:
             raise self._fail(f"presign {method} {key}", e) from e

@@ -25,7 +25,7 @@ from typing import Any
 from aiohttp import web
 
 from planops.api.names import LABEL_PARENT
-from planops.cli import live_graph, steer, steppods
+from planops.cli import live_graph, steer, steppods, stored
 from planops.cli.plan_report import full_report, run_report
 from planops.cli.ui import view
 from planops.kube.api import CliApi
@@ -178,13 +178,25 @@ async def watch(request: web.Request) -> web.StreamResponse:
 async def stored_log(
     kube: CliApi, ns: str, plan: str, step: str, attempt: int | None
 ) -> dict[str, Any] | None:
-    """A step's log from the log store, once the cluster keeps one (an object store the
-    operator copies step logs to): `{"source": "store", "text": ..., "note": ...}`, or None
-    when there is no store or it holds nothing for the step. Asked after the step's pod (gone)
-    and before the output the report recorded. `kube` is the user's client: a store must check
-    the user may read the Plan (the reads before it did) and read nothing beyond it."""
-    del kube, ns, plan, step, attempt  # no store yet
-    return None
+    """A step's log from the artifact repository, through the reading URL the operator signed
+    into the Plan's status (cli/stored.py): `{"source": "store", "text": ..., "note": ...}`, or
+    None when the status holds none. Asked after the step's pod (gone) and before the output
+    the report recorded. `kube` is the user's client: the URL comes from the Plan as the user
+    may read it, so the user reads the log exactly when they may `get` the Plan, and the URL
+    reaches that one object only."""
+    found = await kube.get_plan(ns, plan)
+    if found is None:
+        return None
+    got = await stored.read_log(await full_report(kube, found), step, attempt, LOG_LIMIT)
+    if got is None:
+        return None
+    if isinstance(got, str):  # the recorded output follows, with why
+        return {"source": "store", "text": "", "note": got}
+    text, n, cut = got
+    note = f"the step's pod is gone: attempt {n}'s full log, from the artifact repository"
+    if cut:
+        note += f" (the first {LOG_LIMIT >> 20} MiB)"
+    return {"source": "store", "text": text, "note": note}
 
 
 async def log(request: web.Request) -> web.StreamResponse:
@@ -206,12 +218,14 @@ async def log(request: web.Request) -> web.StreamResponse:
     found = await kube.get_plan(ns, name)
     if found is None:
         return _not_found(ns, name)
-    if step and (stored := await stored_log(kube, ns, name, step, attempt)) is not None:
-        return json_response(stored)
+    kept = await stored_log(kube, ns, name, step, attempt) if step else None
+    if kept is not None and kept["text"]:
+        return json_response(kept)
     found = await full_report(kube, found)
     for rec in view.plan_view(ns, found, [])["records"]:
         if rec["stepId"] == step and rec["output"] is not None:
             note = "the step's pod is gone: the output recorded in the report"
+            note += f" (the stored log: {kept['note']})" if kept is not None else ""
             return json_response({"source": "report", "text": rec["output"], "note": note})
     return json_response(
         {"error": f"no pod and no recorded output for step {step!r} of {name!r}"}, 404

@@ -197,7 +197,7 @@ class StoredLogs:
         meta = plan.get("metadata") or {}
         namespace, uid = meta.get("namespace", ""), meta.get("uid", "")
         capsule_name = ((plan.get("spec") or {}).get("capsule")) or "default"
-        capsule = await self._capsule(namespace, capsule_name)
+        capsule = await self.capsule_spec(namespace, capsule_name)
         if capsule is None or not self.wanted(capsule):
             return
         chosen = repositories.choose(
@@ -219,7 +219,9 @@ class StoredLogs:
         for p in prefixes:
             self.uploads.submit(f"delete {p}", functools.partial(store.delete_prefix, p), _nothing)
 
-    async def _capsule(self, namespace: str, name: str) -> CapsuleSpec | None:
+    async def capsule_spec(self, namespace: str, name: str) -> CapsuleSpec | None:
+        """The run's Capsule's spec (an empty one when it is missing and a default repository
+        exists); None when it cannot be read."""
         try:
             found = await self.kube.get_capsule(namespace, name)
         except ApiError as e:

@@ -128,12 +128,15 @@ def _time(value: Any) -> str | None:
 
 def carried(new: dict[str, Any], previous: dict[str, Any]) -> dict[str, Any]:
     """The status `new` with the earlier runs of `previous`: every status write of a Plan carries
-    its history on (a new run's `previous` holds the history it starts with), and the templates
-    its run snapshot (run.templating), when it runs some."""
+    its history on (a new run's `previous` holds the history it starts with), the templates its
+    run snapshot (run.templating), when it runs some, and the reading URLs of its runs' stored
+    logs and artifacts (store.signed)."""
     out = {**new, "history": previous.get("history")}
     for key in ("template", "templates"):
         if previous.get(key) is not None:
             out[key] = previous[key]
+    if previous.get("stored"):  # the runs' reading URLs (store.signed): the signer's to change
+        out["stored"] = previous["stored"]
     return out
 
 

@@ -293,7 +293,8 @@
     }
     if (state.log && (state.log.step === n.id || state.log.step.startsWith(n.id + "."))) {
       const l = state.log;
-      const what = l.error ? "" : l.data.source === "pod" ? `pod ${l.data.pod}` : "recorded output";
+      const what = l.error ? "" : l.data.source === "pod" ? `pod ${l.data.pod}`
+        : l.data.source === "store" ? "stored log" : "recorded output";
       out.push(h("p", { class: "muted" }, `${l.step}${l.attempt ? ` attempt ${l.attempt}` : ""}: ${what}`,
         l.data && l.data.note ? ` (${l.data.note})` : ""));
       out.push(l.error ? h("p", { class: "error", id: "log-error" }, l.error) : h("pre", { id: "log" }, l.data.text));
