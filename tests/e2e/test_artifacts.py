@@ -31,6 +31,7 @@ from tests.e2e.conftest import (
     capsule,
     operator_image_on_node,
     plan,
+    release_plans,
     start_operator,
     steps,
     wait_plan,
@@ -95,6 +96,7 @@ def tenant_and_operator(
         finally:
             op.stop()
     finally:
+        release_plans(kube, ns)  # the artifact finalizer of an operator stopped by now
         for name in (ns, system):
             kube.run("delete", "namespace", name, "--wait=false", check=False)
 
