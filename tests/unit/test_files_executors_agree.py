@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from planops import collector
@@ -33,6 +33,8 @@ from planops.runners.local import LocalRunner
 
 from .harness import Cluster
 from .helpers import plan
+from .test_executors_agree import SOME
+from .test_executors_agree import comparable as same_report
 
 CAPSULE: dict[str, Any] = {"image": "busybox:1", "shell": {"allow": ["sh", "echo", "true"]}}
 #: printf formats of the values written: plain, spaces, one and two line ends, empty, UTF-8,
@@ -77,14 +79,8 @@ def plans(draw: st.DrawFn) -> dict[str, Any]:
 
 
 def comparable(report: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "completed": report["completed"],
-        "failedStep": report["failedStep"],
-        "steps": [
-            (s["stepId"], s["status"], s["output"], s["error"], s["attempts"], s.get("results"))
-            for s in report["steps"]
-        ],
-    }
+    """What tests.unit.test_executors_agree compares, and each step's results."""
+    return {**same_report(report), "results": [s.get("results") for s in report["steps"]]}
 
 
 def locally(spec: dict[str, Any]) -> dict[str, Any]:
@@ -151,14 +147,6 @@ def in_the_cluster(spec: dict[str, Any]) -> dict[str, Any]:
 def verdict(spec: dict[str, Any]) -> list[tuple[str, str | None, str]]:
     found = validate(plan(**spec), capsules({"default": CapsuleSpec.model_validate(CAPSULE)}))
     return [(e.code, e.step, e.path) for e in found]
-
-
-SOME = settings(
-    max_examples=25,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 
 
 @SOME
