@@ -8,6 +8,7 @@ planops-operator [--namespace NS ...|--all-namespaces] [--metrics-port 9090]
                  [--archive [--archive-queue N]]   (DSN in env PLANOPS_ARCHIVE_DSN)
                  [--ttl-seconds-after-finished SECONDS]
                  [--artifact-repository JSON] [--artifact-secrets-namespace NS]
+                 [--artifact-gc-timeout SECONDS]
 """
 
 from __future__ import annotations
@@ -180,6 +181,15 @@ def _parser() -> argparse.ArgumentParser:
         default=f"ghcr.io/planops/operator:{__version__}",
         help="the image of the step pods' collector, which moves results and artifacts: the "
         "operator's own (the chart passes its image; default: %(default)s)",
+    )
+    store.add_argument(
+        "--artifact-gc-timeout",
+        type=_bounded(10, 7 * 24 * 3600),
+        default=600,
+        metavar="SECONDS",
+        help="how long a deleted Plan's stored objects are retried while the store (or the "
+        "archive) fails before its finalizer is removed anyway, with a Warning Event saying what "
+        "is left (docs/artifacts.md, GC); default: %(default)s",
     )
     p.add_argument(
         "--ttl-seconds-after-finished",
@@ -433,6 +443,7 @@ def main(argv: list[str] | None = None, *, run: Callable[..., Any] | None = None
     CONFIG.ttl_seconds_after_finished = args.ttl_seconds_after_finished
     CONFIG.artifact_repository = _artifact_repository(parser, args.artifact_repository)
     CONFIG.collector_image = args.collector_image
+    CONFIG.artifact_gc_seconds = float(args.artifact_gc_timeout)
     if args.artifact_repository or args.artifact_secrets_namespace:
         CONFIG.artifact_secrets_namespace = args.artifact_secrets_namespace or _own_namespace()
     CONFIG.namespaces = list(args.namespace)

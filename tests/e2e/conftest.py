@@ -359,3 +359,13 @@ def namespace_policy(
             },
         },
     ]
+
+
+def release_plans(kube: Kube, ns: str) -> None:
+    """Every Plan of `ns` without its finalizers (the artifact finalizer of an operator with a
+    repository, docs/artifacts.md): once that operator is stopped, the namespace's deletion
+    would otherwise wait for them for ever."""
+    found = kube.run("get", "plans", "-n", ns, "-o", "name", check=False).stdout.split()
+    patch = json.dumps({"metadata": {"finalizers": None}})
+    for name in found:
+        kube.run("patch", name, "-n", ns, "--type=merge", "-p", patch, check=False)

@@ -31,6 +31,7 @@ from tests.e2e.conftest import (
     capsule,
     operator_image_on_node,
     plan,
+    release_plans,
     start_operator,
     steps,
     wait_plan,
@@ -95,6 +96,7 @@ def tenant_and_operator(
         finally:
             op.stop()
     finally:
+        release_plans(kube, ns)  # the artifact finalizer of an operator stopped by now
         for name in (ns, system):
             kube.run("delete", "namespace", name, "--wait=false", check=False)
 
@@ -219,3 +221,27 @@ def test_the_store_stopped_mid_run_fails_the_step_with_a_clear_error(
         error = steps(done)["a"].get("error") or ""
         assert "collect failed: artifact 'out'" in error, error
         assert "cannot be reached" in error or "stopped" in error, error
+
+
+def test_an_oom_killed_step_that_moves_files_names_its_memory_limit(
+    kube: Kube, files_operator: tuple[str, Operator]
+):
+    """The step is the init container `step` (the collector is the pod's container): its
+    OOM kill is read from it and named with its own limit, as a plain step's."""
+    ns, op = files_operator
+    hog = {
+        "id": "hog",
+        # exec: dd is the container's process (a shell's child killed, the shell exits 0)
+        "shell": "sh -c 'exec dd if=/dev/zero of=/dev/null bs=256M count=1'",
+        "results": [{"name": "v"}],
+        "resources": {"limits": {"memory": "32Mi"}},
+    }
+    kube.apply(plan("oom", hog), "-n", ns)
+    done = _done(kube, ns, "oom", op)
+    assert done["status"]["phase"] == "Failed", done["status"]
+    # containerd reports OOMKilled only when its OOM event beats the exit event: either reading
+    assert steps(done)["hog"]["error"] in (
+        "OOMKilled: the container exceeded its memory limit (32Mi)",
+        "exit code 137: killed (SIGKILL), most likely for exceeding its memory limit (32Mi); "
+        "raise resources.limits.memory if the step needs more",
+    )

@@ -20,7 +20,14 @@ import pytest
 from planops.store import Repository, RunKeys, Store
 from tests.cluster.s3 import S3, server
 from tests.conftest import Kube
-from tests.e2e.conftest import Operator, capsule, plan, start_operator, wait_plan
+from tests.e2e.conftest import (
+    Operator,
+    capsule,
+    plan,
+    release_plans,
+    start_operator,
+    wait_plan,
+)
 from tests.e2e.test_retention import _until  # the wait that prints the operator's log
 
 pytestmark = [pytest.mark.cluster, pytest.mark.node, pytest.mark.artifacts]
@@ -72,6 +79,7 @@ def tenant(kube: Kube, crds: None, busybox: str, s3_store: S3) -> Iterator[tuple
     try:
         yield ns, system
     finally:
+        release_plans(kube, ns)  # the artifact finalizer of an operator stopped by now
         for name in (ns, system):
             kube.run("delete", "namespace", name, "--wait=false", check=False)
 

@@ -84,6 +84,8 @@ class FakeKube:
     reviews: list[tuple[str, str, str, list[str]]] = field(default_factory=list)
     #: every status written (Plans' and ScheduledPlans'), in order
     statuses: list[Obj] = field(default_factory=list)
+    #: the deletionTimestamp a delete gives an object that has finalizers
+    deleted_at: str = "2026-01-01T00:00:00Z"
     #: what each watch_plan yields, one list per watch in turn: (type, object) pairs, or an
     #: exception raised at that point, or a function called then (a change no event shows): a
     #: watch is a script here, not derived from writes; what it shows is stored, so a read
@@ -280,7 +282,17 @@ class FakeKube:
         return copy.deepcopy(found)
 
     def _delete(self, kind: str, namespace: str, name: str) -> None:
-        self.objects.pop((kind, namespace, name), None)
+        """Gone, or, while it has finalizers, marked deleted (the API server's deletionTimestamp)
+        until the last is removed (patch_plan)."""
+        found = self.objects.get((kind, namespace, name))
+        if found is None:
+            return
+        meta = found["metadata"]
+        if not meta.get("finalizers"):
+            del self.objects[(kind, namespace, name)]
+        elif not meta.get("deletionTimestamp"):
+            meta["deletionTimestamp"] = self.deleted_at
+            meta["resourceVersion"] = str(next(self._versions))
 
     # -- KubeApi ----------------------------------------------------------------------------------
 
@@ -304,7 +316,9 @@ class FakeKube:
 
     async def delete_plan_found(self, namespace: str, name: str) -> bool:
         await self._call("delete_plan_found", namespace, name)
-        return self.objects.pop(("plan", namespace, name), None) is not None
+        found = ("plan", namespace, name) in self.objects
+        self._delete("plan", namespace, name)
+        return found
 
     async def create_plan(self, namespace: str, body: Obj) -> Obj:
         meta = body["metadata"]
@@ -470,8 +484,14 @@ class FakeKube:
         plan = self.objects.get(("plan", namespace, name))
         if plan is None:
             raise ApiError(404, "NotFound", f'plans "{name}" not found')
+        version = (patch.get("metadata") or {}).get("resourceVersion")
+        if version is not None and version != plan["metadata"]["resourceVersion"]:
+            raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on plans "{name}"')
         _merge(plan, copy.deepcopy(patch))
         plan["metadata"]["resourceVersion"] = str(next(self._versions))
+        meta = plan["metadata"]
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            del self.objects[("plan", namespace, name)]  # its last finalizer removed: gone
         return copy.deepcopy(plan)
 
     async def create_capsule(self, namespace: str, body: Obj) -> Obj:

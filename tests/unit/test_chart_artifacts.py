@@ -43,10 +43,32 @@ def _secret_rules(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+def _plan_verbs(docs: list[dict[str, Any]]) -> set[str]:
+    return {
+        verb
+        for role in kinds(docs, "Role") + kinds(docs, "ClusterRole")
+        if role["metadata"]["name"].endswith("-operator")  # the operator's own
+        for rule in role.get("rules") or []
+        if "plans" in rule.get("resources", []) and "planops.dev" in rule.get("apiGroups", [])
+        for verb in rule["verbs"]
+    }
+
+
 def test_off_by_default_no_flag_and_no_secret_read(helm: str) -> None:
     docs = render(helm)
     assert not [a for a in _args(docs) if a.startswith("--artifact")]
     assert _secret_rules(docs) == []
+    assert "patch" not in _plan_verbs(docs)  # no finalizer to add: Plans are never patched
+
+
+def test_on_the_operator_may_patch_plans_for_the_finalizer_and_has_its_timeout(helm: str) -> None:
+    docs = render(helm, *ON, "--set", "artifactRepository.gcTimeoutSeconds=120")
+    assert "patch" in _plan_verbs(docs)
+    parsed = _parser().parse_args(_args(docs))
+    assert parsed.artifact_gc_timeout == 120
+    assert default_from_flag(parsed.artifact_repository) is not None  # not in the JSON
+    watched = render(helm, *ON, "--set", "watchNamespaces={team-a}")
+    assert "patch" in _plan_verbs(watched)
 
 
 def test_on_the_operator_gets_the_repository_and_only_its_secrets(helm: str) -> None:

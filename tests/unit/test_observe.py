@@ -339,3 +339,25 @@ def test_a_collector_that_cannot_start_fails_the_attempt_at_once():
     observed = job_attempt(running, files_pod(done, pull, "Running"))
     assert observed.status == "failed" and observed.stuck
     assert observed.error == "cannot start: ErrImageNeverPull: no image"
+
+
+def test_an_oom_killed_step_that_moves_files_names_its_own_memory_limit():
+    """The step is the init container `step` (the first container is the collector): its
+    terminated state and its limit are read, and the message is a plain step's."""
+    j = failed_job()
+    j["spec"] = {
+        "template": {
+            "spec": {
+                "initContainers": [
+                    {"name": "fetch", "resources": {"limits": {"memory": "128Mi"}}},
+                    {"name": "step", "resources": {"limits": {"memory": "48Mi"}}},
+                ],
+                "containers": [{"name": "collect", "resources": {"limits": {"memory": "128Mi"}}}],
+            }
+        }
+    }
+    oom = {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}
+    p = files_pod(oom, None, "Failed")
+    assert job_attempt(j, p).error == "OOMKilled: the container exceeded its memory limit (48Mi)"
+    p = files_pod({"terminated": {"exitCode": 137, "reason": "Error"}}, None, "Failed")
+    assert "most likely for exceeding its memory limit (48Mi)" in (job_attempt(j, p).error or "")

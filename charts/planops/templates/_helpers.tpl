@@ -35,10 +35,20 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- define "planops.namespacedRules" -}}
 # Plans: read and watch them, create/delete child Plans of capsule steps and the runs of
 # ScheduledPlans, delete a finished Plan past its ttlSecondsAfterFinished, and annotate nothing
-# (no update/patch of a Plan's spec or metadata).
+# (no update/patch of a Plan's spec or metadata, but the one below).
 - apiGroups: ["planops.dev"]
   resources: ["plans"]
   verbs: ["get", "list", "watch", "create", "delete"]
+{{- with .Values.artifactRepository }}
+{{- if or .enabled .capsuleSecrets }}
+# With an artifact repository only: the finalizer planops.dev/artifacts added to a Plan whose
+# run stores objects, and removed once they are deleted (a merge patch of metadata.finalizers,
+# with the Plan's resourceVersion as a precondition; docs/artifacts.md, GC).
+- apiGroups: ["planops.dev"]
+  resources: ["plans"]
+  verbs: ["patch"]
+{{- end }}
+{{- end }}
 # The report: the operator writes only the status subresource.
 - apiGroups: ["planops.dev"]
   resources: ["plans/status", "scheduledplans/status"]

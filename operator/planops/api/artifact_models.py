@@ -53,9 +53,10 @@ class ArtifactGC(Model):
 
     strategy: Literal["OnRunDeletion", "Never"] = Field(
         default="OnRunDeletion",
-        description="OnRunDeletion (default): a run's stored objects go when the operator "
-        "deletes its Plan (ttlSecondsAfterFinished) or drops the run from the Plan's history "
-        "(historyLimit), never before the archive holds the run when the archive is on. "
+        description="OnRunDeletion (default): a run's stored objects go when its Plan is "
+        "deleted (ttlSecondsAfterFinished, or by a user: the Plan carries a finalizer of "
+        "the operator's until they are deleted) or the run is dropped from the Plan's "
+        "history (historyLimit), never before the archive holds the run when the archive is on. "
         "Never: kept (the bucket's own lifecycle rules decide).",
     )
 

@@ -112,6 +112,10 @@ RESERVED_ANNOTATIONS = (
     LABEL_CLUSTER_SCHEDULED_BY,
 )
 
+#: on a Plan whose run stores objects in an artifact repository: the operator deletes them
+#: before the Plan goes (reconciler.history.deletion)
+FINALIZER_ARTIFACTS = f"{GROUP}/artifacts"
+
 #: the Events' reportingComponent (kube.events)
 REPORTING_COMPONENT = f"{GROUP}/operator"
 

@@ -3,8 +3,9 @@ does, and says so in its words (`plan.planops.dev "x" deleted`).
 
 A Plan owns its Jobs, pods, PlanReports and child Plans, so the garbage collector removes them
 after it (background propagation, as `kubectl delete` asks). `--wait` (the default, as kubectl's)
-returns once each Plan is gone from the API, on a watch of it (no polling); planops puts no
-finalizer on a Plan, so that is at once unless another controller added one. A name that does
+returns once each Plan is gone from the API, on a watch of it (no polling): at once, unless a
+finalizer holds it (planops' own only on a Plan that stored objects in an artifact repository,
+until they are deleted: reconciler.history.deletion). A name that does
 not exist is an error (exit 2, the others are still deleted) unless `--ignore-not-found`; a
 selector that matches nothing, or `--all` in an empty namespace, says `No resources found` and
 is no error, as kubectl's.

@@ -7,8 +7,8 @@ executor: the validator, dispatch, the local runner and the cluster's collector 
   `{name: value}` (in the cluster, in a container's termination message: 4096 bytes a
   container), and that object may take at most RESULTS_BOUND bytes: past it the step fails,
   naming the result that crossed the bound and the bound. A declared result the step did not
-  write fails a step that succeeded (a later step would read nothing); a failed step keeps what
-  it wrote.
+  write fails a step that succeeded (a later step would read nothing); a failed step passes
+  none on (the cluster's collector runs only once the step exited 0: every executor drops them).
 - **Artifacts**: `outputs.artifacts: [{name, path}]` and `inputs.artifacts: [{from, path}]`;
   a path is relative to the step's working directory (the one directory an executor shares
   with what moves files: a pod's volume, the local runner's directory), never absolute and

@@ -46,6 +46,8 @@ class Config:
     # namespace of the credentials Secrets (None: no repository at all)
     artifact_repository: ArtifactRepository | None = None
     artifact_secrets_namespace: str | None = None
+    # a deleted Plan's stored objects: retried this long, then left (reconciler.history.deletion)
+    artifact_gc_seconds: float = 600.0
     #: the step pods' collector (planops.collector): the operator's own image
     collector_image: str = f"ghcr.io/planops/operator:{__version__}"
     # a finished Plan's TTL when its spec sets none (reconciler.history.retention; None: kept)

@@ -10,7 +10,8 @@ kopf's per-event machinery.
 
 Only `on.event` handlers: no state-changing handlers, so kopf writes no annotations on Plans
 (nothing shows as drift in Argo CD) and adds no finalizers (a finalizer would block Argo CD prunes
-while the operator is down). Garbage collection removes children with their owner.
+while the operator is down; planops' one, on Plans that store objects in an artifact repository,
+is its own: reconciler.history.deletion). Garbage collection removes children with their owner.
 
 kopf's private modules are patched here and nowhere else, for the kopf version pinned in
 pyproject.toml (tests/unit/test_kopf_adapter.py runs each patch against it and fails on

@@ -185,7 +185,13 @@ class Operator:
         if config.artifact_repository is None and not config.artifact_secrets_namespace:
             return None
         return StoredLogs(
-            self.kube, config.artifact_repository, config.artifact_secrets_namespace or ""
+            self.kube,
+            config.artifact_repository,
+            config.artifact_secrets_namespace or "",
+            # a deleted Plan's objects wait for the archive, a while at most (plan_deletion)
+            archived=archived if self.archiver is not None else None,
+            poster=self.poster,
+            gc_seconds=config.artifact_gc_seconds,
         )
 
     def _archiver(self) -> Any:

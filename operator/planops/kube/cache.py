@@ -168,6 +168,18 @@ def _meta(meta: Obj) -> Obj:
     return out
 
 
+def _init_step(spec: Any) -> list[Obj] | None:
+    """A pod that moves files (kube.files_pod): its init container `step`, by name, with its
+    limits (observe names the step's memory limit, not the collector's)."""
+    found = spec.get("initContainers") if isinstance(spec, dict) else None
+    steps = (
+        [c for c in found if isinstance(c, dict) and c.get("name") == "step"]
+        if isinstance(found, list)
+        else []
+    )
+    return [{"name": "step", **_limits({"containers": steps})[0]}] if steps else None
+
+
 def _limits(spec: Any) -> list[Obj]:
     """The first container's resource limits (observe names the memory limit in an error)."""
     found = spec.get("containers") if isinstance(spec, dict) else None
@@ -209,6 +221,8 @@ def slim_run_object(kind: str, obj: Obj) -> Obj:
             template = spec.get("template")
             inner = template.get("spec") if isinstance(template, dict) else None
             slim_spec: Obj = {"template": {"spec": {"containers": _limits(inner)}}}
+            if (step := _init_step(inner)) is not None:
+                slim_spec["template"]["spec"]["initContainers"] = step
         else:
             slim_spec = _pick(spec, ("nodeName",))
         if "activeDeadlineSeconds" in spec:

@@ -149,10 +149,10 @@ class Reconciler:
 
     async def _reconcile(self, namespace: str, name: str, *, fresh: bool) -> float | None:
         """Read -> decide -> act, along the Plan's path (run.life)."""
-        v = life.view(await self._reads.plan(namespace, name, fresh=fresh), self.clock())
-        if v is None:  # gone, or being deleted
+        plan = await self._reads.plan(namespace, name, fresh=fresh)
+        if (v := life.view(plan, self.clock())) is None:  # gone, or being deleted: its objects
             self._gauges.running((namespace, name), 0)
-            return None
+            return await self._reads.deleted(plan)
         if v.finished:
             return await self._retain(v)
         told = v.told

@@ -79,8 +79,10 @@ class LocalRepository:
             return Result("failed", None, f"input artifacts: {e}")
         result = await process(env)
         succeeded = result.status == "success"
-        results, error = (
-            self.results(d, results_dir, succeeded) if results_dir is not None else (None, None)
+        results, error = (  # a failed step passes none on (the cluster reads them only after)
+            self.results(d, results_dir, True)
+            if results_dir is not None and succeeded
+            else (None, None)
         )
         artifacts: tuple[ArtifactRecord, ...] | None = None
         if succeeded and error is None and d.step.outputs is not None:

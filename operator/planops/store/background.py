@@ -27,8 +27,12 @@ class Uploads:
     done: int = 0
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
     _slots: asyncio.Semaphore | None = None
+    #: the uploads in flight per group (a Plan's uid: its deletion waits for them)
+    _groups: dict[str, int] = field(default_factory=dict)
 
-    def submit(self, what: str, fn: Callable[[], Any], cleanup: Callable[[], None]) -> bool:
+    def submit(
+        self, what: str, fn: Callable[[], Any], cleanup: Callable[[], None], group: str = ""
+    ) -> bool:
         """Runs `fn` in a thread in the background, then `cleanup` (always: also when
         dropped); False when too many wait already (dropped, and said once per drop)."""
         if len(self._tasks) >= self.pending:
@@ -39,7 +43,21 @@ class Uploads:
         task = asyncio.get_running_loop().create_task(self._run(what, fn, cleanup))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        if group:
+            self._groups[group] = self._groups.get(group, 0) + 1
+            task.add_done_callback(lambda _: self._done(group))
         return True
+
+    def busy(self, group: str) -> bool:
+        """Whether uploads of `group` are in flight or waiting."""
+        return self._groups.get(group, 0) > 0
+
+    def _done(self, group: str) -> None:
+        left = self._groups.get(group, 0) - 1
+        if left > 0:
+            self._groups[group] = left
+        else:
+            self._groups.pop(group, None)
 
     async def _run(self, what: str, fn: Callable[[], Any], cleanup: Callable[[], None]) -> None:
         if self._slots is None:

@@ -320,6 +320,12 @@ class Actuator:
         await bounded(calls, DELETE_CONCURRENCY)
         metrics.jobs_collected.labels(policy).inc(len(names_))
 
+    async def patch_finalizers(self, plan: Obj, patch: Obj) -> Obj:
+        """The Plan's finalizers (history.deletion's merge patch, with the resourceVersion it
+        was read at: one changed since raises ApiError, CONFLICT). Returns the Plan after."""
+        meta = plan["metadata"]
+        return await self.kube.patch_plan(meta["namespace"], meta["name"], patch)
+
     async def delete_plan_as_seen(self, plan: Obj) -> None:
         """Delete the Plan as it was read (its uid and resourceVersion as preconditions): one
         changed since raises ApiError (CONFLICT), and is read and judged again."""

@@ -49,8 +49,9 @@ from planops.kube.api import KubeApi, ScheduleApi
 from planops.kube.cache import RunObjects, WatchCache, slim_run_object
 from planops.kube.errors import ApiError
 from planops.reconciler.effects.bounded import bounded
+from planops.reconciler.effects.plan_deletion import PlanDeletion
 from planops.reconciler.effects.stored_logs import StoredLogs
-from planops.reconciler.history import chunks
+from planops.reconciler.history import chunks, deletion
 from planops.reconciler.history.replacing import OtherRuns
 from planops.reconciler.queue import slots
 from planops.reconciler.run import authors, lookups, moved, templating
@@ -109,8 +110,13 @@ class Reads:
     #: reads ended attempts' logs (stdout and stderr apart where the cluster can)
     logs: LogStreams = field(init=False)
 
+    #: the artifact finalizer (with `stored` only)
+    deletion: PlanDeletion | None = field(init=False, default=None)
+
     def __post_init__(self) -> None:
         self.logs = LogStreams(self._fetch_log, self.clock)
+        if self.stored is not None:
+            self.deletion = PlanDeletion(self.kube, self.stored, self.clock)
 
     # -- Plans and Capsules ------------------------------------------------------------------
 
@@ -119,11 +125,28 @@ class Reads:
         `fresh`: the API's, into the cache too (after a conflict: the cache may lag)."""
         found = None if fresh else (self.plans.get(namespace, name) if self.plans else None)
         if found is not None:
-            return found
+            return await self._finalized(found)
         found = await self.kube.get_plan(namespace, name)
         if fresh and found is not None and self.plans is not None:
             self.plans.seen("MODIFIED", found)
-        return found
+        return await self._finalized(found)
+
+    async def _finalized(self, plan: Obj | None) -> Obj | None:
+        """The Plan with the artifact finalizer, added before its run stores anything when it
+        will (effects.plan_deletion); its Capsule read only while the Plan has none."""
+        if plan is None or self.deletion is None or not deletion.may_want(plan):
+            return plan
+        meta = plan["metadata"]
+        capsule = await self.capsule(meta["namespace"], slots.capsule_of(plan))
+        patched = await self.deletion.ensure(plan, capsule)
+        if patched is not plan and self.plans is not None:
+            self.plans.seen("MODIFIED", patched)
+        return patched
+
+    async def deleted(self, plan: Obj | None) -> float | None:
+        """A Plan being deleted: its stored objects (effects.plan_deletion); the seconds until
+        it is looked at again, or None."""
+        return await self.deletion.deleted(plan) if self.deletion is not None else None
 
     async def capsule(self, namespace: str, name: str) -> Obj | None:
         found = self.capsules.get(namespace, name) if self.capsules else None

@@ -28,10 +28,13 @@ from typing import Any
 
 from planops.api.artifact_models import ArtifactRepository
 from planops.api.capsule_models import CapsuleSpec
+from planops.engine.policy import DEFAULT_CAPSULE
 from planops.kube import manifests
 from planops.kube.api import KubeApi
 from planops.kube.errors import ApiError
-from planops.reconciler.history import run_history
+from planops.kube.events import Poster
+from planops.reconciler.history import deletion, run_history
+from planops.reconciler.history.retention import Archived
 from planops.reconciler.run.observe import Observed
 from planops.reconciler.run.step_logs import READ_LIMIT
 from planops.store import keys as keys_
@@ -53,16 +56,25 @@ class StoredLogs:
     default: ArtifactRepository | None
     secrets_namespace: str
     uploads: Uploads = field(default_factory=Uploads)
+    #: a user's deletion of a Plan (effects.plan_deletion): the archive's question (None: off),
+    #: the Events' poster, and the seconds after which it gives up on the store
+    archived: Archived = None
+    poster: Poster | None = None
+    gc_seconds: float = deletion.GIVE_UP
     #: a client per (repository, Secret resourceVersion)
     _stores: dict[tuple[str, str], Store] = field(default_factory=dict)
     #: Secrets as last read, and when (monotonic)
     _secrets: dict[str, tuple[float, Obj | None]] = field(default_factory=dict)
+    #: each Capsule as last used to store (a deleted Plan's objects are found after the
+    #: Capsule went first: its namespace's deletion)
+    _used: dict[tuple[str, str], CapsuleSpec] = field(default_factory=dict)
 
     def wanted(self, capsule: CapsuleSpec) -> bool:
         return capsule.artifact_repository is not None or self.default is not None
 
     async def store_for(self, namespace: str, capsule_name: str, capsule: CapsuleSpec) -> Store:
         """The client of the run's repository; raises RepositoryError naming it."""
+        self._used[(namespace, capsule_name)] = capsule
         chosen = repositories.choose(
             capsule.artifact_repository, self.default, namespace, capsule_name
         )
@@ -168,15 +180,20 @@ class StoredLogs:
                 os.unlink(path)
 
         self.uploads.submit(
-            f"log {key}", lambda: store.put_file(key, path, content_type="text/plain"), cleanup
+            f"log {key}",
+            lambda: store.put_file(key, path, content_type="text/plain"),
+            cleanup,
+            group=ref.uid,  # the Plan's deletion waits for it (effects.plan_deletion)
         )
 
     async def forget_plan(self, plan: Obj) -> None:
         """The Plan is deleted by retention (its TTL; never before the archive holds its run:
         history.retention waits): every run's objects go too, in the background, unless its
         repository keeps them (`artifactGC.strategy: Never`). A failure is logged, naming the
-        repository; the objects are then the bucket's lifecycle rules' to remove."""
-        await self._gc(plan, None)
+        repository; the objects are then the bucket's lifecycle rules' to remove. A Plan with
+        the artifact finalizer is left to its deletion's own (effects.plan_deletion)."""
+        if deletion.FINALIZER not in deletion.finalizers(plan):
+            await self._gc(plan, None)
 
     async def forget_runs(self, plan: Obj, dropped: list[Obj], new_run: str, archive: bool) -> None:
         """Runs a new run dropped from the Plan's history (historyLimit): their objects go
@@ -195,38 +212,63 @@ class StoredLogs:
     async def _gc(self, plan: Obj, runs: list[str] | None) -> None:
         """Deletes, in the background, the objects of `runs` of the Plan (None: all its runs)."""
         meta = plan.get("metadata") or {}
-        namespace, uid = meta.get("namespace", ""), meta.get("uid", "")
-        capsule_name = ((plan.get("spec") or {}).get("capsule")) or "default"
-        capsule = await self.capsule_spec(namespace, capsule_name)
-        if capsule is None or not self.wanted(capsule):
+        try:
+            found = await self.targets(plan, runs)
+        except (repositories.RepositoryError, keys_.BadKeyError, ValueError) as e:
+            where = f"{meta.get('namespace')}/{meta.get('name')}"
+            log.warning("objects of %s are not deleted: %s", where, e)
             return
+        if found is None:
+            return
+        store, prefixes = found
+        for p in prefixes:
+            self.uploads.submit(f"delete {p}", functools.partial(store.delete_prefix, p), _nothing)
+
+    async def targets(
+        self, plan: Obj, runs: list[str] | None, strict: bool = False
+    ) -> tuple[Store, list[str]] | None:
+        """The store and the prefixes of `runs` of the Plan (None: all its runs), or None when
+        its run stores nothing or its repository keeps them (`artifactGC.strategy: Never`).
+        Raises RepositoryError (the repository named; `strict`: its Capsule gone), BadKeyError
+        or ValueError."""
+        meta = plan.get("metadata") or {}
+        namespace, uid = meta.get("namespace", ""), meta.get("uid", "")
+        capsule_name = ((plan.get("spec") or {}).get("capsule")) or DEFAULT_CAPSULE
+        capsule = await self.capsule_spec(namespace, capsule_name, strict)
+        if capsule is None or not self.wanted(capsule):
+            return None
         chosen = repositories.choose(
             capsule.artifact_repository, self.default, namespace, capsule_name
         )
         if chosen is None or chosen.spec.artifact_gc.strategy == "Never":
-            return
-        try:
-            store = await self.store_for(namespace, capsule_name, capsule)
-            at = store.repo.key_prefix
-            prefixes = (
-                [keys_.plan_prefix(at, namespace, uid)]
-                if runs is None
-                else [keys_.RunKeys(at, namespace, uid, r).run_prefix for r in runs]
-            )
-        except (repositories.RepositoryError, keys_.BadKeyError, ValueError) as e:
-            log.warning("objects of %s/%s are not deleted: %s", namespace, meta.get("name"), e)
-            return
-        for p in prefixes:
-            self.uploads.submit(f"delete {p}", functools.partial(store.delete_prefix, p), _nothing)
+            return None
+        store = await self.store_for(namespace, capsule_name, capsule)
+        at = store.repo.key_prefix
+        if runs is None:
+            return store, [keys_.plan_prefix(at, namespace, uid)]
+        return store, [keys_.RunKeys(at, namespace, uid, r).run_prefix for r in runs]
 
-    async def capsule_spec(self, namespace: str, name: str) -> CapsuleSpec | None:
+    async def capsule_spec(
+        self, namespace: str, name: str, strict: bool = False
+    ) -> CapsuleSpec | None:
         """The run's Capsule's spec (an empty one when it is missing and a default repository
-        exists); None when it cannot be read."""
+        exists); None when it cannot be read. `strict` (a deletion that must know where the
+        objects are): one that is gone or unreadable raises RepositoryError, but the default
+        Capsule's (the operator's own rules, and the default repository, apply without one)."""
         try:
             found = await self.kube.get_capsule(namespace, name)
         except ApiError as e:
+            if strict:
+                raise repositories.RepositoryError(f"Capsule {namespace}/{name}: {e}") from e
             log.info("capsule %s/%s unreadable: %s", namespace, name, e)
             return None
+        if found is None and (namespace, name) in self._used:
+            return self._used[(namespace, name)]  # gone since it was used: what it said then
+        if found is None and strict and name != DEFAULT_CAPSULE:
+            raise repositories.RepositoryError(
+                f"Capsule {namespace}/{name} is gone: the repository its runs stored objects in "
+                "is not known"
+            )
         if found is None:
             return CapsuleSpec() if self.default is not None else None
         try:

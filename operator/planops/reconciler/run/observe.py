@@ -174,19 +174,25 @@ def collector_error(message: str | None) -> str | None:
     return error if isinstance(error, str) else None
 
 
+def _step_limits(pod_spec: Obj) -> Obj:
+    """The step's limits: its init container `step`'s in a pod that moves files, else its one."""
+    step = [c for c in _list(pod_spec.get("initContainers")) if _obj(c).get("name") == STEP]
+    step = step or _list(pod_spec.get("containers"))
+    return _obj(_obj(_obj(step[0] if step else {}).get("resources")).get("limits"))
+
+
 def _pod_error(pod: Obj | None, limits: Obj | None) -> str | None:
     term = _obj(_obj(_container(pod).get("state")).get("terminated"))
     if not term:
         return None
+    memory = (limits or {}).get("memory")
     if term.get("reason") == "OOMKilled":
-        memory = (limits or {}).get("memory")
         return (
             f"OOMKilled: the container exceeded its memory limit{f' ({memory})' if memory else ''}"
         )
     code = term.get("exitCode")
     if term.get("signal"):
         return f"killed by signal {term['signal']}"
-    memory = (limits or {}).get("memory")
     if code == SIGKILLED and memory:
         # The runtime reports OOMKilled only when its OOM event beats the exit event (a race in
         # containerd 1.6/1.7): a SIGKILL under a memory limit is most often the OOM killer.
@@ -354,10 +360,7 @@ def job_attempt(job: Obj, pod: Obj | None) -> Observed | None:
 def _failed(seen: Observed, job: Obj, pod: Obj | None, failed: Obj, state: Obj) -> Observed:
     """A Job the Job controller marked Failed: why, from its pod when it says more."""
     spec = _obj(job.get("spec"))
-    containers = _list(_obj(_obj(spec.get("template")).get("spec")).get("containers"))
-    limits = _obj(_obj(_obj(containers[0] if containers else {}).get("resources")).get("limits"))
-    if _init(pod, STEP):  # the first container is the collector: the step's limit is not known
-        limits = {}
+    limits = _step_limits(_obj(_obj(spec.get("template")).get("spec")))
     pod_deadline = _obj(_obj(pod).get("spec")).get("activeDeadlineSeconds")
     if _obj(_obj(pod).get("status")).get("reason") == "DeadlineExceeded":
         error = f"deadline exceeded: the attempt ran longer than {pod_deadline}s"
