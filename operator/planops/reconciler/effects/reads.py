@@ -13,13 +13,11 @@ every Job that ended has its pod at hand (a success is never settled without its
 because a pod event is late). A resync lists a run again once RELIST_AFTER times its last
 list's duration has passed, and at least RELIST_FLOOR since it was last listed or started here:
 the watches miss nothing by construction (kube.informer: a watch resumes from the last version
-seen, an expired one lists again and hands on what was deleted meanwhile), so the resync's list
-only repairs what a bug lost. A run of 20,000 steps takes seconds of the operator's CPU to list
-and decode its Jobs (its settled steps' too: a selector cannot leave them out), which at every
-resync was a third of what the operator spent on such a plan; a small run lists in
-milliseconds, but every running Plan listed at each resync was two requests a Plan, a burst of
-them at once (tests/unit/test_request_budget.py). A settled step's objects
-are not read again: a big run keeps thousands of them, and the pods of many are gone (the pod
+seen, an expired one lists again and hands on what was deleted, a silent one is resumed), so
+the list only repairs what a bug lost. Listing a run of 20,000 steps took a third of what the
+operator spent on it; a small run's list at every resync was two requests a running Plan
+(tests/unit/test_request_budget.py). A settled step's objects are not read again: a big run
+keeps thousands of them, and the pods of many are gone (the pod
 garbage collector deletes terminated pods past 12,500 in the cluster).
 """
 
