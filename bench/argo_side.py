@@ -71,7 +71,10 @@ class Argo(Side):
         cluster.kube.apply(store_secret(self.SECRET, ns, self.store), "-n", ns)
 
     def artifact_pass(self, name: str) -> dict[str, Any]:
-        return argo_pass(name, BUSYBOX, "argo-exec")
+        tasks, templates = argo_pass(BUSYBOX)
+        wf = self._wf(name, tasks)
+        wf["spec"]["templates"] = [wf["spec"]["templates"][0], *templates]
+        return wf
 
     def executor_image(self, cluster: PeerCluster) -> str:
         ref = f"local/argoexec:{versions()['ARGO_VERSION']}"

@@ -73,61 +73,43 @@ def planops_pass(name: str) -> dict[str, Any]:
     }
 
 
-def argo_pass(name: str, image: str, service_account: str) -> dict[str, Any]:
-    """A Workflow DAG: task `a` leaves artifact `x` (not archived) and parameter `r` from a file,
-    task `b` gets both as inputs."""
+def argo_pass(image: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A Workflow DAG's tasks and their templates (bench/argo_side.py wraps them in its
+    Workflow): task `a` leaves artifact `x` (not archived) and parameter `r` from a file, task
+    `b` gets both as inputs."""
     make = MAKE.format(out="/tmp/out.bin", result="/tmp/r")
     read = READ.format(path="/tmp/in.bin", result="{{inputs.parameters.r}}")
-    return {
-        "apiVersion": "argoproj.io/v1alpha1",
-        "kind": "Workflow",
-        "metadata": {"name": name},
-        "spec": {
-            "entrypoint": "main",
-            "serviceAccountName": service_account,
-            "templates": [
-                {
-                    "name": "main",
-                    "dag": {
-                        "tasks": [
-                            {"name": "a", "template": "make"},
-                            {
-                                "name": "b",
-                                "template": "read",
-                                "depends": "a",
-                                "arguments": {
-                                    "artifacts": [
-                                        {"name": "x", "from": "{{tasks.a.outputs.artifacts.x}}"}
-                                    ],
-                                    "parameters": [
-                                        {"name": "r", "value": "{{tasks.a.outputs.parameters.r}}"}
-                                    ],
-                                },
-                            },
-                        ]
-                    },
-                },
-                {
-                    "name": "make",
-                    "container": {"image": image, "command": ["sh", "-c", make]},
-                    "outputs": {
-                        "artifacts": [
-                            {"name": "x", "path": "/tmp/out.bin", "archive": {"none": {}}}
-                        ],
-                        "parameters": [{"name": "r", "valueFrom": {"path": "/tmp/r"}}],
-                    },
-                },
-                {
-                    "name": "read",
-                    "inputs": {
-                        "artifacts": [{"name": "x", "path": "/tmp/in.bin"}],
-                        "parameters": [{"name": "r"}],
-                    },
-                    "container": {"image": image, "command": ["sh", "-c", read]},
-                },
-            ],
+    tasks = [
+        {"name": "a", "template": "make"},
+        {
+            "name": "b",
+            "template": "read",
+            "depends": "a",
+            "arguments": {
+                "artifacts": [{"name": "x", "from": "{{tasks.a.outputs.artifacts.x}}"}],
+                "parameters": [{"name": "r", "value": "{{tasks.a.outputs.parameters.r}}"}],
+            },
         },
-    }
+    ]
+    templates = [
+        {
+            "name": "make",
+            "container": {"image": image, "command": ["sh", "-c", make]},
+            "outputs": {
+                "artifacts": [{"name": "x", "path": "/tmp/out.bin", "archive": {"none": {}}}],
+                "parameters": [{"name": "r", "valueFrom": {"path": "/tmp/r"}}],
+            },
+        },
+        {
+            "name": "read",
+            "inputs": {
+                "artifacts": [{"name": "x", "path": "/tmp/in.bin"}],
+                "parameters": [{"name": "r"}],
+            },
+            "container": {"image": image, "command": ["sh", "-c", read]},
+        },
+    ]
+    return tasks, templates
 
 
 def argo_repository(endpoint: str, bucket: str, secret: str) -> str:
