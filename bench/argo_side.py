@@ -27,8 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "image"))
 
+from bench.artifact_work import argo_pass, argo_repository  # noqa: E402
 from bench.measure import versions  # noqa: E402
-from bench.peer_sides import BUSYBOX, PeerCluster, Side  # noqa: E402
+from bench.peer_sides import BUSYBOX, ArtifactStore, PeerCluster, Side, store_secret  # noqa: E402
 from ocitar import image, layer  # noqa: E402
 from tests.e2e.conftest import free_port  # noqa: E402
 
@@ -53,6 +54,27 @@ class Argo(Side):
             "configmap": self.config or "defaults (resourceRateLimit: none)",
             "executor": "emissary (argoexec init + wait sidecar)",
         }
+
+    files = True
+    #: the store's keys, in each namespace of artifact runs (Argo mounts them into its executor)
+    SECRET = "bench-s3"
+
+    def use_store(self, store: ArtifactStore) -> None:
+        self.config["artifactRepository"] = argo_repository(
+            store.endpoint, store.bucket, self.SECRET
+        )
+        self.store = store
+        self.settings["artifactRepository"] = self.config["artifactRepository"]
+
+    def prepare_files(self, cluster: PeerCluster, ns: str) -> None:
+        self.prepare(cluster, ns)
+        cluster.kube.apply(store_secret(self.SECRET, ns, self.store), "-n", ns)
+
+    def artifact_pass(self, name: str) -> dict[str, Any]:
+        tasks, templates = argo_pass(BUSYBOX)
+        wf = self._wf(name, tasks)
+        wf["spec"]["templates"] = [wf["spec"]["templates"][0], *templates]
+        return wf
 
     def executor_image(self, cluster: PeerCluster) -> str:
         ref = f"local/argoexec:{versions()['ARGO_VERSION']}"

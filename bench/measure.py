@@ -29,6 +29,7 @@ from tests.e2e.conftest import Operator, start_operator  # noqa: E402
 __all__ = [
     "Cluster",
     "Watch",
+    "ended",
     "pct",
     "proc_cpu_s",
     "proc_peak_rss_mib",
@@ -246,6 +247,16 @@ def proc_rss_mib(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def ended(pod: dict[str, Any]) -> bool:
+    """The pod's work has ended: its phase is terminal, or every container of it (init
+    containers aside) is reported terminated."""
+    status = pod.get("status") or {}
+    if status.get("phase") in ("Succeeded", "Failed"):
+        return True
+    containers = status.get("containerStatuses") or []
+    return bool(containers) and all("terminated" in (c.get("state") or {}) for c in containers)
 
 
 def pct(values: list[float], q: float) -> float:

@@ -23,7 +23,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.measure import Cluster, start_counted_operator  # noqa: E402
+from bench.artifact_work import planops_pass  # noqa: E402
+from bench.measure import Cluster, ended, start_counted_operator  # noqa: E402
 from tests.e2e.conftest import capsule, plan  # noqa: E402
 
 BUSYBOX = "local/busybox:1.35.0"
@@ -142,16 +143,6 @@ class Pods:
         ]
 
 
-def ended(pod: dict[str, Any]) -> bool:
-    """The pod's work has ended: its phase is terminal, or every container of it (init
-    containers aside) is reported terminated."""
-    status = pod.get("status") or {}
-    if status.get("phase") in ("Succeeded", "Failed"):
-        return True
-    containers = status.get("containerStatuses") or []
-    return bool(containers) and all("terminated" in (c.get("state") or {}) for c in containers)
-
-
 def pods_cpu_s() -> float:
     """CPU seconds used so far by every pod on the node (the kubelet's /kubepods cgroup, v1
     cpuacct or v2 cpu.stat): the steps' own work, and whatever runs beside it in their pods
@@ -174,6 +165,29 @@ def phase_outcome(obj: dict[str, Any]) -> Outcome:
     if phase in ("Failed", "Error", "Invalid"):
         return False, str(status.get("message", phase))
     return None
+
+
+@dataclass(frozen=True)
+class ArtifactStore:
+    """The S3 store the `artifacts` workload's steps share (started by the bench on the node's
+    address), and the image planops' collector runs from."""
+
+    endpoint: str  # http://NODE_IP:PORT
+    bucket: str
+    access_key: str
+    secret_key: str
+    collector_image: str
+
+
+def store_secret(name: str, ns: str, store: ArtifactStore) -> dict[str, Any]:
+    """A Secret with the store's keys as planops' chart names them (accessKeyId,
+    secretAccessKey); Argo's repository is pointed at the same keys."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": ns},
+        "stringData": {"accessKeyId": store.access_key, "secretAccessKey": store.secret_key},
+    }
 
 
 # -- the sides ---------------------------------------------------------------------------------
@@ -210,11 +224,28 @@ class Side:
     def cleanup(self, cluster: PeerCluster) -> None:
         """Deletes what the side made cluster-wide (its CRDs, ...), after its namespaces."""
 
+    # the `artifacts` workload (bench/artifact_work.py), for a side whose `files` is true
+    files = False
+
+    def use_store(self, store: ArtifactStore) -> None:
+        """Before start: the controller is to use `store` as its artifact repository."""
+
+    def prepare_files(self, cluster: PeerCluster, ns: str) -> None:
+        """What a namespace of artifact runs needs besides prepare's (a Secret, a Capsule)."""
+
+    def artifact_pass(self, name: str) -> dict[str, Any]:
+        """A run of two steps, one leaving a file and a result, the other reading both."""
+        raise NotImplementedError(f"{self.name} has no artifact workload")
+
 
 class Planops(Side):
     name = "planops"
     client = "bench-planops"
     runs_resource = "plans.planops.dev"
+
+    files = True
+    #: the credentials Secret, in the operator's own namespace (`system`)
+    SECRET = "bench-s3"
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
@@ -223,9 +254,21 @@ class Planops(Side):
             "workers": workers,
             "scope": "the bench's namespaces",
         }
+        self.store: ArtifactStore | None = None
+        self.system = ""
+
+    def use_store(self, store: ArtifactStore) -> None:
+        self.store = store
+        self.settings["collector_image"] = store.collector_image
 
     def start(self, cluster: PeerCluster, namespaces: list[str]) -> None:
-        self.op, self.log = start_counted_operator(cluster, namespaces, self.workers)
+        extra: tuple[str, ...] = ()
+        if self.store is not None:
+            self.system = f"{namespaces[0]}-system"
+            cluster.kube.run("create", "namespace", self.system)
+            image = self.store.collector_image
+            extra = ("--artifact-secrets-namespace", self.system, "--collector-image", image)
+        self.op, self.log = start_counted_operator(cluster, namespaces, self.workers, *extra)
         self.pid = self.op.proc.pid
 
     def stop(self) -> None:
@@ -233,6 +276,29 @@ class Planops(Side):
 
     def prepare(self, cluster: PeerCluster, ns: str) -> None:
         cluster.kube.apply(capsule(BUSYBOX), "-n", ns)
+
+    def prepare_files(self, cluster: PeerCluster, ns: str) -> None:
+        """The Capsule names the store; its Secret, in the operator's namespace, lists `ns`."""
+        assert self.store is not None, "use_store before start"
+        repository = {
+            "endpoint": self.store.endpoint,
+            "bucket": self.store.bucket,
+            "insecure": True,
+            "credentialsSecret": {"name": self.SECRET},
+        }
+        cluster.kube.apply(capsule(BUSYBOX, artifactRepository=repository), "-n", ns)
+        secret = store_secret(self.SECRET, self.system, self.store)
+        secret["metadata"]["annotations"] = {"planops.dev/artifact-namespaces": ns}
+        cluster.kube.apply(secret)
+
+    def artifact_pass(self, name: str) -> dict[str, Any]:
+        return planops_pass(name)
+
+    def cleanup(self, cluster: PeerCluster) -> None:
+        if self.system:
+            cluster.kube.run(
+                "delete", "namespace", self.system, "--wait=false", check=False, timeout=60
+            )
 
     def one_step(self, name: str) -> dict[str, Any]:
         return plan(name, {"id": "only", "shell": "true"})
