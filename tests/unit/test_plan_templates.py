@@ -191,6 +191,7 @@ def test_an_author_who_may_not_read_the_template_gets_no_run():
     assert "alice" in condition["message"]
     assert 'may not read ClusterPlanTemplate build (RBAC verb "get"' in condition["message"]
     assert c.events(templating.REASON)
+    assert "template" not in status  # what it may not read is not shown in its status either
 
 
 def test_an_author_who_may_read_the_template_is_asked_once_per_run():
@@ -334,6 +335,8 @@ def test_a_template_step_needs_its_authors_get_on_the_template():
     c.kube.access_denied.add(("clusterplantemplates", "get", "", "build", "alice"))
     status = c.reconciled()
     assert status["phase"] == "Failed" and list(c.plans()) == ["p"]
+    # and its status does not show the template it may not read (authors read plans/status)
+    assert "templates" not in status and "template" not in status, status
 
 
 def test_a_template_step_input_outside_the_schema_is_invalid_before_anything_runs():

@@ -4,9 +4,7 @@ ClusterScheduledPlan (ScheduleReconciler).
 Level-based: everything is derived from the object (its spec and status) and the objects of its
 current run, read each time (from the watches' caches when they hold them). Nothing lives only
 in memory, so a restarted operator resumes exactly where it was: the same deterministic names
-make a repeated create an adoption, never a second Job.
-
-The shells only string the pieces together: effects.reads reads, the pure decisions decide
+make a repeated create an adoption, never a second Job. The shells only string the pieces together: effects.reads reads, the pure decisions decide
 (run.life for each path of a Plan's life, run.core for its run's advance, queue.admission,
 history.replacing, history.retention, schedules.decide), effects.actuator acts, and the status
 is written once per decision by the one status writer, with the resourceVersion it was decided
@@ -172,9 +170,10 @@ class Reconciler:
             await self._stop(v.plan, life.invalid(v, previous, errors, told), tenant)
             return None
         assert spec is not None and capsule is not None
-        previous, refusal = templating.recorded(previous, v.plan, v.ref.run, used), None
-        if used and life.starts(v, previous):  # may its author read the template it runs?
+        recorded, refusal = templating.recorded(previous, v.plan, v.ref.run, used), None
+        if used and life.starts(v, recorded):  # may its author read the template it runs?
             refusal = await self._reads.template_refusal(v.plan, used, self.require_author)
+        previous = recorded if refusal is None else previous  # one it may not: never shown
         if refusal is None and life.asks_author(v, previous):
             refusal = await self._author(v.plan, v.ref.namespace, capsule_name(spec))
         if refusal is not None:
