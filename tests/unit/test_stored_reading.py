@@ -35,7 +35,11 @@ class _Objects(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
-        if path.endswith("/refused"):
+        if path.endswith("/moved"):  # a store (or what poses as one) redirecting elsewhere
+            self.send_response(302)
+            self.send_header("Location", "/elsewhere")
+            body = b""
+        elif path.endswith("/refused"):
             body = b"<Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>"
             self.send_response(403)
         elif path in self.objects:
@@ -414,3 +418,18 @@ def test_the_ui_reads_the_stored_log_through_the_users_plan(store_server: str) -
     _serve({})
     missing = asyncio.run(handlers.stored_log(kube, NS, "p", "build", None))
     assert missing is not None and missing["text"] == "" and "does not hold it" in missing["note"]
+
+
+def test_a_redirect_is_not_followed(store_server: str) -> None:
+    # a signed URL names one object; following a redirect would lead the reader (the UI server
+    # inside the cluster too) wherever the endpoint's answer points
+    from planops.cli import stored  # noqa: PLC0415
+
+    _Objects.objects["/elsewhere"] = b"internal"
+    e = _entry(_store(store_server), ["a/logs/moved"], _now())
+    url = signed.url(e, "a/logs/moved")
+    assert url is not None
+    got: list[bytes] = []
+    with pytest.raises(stored.ReadError, match="answered 302"):
+        stored.read(url, "the log", got.append)
+    assert got == []

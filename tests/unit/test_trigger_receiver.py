@@ -586,3 +586,63 @@ def test_a_trigger_names_no_other_namespace_and_no_field_of_the_plan_beyond_its_
 
     assert post(Recording(), raw(), signed(raw()))[0] == 202
     assert calls == ["secret team-a/hook", "plan team-a/team-a"]
+
+
+class TwoTriggers(FakeKube):
+    """Two triggers of the same author and secret: team-a/push and team-a/other."""
+
+    async def get_object(self, plural, namespace, name):
+        self.gets += 1
+        if (namespace, name) not in (("team-a", "push"), ("team-a", "other")):
+            return None
+        found = json.loads(json.dumps(self.trigger))
+        found["metadata"]["name"] = name
+        return found
+
+
+def test_a_trigger_past_its_own_rate_spends_nothing_of_the_total():
+    """One tenant sending signed deliveries past its trigger's rate must not use up the total
+    over all triggers: the trigger's own rate is charged first."""
+    kube = TwoTriggers()
+    limits = Limits(per_minute=1, burst=1, total_per_second=2)  # two deliveries in all, at once
+
+    async def go():
+        async with serving(kube, limits) as (host, port), aiohttp.ClientSession() as client:
+            out = []
+            for hook, delivery in (("push", "d-1"), ("push", "d-2"), ("other", "d-3")):
+                url = f"http://{host}:{port}/hooks/team-a/{hook}"
+                resp = await client.post(url, data=raw(), headers=signed(raw(), delivery))
+                out.append(resp.status)
+            return out
+
+    assert asyncio.run(go()) == [202, 429, 202]
+
+
+def test_bodies_read_at_once_are_bounded_and_the_rest_answered_busy():
+    """Senders who open many requests and send their bodies slowly hold memory while each is
+    read: past limits.reading_at_once a request is answered 503 at once."""
+    kube = FakeKube()
+    release = asyncio.Event()
+
+    async def go():
+        limits = Limits(reading_at_once=1, body_seconds=30)
+        async with serving(kube, limits) as (host, port), aiohttp.ClientSession() as client:
+            url = f"http://{host}:{port}/hooks/team-a/push"
+
+            async def slow():
+                yield b"{"
+                await release.wait()
+                yield b"}"
+
+            held = asyncio.create_task(client.post(url, data=slow(), headers=signed(b"{}")))
+            await asyncio.sleep(0.3)  # the first body is being read
+            resp = await client.post(url, data=raw(), headers=signed(raw()))
+            busy = resp.status, (await resp.json())["reason"]
+            release.set()
+            first = await held
+            return busy, first.status
+
+    busy, first = asyncio.run(go())
+    assert busy == (503, "Busy")
+    assert first == 422  # read whole once released, signed, and judged (no `ref` to filter on)
+    assert kube.plans == {} and "Busy" not in json.dumps(kube.trigger.get("status") or {})

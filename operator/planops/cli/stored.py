@@ -66,6 +66,17 @@ def _expired_message(what: str, url: str) -> str:
     )
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A signed URL names one object of the store; a redirect would lead the reader (the UI
+    server too, inside the cluster) to wherever the endpoint's answer points: refused."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+        raise urllib.error.HTTPError(req.full_url, code, f"redirected to {newurl}", headers, fp)
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
+
+
 def read(
     url: str,
     what: str,
@@ -80,7 +91,7 @@ def read(
         raise ReadError(_expired_message(what, url))
     got = 0
     try:
-        with urllib.request.urlopen(url, timeout=TIMEOUT) as resp:
+        with _OPENER.open(url, timeout=TIMEOUT) as resp:
             while chunk := resp.read(CHUNK):
                 if limit is not None and got + len(chunk) > limit:
                     sink(chunk[: limit - got])

@@ -2,15 +2,16 @@
 ClusterScheduledPlan (ScheduleReconciler).
 
 Level-based: everything is derived from the object (its spec and status) and the objects of its
-current run, read each time (from the watches' caches when they hold them). Nothing lives only
-in memory, so a restarted operator resumes exactly where it was: the same deterministic names
-make a repeated create an adoption, never a second Job. The shells only string the pieces together: effects.reads reads, the pure decisions decide
-(run.life for each path of a Plan's life, run.core for its run's advance, queue.admission,
-history.replacing, history.retention, schedules.decide), effects.actuator acts, and the status
-is written once per decision by the one status writer, with the resourceVersion it was decided
-from as a precondition. A write refused because the object changed since it was read (a
-Conflict: a user's annotation, the archive's mark) is no error: the object is read again from
-the API and decided again (CONFLICT_ROUNDS times at most; then the queue retries).
+current run, read each time (from the watches' caches when they hold them). Nothing lives only in
+memory, so a restarted operator resumes exactly where it was: the same deterministic names make a
+repeated create an adoption, never a second Job. The shells only string the pieces together:
+effects.reads reads, the pure decisions decide (run.life for each path of a Plan's life, run.core
+for its run's advance, queue.admission, history.replacing, history.retention, schedules.decide),
+effects.actuator acts, and the status is written once per decision by the one status writer, with
+the resourceVersion it was decided from as a precondition. A write refused because the object
+changed since it was read (a Conflict: a user's annotation, the archive's mark) is no error: the
+object is read again from the API and decided again (CONFLICT_ROUNDS times at most; then the queue
+retries).
 """
 
 from __future__ import annotations

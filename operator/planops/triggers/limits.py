@@ -41,6 +41,10 @@ class Limits:
     cache_seconds: float = 10.0
     #: triggers and secrets kept at most (the least recently used forgotten first)
     cache_entries: int = 10_000
+    #: bodies being read at once (503 past it): what bounds the memory held by senders who
+    #: open many requests and send their bodies slowly (each up to body_bytes for body_seconds;
+    #: 32 of 1 MiB stay well within the chart's 256Mi)
+    reading_at_once: int = 32
     #: seconds a connection lives at most, whatever it sends (slow headers, slow bodies)
     connection_seconds: float = 30.0
     #: seconds to read a body at most (408 past it)

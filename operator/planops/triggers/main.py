@@ -95,6 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--requests-per-second", type=float, default=d.requests_per_second)
     p.add_argument("--unverified-per-minute", type=float, default=d.unverified_per_minute)
     p.add_argument("--cache-seconds", type=float, default=d.cache_seconds)
+    p.add_argument("--reading-at-once", type=int, default=d.reading_at_once)
     p.add_argument("--connection-seconds", type=float, default=d.connection_seconds)
     return p
 
@@ -108,6 +109,7 @@ async def serve(args: argparse.Namespace) -> None:
         requests_per_second=args.requests_per_second,
         unverified_per_minute=args.unverified_per_minute,
         cache_seconds=args.cache_seconds,
+        reading_at_once=args.reading_at_once,
         connection_seconds=args.connection_seconds,
     )
     kube = await ActingKube.connect(args.kubeconfig)

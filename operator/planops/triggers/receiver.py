@@ -139,6 +139,7 @@ class Receiver:
         per_second = lim.unverified_per_minute / 60.0
         self.unverified = RateLimiter(per_second, max(lim.unverified_per_minute, 1.0))
         self.replays = ReplayWindow(lim.replay_window)
+        self.reading = 0  # bodies being read now (limits.reading_at_once)
         self.triggers: TtlCache[Obj | None] = TtlCache(lim.cache_seconds, lim.cache_entries)
         self.secrets: TtlCache[bytes | Refused] = TtlCache(lim.cache_seconds, lim.cache_entries)
 
@@ -177,7 +178,8 @@ class Receiver:
                 raise unread
             spec, author, delivery = await self._authenticate(trigger, headers, body)
             verified = True  # the rates of deliveries are charged only now
-            if not self.total.take(None) or not self.per_trigger.take((namespace, name)):
+            # the trigger's own rate first: a tenant past it spends nothing of the others' total
+            if not self.per_trigger.take((namespace, name)) or not self.total.take(None):
                 raise Refused("RateLimited", "too many deliveries: slow down", 429)
             outcome = await self._accept(trigger, spec, author, delivery, headers, body)
         except Refused as r:
@@ -196,7 +198,7 @@ class Receiver:
     def _told(self, namespace: str, name: str, outcome: Outcome, verified: bool) -> bool:
         """Whether an outcome goes to the trigger's status and Events: not a rate's refusal,
         and one before the signature was checked only within limits.unverified_per_minute."""
-        if outcome.reason == "RateLimited":
+        if outcome.reason in ("RateLimited", "Busy"):
             return False
         return verified or self.unverified.take((namespace, name))
 
@@ -221,9 +223,12 @@ class Receiver:
         limit = self.limits.body_bytes
         if request.content_length is not None and request.content_length > limit:
             raise Refused("TooLarge", f"the body is larger than {limit} bytes", 413)
+        if self.reading >= self.limits.reading_at_once:
+            raise Refused("Busy", "too many deliveries being sent at once: retry later", 503)
+        self.reading += 1
+        data = bytearray()
         try:
             async with asyncio.timeout(self.limits.body_seconds):
-                data = await request.content.read(limit + 1)
                 while len(data) <= limit and not request.content.at_eof():
                     more = await request.content.read(limit + 1 - len(data))
                     if not more:
@@ -231,9 +236,11 @@ class Receiver:
                     data += more
         except TimeoutError:
             raise Refused("Timeout", "the body was not sent in time", 408) from None
+        finally:
+            self.reading -= 1
         if len(data) > limit:
             raise Refused("TooLarge", f"the body is larger than {limit} bytes", 413)
-        return data
+        return bytes(data)
 
     async def _authenticate(
         self, trigger: Obj, headers: dict[str, str], body: bytes
