@@ -243,15 +243,16 @@ class FakeKube:
     def _list(
         self, kind: str, namespace: str | None, selector: str, keep: Keep | None = None
     ) -> list[Obj]:
-        hold: Callable[[Obj], Obj] = keep or (lambda o: o)
+        hold: Keep = keep or (lambda o: o)
         self.selectors.append(selector)
-        return [
+        kept = (
             hold(copy.deepcopy(o))
             for (k, ns, _), o in sorted(self.objects.items())
             if k == kind
             and namespace in (ns, None)
             and _matches((o.get("metadata") or {}).get("labels") or {}, selector)
-        ]
+        )
+        return [o for o in kept if o is not None]
 
     def _create(self, kind: str, namespace: str, body: Obj) -> Obj:
         name = body["metadata"]["name"]

@@ -1,4 +1,4 @@
-"""Small builders for tests: plans and capsules from plain dicts."""
+"""Small builders for tests: plans and capsules from plain dicts, a loopback HTTP server."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from aiohttp import web
 
 from planops.api import CapsuleSpec, PlanSpec
 from planops.engine import CapsuleResolver, capsules
@@ -79,3 +81,12 @@ def run_pytest(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess
         text=True,
         timeout=120,
     )
+
+
+async def serving(app: web.Application) -> tuple[web.AppRunner, int]:
+    """`app` served on a loopback port of its own: the runner (cleanup() stops it) and the port."""
+    runner = web.AppRunner(app, shutdown_timeout=0.1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    return runner, site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]

@@ -25,6 +25,7 @@ from planops.kube.informer import JOBS, NAMESPACES, Informer
 from planops.kube.transport import Transport
 
 from .fakekube import FakeKube
+from .helpers import serving
 
 Obj = dict[str, Any]
 Script = list[Any]
@@ -316,11 +317,7 @@ def test_a_watch_gone_silent_without_a_reset_is_resumed_after_the_idle_bound(mon
     async def scenario() -> list[tuple[str | None, str]]:
         app = web.Application()
         app.router.add_get("/apis/batch/v1/namespaces/ns/jobs", jobs)
-        runner = web.AppRunner(app, shutdown_timeout=0.1)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        runner, port = await serving(app)
         kube = Kube(Transport(Credentials(server=f"http://127.0.0.1:{port}")))
         seen: list[tuple[str | None, str]] = []
         inf = Informer(kube, JOBS, "ns", lambda k, o: seen.append((k, o["metadata"]["name"])))

@@ -211,7 +211,7 @@ def test_run_objects_follow_the_watch_and_a_list_is_the_truth():
     ]
     runs.seen("job", "ADDED", job("b", "7"))
     runs.seen("job", "ADDED", job("c", "9"))
-    runs.replace("job", key, [job("b", "8"), job("c", "8")])  # c: the watch's is newer
+    runs.replace("job", key, [cached(job("b", "8")), cached(job("c", "8"))])  # c: newer held
     assert sorted(runs.of("job", key), key=str) == sorted(
         [cached(job("b", "8")), cached(job("c", "9"))], key=str
     )
@@ -448,41 +448,50 @@ def test_a_finished_plans_reconcile_drops_its_runs_objects():
     assert runs.of("job", key) == []
 
 
-def test_a_settled_steps_pod_gone_does_not_make_later_reconciles_list_the_run():
-    # The pod garbage collector deletes terminated pods past a cluster-wide threshold (12,500 by
-    # default): in a big run the pods of many settled steps are gone. Only an unsettled Job that
-    # ended without its pod at hand makes the cache untrustworthy; a settled one must not, or
-    # every later reconcile lists the whole run.
+def _two_steps(
+    clock: list[float],
+) -> tuple[FakeKube, WatchCache, RunObjects, Reconciler, tuple[str, str, str]]:
+    """A run of two steps a and b whose first reconcile created both Jobs (and cached them)."""
     two = [{"id": "a", "shell": "echo a"}, {"id": "b", "shell": "echo b"}]
     kube, plans, capsules = _api({**NEW, "spec": {"steps": two}}), WatchCache(), WatchCache()
     kube.logs["a-pod"] = ""
     plans.seen("ADDED", {**NEW, "spec": {"steps": two}})
     capsules.seen("ADDED", CAPSULE)
     runs = RunObjects("planops.dev/plan", "planops.dev/run")
-    r = Reconciler(kube, plans=plans, capsules=capsules, runs=runs)
-    asyncio.run(r.reconcile("ns", "p"))  # both Jobs created, and cached
+    r = Reconciler(kube, plans=plans, capsules=capsules, runs=runs, clock=lambda: clock[0])
+    asyncio.run(r.reconcile("ns", "p"))
     written = plans.get("ns", "p")
     assert written is not None
-    key = ("ns", "p", written["status"]["run"]["id"])
-    (job_a,) = [j for j in runs.of("job", key) if attempt_step(j) == "a"]
+    return kube, plans, runs, r, ("ns", "p", written["status"]["run"]["id"])
+
+
+def _completed(job: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The Job marked Complete, and its pod: Succeeded."""
     done = {"type": "Complete", "status": "True", "lastTransitionTime": "2026-01-01T00:00:01Z"}
-    job_a = {
-        **job_a,
-        "metadata": {**job_a["metadata"], "uid": "job-a", "resourceVersion": "200"},
-        "status": {"succeeded": 1, "conditions": [done]},
-    }
-    pod_a = {
+    meta = {**job["metadata"], "resourceVersion": "900"}
+    job = {**job, "metadata": meta, "status": {"succeeded": 1, "conditions": [done]}}
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "uid": meta["uid"], "controller": True}
+    pod = {
         "metadata": {
             "namespace": "ns",
             "name": "a-pod",
-            "resourceVersion": "201",
-            "labels": job_a["metadata"]["labels"],
-            "ownerReferences": [
-                {"apiVersion": "batch/v1", "kind": "Job", "uid": "job-a", "controller": True}
-            ],
+            "resourceVersion": "901",
+            "labels": meta["labels"],
+            "ownerReferences": [owner],
         },
         "status": {"phase": "Succeeded", "containerStatuses": [{"state": {"terminated": {}}}]},
     }
+    return job, pod
+
+
+def test_a_settled_steps_pod_gone_does_not_make_later_reconciles_list_the_run():
+    # The pod garbage collector deletes terminated pods past a cluster-wide threshold (12,500 by
+    # default): in a big run the pods of many settled steps are gone. Only an unsettled Job that
+    # ended without its pod at hand makes the cache untrustworthy; a settled one must not, or
+    # every later reconcile lists the whole run.
+    kube, plans, runs, r, key = _two_steps([1_000.0])
+    (job_a,) = [j for j in runs.of("job", key) if attempt_step(j) == "a"]
+    job_a, pod_a = _completed({**job_a, "metadata": {**job_a["metadata"], "uid": "job-a"}})
     runs.seen("job", "MODIFIED", job_a)
     runs.seen("pod", "ADDED", pod_a)
     kube.calls.clear()
@@ -494,6 +503,39 @@ def test_a_settled_steps_pod_gone_does_not_make_later_reconciles_list_the_run():
     kube.calls.clear()
     asyncio.run(r.reconcile("ns", "p"))
     assert "list_jobs" not in kube.methods() and "list_pods" not in kube.methods()
+
+
+def test_a_runs_list_holds_no_settled_steps_objects():
+    # A big run's list (the resync's look at 20,000 Jobs) once held every Job and pod of the run,
+    # settled steps' too, beside the cache: a jump of ~50 MiB at each. Now what the list keeps
+    # of a settled step's Job or pod is nothing, as its page arrives.
+    now = [1_000.0]
+    kube, plans, runs, r, key = _two_steps(now)
+    (job_a,) = [j for j in kube.of("job") if attempt_step(j) == "a"]
+    job_a, pod_a = _completed(job_a)
+    kube.put("job", copy.deepcopy(job_a))
+    kube.put("pod", copy.deepcopy(pod_a))
+    runs.seen("job", "MODIFIED", job_a)
+    runs.seen("pod", "ADDED", pod_a)
+    asyncio.run(r.reconcile("ns", "p"))  # a settles
+    written = plans.get("ns", "p")
+    assert written is not None and written["status"]["counts"]["success"] == 1
+    held: dict[str, list[str]] = {}
+    for method in ("list_jobs", "list_pods"):
+        listing = getattr(kube, method)
+
+        async def recorded(*args: Any, _listing: Any = listing, _m: str = method) -> Any:
+            got = await _listing(*args)
+            held[_m] = [attempt_step(o) or "" for o in got]
+            return got
+
+        setattr(kube, method, recorded)
+    now[0] += RELIST_FLOOR
+    r.check("ns", "p")  # the resync asks for a real look
+    asyncio.run(r.reconcile("ns", "p"))
+    assert held["list_jobs"] == ["b"]  # a's Job is in the API server, but not held by the list
+    assert "a" not in held.get("list_pods", [])
+    assert [attempt_step(j) for j in runs.of("job", key)] == ["b"]
 
 
 def test_a_resync_lists_a_run_again_only_when_its_last_list_is_old_for_what_it_cost():

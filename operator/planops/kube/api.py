@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 Obj = dict[str, Any]
-Keep = Callable[[Obj], Obj]
+#: what a list's caller holds of each object as its page arrives; None: nothing (the object is
+#: not the caller's concern, and a big list's unwanted objects are never held at once)
+Keep = Callable[[Obj], Obj | None]
 
 
 @dataclass(frozen=True)

@@ -368,10 +368,11 @@ class RunObjects:
             return None
         return str(meta.get("namespace", "")), plan, run
 
-    def seen(self, kind: str, event_type: str | None, obj: Obj) -> bool:
-        """Keep what the event shows; whether it can be news to its run's reconcile: False for
-        an object of a run that ended (close) or of a settled step (settle) that the cache did
-        not hold, which no reconcile reads again."""
+    def seen(self, kind: str, event_type: str | None, obj: Obj, slim: bool = False) -> bool:
+        """Keep what the event shows (`slim`: obj is slim_run_object's already, held as it is);
+        whether it can be news to its run's reconcile: False for an object of a run that ended
+        (close) or of a settled step (settle) that the cache did not hold, which no reconcile
+        reads again."""
         meta = obj.get("metadata") or {}
         where = (kind, str(meta.get("namespace", "")), str(meta.get("name", "")))
         old_key = self._where.get(where)
@@ -391,7 +392,8 @@ class RunObjects:
             return old_key is not None  # an ended run's, a settled step's: never read again
         if event_type == "DELETED":
             return True
-        self._objects[kind].setdefault(key, {})[where[2]] = slim_run_object(kind, obj)
+        kept = obj if slim else slim_run_object(kind, obj)
+        self._objects[kind].setdefault(key, {})[where[2]] = kept
         self._where[where] = key
         return True
 
@@ -444,12 +446,13 @@ class RunObjects:
         return self._objects[kind].get(key, {}).get(name) if key is not None else None
 
     def replace(self, kind: str, key: RunKey, objs: list[Obj]) -> None:
-        """What a list of the run's objects showed: what it does not hold is gone (a deletion
-        the watch did not deliver); what it holds is kept unless the watch already brought a
-        newer version while the list was on its way."""
+        """What a list of the run's objects showed (slim objects, held as they are: a big run's
+        list is not copied again): what it does not hold is gone (a deletion the watch did not
+        deliver); what it holds is kept unless the watch already brought a newer version while
+        the list was on its way."""
         listed = {str((o.get("metadata") or {}).get("name", "")) for o in objs}
         for obj in self.of(kind, key):
             if str((obj.get("metadata") or {}).get("name", "")) not in listed:
                 self.seen(kind, "DELETED", obj)
         for obj in objs:
-            self.seen(kind, "ADDED", obj)
+            self.seen(kind, "ADDED", obj, slim=True)

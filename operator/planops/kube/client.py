@@ -28,7 +28,7 @@ from planops.api.documents import API_GROUP
 from planops.kube import credentials as credentials_
 from planops.kube import jsontext
 from planops.kube import kubeconfig as kubeconfig_
-from planops.kube.api import LogWindow
+from planops.kube.api import Keep, LogWindow
 from planops.kube.errors import ApiError, ErrorKind, ListExpired, causes_of
 from planops.kube.paths import core as _core
 from planops.kube.paths import custom as _custom
@@ -128,20 +128,28 @@ class Kube:
     async def _list(
         self,
         path: str,
-        keep: Callable[[Obj], Obj] | None = None,
+        keep: Keep | None = None,
         loads: Loads = jsontext.loads,
         **query: str | None,
     ) -> list[Obj]:
         """Every object at `path` (list_pages), each passed through `keep` (what the caller
-        holds of it) as its page arrives. An expired continue token restarts the list once,
-        whole, as client-go's pager does: a consistent list is all a caller can use."""
-        hold = keep or (lambda o: o)
+        holds of it, None: nothing) as its page arrives. An expired continue token restarts the
+        list once, whole, as client-go's pager does: a consistent list is all a caller can use."""
+        hold: Keep = keep or (lambda o: o)
         items: list[Obj] = []
+
+        def each(obj: Obj) -> None:
+            kept = hold(obj)
+            if kept is not None:
+                items.append(kept)
+
         try:
-            await self.list_pages(path, lambda o: items.append(hold(o)), query, loads)
+            await self.list_pages(path, each, query, loads)
         except ListExpired:
+            items.clear()
             page = await _json(await self.api.request("GET", path, query=query), loads)
-            return [hold(o) for o in page["items"] or []]
+            for obj in page["items"] or []:
+                each(obj)
         return items
 
     async def list_pages(
@@ -385,9 +393,7 @@ class Kube:
 
     # -- Jobs and pods --------------------------------------------------------------------------
 
-    async def list_jobs(
-        self, namespace: str, selector: str, keep: Callable[[Obj], Obj] | None = None
-    ) -> list[Obj]:
+    async def list_jobs(self, namespace: str, selector: str, keep: Keep | None = None) -> list[Obj]:
         return await self._list(
             _jobs(namespace), keep, jsontext.loads_typed, labelSelector=selector
         )
@@ -401,9 +407,7 @@ class Kube:
     async def delete_job(self, namespace: str, name: str) -> None:
         await self._delete(_jobs(namespace, name), BACKGROUND)
 
-    async def list_pods(
-        self, namespace: str, selector: str, keep: Callable[[Obj], Obj] | None = None
-    ) -> list[Obj]:
+    async def list_pods(self, namespace: str, selector: str, keep: Keep | None = None) -> list[Obj]:
         return await self._list(
             _core("pods", namespace), keep, jsontext.loads_typed, labelSelector=selector
         )

@@ -383,9 +383,11 @@ class Reads:
             if all(j["metadata"]["name"] in pods or not job_ended(j) for j in jobs):
                 return jobs, pods
         started = self.clock()
-        listed_jobs = await self.kube.list_jobs(ref.namespace, ref.selector(), _slim_job)
+        listed_jobs = await self.kube.list_jobs(
+            ref.namespace, ref.selector(), _unsettled("job", settled)
+        )
         listed_pods = (
-            await self.kube.list_pods(ref.namespace, ref.selector(), _slim_pod)
+            await self.kube.list_pods(ref.namespace, ref.selector(), _unsettled("pod", settled))
             if listed_jobs
             else []
         )
@@ -492,9 +494,7 @@ async def templates(
     return found
 
 
-def _slim_job(obj: Obj) -> Obj:
-    return slim_run_object("job", obj)
-
-
-def _slim_pod(obj: Obj) -> Obj:
-    return slim_run_object("pod", obj)
+def _unsettled(kind: str, settled: Container[str]) -> Callable[[Obj], Obj | None]:
+    """What a list keeps of each object as it arrives: the slim object of an unsettled step's
+    Job or pod, nothing of a settled step's (a big run's list never holds them all at once)."""
+    return lambda obj: None if attempt_step(obj) in settled else slim_run_object(kind, obj)
