@@ -9,6 +9,7 @@ from planops.engine import AttemptFact, PlanError, Report, StepRecord, outputs
 from planops.engine.bodies import MAX_RECORDS
 from planops.reconciler.history import chunks as reports
 from planops.reconciler.run import status
+from planops.store import signed
 
 MIB = 1 << 20
 ETCD_LIMIT = 1536 * 1024  # etcd's --max-request-bytes default
@@ -28,6 +29,11 @@ def test_the_crd_step_limit_is_the_one_the_budgets_are_computed_for():
     schema = crd.plan_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     assert schema["properties"]["spec"]["properties"]["steps"]["maxItems"] == status.MAX_STEPS
     assert status.SPEC_BUDGET + status.SUMMARY_BUDGET + METADATA_ROOM < ETCD_LIMIT - (128 << 10)
+    # and the reading URLs of stored logs and artifacts (status.stored) beside them
+    stored = max(signed.ENTRY_BUDGET_BYTES, signed.BUDGET_BYTES)
+    assert status.SPEC_BUDGET + status.SUMMARY_BUDGET + METADATA_ROOM + stored < ETCD_LIMIT - (
+        32 << 10
+    )
 
 
 def test_max_steps_of_the_smallest_steps_fit_the_spec_budget_and_no_more_than_that():

@@ -433,3 +433,82 @@ def test_a_redirect_is_not_followed(store_server: str) -> None:
     with pytest.raises(stored.ReadError, match="answered 302"):
         stored.read(url, "the log", got.append)
     assert got == []
+
+
+# -- a big run: its entry bounded ---------------------------------------------------------------
+
+
+def test_a_big_runs_entry_is_bounded_and_once_full_signed_again_only_as_it_expires() -> None:
+    import asyncio  # noqa: PLC0415
+
+    # 5,000 steps' logs: ~470 KiB of signatures, more than the Plan has room for
+    records = [{"stepId": f"step-{i:04}", "status": "success", "attempts": 1} for i in range(5000)]
+    kube, signer = _signer_cluster()
+    plan = kube.put(
+        "plan",
+        {
+            "metadata": {"name": "p", "namespace": NS, "uid": UID},
+            "spec": {"steps": [{"id": "build", "shell": "true"}]},
+            "status": _status(records),
+        },
+    )
+    written = asyncio.run(signer.sign(plan))
+    assert written is not None
+    (e,) = written["status"]["stored"]
+    held = signed.signed_keys(e)
+    assert len(repr(e)) <= signed.ENTRY_BUDGET_BYTES + 1024
+    assert 500 < len(held) < 5000 and e["unsigned"] == 5000 - len(held)
+    assert held == tuple(f"step-{i:04}/logs/1.log" for i in range(len(held)))  # in record order
+    # a full entry takes no more: a settled record does not sign it again (a big run's 20,000
+    # signings, each listing its report), its expiry does
+    grown = {**written["status"], "report": {"records": 5001, "steps": [*records, records[0]]}}
+    assert signed.due(grown, NOW) == []
+    assert signed.due(grown, NOW + 6 * 86400 + 1) == [RUN]
+    # a new run: the full entry is past status.stored's bound for earlier runs, left out
+    earlier = {
+        **written["status"],
+        "run": {"id": "r2"},
+        "report": {"records": 0, "steps": []},
+        "history": [{"id": RUN}],
+    }
+    again = asyncio.run(signer.sign(kube.put("plan", {**written, "status": earlier})))
+    assert again is not None
+    assert [x["run"] for x in again["status"]["stored"]] == ["r2"]
+
+
+def test_an_entry_kept_whole_counts_its_urls_against_the_bound() -> None:
+    url = "https://elsewhere/x?" + "q" * 600
+    odd = signed.compact(
+        RUN,
+        {f"s{i}/logs/1.log": url for i in range(1000)},
+        repository="r",
+        key_prefix="",
+        records=None,
+        expires_at=NOW,
+        unsigned=3,
+    )
+    assert len(repr(odd)) <= signed.ENTRY_BUDGET_BYTES + 1024
+    assert odd["unsigned"] == 3 + 1000 - len(odd["urls"])
+    assert signed.budgeted(("a", "b")) == (("a", "b"), 0)
+    many = tuple(f"step-{i:04}/logs/1.log" for i in range(5000))
+    kept, left = signed.budgeted(many)  # chosen before signing: the rest cost no signature
+    assert kept == many[: len(kept)] and left == 5000 - len(kept) > 0
+
+
+def test_logs_says_when_a_big_runs_log_has_no_url_and_shows_the_record(
+    store_server: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kube = FakeKube()
+    late = {"stepId": "late", "status": "failed", "attempts": 1, "output": "recorded"}
+    plan = _plan(store_server, [RECORD, late], ["build/logs/2.log"], _now())
+    plan["status"]["stored"][0]["unsigned"] = 1
+    kube.put("plan", plan)
+    _serve({})
+    code, out, err = run(kube, capsys, "logs", "p", "late")
+    assert code == EXIT_OK and out == "recorded\n"
+    assert "no reading URL for the stored log of late" in err and "1 left unsigned" in err
+    art = {**RECORD, "stepId": "late"}
+    plan["status"]["report"]["steps"] = [RECORD, art]
+    kube.put("plan", plan)
+    code, _, err = run(kube, capsys, "artifacts", "get", "p", "late", "bundle", "-o", "/tmp/x")
+    assert code == EXIT_INPUT and "1 left unsigned" in err, err

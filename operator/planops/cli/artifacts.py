@@ -119,9 +119,10 @@ def _get(
         return EXIT_INPUT
     url = stored.artifact_url(entry, step, name)
     if url is None:
+        why = stored.unsigned_note(entry) or "signed for fewer objects than the run holds"
         sys.stderr.write(
             f"error: plan {plan_name}: no reading URL for artifact {step}/{name} of run {run} "
-            "(signed for fewer objects than the run holds: docs/artifacts.md)\n"
+            f"({why})\n"
         )
         return EXIT_INPUT
     if not to.parent.is_dir():

@@ -47,6 +47,18 @@ def entry_of(plan: Mapping[str, Any], run: str) -> dict[str, Any] | str:
     )
 
 
+def unsigned_note(entry: Mapping[str, Any]) -> str:
+    """Why an object of a run has no URL when the run's entry is full, else ''."""
+    left = entry.get("unsigned")
+    if not isinstance(left, int) or left <= 0:
+        return ""
+    return (
+        f"the run stores more objects than its status has room to sign URLs for ({left} left "
+        "unsigned, the latest to settle); one who holds the repository's credentials reads "
+        "them from the store: docs/artifacts.md"
+    )
+
+
 def log_url(entry: Mapping[str, Any], step: str, attempt: int) -> str | None:
     return signed.url(entry, signed.log_key(step, attempt))
 
@@ -159,10 +171,7 @@ def log_of(plan: Mapping[str, Any], step: str, attempt: int | None) -> tuple[str
     if found is None:
         return None
     if attempt is None:
-        steps = (status.get("report") or {}).get("steps") or []
-        record = next((r for r in steps if r.get("stepId") == step), None)
-        attempts = (record or {}).get("attempts")
-        attempt = attempts if isinstance(attempts, int) and attempts > 0 else None
+        attempt = _recorded_attempts(status, step)
     if attempt is None:
         attempts_signed = [
             int(k.rsplit("/", 1)[1].split(".")[0])
@@ -176,6 +185,14 @@ def log_of(plan: Mapping[str, Any], step: str, attempt: int | None) -> tuple[str
     return (url, attempt) if url is not None else None
 
 
+def _recorded_attempts(status: Mapping[str, Any], step: str) -> int | None:
+    """The attempts the step's record in the status counts; None without one."""
+    steps = (status.get("report") or {}).get("steps") or []
+    record = next((r for r in steps if r.get("stepId") == step), None)
+    attempts = (record or {}).get("attempts")
+    return attempts if isinstance(attempts, int) and attempts > 0 else None
+
+
 async def read_log(
     plan: Mapping[str, Any], step: str, attempt: int | None, limit: int
 ) -> tuple[str, int, bool] | str | None:
@@ -185,7 +202,12 @@ async def read_log(
 
     found = log_of(plan, step, attempt)
     if found is None:
-        return None
+        status = plan.get("status") or {}
+        run = (status.get("run") or {}).get("id")
+        held = signed.entry(status, run) if isinstance(run, str) else None
+        note = unsigned_note(held) if held is not None else ""
+        ran = attempt is not None or _recorded_attempts(status, step) is not None
+        return f"no reading URL for the stored log of {step}: {note}" if note and ran else None
     url, n = found
     parts: list[bytes] = []
     try:

@@ -34,6 +34,14 @@ SIGN_LIFETIME_SECONDS = 7 * 24 * 3600
 RESIGN_MARGIN_SECONDS = 24 * 3600.0
 #: the bytes `status.stored` may take (an entry past it is left out, oldest runs first)
 BUDGET_BYTES = 64 * 1024
+#: the bytes one run's entry may take: the current run's is kept whatever BUDGET_BYTES says, and
+#: a run of thousands of steps would otherwise outgrow the Plan object (etcd takes 1.5 MiB, and
+#: the spec and the status summary may take 1.2 MiB of it: tests/unit/test_status_bound.py);
+#: past it a run's later objects get no URL (the entry counts them: `unsigned`)
+ENTRY_BUDGET_BYTES = 96 * 1024
+#: what a signed key costs its entry besides its own text: the signature (64 hex digits), the
+#: quotes and separators around both
+KEY_COST = 72
 _SIG = "&X-Amz-Signature="
 
 
@@ -83,15 +91,16 @@ def _expires(e: Mapping[str, Any]) -> float | None:
 
 def due(status: Mapping[str, Any], now: float, margin: float = RESIGN_MARGIN_SECONDS) -> list[str]:
     """The runs to sign now: the current run when it has no entry or settled records since
-    (its record count moved), and every kept run whose URLs expire within `margin`."""
+    (its record count moved) and its entry is not full, and every kept run whose URLs expire
+    within `margin`."""
     runs = kept_runs(status)
     if not runs:
         return []
     out = []
     current = runs[0]
     mine = entry(status, current)
-    if mine is None or mine.get("records") != records_of(status):
-        out.append(current)
+    if mine is None or (mine.get("records") != records_of(status) and not mine.get("unsigned")):
+        out.append(current)  # (a full entry takes no more: signed again only as it expires)
     for e in entries(status):
         at = _expires(e)
         if e["run"] in runs and e["run"] not in out and (at is None or at - now <= margin):
@@ -121,6 +130,17 @@ def keys_of_records(records: Iterable[Mapping[str, Any]], run_keys: RunKeys) -> 
     return tuple(dict.fromkeys(out))
 
 
+def budgeted(rels: tuple[str, ...]) -> tuple[tuple[str, ...], int]:
+    """The keys one entry signs, in their order, within ENTRY_BUDGET_BYTES; and how many are
+    left out (chosen before signing: a big run's keys past the bound cost no signature)."""
+    size = 0
+    for n, rel in enumerate(rels):
+        size += len(rel) + KEY_COST
+        if size > ENTRY_BUDGET_BYTES:
+            return rels[:n], len(rels) - n
+    return rels, 0
+
+
 def relative_run_keys(namespace: str, uid: str, run: str) -> RunKeys:
     """A run's keys without a repository's prefix (what records hold)."""
     return RunKeys("", namespace, uid, run)
@@ -134,17 +154,26 @@ def compact(
     key_prefix: str,
     records: int | None,
     expires_at: float,
+    unsigned: int = 0,
 ) -> dict[str, Any]:
-    """The entry of one run's signing: `signed` maps each key (relative to the run) to its URL."""
+    """The entry of one run's signing: `signed` maps each key (relative to the run) to its URL;
+    `unsigned`: how many of the run's keys budgeted left out. A URL kept whole (~600 bytes) counts
+    against ENTRY_BUDGET_BYTES too: past it, the rest are unsigned as well."""
     base, query = None, None
     sigs: dict[str, str] = {}
     whole: dict[str, str] = {}
-    for rel, url in signed.items():
+    size = 0
+    for n, (rel, url) in enumerate(signed.items()):
         head, _, rest = url.partition("?")
         common, sep, sig = rest.rpartition(_SIG[1:])
         if base is None and head.endswith("/" + rel) and sep and common.endswith("&"):
             base, query = head[: -len(rel)], common[:-1]
-        if base is not None and url == f"{base}{rel}?{query}{_SIG}{sig}" and sep:
+        split = base is not None and url == f"{base}{rel}?{query}{_SIG}{sig}" and sep
+        size += len(rel) + (KEY_COST if split else len(url) + 8)
+        if size > ENTRY_BUDGET_BYTES:
+            unsigned += len(signed) - n
+            break
+        if split:
             sigs[rel] = sig
         else:
             whole[rel] = url
@@ -160,6 +189,8 @@ def compact(
         out |= {"base": base, "query": query, "signatures": sigs}
     if whole:
         out["urls"] = whole
+    if unsigned:
+        out["unsigned"] = unsigned
     return out
 
 

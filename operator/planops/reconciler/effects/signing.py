@@ -100,7 +100,7 @@ class Signer:
         at = datetime.fromtimestamp(self.clock(), UTC).replace(microsecond=0)
         new = []
         for run in runs:
-            rels = await self._keys(plan, run, current)
+            rels, unsigned = signed.budgeted(await self._keys(plan, run, current))
             run_keys = keys_.RunKeys(store.repo.key_prefix, ns, uid, run)
             urls = {r: store.presign_get(run_keys.run_prefix + r, lifetime, at) for r in rels}
             new.append(
@@ -111,6 +111,7 @@ class Signer:
                     key_prefix=store.repo.key_prefix,
                     records=signed.records_of(status) if run == current else None,
                     expires_at=at.timestamp() + lifetime.total_seconds(),
+                    unsigned=unsigned,
                 )
             )
         written = await self.writer.change(ns, name, lambda p: _with(p, new))
@@ -120,7 +121,8 @@ class Signer:
 
     async def _keys(self, plan: Obj, run: str, current: str) -> tuple[str, ...]:
         """The keys to sign of `run`: from its records (the current run's, as they settle),
-        else those its entry holds (an earlier run: signed again as they were)."""
+        else those its entry holds (an earlier run: signed again as they were; an entry kept
+        in the history is within signed.BUDGET_BYTES, so never a full one)."""
         meta, status = plan["metadata"], plan.get("status") or {}
         held = signed.entry(status, run)
         if run != current:
