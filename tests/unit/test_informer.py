@@ -86,7 +86,7 @@ class Api:
             yield event
 
 
-def run_informer(api: Api, relisted: Callable[[set[tuple[str, str]]], None] | None = None):
+def run_informer(api: Api, relisted: Callable[[set[tuple[str, str]], str], None] | None = None):
     seen: list[tuple[str | None, str]] = []
     synced_at: list[bool] = []  # has_synced() as each event was handed on
 
@@ -145,9 +145,9 @@ def test_410_gone_lists_again_and_what_the_list_lacks_is_known_gone():
         [([obj("a", "5"), obj("b", "6")], "7"), ([obj("b", "9")], "30")],
         [[("MODIFIED", obj("a", "8")), gone]],
     )
-    lists: list[set[tuple[str, str]]] = []
-    _, seen, _ = run_informer(api, lists.append)
-    assert lists == [{("ns", "a"), ("ns", "b")}, {("ns", "b")}]
+    lists: list[tuple[set[tuple[str, str]], str]] = []
+    _, seen, _ = run_informer(api, lambda names, version: lists.append((names, version)))
+    assert lists == [({("ns", "a"), ("ns", "b")}, "7"), ({("ns", "b")}, "30")]
     assert seen[-1] == (None, "b")
     assert [r[2] for r in api.requests if r[0] == "watch"] == ["7", "30"]
 
@@ -202,13 +202,30 @@ def test_a_jobs_deletion_missed_while_no_watch_ran_is_found_by_the_next_list():
         op.queue.queue = asyncio.Queue()
         op.queue.pending.clear()
         assert op.jobs.relisted is not None
-        op.jobs.relisted("ns", set())  # the new list holds nothing of ns
+        op.jobs.relisted("ns", set(), "10")  # the new list holds nothing of ns
         held = op.runs.of("job", ("ns", "p", "r1")) + op.runs.of("job", ("ns2", "p", "r1"))
         return held, [op.queue.queue.get_nowait() for _ in range(op.queue.queue.qsize())]
 
     held, queued = asyncio.run(scenario())
     assert [o["metadata"]["name"] for o in held] == ["other"]  # ns2 is another informer's
     assert queued == [("ns", "p")]
+
+
+def test_a_job_created_while_the_list_was_on_its_way_is_not_taken_for_gone():
+    """The reconciler writes a Job it created into the run-object cache at once; a list whose
+    snapshot predates the create lacks it, and must not make it 'deleted' (the step failed as
+    'its Job was deleted' when the API server came back from a restart). The watch from the
+    list's version tells what becomes of it."""
+
+    async def scenario() -> list[str]:
+        op, _ = assembled(Config(namespaces=["ns"]), Api([], []))
+        op.job_event("ADDED", obj("old", "5"))  # held, and deleted while no watch ran
+        op.job_event("ADDED", obj("new", "12"))  # created after the list's snapshot (10)
+        assert op.jobs.relisted is not None
+        op.jobs.relisted("ns", set(), "10")
+        return [o["metadata"]["name"] for o in op.runs.of("job", ("ns", "p", "r1"))]
+
+    assert asyncio.run(scenario()) == ["new"]
 
 
 def test_the_queues_start_only_once_the_informers_have_listed(monkeypatch):
@@ -268,7 +285,7 @@ def test_with_patterns_each_matching_namespace_gets_informers_while_it_exists():
             op.namespace_event(kind, {"metadata": {"name": name}})
             await asyncio.sleep(0)
             shown.append(sorted(n or "" for n in op.jobs.informers))
-        op.namespaces.relisted(None, {("", "team-a")})  # type: ignore[misc]
+        op.namespaces.relisted(None, {("", "team-a")}, "1")  # type: ignore[misc]
         await asyncio.sleep(0.01)
         shown.append(sorted(n or "" for n in op.pods.informers))
         await op.jobs.stop()

@@ -538,6 +538,27 @@ def test_a_runs_list_holds_no_settled_steps_objects():
     assert [attempt_step(j) for j in runs.of("job", key)] == ["b"]
 
 
+def test_a_job_missing_from_the_cache_fails_its_step_only_once_a_list_confirms_it():
+    # The cache lost a Job the API server still holds (a relist's older snapshot once did):
+    # the step must not fail as "deleted". A Job really deleted still fails it, after one list.
+    kube, plans, runs, r, key = _two_steps([1_000.0])
+    (job_b,) = [j for j in runs.of("job", key) if attempt_step(j) == "b"]
+    runs.seen("job", "DELETED", job_b)  # gone from the cache only
+    kube.calls.clear()
+    asyncio.run(r.reconcile("ns", "p"))
+    assert "list_jobs" in kube.methods()
+    written = plans.get("ns", "p")
+    assert written is not None and written["status"]["counts"].get("failed", 0) == 0
+    assert [attempt_step(j) for j in runs.of("job", key)].count("b") == 1  # set right
+    kube.objects.pop(("job", "ns", job_b["metadata"]["name"]))  # now really deleted
+    runs.seen("job", "DELETED", job_b)
+    kube.calls.clear()
+    asyncio.run(r.reconcile("ns", "p"))
+    assert "list_jobs" in kube.methods()
+    written = plans.get("ns", "p")
+    assert written is not None and written["status"]["counts"]["failed"] == 1
+
+
 def test_a_resync_lists_a_run_again_only_when_its_last_list_is_old_for_what_it_cost():
     # A big run's list (20,000 Jobs, every resync) was a third of the operator's CPU for it,
     # to confirm what the watches had shown: the resync lists a run again once RELIST_AFTER

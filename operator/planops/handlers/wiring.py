@@ -222,8 +222,8 @@ class Operator:
         runs, raw = self.runs, self.raw_kube  # reads need no leadership
 
         def relisted(kind: str, handler: Callable[[str | None, Obj], None]) -> Any:
-            def gone(namespace: str | None, present: Names) -> None:
-                for obj in runs.absent(kind, namespace, present):
+            def gone(namespace: str | None, present: Names, version: str | None) -> None:
+                for obj in runs.absent(kind, namespace, present, version):
                     handler("DELETED", obj)
 
             return gone
@@ -407,7 +407,7 @@ class Operator:
         elif namespace in self.jobs.informers or namespace in self.pods.informers:
             self._tasks.append(asyncio.create_task(self._unwatch(namespace)))
 
-    def _relisted(self, _: str | None, present: Names) -> None:
+    def _relisted(self, _: str | None, present: Names, __: str | None) -> None:
         """The namespaces listed again: a watched one the list lacks was deleted meanwhile."""
         for namespace in list(self.jobs.informers):
             if self.by_pattern and (namespace is None or ("", namespace) not in present):

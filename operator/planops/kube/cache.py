@@ -17,6 +17,14 @@ from typing import Any, Protocol
 from planops.api.names import KEY_PREFIX
 
 Obj = dict[str, Any]
+
+
+def slim_unless(kind: str, dropped: Callable[[Obj], bool]) -> Callable[[Obj], Obj | None]:
+    """What a list keeps of each object as its page arrives: the slim object, or nothing of
+    one `dropped` (a settled step's: a big run's list never holds them all at once)."""
+    return lambda obj: None if dropped(obj) else slim_run_object(kind, obj)
+
+
 #: ended runs remembered, so that late events of their objects do not bring them back
 CLOSED_KEPT = 50_000
 
@@ -243,6 +251,13 @@ def _newer(new: Obj, old: Obj | None) -> bool:
     return not (a.isdigit() and b.isdigit()) or int(a) >= int(b)
 
 
+def _after(obj: Obj, version: str) -> bool:
+    """Whether `obj` is a version later than `version` (both etcd revisions, numbers, as in
+    practice; else not known to be)."""
+    mine = str((obj.get("metadata") or {}).get("resourceVersion", ""))
+    return mine.isdigit() and version.isdigit() and int(mine) > int(version)
+
+
 class Group(Protocol):
     """The objects a WatchCache's index puts under one key, kept by the cache as they change:
     a dict of them by default (Members), or a structure its reader keeps in order as it goes
@@ -428,14 +443,26 @@ class RunObjects:
             if not held:
                 del runs[key]
 
-    def absent(self, kind: str, namespace: str | None, present: set[tuple[str, str]]) -> list[Obj]:
+    def absent(
+        self,
+        kind: str,
+        namespace: str | None,
+        present: set[tuple[str, str]],
+        version: str | None = None,
+    ) -> list[Obj]:
         """What the cache holds of `kind` in `namespace` (None: in all) that a list holding
-        `present` (namespace, name) lacks: deleted while no watch ran (kube.informer)."""
-        return [
-            self._objects[kind][key][name]
-            for (k, ns, name), key in list(self._where.items())
-            if k == kind and namespace in (None, ns) and (ns, name) not in present
-        ]
+        `present` (namespace, name) lacks: deleted while no watch ran (kube.informer); but
+        not what is newer than the list's `version` (a Job the reconciler created while the
+        list's pages came: the list's snapshot predates it, and the watch that follows the
+        list tells its fate)."""
+        found = []
+        for (k, ns, name), key in list(self._where.items()):
+            if k != kind or namespace not in (None, ns) or (ns, name) in present:
+                continue
+            obj = self._objects[kind][key][name]
+            if not version or not _after(obj, version):
+                found.append(obj)
+        return found
 
     def of(self, kind: str, key: RunKey) -> list[Obj]:
         return list(self._objects[kind].get(key, {}).values())

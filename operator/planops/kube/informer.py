@@ -11,8 +11,11 @@ The rules, as client-go's:
 - **List, then watch from the list's resourceVersion** (the list paged: kube.client.LIST_PAGE;
   every page is of the one snapshot), so no change between the two is missed or repeated. Each
   listed object is handed on as an event of type None (kopf's convention for a listing), and
-  then `relisted` gets the names the list held: whatever the caller holds that the list lacks
-  was deleted while no watch ran (client-go's DeletedFinalStateUnknown).
+  then `relisted` gets the names the list held and its resourceVersion: whatever the caller
+  holds that the list lacks was deleted while no watch ran (client-go's
+  DeletedFinalStateUnknown), unless the caller's copy is newer than the list (an object the
+  operator created while the list's pages came, and wrote into its cache: the watch from the
+  list's version tells what becomes of it).
 - **has_synced()** is true once the first list has been handed on, and stays true (a relist
   hands on the newer truth; it never makes what was handed on untrue).
 - **A watch that ends is resumed** from the last resourceVersion seen (bookmarks included:
@@ -88,7 +91,7 @@ class Informer:
         resource: Resource,
         namespace: str | None,
         seen: Callable[[str | None, Obj], None],
-        relisted: Callable[[Names], None] | None = None,
+        relisted: Callable[[Names, str], None] | None = None,
         selector: str | None = None,
     ) -> None:
         self.kube, self.resource, self.namespace = kube, resource, namespace
@@ -162,7 +165,7 @@ class Informer:
         path = self.resource.path(self.namespace)
         version = await self.kube.list_pages(path, each, self._query(), self.resource.loads)
         if self.relisted is not None:
-            self.relisted(names)
+            self.relisted(names, version)
         self._synced.set()
         return version
 
@@ -194,7 +197,7 @@ class Informers:
         kube: Kube,
         resource: Resource,
         seen: Callable[[str | None, Obj], None],
-        relisted: Callable[[str | None, Names], None] | None = None,
+        relisted: Callable[[str | None, Names, str | None], None] | None = None,
         selector: str | None = None,
     ) -> None:
         self.kube, self.resource, self.selector = kube, resource, selector
@@ -210,7 +213,9 @@ class Informers:
             self.resource,
             namespace,
             self.seen,
-            (lambda names: relisted(namespace, names)) if relisted is not None else None,
+            (lambda names, version: relisted(namespace, names, version))
+            if relisted is not None
+            else None,
             self.selector,
         )
         self.informers[namespace] = informer
@@ -223,7 +228,7 @@ class Informers:
             return
         await informer.stop()
         if self.relisted is not None:
-            self.relisted(namespace, set())
+            self.relisted(namespace, set(), None)  # no version: whatever it held is gone
 
     def has_synced(self) -> bool:
         return all(i.has_synced() for i in self.informers.values())

@@ -7,18 +7,14 @@ run's Jobs and pods when trusted), else from the API server. Nothing here decide
 with what was read is a pure decision (run.life, run.core, queue.admission, history.retention,
 schedules.decide) and every write is the actuator's.
 
-A run's objects are read from the cache when it can be trusted: this replica listed the run
-since it started leading (or created the run itself), no resync asked for a check since, and
-every Job that ended has its pod at hand (a success is never settled without its pod's log
-because a pod event is late). A resync lists a run again once RELIST_AFTER times its last
-list's duration has passed, and at least RELIST_FLOOR since it was last listed or started here:
-the watches miss nothing by construction (kube.informer: a watch resumes from the last version
-seen, an expired one lists again and hands on what was deleted, a silent one is resumed), so
-the list only repairs what a bug lost. Listing a run of 20,000 steps took a third of what the
-operator spent on it; a small run's list at every resync was two requests a running Plan
-(tests/unit/test_request_budget.py). A settled step's objects are not read again: a big run
-keeps thousands of them, and the pods of many are gone (the pod
-garbage collector deletes terminated pods past 12,500 in the cluster).
+A run's objects come from the cache when it can be trusted: this replica listed the run since
+it started leading (or created it), no resync asked for a check since, every Job that ended has
+its pod at hand (no success settled without its pod's log), and no attempt in flight lacks its
+Job (a list confirms a deletion before it fails a step). A resync lists a run again once
+RELIST_AFTER times its last list's duration, and RELIST_FLOOR, have passed: the watches miss
+nothing by construction (kube.informer), so the list only repairs what a bug lost (a run of
+20,000 steps' list took a third of the operator's CPU for it). A settled step's objects are not
+read again: a big run keeps thousands, and the pod garbage collector deletes many of their pods.
 """
 
 from __future__ import annotations
@@ -44,7 +40,7 @@ from planops.engine.plan_templates import Key as TemplateKey
 from planops.engine.retry import unread_capsule
 from planops.kube import manifests
 from planops.kube.api import KubeApi, ScheduleApi
-from planops.kube.cache import RunObjects, WatchCache, slim_run_object
+from planops.kube.cache import RunObjects, WatchCache, slim_unless
 from planops.kube.errors import ApiError
 from planops.reconciler.effects.bounded import bounded
 from planops.reconciler.effects.plan_deletion import PlanDeletion
@@ -329,15 +325,12 @@ class Reads:
         (`written`), and an attempt for each unsettled step's Job, pod or child Plan, with its
         output read once it ended."""
         settled_ids = written.ids
-        jobs, pods = await self.objects(ref, settled_ids)
-        # objects whose labels name no attempt of ours are not attempts (observe says why)
-        found = [job_attempt(j, pods.get(j["metadata"]["name"])) for j in jobs]
-        if bodies.makes_child_plans(spec):  # capsule and template steps, in bodies too
-            listed = await self.kube.list_plans(ref.namespace, ref.children_selector())
-            found += [
-                child_attempt(c) for c in facts_.unsettled(owned(listed, ref.uid), settled_ids)
-            ]
-        observed = [o for o in found if o is not None]
+        observed, cached = await self._observed(ref, spec, settled_ids)
+        remembered = facts_.remembered(previous, settled_ids)
+        if cached and facts_.vanished(previous, settled_ids, observed, remembered, 0.0):
+            # an attempt's Job gone from the cache fails its step: a list confirms it first
+            self.check((ref.namespace, ref.name))
+            observed, _ = await self._observed(ref, spec, settled_ids)
         n = finally_steps.step_count(spec)
         now = self.clock()
         pending, later = facts_.pending(observed, settled_ids, now)
@@ -357,18 +350,29 @@ class Reads:
                 moved.apply(f, moving[f.step_id], o.collected, keys) if f.step_id in moving else f
                 for f, o in zip(assembled.attempts, pending, strict=True)
             ]
-        attempts = assembled.attempts + facts_.remembered(previous, settled_ids)
+        attempts = assembled.attempts + remembered
         attempts += facts_.vanished(previous, settled_ids, observed, attempts, self.clock())
         facts = Facts(tuple(written.records), tuple(attempts))
         return RunRead(facts, observed, later or assembled.later, assembled.merged)
 
+    async def _observed(
+        self, ref: manifests.PlanRef, spec: PlanSpec, settled: Container[str]
+    ) -> tuple[list[Observed], bool]:
+        """The attempts of unsettled steps: Jobs and pods, child Plans; whether from the cache."""
+        jobs, pods, cached = await self.objects(ref, settled)
+        # objects whose labels name no attempt of ours are not attempts (observe says why)
+        found = [job_attempt(j, pods.get(j["metadata"]["name"])) for j in jobs]
+        if bodies.makes_child_plans(spec):  # capsule and template steps, in bodies too
+            listed = await self.kube.list_plans(ref.namespace, ref.children_selector())
+            found += [child_attempt(c) for c in facts_.unsettled(owned(listed, ref.uid), settled)]
+        return [o for o in found if o is not None], cached
+
     async def objects(
         self, ref: manifests.PlanRef, settled: Container[str]
-    ) -> tuple[list[Obj], dict[str, Obj]]:
-        """The run's Jobs (this Plan's own) of steps not `settled`, and the pod of each, from the
-        watch's cache when it can be trusted (the module's docstring), else listed, page by page
-        (slimmed as they arrive: a big run's whole objects are never held at once), and the
-        cache set right from the list."""
+    ) -> tuple[list[Obj], dict[str, Obj], bool]:
+        """The run's Jobs (this Plan's own) of steps not `settled`, the pod of each, and whether
+        they came from the watch's cache, trusted (the module's docstring), else listed page by
+        page (slimmed as they arrive, a settled step's dropped) and the cache set right."""
         key = (ref.namespace, manifests.label_value(ref.name), ref.run)
         plan = (ref.namespace, ref.name)
 
@@ -381,13 +385,15 @@ class Reads:
             jobs = facts_.unsettled(owned(self.runs.of("job", key), ref.uid), settled)
             pods = pods_by_job(self.runs.of("pod", key), jobs)
             if all(j["metadata"]["name"] in pods or not job_ended(j) for j in jobs):
-                return jobs, pods
+                return jobs, pods, True
         started = self.clock()
         listed_jobs = await self.kube.list_jobs(
-            ref.namespace, ref.selector(), _unsettled("job", settled)
+            ref.namespace, ref.selector(), slim_unless("job", of_settled_step)
         )
         listed_pods = (
-            await self.kube.list_pods(ref.namespace, ref.selector(), _unsettled("pod", settled))
+            await self.kube.list_pods(
+                ref.namespace, ref.selector(), slim_unless("pod", of_settled_step)
+            )
             if listed_jobs
             else []
         )
@@ -399,7 +405,7 @@ class Reads:
             self.runs.settle(key, of_settled_step)
             self._trusted.add(plan)
         jobs = facts_.unsettled(owned(listed_jobs, ref.uid), settled)
-        return jobs, pods_by_job(listed_pods, jobs) if jobs else {}
+        return jobs, pods_by_job(listed_pods, jobs) if jobs else {}, False
 
     async def output(
         self, namespace: str, obs: Observed, cap: int, now: float, limit: int = 0
@@ -492,9 +498,3 @@ async def templates(
         found[key] = obj = await kube.get_object(templating.PLURALS[kind], ns, name)
         todo |= templating.wanted((obj or {}).get("spec")) - found.keys()
     return found
-
-
-def _unsettled(kind: str, settled: Container[str]) -> Callable[[Obj], Obj | None]:
-    """What a list keeps of each object as it arrives: the slim object of an unsettled step's
-    Job or pod, nothing of a settled step's (a big run's list never holds them all at once)."""
-    return lambda obj: None if attempt_step(obj) in settled else slim_run_object(kind, obj)
