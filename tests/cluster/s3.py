@@ -51,11 +51,16 @@ def _version_dir() -> str:
     raise RuntimeError("SEAWEEDFS_VERSION is missing from tests/cluster/versions.env")
 
 
-def _free_ports(n: int) -> list[int]:
+#: starts tried when a chosen port was taken before weed bound it (the ports are free when
+#: chosen; another process of a parallel run may take one before weed binds it)
+START_TRIES = 3
+
+
+def _free_ports(n: int, ip: str = "127.0.0.1") -> list[int]:
     socks = [socket.socket() for _ in range(n)]
     try:
         for s in socks:
-            s.bind(("127.0.0.1", 0))
+            s.bind((ip, 0))
         return [int(s.getsockname()[1]) for s in socks]
     finally:
         for s in socks:
@@ -90,7 +95,18 @@ class Store:
             s3 = self.load()
             if self.running():
                 return s3
-        master, master_g, volume, volume_g, filer, filer_g, s3_port, s3_g = _free_ports(8)
+        for tries_left in reversed(range(START_TRIES)):
+            try:
+                return self._start()
+            except RuntimeError as e:
+                if tries_left == 0 or "address already in use" not in str(e):
+                    raise
+                shutil.rmtree(self.root / "data", ignore_errors=True)  # its state names the ports
+        raise AssertionError("unreachable")
+
+    def _start(self) -> S3:
+        ports = _free_ports(8, self.ip)
+        master, master_g, volume, volume_g, filer, filer_g, s3_port, s3_g = ports
         s3 = S3(
             endpoint=f"http://{self.ip}:{s3_port}",
             bucket=BUCKET,
