@@ -241,21 +241,19 @@ def slim_run_object(kind: str, obj: Obj) -> Obj:
     return out
 
 
+def _revision(obj: Obj) -> int | None:
+    """The object's resourceVersion as a number (an etcd revision, in practice), else None."""
+    version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
+    return int(version) if version.isdigit() else None
+
+
 def _newer(new: Obj, old: Obj | None) -> bool:
     """Whether `new` is a later version than `old` (resourceVersions are etcd revisions in
     practice; one that is not a number is taken as newer, as a watch's order says)."""
     if old is None:
         return True
-    a = str((new.get("metadata") or {}).get("resourceVersion", ""))
-    b = str((old.get("metadata") or {}).get("resourceVersion", ""))
-    return not (a.isdigit() and b.isdigit()) or int(a) >= int(b)
-
-
-def _after(obj: Obj, version: str) -> bool:
-    """Whether `obj` is a version later than `version` (both etcd revisions, numbers, as in
-    practice; else not known to be)."""
-    mine = str((obj.get("metadata") or {}).get("resourceVersion", ""))
-    return mine.isdigit() and version.isdigit() and int(mine) > int(version)
+    a, b = _revision(new), _revision(old)
+    return a is None or b is None or a >= b
 
 
 class Group(Protocol):
@@ -455,12 +453,14 @@ class RunObjects:
         not what is newer than the list's `version` (a Job the reconciler created while the
         list's pages came: the list's snapshot predates it, and the watch that follows the
         list tells its fate)."""
+        listed = int(version) if version and version.isdigit() else None
         found = []
         for (k, ns, name), key in list(self._where.items()):
             if k != kind or namespace not in (None, ns) or (ns, name) in present:
                 continue
             obj = self._objects[kind][key][name]
-            if not version or not _after(obj, version):
+            held = _revision(obj)
+            if listed is None or held is None or held <= listed:
                 found.append(obj)
         return found
 
